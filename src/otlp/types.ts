@@ -67,6 +67,7 @@ export function isKeptAttributeKey(key: string): boolean {
 
 /** Result of decoding one export request. */
 export interface DecodedExport {
+  /** Every span of the request (content attributes skipped), so parentage through non-agent spans can be resolved. */
   spans: SpanRecord[];
   /** Total spans seen in the request, kept or not (every span is counted, content spans included). */
   spanCount: number;
