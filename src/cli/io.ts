@@ -1,0 +1,25 @@
+export interface Io {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+}
+
+export const processIo: Io = {
+  stdout: (s) => process.stdout.write(s),
+  stderr: (s) => process.stderr.write(s),
+};
+
+export class UsageError extends Error {}
+
+/** Parse an RFC 3339 time given on the command line. */
+export function parseTimeArg(name: string, value: string): number {
+  const t = Date.parse(value);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(t)) throw new UsageError(`${name}: not an RFC 3339 time: ${value}`);
+  return t;
+}
+
+/** Render rows as an aligned text table. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}

@@ -1,0 +1,59 @@
+import { contractJsonSchema, receiptJsonSchema } from '../core/index.js';
+import { type Io, processIo, UsageError } from './io.js';
+import { isInputError, replayCommand } from './replay.js';
+import { validateCommand } from './validate.js';
+
+const USAGE = `usage: topology-audit <command> [options]
+
+commands:
+  serve [--contracts DIR] [--contract ID] [--data DIR] [--otlp-http-port 4318] [--otlp-grpc-port 4317] [--port 9464] [--host 127.0.0.1]
+  replay FILE... --contracts DIR [--contract ID] [--now RFC3339] [--expect FILE] [--json]
+  gate RUN [--server URL] [--timeout DUR]
+  validate FILE...
+  schema [contract|receipt|handoff]
+`;
+
+type Command = (argv: string[], io: Io) => Promise<number>;
+
+const commands: Record<string, () => Promise<Command>> = {
+  replay: async () => replayCommand,
+  validate: async () => validateCommand,
+  schema: async () => schemaCommand,
+};
+
+/** Register a lazily-loaded command (keeps start-up cheap). */
+export function registerCommand(name: string, load: () => Promise<Command>): void {
+  commands[name] = load;
+}
+
+async function schemaCommand(argv: string[], io: Io): Promise<number> {
+  const which = argv[0] ?? 'contract';
+  let schema: unknown;
+  if (which === 'contract') schema = contractJsonSchema();
+  else if (which === 'receipt') schema = receiptJsonSchema();
+  else throw new UsageError(`schema: unknown format "${which}" (contract, receipt)`);
+  io.stdout(JSON.stringify(schema, null, 2) + '\n');
+  return 0;
+}
+
+export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout(USAGE);
+    return name ? 0 : 2;
+  }
+  const load = commands[name];
+  if (!load) {
+    io.stderr(`topology-audit: unknown command "${name}"\n${USAGE}`);
+    return 2;
+  }
+  try {
+    return await (await load())(rest, io);
+  } catch (e) {
+    if (isInputError(e) || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      io.stderr(`topology-audit ${name}: ${(e as Error).message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,110 @@
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { ContractError, ContractRegistry, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
+import { type Io, UsageError, parseTimeArg, table } from './io.js';
+
+export type Expectation = { verdict?: Verdict; codes?: string[] };
+
+/** `{ "<run id>": "<verdict>" }`, or `{ "<run id>": { "verdict": ..., "codes": [...] } }` to also expect finding codes. */
+export function parseExpectFile(text: string, file: string): Map<string, Expectation> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new UsageError(`${file}: invalid JSON: ${(e as Error).message}`);
+  }
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new UsageError(`${file}: expected a JSON object {"<run id>": "<verdict>"}`);
+  const out = new Map<string, Expectation>();
+  for (const [run, v] of Object.entries(raw as Record<string, unknown>)) {
+    const e: Expectation = typeof v === 'string' ? { verdict: v as Verdict } : (v as Expectation);
+    if (!e || typeof e !== 'object') throw new UsageError(`${file}: run "${run}": expected a verdict or {verdict, codes}`);
+    if (e.verdict !== undefined && !(VERDICTS as readonly string[]).includes(e.verdict)) throw new UsageError(`${file}: run "${run}": unknown verdict "${e.verdict}"`);
+    if (e.codes !== undefined && !(Array.isArray(e.codes) && e.codes.every((c) => typeof c === 'string'))) throw new UsageError(`${file}: run "${run}": codes must be a list of strings`);
+    out.set(run, e);
+  }
+  return out;
+}
+
+export interface ReplayResult {
+  verdicts: RunVerdict[];
+  now: number;
+}
+
+/** Audit receipts offline. Pure apart from the registry passed in. */
+export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number; defaultContract?: string }): ReplayResult {
+  const runs = groupByRun(receipts);
+  let now = opts.now ?? -Infinity;
+  if (opts.now === undefined) for (const s of runs.values()) now = Math.max(now, s.lastAt);
+  const verdicts = [...runs.values()].map((s) => evaluate(s, resolvePin(s, registry, opts.defaultContract), now, { registry }));
+  verdicts.sort((a, b) => (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
+  return { verdicts, now };
+}
+
+export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Expectation>): string[] {
+  const problems: string[] = [];
+  const byRun = new Map(verdicts.map((v) => [v.run, v]));
+  for (const [run, e] of expect) {
+    const v = byRun.get(run);
+    if (!v) {
+      problems.push(`${run}: expected ${e.verdict ?? 'a verdict'} but the input has no receipts for this run`);
+      continue;
+    }
+    if (e.verdict !== undefined && v.verdict !== e.verdict) problems.push(`${run}: expected ${e.verdict}, got ${v.verdict}`);
+    for (const c of e.codes ?? []) if (!v.findings.some((f) => f.code === c)) problems.push(`${run}: expected a finding "${c}", found ${v.findings.map((f) => f.code).join(', ') || 'none'}`);
+  }
+  return problems;
+}
+
+export async function replayCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      contracts: { type: 'string' },
+      contract: { type: 'string' },
+      now: { type: 'string' },
+      expect: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file');
+  if (!values.contracts) throw new UsageError('replay: --contracts DIR is required');
+  const registry = ContractRegistry.loadDir(values.contracts);
+  if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`replay: --contract ${values.contract}: no such contract in ${values.contracts}`);
+  const now = values.now !== undefined ? parseTimeArg('--now', values.now) : undefined;
+  const expect = values.expect ? parseExpectFile(readFileSync(values.expect, 'utf8'), values.expect) : null;
+  const receipts: Receipt[] = [];
+  for (const file of positionals) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new UsageError(`${file}: ${(e as Error).message}`);
+    }
+    receipts.push(...parseReceiptFile(text, file));
+  }
+  const { verdicts, now: at } = replayReceipts(receipts, registry, { now, defaultContract: values.contract });
+  if (values.json) {
+    for (const v of verdicts) io.stdout(JSON.stringify(verdictJson(v)) + '\n');
+  } else {
+    const rows = verdicts.map((v) => {
+      const f = firstFinding(v);
+      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? f.message : '-'];
+    });
+    io.stdout(`now ${Number.isFinite(at) ? new Date(at).toISOString() : '-'}, ${verdicts.length} run(s)\n`);
+    io.stdout(table(['RUN', 'NAIVE', 'VERDICT', 'OPERATOR MEANING', 'FIRST FINDING'], rows));
+  }
+  if (expect) {
+    const problems = checkExpectations(verdicts, expect);
+    if (problems.length) {
+      for (const p of problems) io.stderr(`expectation failed: ${p}\n`);
+      return 1;
+    }
+    io.stderr(`all ${expect.size} expectation(s) met\n`);
+  }
+  return 0;
+}
+
+export function isInputError(e: unknown): boolean {
+  return e instanceof ReceiptFileError || e instanceof ContractError || e instanceof UsageError;
+}

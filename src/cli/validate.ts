@@ -1,0 +1,37 @@
+import { readFileSync } from 'node:fs';
+import { ContractError, ContractRegistry, formatIssue, parseContract, type Contract } from '../core/index.js';
+import { type Io, UsageError } from './io.js';
+
+export async function validateCommand(argv: string[], io: Io): Promise<number> {
+  const files = argv.filter((a) => !a.startsWith('--'));
+  if (files.length === 0) throw new UsageError('validate: give at least one contract file');
+  let bad = 0;
+  const ok: Contract[] = [];
+  for (const file of files) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      io.stderr(`${file}:1:1: (file): ${(e as Error).message}\n`);
+      bad++;
+      continue;
+    }
+    try {
+      const c = parseContract(text, file);
+      ok.push(c);
+      io.stdout(`${file}: ok (${c.contract}@${c.version}${c.retired ? ', retired' : ''}, ${c.agents.length} agents, ${c.allow.length} allow entries, phases ${c.phases.map((p) => p.name).join(', ')})\n`);
+    } catch (e) {
+      if (!(e instanceof ContractError)) throw e;
+      for (const i of e.issues) io.stderr(formatIssue(i) + '\n');
+      bad++;
+    }
+  }
+  try {
+    ContractRegistry.fromContracts(ok);
+  } catch (e) {
+    if (!(e instanceof ContractError)) throw e;
+    for (const i of e.issues) io.stderr(formatIssue(i) + '\n');
+    bad++;
+  }
+  return bad ? 1 : 0;
+}

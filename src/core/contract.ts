@@ -1,0 +1,483 @@
+import { createHash } from 'node:crypto';
+import { LineCounter, parseDocument, isMap, isPair, isScalar, isSeq, type Document, type Node as YamlNode } from 'yaml';
+import { z } from 'zod';
+import { EDGE_KINDS, type EdgeKind } from './types.js';
+import { EdgeSyntaxError, compactKey, parseDuration, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
+
+// ---------------------------------------------------------------------------------------------
+// Schema: the canonical (JSON) form of a contract file. YAML shorthand entries (`- a -> b : kind`)
+// are rewritten to `{edge: "a -> b : kind", ...}` before validation, keeping their position.
+// ---------------------------------------------------------------------------------------------
+
+const Id = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:@\/-]+$/, 'an identity: letters, digits, _ . : @ / -');
+const EdgeText = z.string().min(1).describe('"from -> to : kind", or "from -> [to1, to2] : kind" for a bounded choice');
+const Max = z.number().int().min(1).describe('how many observations (distinct event ids) the entry allows; default 1');
+const Duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'a duration: an integer with ms, s, m, h or d (e.g. 30s, 10m, 2h)');
+
+const AllowEntrySchema = z.union([
+  EdgeText,
+  z.strictObject({ edge: EdgeText, max: Max.optional() }),
+  z.strictObject({ from: Id, to: z.union([Id, z.array(Id).min(1)]), kind: z.enum(EDGE_KINDS), max: Max.optional() }),
+]);
+
+const ExpectOptions = {
+  after: z.array(EdgeText).optional().describe('edges (as written in this plan) that must be observed first; [] starts a parallel branch'),
+  dependency: Id.optional().describe('the agent being waited on; needs `within`'),
+  within: Duration.optional().describe('deadline, counted from the edge becoming due'),
+};
+const ExpectEntrySchema = z.union([
+  EdgeText,
+  z.strictObject({ edge: EdgeText, ...ExpectOptions }),
+  z.strictObject({ from: Id, to: z.union([Id, z.array(Id).min(1)]), kind: z.enum(EDGE_KINDS), ...ExpectOptions }),
+]);
+
+const PhaseSchema = z.strictObject({
+  outcome: z.enum(['required', 'optional']).default('required'),
+  expect: z.array(ExpectEntrySchema).default([]),
+});
+
+export const ContractFileSchema = z
+  .strictObject({
+    contract: Id.describe('contract id'),
+    version: z
+      .union([z.string().min(1), z.number()])
+      .transform((v) => String(v))
+      .describe('(contract, version) names exactly one content; quote it in YAML'),
+    retired: z.boolean().default(false),
+    owner: Id.describe('the final accountable owner (the run\'s parent)'),
+    agents: z.array(Id).min(1),
+    allow: z.array(AllowEntrySchema).default([]),
+    phases: z.record(Id, PhaseSchema).refine((p) => Object.keys(p).length > 0, 'at least one phase is required'),
+  })
+  .describe('topology-audit contract');
+
+export type ContractFile = z.output<typeof ContractFileSchema>;
+
+export function contractJsonSchema(): unknown {
+  return z.toJSONSchema(ContractFileSchema, { io: 'input', target: 'draft-2020-12' });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The normalised, validated contract.
+// ---------------------------------------------------------------------------------------------
+
+export interface AllowRule {
+  index: number;
+  spec: EdgeSpec;
+  /** As written, canonical spacing. */
+  key: string;
+  max: number;
+}
+
+export interface PlanStep {
+  index: number;
+  spec: EdgeSpec;
+  key: string;
+  /** Indexes of the steps this one comes after. */
+  after: number[];
+  dependency?: string;
+  withinMs?: number;
+}
+
+export interface Phase {
+  name: string;
+  outcome: 'required' | 'optional';
+  plan: PlanStep[];
+}
+
+export interface Contract {
+  contract: string;
+  version: string;
+  retired: boolean;
+  owner: string;
+  agents: string[];
+  agentSet: ReadonlySet<string>;
+  allow: AllowRule[];
+  /** tripleKey(from,to,kind) -> allow rule */
+  allowByEdge: ReadonlyMap<string, AllowRule>;
+  phases: Phase[];
+  /** sha256 of the canonical content. */
+  hash: string;
+  /** Canonical JSON content (what the hash covers). */
+  canonical: string;
+  file?: string;
+}
+
+export interface ContractIssue {
+  file: string;
+  line: number;
+  col: number;
+  /** Field path, e.g. `allow[2].to`. */
+  field: string;
+  message: string;
+}
+
+export class ContractError extends Error {
+  constructor(public readonly issues: ContractIssue[]) {
+    super(issues.map(formatIssue).join('\n'));
+  }
+}
+
+export function formatIssue(i: ContractIssue): string {
+  return `${i.file}:${i.line}:${i.col}: ${i.field || '(root)'}: ${i.message}`;
+}
+
+type Path = (string | number)[];
+
+export function fieldPath(path: Path): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${p}` : p;
+  return out;
+}
+
+/** Rewrite YAML shorthand `{ "a -> b": kind, ...options }` into `{ edge: "a -> b : kind", ...options }`. */
+function expandShorthand(entry: unknown): unknown {
+  if (!entry || typeof entry !== 'object' || Array.isArray(entry)) return entry;
+  const obj = entry as Record<string, unknown>;
+  const edgeKeys = Object.keys(obj).filter((k) => k.includes('->'));
+  if (edgeKeys.length !== 1) return entry;
+  const k = edgeKeys[0];
+  const out: Record<string, unknown> = { edge: `${k} : ${String(obj[k])}` };
+  for (const [key, v] of Object.entries(obj)) if (key !== k) out[key] = v;
+  return out;
+}
+
+function expandAll(raw: unknown): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const doc = { ...(raw as Record<string, unknown>) };
+  if (Array.isArray(doc.allow)) doc.allow = doc.allow.map(expandShorthand);
+  if (doc.phases && typeof doc.phases === 'object' && !Array.isArray(doc.phases)) {
+    const phases: Record<string, unknown> = {};
+    for (const [name, ph] of Object.entries(doc.phases as Record<string, unknown>)) {
+      if (ph && typeof ph === 'object' && !Array.isArray(ph) && Array.isArray((ph as any).expect)) {
+        phases[name] = { ...(ph as object), expect: (ph as any).expect.map(expandShorthand) };
+      } else phases[name] = ph;
+    }
+    doc.phases = phases;
+  }
+  return doc;
+}
+
+/** Locates a field path in the source text, for line:col in errors. */
+type Locator = (path: Path) => { line: number; col: number };
+
+function yamlLocator(doc: Document, lc: LineCounter): Locator {
+  return (path) => {
+    let node: unknown = doc.contents;
+    let offset = (doc.contents as YamlNode | null)?.range?.[0] ?? 0;
+    for (const seg of path) {
+      if (isMap(node)) {
+        const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === String(seg));
+        if (pair) {
+          offset = (pair.key as YamlNode).range?.[0] ?? offset;
+          node = pair.value;
+          continue;
+        }
+        if (seg === 'edge') {
+          // shorthand entry: the edge is the key containing "->"
+          const sh = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value).includes('->'));
+          if (sh) offset = (sh.key as YamlNode).range?.[0] ?? offset;
+        }
+        break;
+      } else if (isSeq(node) && typeof seg === 'number' && seg < node.items.length) {
+        node = node.items[seg];
+        offset = (node as YamlNode | null)?.range?.[0] ?? offset;
+      } else break;
+    }
+    const pos = lc.linePos(offset);
+    return { line: pos.line, col: pos.col };
+  };
+}
+
+/** JSON: find the line of a path by scanning for the key text; good enough for error messages. */
+function jsonLocator(text: string): Locator {
+  return (path) => {
+    const keys = path.filter((p): p is string => typeof p === 'string');
+    let from = 0;
+    for (const k of keys) {
+      const i = text.indexOf(JSON.stringify(k), from);
+      if (i >= 0) from = i;
+    }
+    const before = text.slice(0, from);
+    const line = before.split('\n').length;
+    const col = from - before.lastIndexOf('\n');
+    return { line, col };
+  };
+}
+
+/** Parse contract text (YAML or JSON) into a validated contract, or throw ContractError with every issue. */
+export function parseContract(text: string, file = '<contract>'): Contract {
+  const isJson = /\.json$/i.test(file) || /^\s*\{/.test(text);
+  let raw: unknown;
+  let locate: Locator;
+  if (isJson) {
+    try {
+      raw = JSON.parse(text);
+    } catch (e) {
+      const m = /position (\d+)/.exec(String((e as Error).message));
+      const pos = m ? Number(m[1]) : 0;
+      const before = text.slice(0, pos);
+      throw new ContractError([
+        { file, line: before.split('\n').length, col: pos - before.lastIndexOf('\n'), field: '', message: `invalid JSON: ${(e as Error).message}` },
+      ]);
+    }
+    locate = jsonLocator(text);
+  } else {
+    const lc = new LineCounter();
+    const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true });
+    if (doc.errors.length > 0) {
+      throw new ContractError(
+        doc.errors.map((e) => {
+          const pos = lc.linePos(e.pos[0]);
+          return { file, line: pos.line, col: pos.col, field: '', message: `invalid YAML: ${e.message.split('\n')[0]}` };
+        }),
+      );
+    }
+    raw = doc.toJS();
+    locate = yamlLocator(doc, lc);
+  }
+  const issues: ContractIssue[] = [];
+  const add = (path: Path, message: string) => {
+    const { line, col } = locate(path);
+    issues.push({ file, line, col, field: fieldPath(path), message });
+  };
+  const parsed = ContractFileSchema.safeParse(expandAll(raw));
+  if (!parsed.success) {
+    for (const iss of parsed.error.issues) add(iss.path as Path, describeZodIssue(iss));
+    throw new ContractError(dedupeIssues(issues));
+  }
+  const contract = buildContract(parsed.data, add);
+  if (issues.length > 0) throw new ContractError(issues);
+  contract.file = file;
+  return contract;
+}
+
+function dedupeIssues(issues: ContractIssue[]): ContractIssue[] {
+  const seen = new Set<string>();
+  return issues.filter((i) => {
+    const k = `${i.field}|${i.message}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
+function describeZodIssue(iss: z.core.$ZodIssue): string {
+  if (iss.code === 'unrecognized_keys') return `unknown field(s): ${iss.keys.join(', ')}`;
+  if (iss.code === 'invalid_union') {
+    // Prefer the most specific branch error.
+    const branches = (iss as any).errors as z.core.$ZodIssue[][] | undefined;
+    if (branches && branches.length) {
+      const best = branches.slice().sort((a, b) => a.length - b.length)[0];
+      if (best && best[0]) return `${best[0].path.length ? fieldPath(best[0].path as Path) + ': ' : ''}${describeZodIssue(best[0])}`;
+    }
+    return 'expected an edge: "from -> to : kind", {edge: ...}, or {from, to, kind}';
+  }
+  return iss.message;
+}
+
+/** Semantic validation and normalisation (section 2a). Reports through `add`. */
+function buildContract(f: ContractFile, add: (path: Path, message: string) => void): Contract {
+  const agentSet = new Set(f.agents);
+  const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
+  for (const a of new Set(dupAgents)) add(['agents'], `agent "${a}" is listed twice`);
+  if (!agentSet.has(f.owner)) add(['owner'], `owner "${f.owner}" is not declared in agents`);
+
+  const toSpec = (entry: unknown, path: Path): { spec: EdgeSpec; extra: Record<string, unknown> } | null => {
+    let spec: EdgeSpec;
+    let extra: Record<string, unknown> = {};
+    if (typeof entry === 'string') {
+      try {
+        spec = parseEdge(entry);
+      } catch (e) {
+        add(path, (e as Error).message);
+        return null;
+      }
+    } else {
+      const o = entry as Record<string, unknown>;
+      if (typeof o.edge === 'string') {
+        try {
+          spec = parseEdge(o.edge);
+        } catch (e) {
+          add([...path, 'edge'], (e as Error).message);
+          return null;
+        }
+      } else {
+        spec = { from: o.from as string, to: Array.isArray(o.to) ? (o.to as string[]) : [o.to as string], kind: o.kind as EdgeKind };
+      }
+      extra = o;
+    }
+    const fieldOf = (which: 'from' | 'to') => (typeof entry === 'string' ? path : typeof (entry as any).edge === 'string' ? [...path, 'edge'] : [...path, which]);
+    if (!agentSet.has(spec.from)) add(fieldOf('from'), `agent "${spec.from}" is not declared in agents`);
+    for (const t of spec.to) if (!agentSet.has(t)) add(fieldOf('to'), `agent "${t}" is not declared in agents`);
+    if (new Set(spec.to).size !== spec.to.length) add(fieldOf('to'), `a target is listed twice in ${specKey(spec)}`);
+    return { spec, extra };
+  };
+
+  const allow: AllowRule[] = [];
+  const allowByEdge = new Map<string, AllowRule>();
+  f.allow.forEach((entry, i) => {
+    const r = toSpec(entry, ['allow', i]);
+    if (!r) return;
+    const rule: AllowRule = { index: i, spec: r.spec, key: specKey(r.spec), max: (r.extra.max as number | undefined) ?? 1 };
+    allow.push(rule);
+    for (const t of r.spec.to) {
+      const k = tripleKey(r.spec.from, t, r.spec.kind);
+      const prev = allowByEdge.get(k);
+      if (prev) add(['allow', i], `edge "${r.spec.from} -> ${t} : ${r.spec.kind}" is already allowed by allow[${prev.index}] (an edge may be allowed by one entry only)`);
+      else allowByEdge.set(k, rule);
+    }
+  });
+
+  const phases: Phase[] = [];
+  for (const [name, ph] of Object.entries(f.phases)) {
+    const plan: PlanStep[] = [];
+    const byCompact = new Map<string, number>();
+    const seenEdges = new Map<string, number>();
+    const rawAfter: (string[] | undefined)[] = [];
+    const origIndex: number[] = [];
+    ph.expect.forEach((entry, i) => {
+      const path: Path = ['phases', name, 'expect', i];
+      const r = toSpec(entry, path);
+      if (!r) return;
+      const step: PlanStep = { index: plan.length, spec: r.spec, key: specKey(r.spec), after: [] };
+      for (const t of r.spec.to) {
+        const k = tripleKey(r.spec.from, t, r.spec.kind);
+        if (!allowByEdge.has(k) && agentSet.has(r.spec.from) && agentSet.has(t)) add(path, `expected edge "${r.spec.from} -> ${t} : ${r.spec.kind}" is not allowed by any allow entry`);
+        const prev = seenEdges.get(k);
+        if (prev !== undefined) add(path, `edge "${r.spec.from} -> ${t} : ${r.spec.kind}" appears twice in the plan (repeated work is a max on its allow entry)`);
+        else seenEdges.set(k, i);
+      }
+      const dep = r.extra.dependency as string | undefined;
+      const within = r.extra.within as string | undefined;
+      if (dep !== undefined) {
+        if (!agentSet.has(dep)) add([...path, 'dependency'], `agent "${dep}" is not declared in agents`);
+        if (within === undefined) add([...path, 'dependency'], 'a dependency needs a deadline (`within`): an unbounded wait is an ownership defect');
+        step.dependency = dep;
+      }
+      if (within !== undefined) {
+        const ms = parseDuration(within);
+        if (ms === null) add([...path, 'within'], `invalid duration "${within}"`);
+        else step.withinMs = ms;
+      }
+      byCompact.set(compactKey(step.key), plan.length);
+      rawAfter.push(r.extra.after as string[] | undefined);
+      origIndex.push(i);
+      plan.push(step);
+    });
+    // resolve `after`
+    plan.forEach((step, si) => {
+      const after = rawAfter[si];
+      const path: Path = ['phases', name, 'expect', origIndex[si]];
+      if (after === undefined) {
+        step.after = si === 0 ? [] : [si - 1];
+        return;
+      }
+      after.forEach((a, ai) => {
+        const idx = byCompact.get(compactKey(a));
+        if (idx === undefined) add([...path, 'after', ai], `"${a}" is not an edge of phase "${name}" (name it as written in the plan)`);
+        else if (idx === si) add([...path, 'after', ai], 'an edge cannot come after itself');
+        else step.after.push(idx);
+      });
+    });
+    const cycle = findCycle(plan);
+    if (cycle) add(['phases', name, 'expect'], `\`after\` forms a cycle: ${cycle.map((i) => plan[i].key).join(' -> ')}`);
+    phases.push({ name, outcome: ph.outcome, plan });
+  }
+
+  const canonicalDoc = {
+    contract: f.contract,
+    version: f.version,
+    retired: f.retired,
+    owner: f.owner,
+    agents: f.agents,
+    allow: allow.map((r) => ({ edge: r.key, max: r.max })),
+    phases: phases.map((p) => ({
+      name: p.name,
+      outcome: p.outcome,
+      expect: p.plan.map((s) => ({ edge: s.key, after: s.after.map((i) => p.plan[i].key), dependency: s.dependency ?? null, withinMs: s.withinMs ?? null })),
+    })),
+  };
+  const canonical = JSON.stringify(canonicalDoc);
+  return {
+    contract: f.contract,
+    version: f.version,
+    retired: f.retired,
+    owner: f.owner,
+    agents: f.agents,
+    agentSet,
+    allow,
+    allowByEdge,
+    phases,
+    canonical,
+    hash: createHash('sha256').update(canonical).digest('hex'),
+  };
+}
+
+function findCycle(plan: PlanStep[]): number[] | null {
+  const state = new Array<number>(plan.length).fill(0);
+  const stack: number[] = [];
+  const visit = (i: number): number[] | null => {
+    if (state[i] === 1) return [...stack.slice(stack.indexOf(i)), i];
+    if (state[i] === 2) return null;
+    state[i] = 1;
+    stack.push(i);
+    for (const a of plan[i].after) {
+      const c = visit(a);
+      if (c) return c;
+    }
+    stack.pop();
+    state[i] = 2;
+    return null;
+  };
+  for (let i = 0; i < plan.length; i++) {
+    const c = visit(i);
+    if (c) return c;
+  }
+  return null;
+}
+
+/** Compare versions: dot-separated numeric parts numerically ("10" after "9"), else as text. */
+export function compareVersions(a: string, b: string): number {
+  const pa = a.split('.');
+  const pb = b.split('.');
+  const numeric = (p: string[]) => p.every((x) => /^\d+$/.test(x));
+  if (numeric(pa) && numeric(pb)) {
+    for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+      const d = Number(pa[i] ?? 0) - Number(pb[i] ?? 0);
+      if (d !== 0) return d;
+    }
+    return pa.length - pb.length;
+  }
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Re-create a contract from its canonical content (e.g. a pinned copy from the store). */
+export function contractFromCanonical(canonical: string, file = '<pinned>'): Contract {
+  const d = JSON.parse(canonical);
+  const text = JSON.stringify({
+    contract: d.contract,
+    version: d.version,
+    retired: d.retired,
+    owner: d.owner,
+    agents: d.agents,
+    allow: d.allow.map((a: any) => ({ edge: a.edge, max: a.max })),
+    phases: Object.fromEntries(
+      d.phases.map((p: any) => [
+        p.name,
+        {
+          outcome: p.outcome,
+          expect: p.expect.map((s: any) => {
+            const o: Record<string, unknown> = { edge: s.edge, after: s.after };
+            if (s.dependency) o.dependency = s.dependency;
+            if (s.withinMs !== null) o.within = `${s.withinMs}ms`;
+            return o;
+          }),
+        },
+      ]),
+    ),
+  });
+  return parseContract(text, file.endsWith('.json') ? file : `${file}.json`);
+}
+
+export { EdgeSyntaxError };

@@ -1,0 +1,25 @@
+import type { RunVerdict, Verdict } from './types.js';
+
+/** What the operator does, per verdict (the drift table's "operator meaning"). */
+export const OPERATOR_MEANING: Record<Verdict, string> = {
+  uncertain: 'Evidence has a hole; find the missing pin or receipt, never treat it as green',
+  stale_contract: 'Stop comparing the run with the wrong design',
+  unknown_agent: 'Verify identity and authority',
+  forbidden_edge: 'Contain the route before retrying work',
+  ambiguous_route: 'Reconcile ownership and possible duplicate effects',
+  false_complete: 'Reopen the run; completion lacks required evidence',
+  waiting: 'Notify or observe the named dependency',
+  incomplete: 'Investigate the first absent expected edge',
+  working: 'Useful work may continue; do not intervene',
+  healthy: 'The planned graph and final result are verified',
+};
+
+/** The finding that explains the verdict: the first one carrying the verdict itself. */
+export function firstFinding(v: RunVerdict) {
+  return v.findings.find((f) => f.verdict === v.verdict) ?? v.findings[0] ?? null;
+}
+
+/** JSON shape shared by `replay --json` and the run API. */
+export function verdictJson(v: RunVerdict) {
+  return { run: v.run, pin: v.pin, verdict: v.verdict, naive: v.naive, settled: v.settled, findings: v.findings };
+}

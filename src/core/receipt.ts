@@ -1,0 +1,165 @@
+import { z } from 'zod';
+import { EDGE_KINDS, HANDOFF_STATES, type Receipt } from './types.js';
+import { EdgeSyntaxError, parseEdge } from './edge.js';
+
+/**
+ * Identities (runs, events, agents, contracts) are ids, never text: no whitespace, no path separators,
+ * bounded length. A sentence, a multi-line prompt or a file path is refused wherever an id is expected.
+ */
+export const ID_PATTERN = /^[A-Za-z0-9_.:@#+=-]{1,200}$/;
+export const Id = z.string().regex(ID_PATTERN, 'an id: 1-200 of letters, digits and _ . : @ # + = - (no spaces, no paths)');
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+export const Time = z
+  .string()
+  .regex(RFC3339, 'an RFC 3339 time, e.g. 2026-01-02T03:04:05Z')
+  .refine((s) => !Number.isNaN(Date.parse(s)), 'not a valid date');
+
+const Version = z
+  .union([z.string().regex(/^[A-Za-z0-9_.+-]{1,64}$/, 'a version: letters, digits, _ . + -'), z.number().int().nonnegative()])
+  .transform((v) => String(v))
+  .describe('the contract version; a JSON integer is read as its decimal text, any other number is refused');
+
+const EdgeString = z
+  .string()
+  .max(500)
+  .superRefine((s, ctx) => {
+    try {
+      const e = parseEdge(s);
+      if (!ID_PATTERN.test(e.from) || !e.to.every((t) => ID_PATTERN.test(t))) ctx.addIssue({ code: 'custom', message: 'edge agents must be ids' });
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: err instanceof EdgeSyntaxError ? err.message : String(err) });
+    }
+  });
+
+const common = {
+  run: Id,
+  event: Id,
+  at: Time,
+  version: Version.optional(),
+  status: z.enum(['ok', 'error', 'unset']).optional(),
+};
+const Units = z.strictObject({
+  actions: z.number().int().nonnegative().optional(),
+  contextUnits: z.number().int().nonnegative().optional(),
+  effects: z.number().int().nonnegative().optional(),
+});
+
+export const ReceiptSchema = z.discriminatedUnion('type', [
+  z.strictObject({ ...common, type: z.literal('run.start'), contract: Id, phase: Id.optional(), from: Id.optional() }),
+  z.strictObject({ ...common, type: z.literal('edge'), from: Id, to: Id, kind: z.enum(EDGE_KINDS) }),
+  z.strictObject({ ...common, type: z.literal('wait'), on: Id, edge: EdgeString, deadline: Time, from: Id.optional() }),
+  z.strictObject({ ...common, type: z.literal('outcome'), verified: z.boolean(), from: Id.optional() }),
+  z.strictObject({ ...common, type: z.literal('run.end'), result: z.enum(['completed', 'failed', 'cancelled']), from: Id.optional() }),
+  z.strictObject({ ...common, type: z.literal('gap'), reason: Id, to: Id.optional(), from: Id.optional() }),
+  z.strictObject({
+    ...common,
+    type: z.literal('handoff'),
+    handoff: Id,
+    attempt: z.number().int().min(1).optional(),
+    state: z.enum(HANDOFF_STATES),
+    from: Id.optional(),
+    to: Id.optional(),
+    duplicateKey: Id.optional(),
+    leaseExpiresAt: Time.optional(),
+    stateVersion: Version.optional(),
+    finalOwner: Id.optional(),
+    onTimeout: z.enum(['cancel', 'retry', 'escalate', 'fail']).optional(),
+    units: Units.optional(),
+    budgetOp: z.enum(['root', 'reserve', 'consume', 'release', 'reject']).optional(),
+  }),
+]);
+
+export function receiptJsonSchema(): unknown {
+  return z.toJSONSchema(ReceiptSchema, { io: 'input', target: 'draft-2020-12' });
+}
+
+export type ReceiptParse = { ok: true; receipt: Receipt } | { ok: false; error: string };
+
+function describe(err: z.ZodError): string {
+  return err.issues
+    .map((i) => {
+      const field = i.path.join('.');
+      if (i.code === 'unrecognized_keys') return `unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(', ')}`;
+      if (i.code === 'invalid_union' && i.path.length === 0) return 'unknown or missing "type" (run.start, edge, wait, outcome, run.end, gap, handoff)';
+      return field ? `${field}: ${i.message}` : i.message;
+    })
+    .join('; ');
+}
+
+/** Validate one decoded JSON value as a receipt. */
+export function validateReceipt(value: unknown): ReceiptParse {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return { ok: false, error: 'a receipt is a JSON object' };
+  const r = ReceiptSchema.safeParse(value);
+  if (!r.success) return { ok: false, error: describe(r.error) };
+  return { ok: true, receipt: r.data as Receipt };
+}
+
+/** Parse one NDJSON line. */
+export function parseReceiptLine(line: string): ReceiptParse {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (e) {
+    return { ok: false, error: `invalid JSON: ${(e as Error).message}` };
+  }
+  return validateReceipt(value);
+}
+
+export interface LineResult {
+  line: number;
+  result: ReceiptParse;
+}
+
+/** Split NDJSON text into numbered, validated lines (blank lines are skipped). */
+export function parseNdjson(text: string): LineResult[] {
+  const out: LineResult[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i].trim();
+    if (l === '') continue;
+    out.push({ line: i + 1, result: parseReceiptLine(l) });
+  }
+  return out;
+}
+
+export class ReceiptFileError extends Error {
+  constructor(public readonly file: string, public readonly line: number, public readonly reason: string) {
+    super(`${file}:${line}: ${reason}`);
+  }
+}
+
+/** For replay: the whole input is refused at the first invalid line. */
+export function parseReceiptFile(text: string, file: string): Receipt[] {
+  const receipts: Receipt[] = [];
+  for (const { line, result } of parseNdjson(text)) {
+    if (!result.ok) throw new ReceiptFileError(file, line, result.error);
+    receipts.push(result.receipt);
+  }
+  return receipts;
+}
+
+/** Milliseconds since the epoch of an RFC 3339 time (validated upstream). */
+export function instant(t: string): number {
+  return Date.parse(t);
+}
+
+/**
+ * Normalised content for duplicate detection: defaults filled, times as instants, versions as strings,
+ * keys in a fixed order. Equal canon = duplicate delivery; different = conflict.
+ */
+export function receiptCanon(r: Receipt): string {
+  const o: Record<string, unknown> = {};
+  const keys = Object.keys(r).sort();
+  for (const k of keys) {
+    const v = (r as unknown as Record<string, unknown>)[k];
+    if (v === undefined) continue;
+    if (k === 'at' || k === 'deadline' || k === 'leaseExpiresAt') o[k] = Date.parse(v as string);
+    else if (k === 'edge' && typeof v === 'string') o[k] = v.replace(/\s+/g, '');
+    else if (k === 'units' && v && typeof v === 'object') o[k] = JSON.stringify(Object.fromEntries(Object.entries(v).sort()));
+    else o[k] = v;
+  }
+  if (o.status === undefined) o.status = 'ok';
+  if (r.type === 'handoff' && o.attempt === undefined) o.attempt = 1;
+  return JSON.stringify(o, Object.keys(o).sort());
+}

@@ -1,0 +1,119 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ContractError, compareVersions, parseContract, type Contract, type ContractIssue } from './contract.js';
+import type { Pin } from './types.js';
+
+/** A reference to a contract as a run.start names it (version and phase may be left to defaults). */
+export interface PinRef {
+  contract: string;
+  version?: string;
+  phase?: string;
+}
+
+export type PinResolution = { ok: true; pin: Pin; contract: Contract } | { ok: false; reason: string };
+
+/**
+ * The contracts known to a process: several versions per contract id, retired versions,
+ * and refusal of two different contents under one (contract, version).
+ */
+export class ContractRegistry {
+  private readonly byId = new Map<string, Contract[]>();
+
+  static fromContracts(contracts: Contract[]): ContractRegistry {
+    const r = new ContractRegistry();
+    const issues: ContractIssue[] = [];
+    for (const c of contracts) {
+      const problem = r.add(c);
+      if (problem) issues.push(problem);
+    }
+    if (issues.length) throw new ContractError(issues);
+    return r;
+  }
+
+  /** Load every *.yaml, *.yml and *.json file of a directory. Any invalid file stops the load with every issue. */
+  static loadDir(dir: string): ContractRegistry {
+    let names: string[];
+    try {
+      names = readdirSync(dir).filter((n) => /\.(ya?ml|json)$/i.test(n)).sort();
+    } catch (e) {
+      throw new ContractError([{ file: dir, line: 1, col: 1, field: '', message: `cannot read contracts directory: ${(e as Error).message}` }]);
+    }
+    const contracts: Contract[] = [];
+    const issues: ContractIssue[] = [];
+    for (const n of names) {
+      const file = join(dir, n);
+      if (!statSync(file).isFile()) continue;
+      try {
+        contracts.push(parseContract(readFileSync(file, 'utf8'), file));
+      } catch (e) {
+        if (e instanceof ContractError) issues.push(...e.issues);
+        else throw e;
+      }
+    }
+    if (issues.length) throw new ContractError(issues);
+    return ContractRegistry.fromContracts(contracts);
+  }
+
+  /** Adds a contract; returns an issue when another content already holds its (contract, version). */
+  add(c: Contract): ContractIssue | null {
+    const list = this.byId.get(c.contract) ?? [];
+    const same = list.find((x) => x.version === c.version);
+    if (same) {
+      if (same.hash === c.hash) return null;
+      return {
+        file: c.file ?? '<contract>',
+        line: 1,
+        col: 1,
+        field: 'version',
+        message: `contract "${c.contract}" version "${c.version}" already exists with different content (in ${same.file ?? 'the store'}); publish a new version instead`,
+      };
+    }
+    list.push(c);
+    list.sort((a, b) => compareVersions(a.version, b.version));
+    this.byId.set(c.contract, list);
+    return null;
+  }
+
+  get(contract: string, version: string): Contract | undefined {
+    return this.byId.get(contract)?.find((c) => c.version === version);
+  }
+
+  /** The newest non-retired version, never a retired one. */
+  newest(contract: string): Contract | undefined {
+    const list = this.byId.get(contract);
+    if (!list) return undefined;
+    for (let i = list.length - 1; i >= 0; i--) if (!list[i].retired) return list[i];
+    return undefined;
+  }
+
+  versions(contract: string): Contract[] {
+    return this.byId.get(contract)?.slice() ?? [];
+  }
+
+  all(): Contract[] {
+    return [...this.byId.values()].flat();
+  }
+
+  ids(): string[] {
+    return [...this.byId.keys()].sort();
+  }
+
+  /** Resolve a pin reference: version defaults to the newest non-retired, phase to the first. */
+  resolve(ref: PinRef): PinResolution {
+    const list = this.byId.get(ref.contract);
+    if (!list) return { ok: false, reason: `contract "${ref.contract}" does not exist` };
+    let contract: Contract | undefined;
+    if (ref.version !== undefined) {
+      contract = list.find((c) => c.version === ref.version);
+      if (!contract) return { ok: false, reason: `contract "${ref.contract}" has no version "${ref.version}"` };
+    } else {
+      contract = this.newest(ref.contract);
+      if (!contract) return { ok: false, reason: `contract "${ref.contract}" has no non-retired version` };
+    }
+    const phase = ref.phase ?? contract.phases[0].name;
+    if (!contract.phases.some((p) => p.name === phase)) {
+      return { ok: false, reason: `contract "${ref.contract}" version "${contract.version}" has no phase "${phase}"` };
+    }
+    return { ok: true, pin: { contract: contract.contract, version: contract.version, phase }, contract };
+  }
+}
