@@ -1,0 +1,112 @@
+/**
+ * spans -> receipts. Explicit receipts come from `topology.*` attributes on spans and span events; derived
+ * receipts come from agent-framework dialects (src/ingest/dialects.ts) such as GenAI `invoke_agent` spans.
+ * Only ids, enums and times are read; nothing else on a span can reach a receipt.
+ */
+import { validateReceipt } from '../core/receipt.js';
+import type { Receipt } from '../core/types.js';
+import type { AttrValue, SpanRecord } from '../otlp/types.js';
+
+export interface SpanRejection {
+  spanId: string;
+  reason: string;
+}
+
+const str = (v: AttrValue | undefined): string | undefined => (v === undefined ? undefined : typeof v === 'string' ? v : String(v));
+
+/** Run id: `topology.run.id`, else `gen_ai.conversation.id`, else the trace id. */
+export function runIdOf(attrs: Record<string, AttrValue>, traceId: string): string {
+  return str(attrs['topology.run.id']) ?? str(attrs['gen_ai.conversation.id']) ?? traceId;
+}
+
+/** OTLP status code -> local status. Unset means "no error reported" in OpenTelemetry and is read as ok. */
+export function localStatus(code: number): 'ok' | 'error' {
+  return code === 2 ? 'error' : 'ok';
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * Build the receipt an explicit `topology.event.type` span (or span event) describes.
+ * Returns the receipt, or a rejection reason when it cannot become a valid receipt.
+ */
+export function explicitReceipt(
+  attrs: Record<string, AttrValue>,
+  ids: { run: string; event: string },
+  atMs: number,
+  statusCode: number,
+): { receipt: Receipt } | { reason: string } {
+  const type = str(attrs['topology.event.type']);
+  const raw: Record<string, unknown> = { run: ids.run, event: ids.event, type, at: iso(atMs) };
+  const status = localStatus(statusCode);
+  if (status !== 'ok') raw.status = status;
+  const set = (field: string, key: string) => {
+    const v = attrs[key];
+    if (v !== undefined) raw[field] = typeof v === 'number' && field === 'version' && Number.isInteger(v) ? String(v) : v;
+  };
+  set('version', 'topology.contract.version');
+  switch (type) {
+    case 'run.start':
+      set('contract', 'topology.contract.id');
+      set('phase', 'topology.phase');
+      set('from', 'topology.edge.from');
+      break;
+    case 'edge':
+      set('from', 'topology.edge.from');
+      set('to', 'topology.edge.to');
+      set('kind', 'topology.edge.kind');
+      break;
+    case 'wait':
+      set('on', 'topology.wait.on');
+      set('edge', 'topology.wait.edge');
+      set('deadline', 'topology.wait.deadline');
+      set('from', 'topology.edge.from');
+      break;
+    case 'outcome': {
+      const v = attrs['topology.outcome.verified'];
+      raw.verified = v === true || v === 'true' ? true : v === false || v === 'false' ? false : v;
+      set('from', 'topology.edge.from');
+      break;
+    }
+    case 'run.end':
+      set('result', 'topology.run.result');
+      set('from', 'topology.edge.from');
+      break;
+    case 'gap':
+      set('reason', 'topology.gap.reason');
+      set('to', 'topology.edge.to');
+      set('from', 'topology.edge.from');
+      break;
+    default:
+      return { reason: `topology.event.type ${JSON.stringify(type)} is not one of run.start, edge, wait, outcome, run.end, gap` };
+  }
+  const r = validateReceipt(raw);
+  return r.ok ? { receipt: r.receipt } : { reason: r.error };
+}
+
+export interface ExtractResult {
+  receipts: Receipt[];
+  rejected: SpanRejection[];
+  /** Spans that produced no receipt (content, model, tool and retrieval spans). */
+  dropped: number;
+}
+
+/** Explicit receipts of one span: the span itself and each of its topology events. */
+export function explicitReceiptsOf(span: SpanRecord, out: ExtractResult): boolean {
+  let produced = false;
+  if (span.attrs['topology.event.type'] !== undefined) {
+    produced = true;
+    const r = explicitReceipt(span.attrs, { run: runIdOf(span.attrs, span.traceId), event: span.spanId }, span.startMs, span.statusCode);
+    if ('receipt' in r) out.receipts.push(r.receipt);
+    else out.rejected.push({ spanId: span.spanId, reason: r.reason });
+  }
+  span.events.forEach((ev, i) => {
+    if (ev.attrs['topology.event.type'] === undefined) return;
+    produced = true;
+    const attrs = { ...span.attrs, ...ev.attrs };
+    const r = explicitReceipt(attrs, { run: runIdOf(attrs, span.traceId), event: `${span.spanId}.${i}` }, ev.timeMs, span.statusCode);
+    if ('receipt' in r) out.receipts.push(r.receipt);
+    else out.rejected.push({ spanId: span.spanId, reason: r.reason });
+  });
+  return produced;
+}
