@@ -1,0 +1,53 @@
+import { KEPT_ATTRIBUTE_KEYS, KEPT_ATTRIBUTE_PREFIXES } from './types.js';
+
+/**
+ * Decides from the UTF-8 bytes of an attribute key whether the decoder keeps it, without making a string of
+ * keys it drops. Built once from the shared allow-list (KEPT_ATTRIBUTE_KEYS / KEPT_ATTRIBUTE_PREFIXES), so it
+ * agrees with isKeptAttributeKey by construction: exact keys are bucketed by byte length, prefixes compared
+ * byte by byte. Kept exact keys return their canonical string, so even kept keys are not decoded.
+ */
+interface KeptKey {
+  readonly bytes: Uint8Array;
+  readonly key: string;
+}
+
+const utf8 = new TextEncoder();
+
+function bucketKeysByLength(keys: Iterable<string>): KeptKey[][] {
+  const buckets: KeptKey[][] = [];
+  for (const key of keys) {
+    const bytes = utf8.encode(key);
+    (buckets[bytes.length] ??= []).push({ bytes, key });
+  }
+  return buckets;
+}
+
+const keysByLength: KeptKey[][] = bucketKeysByLength(KEPT_ATTRIBUTE_KEYS);
+const keptPrefixes: Uint8Array[] = KEPT_ATTRIBUTE_PREFIXES.map((p) => utf8.encode(p));
+const utf8Decoder = new TextDecoder('utf-8');
+
+function bytesEqualAt(buf: Uint8Array, start: number, expected: Uint8Array): boolean {
+  for (let i = 0; i < expected.length; i++) if (buf[start + i] !== expected[i]) return false;
+  return true;
+}
+
+/**
+ * Returns the key as a string if the allow-list keeps it, else null. `buf[start, start+length)` are the key's
+ * bytes; nothing is allocated for a dropped key.
+ */
+export function keptKeyAt(buf: Uint8Array, start: number, length: number): string | null {
+  const bucket = keysByLength[length];
+  if (bucket !== undefined) {
+    for (let i = 0; i < bucket.length; i++) {
+      const candidate = bucket[i];
+      if (bytesEqualAt(buf, start, candidate.bytes)) return candidate.key;
+    }
+  }
+  for (let i = 0; i < keptPrefixes.length; i++) {
+    const prefix = keptPrefixes[i];
+    if (length >= prefix.length && bytesEqualAt(buf, start, prefix)) {
+      return utf8Decoder.decode(buf.subarray(start, start + length));
+    }
+  }
+  return null;
+}

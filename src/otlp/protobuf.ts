@@ -1,0 +1,397 @@
+/**
+ * Content-free decoder for opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest (protobuf wire
+ * format), shared by the OTLP/HTTP and OTLP/gRPC receivers.
+ *
+ * It walks the wire format field by field and decides each attribute from its key bytes: the value of a key
+ * that is not on the allow-list is skipped by its length prefix and never becomes a JS value, so prompts,
+ * outputs, tool arguments and status messages never exist as strings in this process. Unknown fields are
+ * skipped by wire type (forward compatible); malformed input throws OtlpDecodeError.
+ *
+ * Field numbers (opentelemetry-proto, trace/v1/trace.proto, common/v1/common.proto, resource/v1/resource.proto):
+ *   ExportTraceServiceRequest: 1 resource_spans
+ *   ResourceSpans: 1 resource, 2 scope_spans, 3 schema_url
+ *   Resource: 1 attributes, 2 dropped_attributes_count
+ *   ScopeSpans: 1 scope, 2 spans, 3 schema_url
+ *   Span: 1 trace_id, 2 span_id, 3 trace_state, 4 parent_span_id, 5 name, 6 kind, 7 start_time_unix_nano (fixed64),
+ *         8 end_time_unix_nano (fixed64), 9 attributes, 10 dropped_attributes_count, 11 events,
+ *         12 dropped_events_count, 13 links, 14 dropped_links_count, 15 status, 16 flags (fixed32)
+ *   Span.Event: 1 time_unix_nano (fixed64), 2 name, 3 attributes, 4 dropped_attributes_count
+ *   Span.Link: 1 trace_id, 2 span_id, 3 trace_state, 4 attributes, 5 dropped_attributes_count, 6 flags
+ *   Status: 2 message, 3 code
+ *   KeyValue: 1 key, 2 value
+ *   AnyValue: 1 string_value, 2 bool_value, 3 int_value, 4 double_value, 5 array_value, 6 kvlist_value, 7 bytes_value
+ */
+import { OtlpDecodeError } from './errors.js';
+import { keptKeyAt } from './keys.js';
+import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
+import {
+  allZero,
+  hexOf,
+  int64PartsToNumber,
+  utf8Text,
+  WIRE_FIXED64,
+  WIRE_LEN,
+  WIRE_VARINT,
+  WireReader,
+} from './wire.js';
+
+export { OtlpDecodeError };
+
+type Attrs = Record<string, AttrValue>;
+
+const TRACE_ID_BYTES = 16;
+const SPAN_ID_BYTES = 8;
+
+/** Tags (field << 3 | wire type) of the hot fields, for a one-compare dispatch. */
+const TAG_KEY_VALUE_KEY = (1 << 3) | WIRE_LEN;
+const TAG_KEY_VALUE_VALUE = (2 << 3) | WIRE_LEN;
+const TAG_ANY_STRING = (1 << 3) | WIRE_LEN;
+const TAG_ANY_BOOL = (2 << 3) | WIRE_VARINT;
+const TAG_ANY_INT = (3 << 3) | WIRE_VARINT;
+const TAG_ANY_DOUBLE = (4 << 3) | WIRE_FIXED64;
+const TAG_ANY_ARRAY = (5 << 3) | WIRE_LEN;
+const TAG_ANY_KVLIST = (6 << 3) | WIRE_LEN;
+const TAG_ANY_BYTES = (7 << 3) | WIRE_LEN;
+
+/** The kept key and value of the last KeyValue decodeKeptKeyValue accepted. */
+interface KeptAttribute {
+  key: string;
+  value: AttrValue;
+}
+
+/**
+ * Decodes one ExportTraceServiceRequest. Every span is returned (content attributes skipped) so that parentage
+ * through spans that carry no receipt can be resolved; `spanCount` counts them all.
+ */
+export function decodeExportTraceRequest(buf: Uint8Array): DecodedExport {
+  if (!(buf instanceof Uint8Array)) throw new OtlpDecodeError('request body must be bytes');
+  const r = new WireReader(buf);
+  const spans: SpanRecord[] = [];
+  const end = buf.length;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    if (tag >>> 3 === 1) {
+      r.expectWireType(tag, WIRE_LEN, 'ExportTraceServiceRequest.resource_spans');
+      const len = r.length(end);
+      decodeResourceSpans(r, r.pos + len, spans);
+    } else {
+      r.skip(tag & 7, end);
+    }
+  }
+  return { spans, spanCount: spans.length };
+}
+
+/** ResourceSpans: kept resource attributes are merged under every span's own; the resource may come last. */
+function decodeResourceSpans(r: WireReader, end: number, out: SpanRecord[]): void {
+  let resourceAttrs: Attrs | null = null;
+  let scopeSpans: number[] | null = null; // [start, end) pairs, decoded once the resource is known
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    const field = tag >>> 3;
+    if (field === 1) {
+      r.expectWireType(tag, WIRE_LEN, 'ResourceSpans.resource');
+      const len = r.length(end);
+      resourceAttrs = decodeResource(r, r.pos + len, resourceAttrs);
+    } else if (field === 2) {
+      r.expectWireType(tag, WIRE_LEN, 'ResourceSpans.scope_spans');
+      const len = r.length(end);
+      (scopeSpans ??= []).push(r.pos, r.pos + len);
+      r.pos += len;
+    } else {
+      r.skip(tag & 7, end);
+    }
+  }
+  if (scopeSpans === null) return;
+  for (let i = 0; i < scopeSpans.length; i += 2) {
+    r.pos = scopeSpans[i];
+    decodeScopeSpans(r, scopeSpans[i + 1], resourceAttrs, out);
+  }
+  r.pos = end;
+}
+
+function decodeResource(r: WireReader, end: number, attrs: Attrs | null): Attrs | null {
+  const kept: KeptAttribute = { key: '', value: '' };
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    if (tag >>> 3 === 1) {
+      r.expectWireType(tag, WIRE_LEN, 'Resource.attributes');
+      const len = r.length(end);
+      if (decodeKeptKeyValue(r, r.pos + len, kept)) (attrs ??= {})[kept.key] = kept.value;
+    } else {
+      r.skip(tag & 7, end);
+    }
+  }
+  return attrs;
+}
+
+function decodeScopeSpans(r: WireReader, end: number, resourceAttrs: Attrs | null, out: SpanRecord[]): void {
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    if (tag >>> 3 === 2) {
+      r.expectWireType(tag, WIRE_LEN, 'ScopeSpans.spans');
+      const len = r.length(end);
+      out.push(decodeSpan(r, r.pos + len, resourceAttrs));
+    } else {
+      r.skip(tag & 7, end); // scope (1) and schema_url (3) are not needed
+    }
+  }
+}
+
+function decodeSpan(r: WireReader, end: number, resourceAttrs: Attrs | null): SpanRecord {
+  const buf = r.buf;
+  const spanAt = r.pos;
+  let traceId: string | null = null;
+  let spanId: string | null = null;
+  let parentSpanId: string | null = null;
+  let name = '';
+  let kind = 0;
+  let startMs = 0;
+  let endMs = 0;
+  let statusCode = 0;
+  const attrs: Attrs = {};
+  const events: SpanEventRecord[] = [];
+  const links: SpanLinkRecord[] = [];
+  const kept: KeptAttribute = { key: '', value: '' };
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    switch (tag >>> 3) {
+      case 1:
+        r.expectWireType(tag, WIRE_LEN, 'Span.trace_id');
+        traceId = readId(r, end, TRACE_ID_BYTES, 'Span.trace_id');
+        break;
+      case 2:
+        r.expectWireType(tag, WIRE_LEN, 'Span.span_id');
+        spanId = readId(r, end, SPAN_ID_BYTES, 'Span.span_id');
+        break;
+      case 4:
+        r.expectWireType(tag, WIRE_LEN, 'Span.parent_span_id');
+        parentSpanId = readParentId(r, end);
+        break;
+      case 5: {
+        r.expectWireType(tag, WIRE_LEN, 'Span.name');
+        const len = r.length(end);
+        name = utf8Text(buf, r.pos, r.pos + len);
+        r.pos += len;
+        break;
+      }
+      case 6:
+        r.expectWireType(tag, WIRE_VARINT, 'Span.kind');
+        kind = r.varint(end) | 0;
+        break;
+      case 7:
+        r.expectWireType(tag, WIRE_FIXED64, 'Span.start_time_unix_nano');
+        startMs = r.fixed64Millis(end);
+        break;
+      case 8:
+        r.expectWireType(tag, WIRE_FIXED64, 'Span.end_time_unix_nano');
+        endMs = r.fixed64Millis(end);
+        break;
+      case 9: {
+        r.expectWireType(tag, WIRE_LEN, 'Span.attributes');
+        const len = r.length(end);
+        if (decodeKeptKeyValue(r, r.pos + len, kept)) attrs[kept.key] = kept.value;
+        break;
+      }
+      case 11: {
+        r.expectWireType(tag, WIRE_LEN, 'Span.events');
+        const len = r.length(end);
+        const event = decodeEvent(r, r.pos + len, kept);
+        if (event !== null) events.push(event);
+        break;
+      }
+      case 13: {
+        r.expectWireType(tag, WIRE_LEN, 'Span.links');
+        const len = r.length(end);
+        links.push(decodeLink(r, r.pos + len));
+        break;
+      }
+      case 15: {
+        r.expectWireType(tag, WIRE_LEN, 'Span.status');
+        const len = r.length(end);
+        statusCode = decodeStatusCode(r, r.pos + len);
+        break;
+      }
+      default:
+        r.skip(tag & 7, end); // trace_state, dropped counts, flags, and fields from newer protocol versions
+    }
+  }
+  if (traceId === null) r.fail('span without trace_id', spanAt);
+  if (spanId === null) r.fail('span without span_id', spanAt);
+  if (resourceAttrs !== null) {
+    for (const key in resourceAttrs) if (!(key in attrs)) attrs[key] = resourceAttrs[key];
+  }
+  return { traceId, spanId, parentSpanId, name, kind, startMs, endMs, statusCode, attrs, events, links };
+}
+
+/** A trace or span id: exactly `size` bytes, not all zero, as lowercase hex. */
+function readId(r: WireReader, end: number, size: number, field: string): string {
+  const at = r.pos;
+  const len = r.length(end);
+  if (len !== size) r.fail(`${field} is ${len} bytes, expected ${size}`, at);
+  if (allZero(r.buf, r.pos, len)) r.fail(`${field} is all zero (invalid)`, at);
+  const hex = hexOf(r.buf, r.pos, len);
+  r.pos += len;
+  return hex;
+}
+
+/** parent_span_id: empty (or all zero) means a root span. */
+function readParentId(r: WireReader, end: number): string | null {
+  const at = r.pos;
+  const len = r.length(end);
+  if (len === 0) return null;
+  if (len !== SPAN_ID_BYTES) r.fail(`Span.parent_span_id is ${len} bytes, expected ${SPAN_ID_BYTES} or 0`, at);
+  const hex = allZero(r.buf, r.pos, len) ? null : hexOf(r.buf, r.pos, len);
+  r.pos += len;
+  return hex;
+}
+
+/** Span.Event, or null when none of its attributes is kept (its name is then never decoded). */
+function decodeEvent(r: WireReader, end: number, kept: KeptAttribute): SpanEventRecord | null {
+  let timeMs = 0;
+  let nameStart = 0;
+  let nameEnd = 0;
+  let attrs: Attrs | null = null;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    switch (tag >>> 3) {
+      case 1:
+        r.expectWireType(tag, WIRE_FIXED64, 'Span.Event.time_unix_nano');
+        timeMs = r.fixed64Millis(end);
+        break;
+      case 2: {
+        r.expectWireType(tag, WIRE_LEN, 'Span.Event.name');
+        const len = r.length(end);
+        nameStart = r.pos;
+        nameEnd = r.pos + len;
+        r.pos = nameEnd;
+        break;
+      }
+      case 3: {
+        r.expectWireType(tag, WIRE_LEN, 'Span.Event.attributes');
+        const len = r.length(end);
+        if (decodeKeptKeyValue(r, r.pos + len, kept)) (attrs ??= {})[kept.key] = kept.value;
+        break;
+      }
+      default:
+        r.skip(tag & 7, end);
+    }
+  }
+  if (attrs === null) return null;
+  return { name: utf8Text(r.buf, nameStart, nameEnd), timeMs, attrs };
+}
+
+function decodeLink(r: WireReader, end: number): SpanLinkRecord {
+  const linkAt = r.pos;
+  let traceId: string | null = null;
+  let spanId: string | null = null;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    const field = tag >>> 3;
+    if (field === 1) {
+      r.expectWireType(tag, WIRE_LEN, 'Span.Link.trace_id');
+      traceId = readId(r, end, TRACE_ID_BYTES, 'Span.Link.trace_id');
+    } else if (field === 2) {
+      r.expectWireType(tag, WIRE_LEN, 'Span.Link.span_id');
+      spanId = readId(r, end, SPAN_ID_BYTES, 'Span.Link.span_id');
+    } else {
+      r.skip(tag & 7, end); // trace_state, attributes, counts, flags
+    }
+  }
+  if (traceId === null) r.fail('link without trace_id', linkAt);
+  if (spanId === null) r.fail('link without span_id', linkAt);
+  return { traceId, spanId };
+}
+
+/** Status.code; the message (field 2) is free text that may carry content, so it is skipped unread. */
+function decodeStatusCode(r: WireReader, end: number): number {
+  let code = 0;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    if (tag >>> 3 === 3) {
+      r.expectWireType(tag, WIRE_VARINT, 'Status.code');
+      code = r.varint(end) | 0;
+    } else {
+      r.skip(tag & 7, end);
+    }
+  }
+  return code;
+}
+
+/**
+ * One KeyValue. The key is matched against the allow-list from its bytes; only a kept key's value is decoded
+ * (after the whole KeyValue is read, so field order does not matter and the last key wins, as protobuf merges).
+ * Returns true and fills `kept` when the attribute is kept and has a scalar value.
+ */
+function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): boolean {
+  const buf = r.buf;
+  let key: string | null = null;
+  let valueStart = -1;
+  let valueEnd = -1;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    if (tag === TAG_KEY_VALUE_KEY) {
+      const len = r.length(end);
+      key = keptKeyAt(buf, r.pos, len);
+      r.pos += len;
+    } else if (tag === TAG_KEY_VALUE_VALUE) {
+      const len = r.length(end);
+      valueStart = r.pos;
+      valueEnd = r.pos + len;
+      r.pos = valueEnd;
+    } else {
+      const field = tag >>> 3;
+      if (field === 1 || field === 2) r.expectWireType(tag, WIRE_LEN, field === 1 ? 'KeyValue.key' : 'KeyValue.value');
+      r.skip(tag & 7, end);
+    }
+  }
+  if (key === null || valueStart < 0) return false;
+  r.pos = valueStart;
+  const value = decodeScalarAnyValue(r, valueEnd);
+  r.pos = end;
+  if (value === undefined) return false;
+  kept.key = key;
+  kept.value = value;
+  return true;
+}
+
+/**
+ * AnyValue (a oneof: the last member present wins). Strings, booleans, int64 (as the nearest number) and
+ * doubles are returned; arrays, key-value lists and bytes are not scalar receipts fields and yield undefined.
+ */
+function decodeScalarAnyValue(r: WireReader, end: number): AttrValue | undefined {
+  let value: AttrValue | undefined;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    switch (tag) {
+      case TAG_ANY_STRING: {
+        const len = r.length(end);
+        value = utf8Text(r.buf, r.pos, r.pos + len);
+        r.pos += len;
+        break;
+      }
+      case TAG_ANY_BOOL:
+        value = (r.varint(end) | r.hi) !== 0;
+        break;
+      case TAG_ANY_INT: {
+        const lo = r.varint(end);
+        value = int64PartsToNumber(r.hi, lo);
+        break;
+      }
+      case TAG_ANY_DOUBLE:
+        value = r.double(end);
+        break;
+      case TAG_ANY_ARRAY:
+      case TAG_ANY_KVLIST:
+      case TAG_ANY_BYTES:
+        r.skip(WIRE_LEN, end);
+        value = undefined;
+        break;
+      default: {
+        const field = tag >>> 3;
+        if (field >= 1 && field <= 7) r.fail(`AnyValue field ${field} has wire type ${tag & 7}`);
+        r.skip(tag & 7, end);
+      }
+    }
+  }
+  return value;
+}

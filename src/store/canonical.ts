@@ -1,0 +1,88 @@
+/**
+ * Receipt equality for duplicate detection (semantics 2a: "Duplicates compare receipts after normalisation
+ * (defaults filled, times as instants, versions as strings)"), and the compact stored form.
+ * Pure functions, no I/O.
+ */
+import type { Receipt } from '../core/types.js';
+
+/**
+ * Every field a receipt may carry. Typed as a record over `keyof Receipt` so the compiler forces this list to
+ * follow the Receipt type. The stored JSON holds these fields only: anything else on the object (it cannot
+ * come from a validated receipt) is never written, so the store stays content-free by construction.
+ */
+const RECEIPT_FIELDS: Record<keyof Receipt, true> = {
+  run: true, event: true, type: true, at: true, version: true, status: true, contract: true, phase: true,
+  from: true, to: true, kind: true, on: true, edge: true, deadline: true, verified: true, result: true,
+  reason: true, handoff: true, attempt: true, state: true, duplicateKey: true, leaseExpiresAt: true,
+  stateVersion: true, finalOwner: true, onTimeout: true, units: true, budgetOp: true,
+};
+const UNIT_FIELDS = ['actions', 'contextUnits', 'effects'] as const;
+
+/** Fields holding an RFC 3339 instant: compared as instants, not as text. */
+const INSTANT_FIELDS: ReadonlySet<string> = new Set(['at', 'deadline', 'leaseExpiresAt']);
+/** Fields holding a version: compared as text (a JSON integer 2 equals "2"). */
+const VERSION_FIELDS: ReadonlySet<string> = new Set(['version', 'stateVersion']);
+/** Fields holding an edge string: compared with spaces ignored (`a->b:kind` equals `a -> b : kind`). */
+const EDGE_FIELDS: ReadonlySet<string> = new Set(['edge']);
+
+type Json = string | number | boolean | Json[] | { [key: string]: Json };
+
+/** The receipt with only its known fields, absent (undefined) fields dropped: what the store writes. */
+export function storedReceiptFields(receipt: Receipt): Record<string, Json> {
+  const kept: Record<string, Json> = {};
+  for (const key of Object.keys(receipt) as (keyof Receipt)[]) {
+    if (RECEIPT_FIELDS[key] !== true) continue;
+    const value = receipt[key];
+    if (value === undefined || value === null) continue;
+    if (key === 'units') {
+      const units = value as NonNullable<Receipt['units']>;
+      const keptUnits: Record<string, Json> = {};
+      for (const unit of UNIT_FIELDS) if (typeof units[unit] === 'number') keptUnits[unit] = units[unit]!;
+      kept.units = keptUnits;
+      continue;
+    }
+    kept[key] = value as Json;
+  }
+  return kept;
+}
+
+/** Compact JSON of the receipt's known fields, as stored. */
+export function compactReceiptJson(receipt: Receipt): string {
+  return JSON.stringify(storedReceiptFields(receipt));
+}
+
+function normalisedValue(key: string, value: Json): Json {
+  if (INSTANT_FIELDS.has(key) && typeof value === 'string') {
+    const instant = Date.parse(value);
+    return Number.isNaN(instant) ? value : instant;
+  }
+  if (VERSION_FIELDS.has(key) && typeof value === 'number') return String(value);
+  if (EDGE_FIELDS.has(key) && typeof value === 'string') return value.replace(/\s+/g, '');
+  return value;
+}
+
+function sortedJson(value: Json): string {
+  if (Array.isArray(value)) return `[${value.map(sortedJson).join(',')}]`;
+  if (typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${sortedJson(value[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Canonical JSON of a receipt: known fields only, keys sorted, `status` defaulted to `ok`, instants as epoch
+ * milliseconds, versions as text, edge strings without spaces. Two deliveries are the same receipt exactly
+ * when their canonical forms are equal.
+ */
+export function canonicalReceiptJson(receipt: Receipt): string {
+  const fields = storedReceiptFields(receipt);
+  const normalised: Record<string, Json> = { status: 'ok' };
+  for (const [key, value] of Object.entries(fields)) normalised[key] = normalisedValue(key, value);
+  return sortedJson(normalised);
+}
+
+/** True when two deliveries of one (run, event) carry the same receipt (a retry), false when they conflict. */
+export function sameReceipt(a: Receipt, b: Receipt): boolean {
+  return canonicalReceiptJson(a) === canonicalReceiptJson(b);
+}

@@ -1,0 +1,12 @@
+export {
+  ReceiptStore,
+  StoreCommitError,
+  DATABASE_FILE,
+  type StoredReceipt,
+  type AppendOutcome,
+  type AppendResult,
+  type PinRecord,
+  type LiveRun,
+  type ReceiptStoreOptions,
+} from './receipt-store.js';
+export { canonicalReceiptJson, compactReceiptJson, sameReceipt, storedReceiptFields } from './canonical.js';

@@ -1,0 +1,491 @@
+/**
+ * The durable embedded receipt store: SQLite (better-sqlite3) in WAL mode with group commit.
+ *
+ * Durability: WAL with `synchronous=FULL` (the default here). Every commit appends its frames to the WAL and
+ * fsyncs the WAL before `COMMIT` returns, and `append` resolves only after that. An acknowledged receipt
+ * therefore survives `kill -9` of the process (the frames are in the kernel once write() returns) and also a
+ * power loss or kernel crash (they are on the device once fsync returns). `synchronous: 'NORMAL'` skips the
+ * per-commit fsync: still safe against a killed process, not against power loss. Group commit is what makes
+ * FULL affordable: concurrent appends share one transaction and one fsync.
+ *
+ * Group commit: `append` queues its receipts; the queue is committed as one transaction when it holds
+ * `groupCommitMaxBatch` receipts, or `groupCommitMaxDelayMs` after the first queued append (0: at the end of
+ * the current event-loop turn, i.e. everything queued by callers woken in the same turn rides together).
+ * better-sqlite3 is synchronous, so while one group commits the event loop is busy and new requests pile up
+ * for the next group: the batching follows the load without a fixed wait.
+ *
+ * Pins, verdict states and contract content ride in the same queue: they are visible to reads at once and
+ * durable no later than the next acknowledged append.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { Pin, Receipt, Verdict } from '../core/types.js';
+import { canonicalReceiptJson, compactReceiptJson } from './canonical.js';
+import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+
+export interface StoredReceipt {
+  receipt: Receipt;
+  /** The authenticated source that delivered it (e.g. a token name), never content. */
+  source: string;
+  /** Server time of receipt, ms since epoch. */
+  receivedAt: number;
+}
+
+export type AppendOutcome = 'accepted' | 'duplicate' | 'conflict';
+
+export interface AppendResult {
+  accepted: number;
+  duplicates: number;
+  conflicts: number;
+  /** Per input index. A conflict is stored beside the first version; a duplicate is not stored again. */
+  results: AppendOutcome[];
+}
+
+export interface PinRecord {
+  pin: Pin;
+  contractHash: string;
+}
+
+export interface LiveRun {
+  run: string;
+  /** Server time of the run's first stored receipt (or first verdict state), ms since epoch. */
+  firstAt: number;
+  /** Last receipt or verdict update, ms since epoch. */
+  updatedAt: number;
+  verdict: Verdict | null;
+  settled: boolean;
+  pin: Pin | null;
+  contractHash: string | null;
+}
+
+export interface ReceiptStoreOptions {
+  /** Gather appends into one transaction (default true). False: one transaction per append (for comparison). */
+  groupCommit?: boolean;
+  /** Longest wait after the first queued append before its group commits; 0 = end of the event-loop turn. Default 0. */
+  groupCommitMaxDelayMs?: number;
+  /** A group commits at once when it holds this many receipts. Default 2000. */
+  groupCommitMaxBatch?: number;
+  /** FULL (default): survives power loss. NORMAL: survives a killed process only. */
+  synchronous?: 'FULL' | 'NORMAL';
+  /** Cap on the database size in bytes; a commit that would grow past it fails like a full disk. */
+  maxDbBytes?: number;
+  /** Delay before retrying pins / verdict states / contracts whose commit failed. Default 1000 ms. */
+  retryDelayMs?: number;
+}
+
+/** A commit that did not land (disk full, read-only, I/O error). The affected appends are not acknowledged. */
+export class StoreCommitError extends Error {
+  readonly code: string | undefined;
+  constructor(cause: unknown) {
+    const code = typeof cause === 'object' && cause !== null && 'code' in cause ? String(cause.code) : undefined;
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(`receipt store commit failed: ${reason}`, { cause });
+    this.name = 'StoreCommitError';
+    this.code = code;
+  }
+}
+
+interface QueuedAppend {
+  items: StoredReceipt[];
+  resolve: (result: AppendResult) => void;
+  reject: (error: Error) => void;
+}
+
+interface VerdictState {
+  verdict: Verdict;
+  settled: boolean;
+  updatedAt: number;
+}
+
+interface ContractRow {
+  hash: string;
+  contract: string;
+  version: string;
+  content: string;
+}
+
+/** Everything one transaction commits. */
+interface QueuedGroup {
+  appends: QueuedAppend[];
+  pins: [string, PinRecord][];
+  verdicts: [string, VerdictState][];
+  contracts: ContractRow[];
+}
+
+interface RunTouch {
+  firstAt: number;
+  lastAt: number;
+}
+
+export const DATABASE_FILE = 'receipts.db';
+
+type Row = Record<string, unknown>;
+
+function emptyResult(): AppendResult {
+  return { accepted: 0, duplicates: 0, conflicts: 0, results: [] };
+}
+
+function countOutcome(result: AppendResult, outcome: AppendOutcome): void {
+  result.results.push(outcome);
+  if (outcome === 'accepted') result.accepted++;
+  else if (outcome === 'duplicate') result.duplicates++;
+  else result.conflicts++;
+}
+
+function touchRun(touched: Map<string, RunTouch>, run: string, at: number): void {
+  const seen = touched.get(run);
+  if (seen === undefined) touched.set(run, { firstAt: at, lastAt: at });
+  else {
+    if (at < seen.firstAt) seen.firstAt = at;
+    if (at > seen.lastAt) seen.lastAt = at;
+  }
+}
+
+export class ReceiptStore {
+  private readonly db: Database.Database;
+  private readonly groupCommit: boolean;
+  private readonly maxDelayMs: number;
+  private readonly maxBatch: number;
+  private readonly retryDelayMs: number;
+
+  private queue: QueuedAppend[] = [];
+  private queuedReceipts = 0;
+  private pendingPins = new Map<string, PinRecord>();
+  private pendingVerdicts = new Map<string, VerdictState>();
+  private pendingContracts = new Map<string, ContractRow>();
+  private flushTimer: NodeJS.Timeout | NodeJS.Immediate | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private isHealthy = true;
+  private closed = false;
+  private receiptCount: number;
+  private runCount: number;
+  private commitCount = 0;
+  private failedCommitCount = 0;
+
+  private readonly stmt: {
+    insertFirst: Database.Statement<[string, string, string, string, number]>;
+    variants: Database.Statement<[string, string], { variant: number; body: string }>;
+    insertVariant: Database.Statement<[string, string, number, string, string, number]>;
+    touchRun: Database.Statement<[string, number, number]>;
+    insertPin: Database.Statement<[string, string, string, string, string]>;
+    getPin: Database.Statement<[string], Row>;
+    upsertVerdict: Database.Statement<[string, number, number, string, number]>;
+    insertContract: Database.Statement<[string, string, string, string]>;
+    getContract: Database.Statement<[string], { content: string }>;
+    runReceipts: Database.Statement<[string], { body: string }>;
+    liveRuns: Database.Statement<[], Row>;
+    prunable: Database.Statement<[number], { run: string }>;
+    deleteReceipts: Database.Statement<[string]>;
+    deletePin: Database.Statement<[string]>;
+    deleteRun: Database.Statement<[string]>;
+    isNewRun: Database.Statement<[string], { one: number }>;
+  };
+  private readonly commitGroup: (group: QueuedGroup) => { results: AppendResult[]; newRuns: number };
+
+  private constructor(db: Database.Database, opts: ReceiptStoreOptions) {
+    this.db = db;
+    this.groupCommit = opts.groupCommit ?? true;
+    this.maxDelayMs = Math.max(0, opts.groupCommitMaxDelayMs ?? 0);
+    this.maxBatch = Math.max(1, opts.groupCommitMaxBatch ?? 2000);
+    this.retryDelayMs = Math.max(1, opts.retryDelayMs ?? 1000);
+
+    this.stmt = {
+      insertFirst: db.prepare(
+        `INSERT INTO receipts (run, event, variant, body, source, received_at) VALUES (?, ?, 0, ?, ?, ?)
+         ON CONFLICT (run, event, variant) DO NOTHING`),
+      variants: db.prepare('SELECT variant, body FROM receipts WHERE run = ? AND event = ? ORDER BY variant'),
+      insertVariant: db.prepare(
+        'INSERT INTO receipts (run, event, variant, body, source, received_at) VALUES (?, ?, ?, ?, ?, ?)'),
+      touchRun: db.prepare(
+        `INSERT INTO runs (run, first_at, updated_at) VALUES (?, ?, ?)
+         ON CONFLICT (run) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)`),
+      insertPin: db.prepare(
+        `INSERT INTO pins (run, contract, version, phase, contract_hash) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (run) DO NOTHING`),
+      getPin: db.prepare('SELECT contract, version, phase, contract_hash FROM pins WHERE run = ?'),
+      upsertVerdict: db.prepare(
+        `INSERT INTO runs (run, first_at, updated_at, verdict, settled) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled,
+           updated_at = max(updated_at, excluded.updated_at)`),
+      insertContract: db.prepare(
+        `INSERT INTO contracts (hash, contract, version, content) VALUES (?, ?, ?, ?)
+         ON CONFLICT (hash) DO NOTHING`),
+      getContract: db.prepare('SELECT content FROM contracts WHERE hash = ?'),
+      runReceipts: db.prepare('SELECT body FROM receipts WHERE run = ? ORDER BY seq'),
+      liveRuns: db.prepare(
+        `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled,
+                p.contract, p.version, p.phase, p.contract_hash
+         FROM runs r LEFT JOIN pins p ON p.run = r.run ORDER BY r.first_at, r.run`),
+      prunable: db.prepare('SELECT run FROM runs WHERE settled = 1 AND updated_at < ?'),
+      deleteReceipts: db.prepare('DELETE FROM receipts WHERE run = ?'),
+      deletePin: db.prepare('DELETE FROM pins WHERE run = ?'),
+      deleteRun: db.prepare('DELETE FROM runs WHERE run = ?'),
+      isNewRun: db.prepare('SELECT 1 AS one FROM runs WHERE run = ?'),
+    };
+
+    this.commitGroup = db.transaction(({ appends, pins, verdicts, contracts }: QueuedGroup) => {
+      const touched = new Map<string, RunTouch>();
+      const results = appends.map((queued) => {
+        const result = emptyResult();
+        for (const item of queued.items) {
+          const outcome = this.storeOne(item);
+          countOutcome(result, outcome);
+          if (outcome !== 'duplicate') touchRun(touched, item.receipt.run, item.receivedAt);
+        }
+        return result;
+      });
+      let newRuns = 0;
+      for (const [run, touch] of touched) {
+        if (this.stmt.isNewRun.get(run) === undefined) newRuns++;
+        this.stmt.touchRun.run(run, touch.firstAt, touch.lastAt);
+      }
+      for (const [run, p] of pins) this.stmt.insertPin.run(run, p.pin.contract, p.pin.version, p.pin.phase, p.contractHash);
+      for (const [run, state] of verdicts) {
+        if (!touched.has(run) && this.stmt.isNewRun.get(run) === undefined) newRuns++;
+        this.stmt.upsertVerdict.run(run, state.updatedAt, state.updatedAt, state.verdict, state.settled ? 1 : 0);
+      }
+      for (const c of contracts) this.stmt.insertContract.run(c.hash, c.contract, c.version, c.content);
+      return { results, newRuns };
+    });
+
+    this.receiptCount = (db.prepare('SELECT count(*) AS n FROM receipts').get() as { n: number }).n;
+    this.runCount = (db.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n;
+  }
+
+  /** Opens (creating if needed) the store in `dir`. */
+  static open(dir: string, opts: ReceiptStoreOptions = {}): ReceiptStore {
+    mkdirSync(dir, { recursive: true });
+    const db = new Database(join(dir, DATABASE_FILE));
+    try {
+      const mode = db.pragma('journal_mode = WAL', { simple: true });
+      if (String(mode).toLowerCase() !== 'wal') throw new Error(`receipt store: WAL mode unavailable (got ${String(mode)})`);
+      db.pragma(`synchronous = ${opts.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
+      db.pragma('busy_timeout = 5000');
+      db.pragma('journal_size_limit = 67108864');
+      const version = Number(db.pragma('user_version', { simple: true }));
+      if (version > SCHEMA_VERSION) throw new Error(`receipt store: schema version ${version} is newer than this build (${SCHEMA_VERSION})`);
+      db.exec(SCHEMA_SQL);
+      if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      const store = new ReceiptStore(db, opts);
+      if (opts.maxDbBytes !== undefined) store.setMaxDbBytes(opts.maxDbBytes);
+      return store;
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Stores receipts. Resolves only after they are durably committed; concurrent calls share one transaction.
+   * Rejects with StoreCommitError (nothing of the group stored) when the commit fails, e.g. disk full.
+   */
+  append(items: readonly StoredReceipt[]): Promise<AppendResult> {
+    if (this.closed) return Promise.reject(new Error('receipt store is closed'));
+    if (items.length === 0) return Promise.resolve(emptyResult());
+    return new Promise<AppendResult>((resolve, reject) => {
+      this.queue.push({ items: [...items], resolve, reject });
+      this.queuedReceipts += items.length;
+      if (!this.groupCommit || this.queuedReceipts >= this.maxBatch) this.flush();
+      else this.scheduleFlush();
+    });
+  }
+
+  /** Resolves once everything queued so far (receipts, pins, verdict states, contracts) is committed. */
+  sync(): Promise<void> {
+    this.flush();
+    return this.isHealthy && !this.hasPendingWrites()
+      ? Promise.resolve()
+      : Promise.reject(new StoreCommitError(new Error('pending writes could not be committed')));
+  }
+
+  /** A run's receipts in insertion order; both versions of a conflicting (run, event) are returned. */
+  runReceipts(run: string): Receipt[] {
+    return this.stmt.runReceipts.all(run).map((row) => JSON.parse(row.body) as Receipt);
+  }
+
+  /** All runs not yet pruned, for rebuilding in-memory state on start. */
+  *liveRuns(): Iterable<LiveRun> {
+    this.flush();
+    for (const row of this.stmt.liveRuns.iterate()) {
+      const hasPin = row.contract !== null;
+      yield {
+        run: row.run as string,
+        firstAt: row.first_at as number,
+        updatedAt: row.updated_at as number,
+        verdict: (row.verdict as Verdict | null) ?? null,
+        settled: row.settled === 1,
+        pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
+        contractHash: hasPin ? (row.contract_hash as string) : null,
+      };
+    }
+  }
+
+  /** Pins a run; the first pin written wins and is never changed. Returns the pin in force. */
+  setPin(run: string, pin: Pin, contractHash: string): PinRecord {
+    const existing = this.getPin(run);
+    if (existing !== null) return existing;
+    const record: PinRecord = { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
+    this.pendingPins.set(run, record);
+    this.scheduleFlush();
+    return record;
+  }
+
+  getPin(run: string): PinRecord | null {
+    const pending = this.pendingPins.get(run);
+    if (pending !== undefined) return pending;
+    const row = this.stmt.getPin.get(run);
+    if (row === undefined) return null;
+    return {
+      pin: { contract: row.contract as string, version: row.version as string, phase: row.phase as string },
+      contractHash: row.contract_hash as string,
+    };
+  }
+
+  /** Records a run's latest verdict; written with the next group (the latest state per run wins). */
+  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number): void {
+    this.pendingVerdicts.set(run, { verdict, settled, updatedAt });
+    this.scheduleFlush();
+  }
+
+  /** Stores pinned contract content by its hash (first write wins; a hash names one content). */
+  putContractContent(hash: string, contract: string, version: string, content: string): void {
+    if (this.pendingContracts.has(hash) || this.stmt.getContract.get(hash) !== undefined) return;
+    this.pendingContracts.set(hash, { hash, contract, version, content });
+    this.scheduleFlush();
+  }
+
+  getContractContent(hash: string): string | null {
+    return this.pendingContracts.get(hash)?.content ?? this.stmt.getContract.get(hash)?.content ?? null;
+  }
+
+  /** Deletes settled runs (receipts, pin, state) last updated before `now - olderThanMs`. Returns how many. */
+  prune(olderThanMs: number, now: number): number {
+    this.flush();
+    const cutoff = now - olderThanMs;
+    const pruned = this.db.transaction(() => {
+      let receipts = 0;
+      const runs = this.stmt.prunable.all(cutoff).map((r) => r.run);
+      for (const run of runs) {
+        receipts += this.stmt.deleteReceipts.run(run).changes;
+        this.stmt.deletePin.run(run);
+        this.stmt.deleteRun.run(run);
+      }
+      return { runs: runs.length, receipts };
+    })();
+    this.receiptCount -= pruned.receipts;
+    this.runCount -= pruned.runs;
+    return pruned.runs;
+  }
+
+  /** Committed rows: receipts (conflicting versions included) and live runs. */
+  counts(): { receipts: number; runs: number } {
+    return { receipts: this.receiptCount, runs: this.runCount };
+  }
+
+  /** Transactions committed and failed by group commit since open (for metrics: receipts per commit). */
+  commitStats(): { commits: number; failedCommits: number } {
+    return { commits: this.commitCount, failedCommits: this.failedCommitCount };
+  }
+
+  /** False after a failed commit, until a later commit succeeds. */
+  healthy(): boolean {
+    return this.isHealthy;
+  }
+
+  /** Caps the database size (bytes, rounded down to whole pages); null lifts the cap. */
+  setMaxDbBytes(bytes: number | null): void {
+    const pageSize = Number(this.db.pragma('page_size', { simple: true }));
+    const pages = bytes === null ? 4294967294 : Math.max(1, Math.floor(bytes / pageSize));
+    this.db.pragma(`max_page_count = ${pages}`);
+  }
+
+  /** Commits what is queued, then closes. Appends still queued are rejected if that commit fails. */
+  close(): void {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.db.close();
+  }
+
+  private hasPendingWrites(): boolean {
+    return this.queue.length > 0 || this.pendingPins.size > 0 || this.pendingVerdicts.size > 0 || this.pendingContracts.size > 0;
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushTimer !== null || this.closed) return;
+    if (!this.groupCommit && this.queue.length > 0) return void this.flush();
+    this.flushTimer = this.maxDelayMs === 0
+      ? setImmediate(() => this.flush())
+      : setTimeout(() => this.flush(), this.maxDelayMs);
+  }
+
+  private cancelFlushTimer(): void {
+    if (this.flushTimer === null) return;
+    clearImmediate(this.flushTimer as NodeJS.Immediate);
+    clearTimeout(this.flushTimer as NodeJS.Timeout);
+    this.flushTimer = null;
+  }
+
+  /** One transaction for everything queued; answers every append in it. */
+  private flush(): void {
+    this.cancelFlushTimer();
+    if (this.closed || !this.hasPendingWrites()) return;
+    const appends = this.queue;
+    this.queue = [];
+    this.queuedReceipts = 0;
+    const group: QueuedGroup = {
+      appends,
+      pins: [...this.pendingPins.entries()],
+      verdicts: [...this.pendingVerdicts.entries()],
+      contracts: [...this.pendingContracts.values()],
+    };
+    let committed: { results: AppendResult[]; newRuns: number };
+    try {
+      committed = this.commitGroup(group);
+    } catch (err) {
+      this.isHealthy = false;
+      this.failedCommitCount++;
+      const error = new StoreCommitError(err);
+      for (const queued of appends) queued.reject(error);
+      this.scheduleRetry();
+      return;
+    }
+    this.isHealthy = true;
+    this.commitCount++;
+    this.pendingPins = new Map();
+    this.pendingVerdicts = new Map();
+    this.pendingContracts = new Map();
+    this.runCount += committed.newRuns;
+    committed.results.forEach((result, i) => {
+      this.receiptCount += result.accepted + result.conflicts;
+      appends[i].resolve(result);
+    });
+  }
+
+  /** Pins, verdict states and contracts of a failed commit stay queued and are retried. */
+  private scheduleRetry(): void {
+    if (this.retryTimer !== null || this.closed) return;
+    if (this.pendingPins.size + this.pendingVerdicts.size + this.pendingContracts.size === 0) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.flush();
+    }, this.retryDelayMs);
+    this.retryTimer.unref();
+  }
+
+  /** Inserts one delivery: new (accepted), equal to a stored version (duplicate) or a new version (conflict). */
+  private storeOne(item: StoredReceipt): AppendOutcome {
+    const { receipt, source, receivedAt } = item;
+    const body = compactReceiptJson(receipt);
+    if (this.stmt.insertFirst.run(receipt.run, receipt.event, body, source, receivedAt).changes === 1) return 'accepted';
+    const canonical = canonicalReceiptJson(receipt);
+    const stored = this.stmt.variants.all(receipt.run, receipt.event);
+    if (stored.some((v) => canonicalReceiptJson(JSON.parse(v.body) as Receipt) === canonical)) return 'duplicate';
+    const nextVariant = stored.reduce((max, v) => Math.max(max, v.variant), 0) + 1;
+    this.stmt.insertVariant.run(receipt.run, receipt.event, nextVariant, body, source, receivedAt);
+    return 'conflict';
+  }
+}
