@@ -19,6 +19,8 @@ const commands: Record<string, () => Promise<Command>> = {
   replay: async () => replayCommand,
   validate: async () => validateCommand,
   schema: async () => schemaCommand,
+  serve: async () => (await import('./serve.js')).serveCommand,
+  gate: async () => (await import('./gate.js')).gateCommand,
 };
 
 /** Register a lazily-loaded command (keeps start-up cheap). */

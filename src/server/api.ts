@@ -1,0 +1,173 @@
+/** The HTTP API, /metrics, health endpoints and the web view, on --port. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parseNdjson } from '../core/receipt.js';
+import { verdictJson } from '../core/meaning.js';
+import type { Receipt, RunVerdict } from '../core/types.js';
+import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
+import type { AuditEngine } from './engine.js';
+import { HttpError, readBody } from './body.js';
+import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+
+export interface ApiOptions {
+  maxBodyBytes: number;
+  retryAfterSeconds: number;
+  /** Longest long-poll a client may ask for. */
+  maxWaitSeconds: number;
+  /** Authenticates an ingest request (POST /v1/receipts). */
+  authenticateIngest: (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
+  /** Authenticates an API read. */
+  authenticateApi: (req: IncomingMessage) => boolean;
+  /** Extra routes (e.g. the web view); return true when handled. */
+  extraRoutes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
+  ready: () => { ready: boolean; reasons: string[] };
+}
+
+export function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+export function runJson(engine: AuditEngine, run: string) {
+  const r = engine.get(run);
+  if (!r) return null;
+  return { ...verdictJson(r.verdict), receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
+}
+
+/** Wait until the run's verdict is settled or `ms` pass; resolves with the latest verdict (or null if the run is unknown). */
+export function waitForSettled(engine: AuditEngine, run: string, ms: number): Promise<RunVerdict | null> {
+  const now = engine.verdictOf(run);
+  if ((now && now.settled) || ms <= 0) return Promise.resolve(now);
+  return new Promise((resolve) => {
+    const onRun = (id: string, v: RunVerdict) => {
+      if (id !== run || !v.settled) return;
+      done(v);
+    };
+    const timer = setTimeout(() => done(engine.verdictOf(run)), ms);
+    const done = (v: RunVerdict | null) => {
+      clearTimeout(timer);
+      engine.off('run', onRun);
+      resolve(v);
+    };
+    engine.on('run', onRun);
+  });
+}
+
+export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const path = url.pathname;
+    try {
+      if (path === '/healthz') return json(res, 200, { status: 'ok' });
+      if (path === '/readyz') {
+        const r = opts.ready();
+        return json(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons });
+      }
+      if (path === '/metrics') {
+        const { format, contentType } = contentTypeFor(req.headers.accept);
+        res.writeHead(200, { 'content-type': contentType });
+        res.end(metrics.render(format));
+        return;
+      }
+      if (path === '/v1/receipts') {
+        if (req.method !== 'POST') return json(res, 405, { error: 'use POST' }, { allow: 'POST' });
+        const auth = opts.authenticateIngest(req);
+        if (!auth) {
+          req.resume();
+          metrics.ingestRejected('ndjson', 'unauthenticated');
+          return json(res, 401, { error: 'missing or invalid bearer token' }, { 'www-authenticate': 'Bearer' });
+        }
+        return await postReceipts(req, res, ingestor, metrics, opts, auth);
+      }
+      if (opts.extraRoutes && (await opts.extraRoutes(req, res, path))) return;
+      if (path.startsWith('/api/')) {
+        if (!opts.authenticateApi(req)) return json(res, 401, { error: 'missing or invalid bearer token' }, { 'www-authenticate': 'Bearer' });
+        if (req.method !== 'GET') return json(res, 405, { error: 'use GET' }, { allow: 'GET' });
+        return apiGet(url, res, engine, opts);
+      }
+      return json(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
+    } catch (e) {
+      if (e instanceof HttpError) return json(res, e.status, { error: e.message });
+      if (e instanceof SaturatedError) return json(res, 429, { error: e.message }, { 'retry-after': String(opts.retryAfterSeconds) });
+      if (e instanceof StoreUnavailableError) return json(res, 503, { error: e.message }, { 'retry-after': String(opts.retryAfterSeconds) });
+      return json(res, 500, { error: 'internal error' });
+    }
+  };
+}
+
+async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions, auth: { source: string; bind?: SourceBinding }) {
+  ingestor.admit();
+  const ct = String(req.headers['content-type'] ?? 'application/x-ndjson').split(';')[0].trim().toLowerCase();
+  if (!['application/x-ndjson', 'application/ndjson', 'application/jsonl', 'application/json', 'text/plain'].includes(ct)) {
+    req.resume();
+    metrics.ingestRejected('ndjson', 'bad_content_type');
+    return json(res, 415, { error: 'send NDJSON receipts as application/x-ndjson' });
+  }
+  const body = await readBody(req, opts.maxBodyBytes);
+  const valid: Receipt[] = [];
+  const rejected: { line: number; error: string }[] = [];
+  for (const { line, result } of parseNdjson(body.toString('utf8'))) {
+    if (!result.ok) {
+      rejected.push({ line, error: result.error });
+      metrics.receipt('invalid', 'rejected');
+      continue;
+    }
+    const why = auth.bind?.(result.receipt);
+    if (why) {
+      rejected.push({ line, error: why });
+      metrics.receipt(result.receipt.type, 'rejected');
+      continue;
+    }
+    valid.push(result.receipt);
+  }
+  const out = await ingestor.receipts(valid, auth.source);
+  metrics.ingestRequest('ndjson', 200);
+  return json(res, 200, { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, rejected });
+}
+
+async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: ApiOptions) {
+  const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent); // api v1 ...
+  if (parts[0] !== 'api' || parts[1] !== 'v1') return json(res, 404, { error: 'unknown API version' });
+  const [, , resource, id, sub] = parts;
+  if (resource === 'runs' && id === undefined) {
+    const limit = Math.min(Math.max(Number(url.searchParams.get('limit') ?? 100) || 100, 1), 10_000);
+    const rows = engine.list({ verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit });
+    return json(res, 200, {
+      runs: rows.map((r) => ({
+        run: r.verdict.run,
+        pin: r.verdict.pin,
+        verdict: r.verdict.verdict,
+        naive: r.verdict.naive,
+        settled: r.verdict.settled,
+        findings: r.verdict.findings.length,
+        firstFinding: r.verdict.findings.find((f) => f.verdict === r.verdict.verdict)?.message ?? null,
+        startedAt: Number.isFinite(r.firstAt) ? new Date(r.firstAt).toISOString() : null,
+        updatedAt: new Date(r.updatedAt).toISOString(),
+      })),
+    });
+  }
+  if (resource === 'runs' && id !== undefined && sub === undefined) {
+    const body = runJson(engine, id);
+    return body ? json(res, 200, body) : json(res, 404, { error: `unknown run ${id}` });
+  }
+  if (resource === 'runs' && id !== undefined && sub === 'verdict') {
+    const wait = Math.min(Math.max(Number(url.searchParams.get('wait') ?? 0) || 0, 0), opts.maxWaitSeconds);
+    const v = await waitForSettled(engine, id, wait * 1000);
+    return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
+  }
+  if (resource === 'contracts' && id === undefined) {
+    return json(res, 200, {
+      contracts: engine.registry.all().map((c) => ({ contract: c.contract, version: c.version, retired: c.retired, hash: c.hash, owner: c.owner, phases: c.phases.map((p) => p.name) })),
+    });
+  }
+  if (resource === 'contracts' && id !== undefined && sub !== undefined) {
+    const c = engine.registry.get(id, sub);
+    if (!c) return json(res, 404, { error: `unknown contract ${id} version ${sub}` });
+    return json(res, 200, { ...JSON.parse(c.canonical), hash: c.hash });
+  }
+  if (resource === 'contracts' && id !== undefined) {
+    const versions = engine.registry.versions(id);
+    if (!versions.length) return json(res, 404, { error: `unknown contract ${id}` });
+    return json(res, 200, { contract: id, versions: versions.map((c) => ({ version: c.version, retired: c.retired, hash: c.hash })) });
+  }
+  return json(res, 404, { error: `no such endpoint ${url.pathname.slice(0, 80)}` });
+}

@@ -1,0 +1,107 @@
+/**
+ * The ingest stage shared by every transport: decoded spans -> receipts -> durable store -> live verdicts,
+ * with admission control (bounded in-flight work instead of unbounded queues).
+ */
+import type { Receipt } from '../core/types.js';
+import type { SpanPipeline } from '../ingest/pipeline.js';
+import type { AuditMetrics } from '../metrics/index.js';
+import type { DecodedExport } from '../otlp/types.js';
+import type { AuditEngine, IngestOutcome } from './engine.js';
+
+export interface IngestLimits {
+  /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */
+  maxPendingReceipts: number;
+  /** Concurrent ingest requests beyond which requests are refused as saturated. */
+  maxInflightRequests: number;
+}
+
+export class SaturatedError extends Error {}
+export class StoreUnavailableError extends Error {}
+
+export interface SpanIngestResult {
+  rejectedSpans: number;
+  errorMessage?: string;
+}
+
+/** Checks a receipt's claimed agent against the agents the delivering source may speak for. */
+export type SourceBinding = (r: Receipt) => string | null;
+
+export class Ingestor {
+  private inflight = 0;
+  private pendingReceipts = 0;
+
+  constructor(
+    readonly engine: AuditEngine,
+    readonly pipeline: SpanPipeline,
+    readonly metrics: AuditMetrics,
+    readonly limits: IngestLimits,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  get saturated(): boolean {
+    return this.inflight >= this.limits.maxInflightRequests || this.pendingReceipts >= this.limits.maxPendingReceipts;
+  }
+
+  get queueDepth(): number {
+    return this.pendingReceipts;
+  }
+
+  /** Admission: refuse at once when saturated or when the store cannot commit (nothing is acknowledged). */
+  admit(): void {
+    if (!this.engine.store.healthy()) throw new StoreUnavailableError('the receipt store cannot commit (disk full or read-only); retry later');
+    if (this.saturated) throw new SaturatedError('the auditor is saturated; retry later');
+  }
+
+  private async commit(receipts: Receipt[], source: string): Promise<IngestOutcome> {
+    this.inflight++;
+    this.pendingReceipts += receipts.length;
+    try {
+      return await this.engine.ingest(receipts, source, this.clock());
+    } catch (e) {
+      throw new StoreUnavailableError(`receipts could not be committed: ${(e as Error).message}`);
+    } finally {
+      this.inflight--;
+      this.pendingReceipts -= receipts.length;
+    }
+  }
+
+  /** OTLP spans from either transport. Resolves after every receipt is durably committed. */
+  async spans(decoded: DecodedExport, transport: 'http' | 'grpc', source: string, bind?: SourceBinding): Promise<SpanIngestResult> {
+    const now = this.clock();
+    const ex = this.pipeline.process(decoded.spans, now);
+    let receipts = ex.receipts;
+    const rejected = ex.rejected.map((r) => r.reason);
+    if (bind) {
+      const kept: Receipt[] = [];
+      for (const r of receipts) {
+        const why = bind(r);
+        if (why) {
+          rejected.push(why);
+          this.metrics.receipt(r.type, 'rejected');
+        } else kept.push(r);
+      }
+      receipts = kept;
+    }
+    if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
+    await this.commit(receipts, source);
+    const producing = decoded.spanCount - ex.dropped - ex.rejected.length;
+    this.metrics.otlpSpans(transport, 'receipt', Math.max(0, producing));
+    this.metrics.otlpSpans(transport, 'dropped', ex.dropped);
+    if (rejected.length) this.metrics.otlpSpans(transport, 'rejected', rejected.length);
+    if (rejected.length === 0) return { rejectedSpans: 0 };
+    return {
+      rejectedSpans: rejected.length,
+      errorMessage: `${rejected.length} span(s) could not become valid receipts; first: ${rejected[0]}`,
+    };
+  }
+
+  /** Receipts posted directly (NDJSON). */
+  async receipts(receipts: Receipt[], source: string): Promise<IngestOutcome> {
+    return this.commit(receipts, source);
+  }
+
+  /** Derived receipts produced by the timer (e.g. gap receipts of unresolved callers). */
+  async internal(receipts: Receipt[]): Promise<void> {
+    if (receipts.length) await this.commit(receipts, 'auditor');
+  }
+}

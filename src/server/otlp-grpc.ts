@@ -1,0 +1,72 @@
+/** OTLP/gRPC receiver: TraceService/Export with the request as a raw Buffer, decoded by the same content-free walker. */
+import * as grpc from '@grpc/grpc-js';
+import type { AuditMetrics } from '../metrics/index.js';
+import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf } from '../otlp/index.js';
+import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+
+export const TRACE_SERVICE = {
+  Export: {
+    path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: (b: Buffer) => b,
+    requestDeserialize: (b: Buffer) => b,
+    responseSerialize: (b: Buffer) => b,
+    responseDeserialize: (b: Buffer) => b,
+  },
+} satisfies grpc.ServiceDefinition;
+
+export type GrpcAuthenticate = (md: grpc.Metadata) => { source: string; bind?: SourceBinding } | null;
+
+export interface GrpcOptions {
+  maxMessageBytes: number;
+  credentials?: grpc.ServerCredentials;
+}
+
+export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: string, port: number, opts: GrpcOptions, authenticate: GrpcAuthenticate): Promise<{ server: grpc.Server; port: number }> {
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': opts.maxMessageBytes,
+    'grpc.max_send_message_length': 1024 * 1024,
+  });
+  const fail = (cb: grpc.sendUnaryData<Buffer>, code: grpc.status, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1]) => {
+    if (reason) metrics.ingestRejected('grpc', reason);
+    metrics.ingestRequest('grpc', grpc.status[code]);
+    cb({ code, details: message, metadata: new grpc.Metadata() });
+  };
+  server.addService(TRACE_SERVICE, {
+    Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      const auth = authenticate(call.metadata);
+      if (!auth) return fail(cb, grpc.status.UNAUTHENTICATED, 'missing or invalid bearer token', 'unauthenticated');
+      try {
+        ingestor.admit();
+      } catch (e) {
+        if (e instanceof SaturatedError) return fail(cb, grpc.status.UNAVAILABLE, e.message, 'saturated');
+        return fail(cb, grpc.status.UNAVAILABLE, (e as Error).message, 'store_unavailable');
+      }
+      let decoded;
+      try {
+        decoded = decodeExportTraceRequest(call.request);
+      } catch (e) {
+        if (e instanceof OtlpDecodeError) return fail(cb, grpc.status.INVALID_ARGUMENT, `undecodable protobuf: ${e.message}`, 'undecodable');
+        return fail(cb, grpc.status.INTERNAL, 'internal error');
+      }
+      ingestor.spans(decoded, 'grpc', auth.source, auth.bind).then(
+        (result) => {
+          metrics.ingestRequest('grpc', 'OK');
+          const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
+          cb(null, Buffer.from(encodeExportTraceResponseProtobuf(partial)));
+        },
+        (e) => {
+          if (e instanceof StoreUnavailableError) fail(cb, grpc.status.UNAVAILABLE, e.message, 'store_unavailable');
+          else fail(cb, grpc.status.INTERNAL, 'internal error');
+        },
+      );
+    },
+  });
+  return new Promise((resolve, reject) => {
+    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, opts.credentials ?? grpc.ServerCredentials.createInsecure(), (err, bound) => {
+      if (err) return reject(err);
+      resolve({ server, port: bound });
+    });
+  });
+}

@@ -1,0 +1,91 @@
+/** OTLP/HTTP receiver: POST /v1/traces, protobuf or JSON, optionally gzip, with the OTLP specification's statuses. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AuditMetrics } from '../metrics/index.js';
+import {
+  OtlpDecodeError,
+  decodeExportTraceJson,
+  decodeExportTraceRequest,
+  encodeExportTraceResponseJson,
+  encodeExportTraceResponseProtobuf,
+  encodeRpcStatusJson,
+  encodeRpcStatusProtobuf,
+  GrpcStatusCode,
+} from '../otlp/index.js';
+import { HttpError, readBody } from './body.js';
+import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+
+export interface OtlpHttpOptions {
+  maxBodyBytes: number;
+  retryAfterSeconds: number;
+}
+
+export type Authenticate = (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
+
+type Format = 'protobuf' | 'json';
+
+function formatOf(contentType: string | undefined): Format | null {
+  const ct = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  if (ct === 'application/x-protobuf' || ct === 'application/protobuf') return 'protobuf';
+  if (ct === 'application/json') return 'json';
+  return null;
+}
+
+function send(res: ServerResponse, status: number, format: Format | null, body: Uint8Array | string, headers: Record<string, string> = {}): void {
+  const ct = format === 'protobuf' ? 'application/x-protobuf' : 'application/json';
+  res.writeHead(status, { 'content-type': ct, ...headers });
+  res.end(body);
+}
+
+function sendStatus(res: ServerResponse, status: number, format: Format | null, grpcCode: number, message: string, headers: Record<string, string> = {}): void {
+  send(res, status, format, format === 'protobuf' ? encodeRpcStatusProtobuf(grpcCode, message) : encodeRpcStatusJson(grpcCode, message), headers);
+}
+
+export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts: OtlpHttpOptions, authenticate: Authenticate) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const format = formatOf(req.headers['content-type']);
+    const path = (req.url ?? '/').split('?')[0];
+    const answer = (status: number, grpcCode: number, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1], headers: Record<string, string> = {}) => {
+      if (reason) metrics.ingestRejected('http', reason);
+      metrics.ingestRequest('http', status);
+      sendStatus(res, status, format, grpcCode, message, headers);
+    };
+    if (path !== '/v1/traces') {
+      req.resume();
+      return answer(404, GrpcStatusCode.UNIMPLEMENTED, `no such endpoint ${path.slice(0, 80)}; OTLP traces go to POST /v1/traces`);
+    }
+    if (req.method !== 'POST') {
+      req.resume();
+      return answer(405, GrpcStatusCode.UNIMPLEMENTED, 'use POST for /v1/traces', undefined, { allow: 'POST' });
+    }
+    const auth = authenticate(req);
+    if (!auth) {
+      req.resume();
+      return answer(401, 16, 'missing or invalid bearer token', 'unauthenticated', { 'www-authenticate': 'Bearer' });
+    }
+    if (!format) {
+      req.resume();
+      return answer(415, GrpcStatusCode.INVALID_ARGUMENT, 'unsupported content type; use application/x-protobuf or application/json', 'bad_content_type');
+    }
+    try {
+      ingestor.admit();
+      const body = await readBody(req, opts.maxBodyBytes);
+      let decoded;
+      try {
+        decoded = format === 'protobuf' ? decodeExportTraceRequest(body) : decodeExportTraceJson(body);
+      } catch (e) {
+        if (e instanceof OtlpDecodeError) throw new HttpError(400, `undecodable ${format === 'protobuf' ? 'protobuf' : 'JSON'} body: ${e.message}`, 'undecodable');
+        throw e;
+      }
+      const result = await ingestor.spans(decoded, 'http', auth.source, auth.bind);
+      metrics.ingestRequest('http', 200);
+      const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
+      send(res, 200, format, format === 'protobuf' ? encodeExportTraceResponseProtobuf(partial) : encodeExportTraceResponseJson(partial));
+    } catch (e) {
+      const retry = { 'retry-after': String(opts.retryAfterSeconds) };
+      if (e instanceof HttpError) return answer(e.status, e.status === 413 ? GrpcStatusCode.RESOURCE_EXHAUSTED : GrpcStatusCode.INVALID_ARGUMENT, e.message, e.reason === 'bad_request' ? undefined : e.reason);
+      if (e instanceof SaturatedError) return answer(429, GrpcStatusCode.UNAVAILABLE, e.message, 'saturated', retry);
+      if (e instanceof StoreUnavailableError) return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'store_unavailable', retry);
+      return answer(500, GrpcStatusCode.INTERNAL, 'internal error');
+    }
+  };
+}

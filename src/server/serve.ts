@@ -1,0 +1,175 @@
+/** Composes the auditor: store, engine, ingest pipeline, receivers, API and timers. */
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type * as grpc from '@grpc/grpc-js';
+import type { ContractRegistry } from '../core/registry.js';
+import { SpanPipeline } from '../ingest/pipeline.js';
+import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
+import { ReceiptStore } from '../store/index.js';
+import { apiHandler } from './api.js';
+import { bearerOf, bindingFor, matchToken, type TokenEntry } from './auth.js';
+import { AuditEngine } from './engine.js';
+import { Ingestor } from './ingest.js';
+import { otlpHttpHandler } from './otlp-http.js';
+import { startGrpc } from './otlp-grpc.js';
+
+export interface ServeConfig {
+  host: string;
+  port: number;
+  otlpHttpPort: number;
+  otlpGrpcPort: number;
+  dataDir: string;
+  defaultContract?: string;
+  maxBodyBytes: number;
+  maxGrpcMessageBytes: number;
+  retentionMs: number;
+  parentWaitMs: number;
+  maxPendingSpans: number;
+  maxPendingReceipts: number;
+  maxInflightRequests: number;
+  tickMs: number;
+  ingestTokens?: TokenEntry[];
+  apiTokens?: TokenEntry[];
+  extraRoutes?: Parameters<typeof apiHandler>[3]['extraRoutes'];
+  log: (event: string, fields?: Record<string, unknown>) => void;
+  version: string;
+}
+
+export const DEFAULTS = {
+  host: '127.0.0.1',
+  port: 9464,
+  otlpHttpPort: 4318,
+  otlpGrpcPort: 4317,
+  dataDir: './data',
+  maxBodyBytes: 20 * 1024 * 1024,
+  maxGrpcMessageBytes: 4 * 1024 * 1024,
+  retentionMs: 7 * 86_400_000,
+  parentWaitMs: 10_000,
+  maxPendingSpans: 200_000,
+  maxPendingReceipts: 200_000,
+  maxInflightRequests: 256,
+  tickMs: 200,
+};
+
+export interface RunningServer {
+  engine: AuditEngine;
+  metrics: AuditMetrics;
+  ports: { api: number; otlpHttp: number; otlpGrpc: number };
+  close(): Promise<void>;
+}
+
+const listen = (srv: Server, host: string, port: number) =>
+  new Promise<number>((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(port, host, () => resolve((srv.address() as AddressInfo).port));
+  });
+
+export async function startServer(registry: ContractRegistry, cfg: ServeConfig): Promise<RunningServer> {
+  const metrics = createAuditMetrics({ version: cfg.version });
+  const store = ReceiptStore.open(cfg.dataDir);
+  const engine = new AuditEngine(registry, store, {
+    defaultContract: cfg.defaultContract,
+    retentionMs: cfg.retentionMs,
+    hooks: {
+      verdictEntered: (run, contract, _version, verdict) => metrics.verdictEntered(contract, verdict, run),
+      receipts: (type, result, n) => metrics.receipt(type, result, n),
+    },
+  });
+  const restored = engine.restore(Date.now());
+  cfg.log('restored', restored);
+  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans });
+  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests });
+
+  const ingestAuth = (token: string | undefined) => {
+    if (!cfg.ingestTokens) return { source: 'anonymous' };
+    const e = matchToken(cfg.ingestTokens, token);
+    return e ? { source: e.source, bind: bindingFor(e) } : null;
+  };
+  const httpAuth = (req: IncomingMessage) => ingestAuth(bearerOf(req.headers.authorization));
+  const apiAuth = (req: IncomingMessage) => !cfg.apiTokens || matchToken(cfg.apiTokens, bearerOf(req.headers.authorization)) !== null;
+
+  let stopping = false;
+  const ready = () => {
+    const reasons: string[] = [];
+    if (stopping) reasons.push('shutting down');
+    if (!store.healthy()) reasons.push('store cannot commit');
+    if (ingestor.saturated) reasons.push('ingest saturated');
+    return { ready: reasons.length === 0, reasons };
+  };
+
+  const otlpHttp = createServer(otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1 }, httpAuth));
+  const api = createServer(
+    apiHandler(engine, ingestor, metrics, {
+      maxBodyBytes: cfg.maxBodyBytes,
+      retryAfterSeconds: 1,
+      maxWaitSeconds: 300,
+      authenticateIngest: httpAuth,
+      authenticateApi: apiAuth,
+      extraRoutes: cfg.extraRoutes,
+      ready,
+    }),
+  );
+  const grpcAuth = (md: grpc.Metadata) => {
+    const v = md.get('authorization')[0];
+    return ingestAuth(bearerOf(typeof v === 'string' ? v : v?.toString()));
+  };
+  const ports = {
+    api: await listen(api, cfg.host, cfg.port),
+    otlpHttp: await listen(otlpHttp, cfg.host, cfg.otlpHttpPort),
+    otlpGrpc: 0,
+  };
+  const grpcServer = await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes }, grpcAuth);
+  ports.otlpGrpc = grpcServer.port;
+
+  let lastPrune = Date.now();
+  let ticking = false;
+  const timer = setInterval(() => {
+    if (ticking) return;
+    ticking = true;
+    const now = Date.now();
+    try {
+      engine.tick(now);
+      const gaps = pipeline.expire(now);
+      if (gaps.length) {
+        metrics.callerUnresolved(gaps.length);
+        ingestor.internal(gaps).catch((e) => cfg.log('gap_commit_failed', { error: (e as Error).message }));
+      }
+      if (now - lastPrune > 60_000) {
+        lastPrune = now;
+        engine.prune(now);
+      }
+      metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
+      metrics.setLiveRuns(engine.liveRuns);
+      metrics.setPendingParentSpans(pipeline.callers.stats().pending);
+      metrics.setIngestQueueDepth(ingestor.queueDepth);
+      metrics.setIngestSaturated(ingestor.saturated);
+      metrics.setStoreHealthy(store.healthy());
+    } finally {
+      ticking = false;
+    }
+  }, cfg.tickMs);
+  timer.unref();
+
+  const closeHttp = (s: Server) => new Promise<void>((resolve) => s.close(() => resolve()));
+  return {
+    engine,
+    metrics,
+    ports,
+    async close() {
+      stopping = true;
+      clearInterval(timer);
+      // Stop accepting, let in-flight exports finish and commit, then close the store.
+      await Promise.all([
+        closeHttp(otlpHttp),
+        closeHttp(api),
+        new Promise<void>((resolve) => grpcServer.server.tryShutdown(() => resolve())),
+      ]);
+      try {
+        await store.sync();
+      } catch (e) {
+        cfg.log('final_sync_failed', { error: (e as Error).message });
+      }
+      store.close();
+    },
+  };
+}
