@@ -1,0 +1,321 @@
+/**
+ * The auditor's metrics, behind named methods so that call sites cannot invent metric names or labels.
+ * Names and label sets of the first four metrics are fixed by interfaces.md; the rest follow Prometheus
+ * conventions (base units, `_total` for counters, `_seconds` for durations).
+ *
+ * Every label value is either a contract id/version (from the operator's contract files) or one of a closed set
+ * of words; values from untrusted input (a rejected receipt's `type`) are mapped into the closed set first.
+ * No run, agent or trace id is ever a label: the run id of a verdict transition travels only as an
+ * OpenMetrics exemplar on `topology_verdicts_total`.
+ */
+import { RECEIPT_TYPES, VERDICTS, type Verdict } from '../core/types.js';
+import {
+  MetricsRegistry,
+  contentTypeFor,
+  type Counter,
+  type ExpositionFormat,
+  type Gauge,
+  type Histogram,
+} from './registry.js';
+
+export { contentTypeFor };
+export type { ExpositionFormat };
+
+export const METRIC_NAMES = {
+  runs: 'topology_runs',
+  verdicts: 'topology_verdicts_total',
+  receipts: 'topology_receipts_total',
+  otlpSpans: 'topology_otlp_spans_total',
+  ingestRequests: 'topology_ingest_requests_total',
+  ingestRejectedRequests: 'topology_ingest_rejected_requests_total',
+  storeCommitDuration: 'topology_store_commit_duration_seconds',
+  storeCommitBatchSize: 'topology_store_commit_batch_size',
+  liveRuns: 'topology_live_runs',
+  pendingParentSpans: 'topology_pending_parent_spans',
+  pendingParentSpansEvicted: 'topology_pending_parent_spans_evicted_total',
+  callerUnresolved: 'topology_caller_unresolved_total',
+  ingestQueueDepth: 'topology_ingest_queue_depth',
+  ingestSaturated: 'topology_ingest_saturated',
+  storeHealthy: 'topology_store_healthy',
+  buildInfo: 'topology_build_info',
+  seriesRefused: 'topology_metric_series_refused_total',
+} as const;
+
+export const RECEIPT_RESULTS = ['accepted', 'duplicate', 'conflict', 'rejected'] as const;
+export type ReceiptResult = (typeof RECEIPT_RESULTS)[number];
+
+export const OTLP_TRANSPORTS = ['http', 'grpc'] as const;
+export type OtlpTransport = (typeof OTLP_TRANSPORTS)[number];
+
+export const SPAN_RESULTS = ['receipt', 'dropped', 'rejected'] as const;
+export type SpanResult = (typeof SPAN_RESULTS)[number];
+
+/** Ingest paths: OTLP over HTTP, OTLP over gRPC, and NDJSON receipts posted to /v1/receipts. */
+export const INGEST_TRANSPORTS = ['http', 'grpc', 'ndjson'] as const;
+export type IngestTransport = (typeof INGEST_TRANSPORTS)[number];
+
+export const INGEST_REJECT_REASONS = [
+  'unauthenticated',
+  'too_large',
+  'bad_content_type',
+  'undecodable',
+  'saturated',
+  'store_unavailable',
+] as const;
+export type IngestRejectReason = (typeof INGEST_REJECT_REASONS)[number];
+
+/** The `type` label of a receipt whose type is not one of RECEIPT_TYPES (it can only have been rejected). */
+export const INVALID_RECEIPT_TYPE = 'invalid';
+/** The `contract` (and `version`) label of a run that has no pin yet. */
+export const UNPINNED = 'none';
+
+/** Verdicts that mean the run's topology is unsafe or its completion is false. */
+export const UNSAFE_VERDICTS: readonly Verdict[] = [
+  'stale_contract',
+  'unknown_agent',
+  'forbidden_edge',
+  'ambiguous_route',
+  'false_complete',
+];
+
+/** Commit durations, 0.5 ms to 2.5 s: group commits of SQLite in WAL mode sit in the low milliseconds. */
+export const COMMIT_DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** Receipts per group commit. */
+export const COMMIT_BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
+
+export interface RunsGaugeRow {
+  contract: string;
+  version: string;
+  verdict: Verdict;
+  runs: number;
+}
+
+export interface AuditMetricsOptions {
+  /** Version reported by topology_build_info. */
+  version?: string;
+  /** Clock for exemplar timestamps (ms since the epoch). */
+  now?: () => number;
+  /** Series cap per metric (default 10 000). */
+  maxSeries?: number;
+}
+
+export interface AuditMetrics {
+  readonly registry: MetricsRegistry;
+  /** A run entered `verdict`: counts it, with the run id as the OpenMetrics exemplar. */
+  verdictEntered(contract: string, verdict: Verdict, runId: string): void;
+  /**
+   * Replaces topology_runs with these rows. Every (contract, version) present gets all ten verdicts, zero where no
+   * row says otherwise; pairs absent from the rows disappear from the exposition.
+   */
+  setRunsGauge(rows: Iterable<RunsGaugeRow>): void;
+  /** n receipts ended in `result`; a type outside RECEIPT_TYPES is counted as "invalid". */
+  receipt(type: string, result: ReceiptResult, n?: number): void;
+  /** n OTLP spans, by transport, became a receipt, were dropped (no receipt), or were rejected. */
+  otlpSpans(transport: OtlpTransport, result: SpanResult, n?: number): void;
+  /** One ingest request answered with `code` (HTTP status number or gRPC status name). */
+  ingestRequest(transport: IngestTransport, code: number | string): void;
+  /** One ingest request (or n) refused before its content was accepted, with the reason. */
+  ingestRejected(transport: IngestTransport, reason: IngestRejectReason, n?: number): void;
+  /** One group commit landed: its duration in seconds and its number of receipts. */
+  storeCommit(durationSeconds: number, batchSize: number): void;
+  setLiveRuns(n: number): void;
+  /** Spans held back because their parent has not arrived yet. */
+  setPendingParentSpans(n: number): void;
+  /** Spans evicted from the pending-parent buffer because it was full. */
+  pendingParentEvicted(n?: number): void;
+  /** Derived receipts whose caller stayed unresolved at the end of the wait (each became a gap receipt). */
+  callerUnresolved(n?: number): void;
+  setIngestQueueDepth(n: number): void;
+  setIngestSaturated(saturated: boolean): void;
+  setStoreHealthy(healthy: boolean): void;
+  render(format?: ExpositionFormat): string;
+}
+
+const RECEIPT_TYPE_SET: ReadonlySet<string> = new Set(RECEIPT_TYPES);
+const VERDICT_SET: ReadonlySet<string> = new Set(VERDICTS);
+
+function oneOf<T extends string>(value: string, allowed: readonly T[], what: string): T {
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new TypeError(`${what} must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}`);
+  }
+  return value as T;
+}
+
+function statusCodeLabel(code: number | string): string {
+  const text = String(code);
+  return /^[A-Za-z0-9_]{1,32}$/.test(text) ? text : 'other';
+}
+
+function nonEmpty(value: string): string {
+  return value === '' ? UNPINNED : value;
+}
+
+function count(n: number | undefined): number {
+  return n ?? 1;
+}
+
+export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetrics {
+  const now = options.now ?? Date.now;
+  const registry = new MetricsRegistry({ maxSeries: options.maxSeries, refusedSeriesCounter: METRIC_NAMES.seriesRefused });
+
+  const runs: Gauge = registry.gauge({
+    name: METRIC_NAMES.runs,
+    help: 'Runs currently in each verdict, by pinned contract and version.',
+    labelNames: ['contract', 'version', 'verdict'],
+  });
+  const verdicts: Counter = registry.counter({
+    name: METRIC_NAMES.verdicts,
+    help: 'Runs entering each verdict (the run id is the OpenMetrics exemplar).',
+    labelNames: ['contract', 'verdict'],
+  });
+  const receipts: Counter = registry.counter({
+    name: METRIC_NAMES.receipts,
+    help: 'Receipts by type and ingest result: accepted, duplicate, conflict or rejected.',
+    labelNames: ['type', 'result'],
+  });
+  const otlpSpans: Counter = registry.counter({
+    name: METRIC_NAMES.otlpSpans,
+    help: 'OTLP spans by transport and result: receipt (became one), dropped (no receipt) or rejected.',
+    labelNames: ['transport', 'result'],
+  });
+  const ingestRequests: Counter = registry.counter({
+    name: METRIC_NAMES.ingestRequests,
+    help: 'Ingest requests by transport (http, grpc, ndjson) and response code.',
+    labelNames: ['transport', 'code'],
+  });
+  const ingestRejected: Counter = registry.counter({
+    name: METRIC_NAMES.ingestRejectedRequests,
+    help: 'Ingest requests refused before acceptance, by transport and reason.',
+    labelNames: ['transport', 'reason'],
+  });
+  const commitDuration: Histogram = registry.histogram({
+    name: METRIC_NAMES.storeCommitDuration,
+    help: 'Duration of one group commit of receipts to the store.',
+    unit: 'seconds',
+    buckets: COMMIT_DURATION_BUCKETS,
+  });
+  const commitBatch: Histogram = registry.histogram({
+    name: METRIC_NAMES.storeCommitBatchSize,
+    help: 'Receipts written by one group commit.',
+    buckets: COMMIT_BATCH_BUCKETS,
+  });
+  const liveRuns: Gauge = registry.gauge({ name: METRIC_NAMES.liveRuns, help: 'Runs whose verdict state is held in memory.' });
+  const pendingParents: Gauge = registry.gauge({
+    name: METRIC_NAMES.pendingParentSpans,
+    help: 'Spans waiting for their parent span to arrive before their caller can be resolved.',
+  });
+  const pendingEvicted: Counter = registry.counter({
+    name: METRIC_NAMES.pendingParentSpansEvicted,
+    help: 'Spans evicted from the pending-parent buffer because it was full.',
+  });
+  const callerUnresolved: Counter = registry.counter({
+    name: METRIC_NAMES.callerUnresolved,
+    help: 'Derived receipts whose caller was still unresolved when the wait ended (recorded as gap receipts).',
+  });
+  const queueDepth: Gauge = registry.gauge({
+    name: METRIC_NAMES.ingestQueueDepth,
+    help: 'Receipts accepted by ingest and waiting for the next group commit.',
+  });
+  const saturated: Gauge = registry.gauge({
+    name: METRIC_NAMES.ingestSaturated,
+    help: '1 while ingest refuses new work because its queue is full, else 0.',
+  });
+  const storeHealthy: Gauge = registry.gauge({
+    name: METRIC_NAMES.storeHealthy,
+    help: '1 while the store accepts commits, else 0.',
+  });
+  const buildInfo = registry.info({ name: METRIC_NAMES.buildInfo, help: 'Build of topology-audit.', labelNames: ['version'] });
+
+  // Unlabelled metrics start at zero so that dashboards and rate() see them from the first scrape.
+  commitDuration.touch([]);
+  commitBatch.touch([]);
+  liveRuns.set([], 0);
+  pendingParents.set([], 0);
+  pendingEvicted.touch([]);
+  callerUnresolved.touch([]);
+  queueDepth.set([], 0);
+  saturated.set([], 0);
+  storeHealthy.set([], 1);
+  buildInfo.set([options.version ?? 'unknown']);
+
+  return {
+    registry,
+
+    verdictEntered(contract, verdict, runId) {
+      oneOf(verdict, VERDICTS, 'verdict');
+      verdicts.inc([nonEmpty(contract), verdict], 1, { labels: { run_id: runId }, value: 1, timestampMs: now() });
+    },
+
+    setRunsGauge(rows) {
+      const byPin = new Map<string, { contract: string; version: string; counts: Map<Verdict, number> }>();
+      for (const row of rows) {
+        if (!VERDICT_SET.has(row.verdict)) throw new TypeError(`unknown verdict ${JSON.stringify(row.verdict)}`);
+        const contract = nonEmpty(row.contract);
+        const version = nonEmpty(row.version);
+        const key = `${contract}\u0000${version}`;
+        let pin = byPin.get(key);
+        if (pin === undefined) {
+          pin = { contract, version, counts: new Map() };
+          byPin.set(key, pin);
+        }
+        pin.counts.set(row.verdict, (pin.counts.get(row.verdict) ?? 0) + row.runs);
+      }
+      const entries: Array<readonly [readonly string[], number]> = [];
+      for (const pin of byPin.values()) {
+        for (const v of VERDICTS) entries.push([[pin.contract, pin.version, v], pin.counts.get(v) ?? 0]);
+      }
+      runs.replaceAll(entries);
+    },
+
+    receipt(type, result, n) {
+      oneOf(result, RECEIPT_RESULTS, 'receipt result');
+      receipts.inc([RECEIPT_TYPE_SET.has(type) ? type : INVALID_RECEIPT_TYPE, result], count(n));
+    },
+
+    otlpSpans(transport, result, n) {
+      otlpSpans.inc([oneOf(transport, OTLP_TRANSPORTS, 'transport'), oneOf(result, SPAN_RESULTS, 'span result')], count(n));
+    },
+
+    ingestRequest(transport, code) {
+      ingestRequests.inc([oneOf(transport, INGEST_TRANSPORTS, 'transport'), statusCodeLabel(code)]);
+    },
+
+    ingestRejected(transport, reason, n) {
+      ingestRejected.inc(
+        [oneOf(transport, INGEST_TRANSPORTS, 'transport'), oneOf(reason, INGEST_REJECT_REASONS, 'reject reason')],
+        count(n),
+      );
+    },
+
+    storeCommit(durationSeconds, batchSize) {
+      commitDuration.observe([], durationSeconds);
+      commitBatch.observe([], batchSize);
+    },
+
+    setLiveRuns(n) {
+      liveRuns.set([], n);
+    },
+    setPendingParentSpans(n) {
+      pendingParents.set([], n);
+    },
+    pendingParentEvicted(n) {
+      pendingEvicted.inc([], count(n));
+    },
+    callerUnresolved(n) {
+      callerUnresolved.inc([], count(n));
+    },
+    setIngestQueueDepth(n) {
+      queueDepth.set([], n);
+    },
+    setIngestSaturated(isSaturated) {
+      saturated.set([], isSaturated ? 1 : 0);
+    },
+    setStoreHealthy(healthy) {
+      storeHealthy.set([], healthy ? 1 : 0);
+    },
+
+    render(format: ExpositionFormat = 'prometheus') {
+      return registry.render(format);
+    },
+  };
+}

@@ -1,0 +1,47 @@
+/** The byte-level allow-list matcher agrees with isKeptAttributeKey, the allow-list's definition. */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { keptKeyAt } from '../src/otlp/keys.js';
+import { isKeptAttributeKey, KEPT_ATTRIBUTE_KEYS, KEPT_ATTRIBUTE_PREFIXES } from '../src/otlp/types.js';
+
+const utf8 = new TextEncoder();
+
+/** Runs the matcher on the key's bytes placed inside a larger buffer, as they are in a message. */
+function matchInBuffer(key: string, before = 3, after = 5): string | null {
+  const bytes = utf8.encode(key);
+  const buf = new Uint8Array(before + bytes.length + after).fill(0x74); // 't' around it
+  buf.set(bytes, before);
+  return keptKeyAt(buf, before, bytes.length);
+}
+
+const ALLOWED = [...KEPT_ATTRIBUTE_KEYS, ...KEPT_ATTRIBUTE_PREFIXES];
+
+describe('keptKeyAt', () => {
+  it('keeps every listed key and prefixed key, returning the key itself', () => {
+    for (const key of KEPT_ATTRIBUTE_KEYS) expect(matchInBuffer(key)).toBe(key);
+    for (const p of KEPT_ATTRIBUTE_PREFIXES) {
+      expect(matchInBuffer(p)).toBe(p);
+      expect(matchInBuffer(`${p}run.id`)).toBe(`${p}run.id`);
+      expect(matchInBuffer(`${p}ü`)).toBe(`${p}ü`);
+    }
+  });
+
+  it('drops content keys and near misses', () => {
+    for (const key of ['gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.tool.call.arguments', 'gen_ai.agent.nam', 'gen_ai.agent.names', 'Service.name', 'topology', 'topologyx', '', 'service.name\u0000']) {
+      expect(matchInBuffer(key)).toBeNull();
+    }
+  });
+
+  it('agrees with isKeptAttributeKey on arbitrary and mutated keys', () => {
+    const mutated = fc
+      .tuple(fc.constantFrom(...ALLOWED), fc.nat(40), fc.nat(3), fc.string({ maxLength: 3, unit: 'binary' }))
+      .map(([key, at, drop, insert]) => key.slice(0, at) + insert + key.slice(at + drop));
+    const prefixed = fc.tuple(fc.constantFrom(...ALLOWED), fc.string({ maxLength: 12, unit: 'binary' })).map(([a, b]) => a + b);
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ maxLength: 40, unit: 'binary' }), mutated, prefixed), (key) => {
+        expect(matchInBuffer(key)).toBe(isKeptAttributeKey(key) ? key : null);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
