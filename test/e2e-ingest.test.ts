@@ -149,7 +149,7 @@ describe('OTLP ingest end to end with the real OpenTelemetry exporters', () => {
 
   it('refuses bad input with the specified statuses and keeps serving', async () => {
     const url = `${srv.otlpHttp}/v1/traces`;
-    const post = (body: Uint8Array | string, headers: Record<string, string>) => fetch(url, { method: 'POST', body, headers });
+    const post = (body: Uint8Array | string, headers: Record<string, string>) => fetch(url, { method: "POST", body: body as BodyInit, headers });
     const garbage = await post(new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01]), { 'content-type': 'application/x-protobuf' });
     expect(garbage.status).toBe(400);
     expect(garbage.headers.get('content-type')).toBe('application/x-protobuf');

@@ -95,8 +95,8 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     log: log(io),
     version: VERSION,
   };
-  const { uiRoutes } = await import('../ui/routes.js');
-  cfg.extraRoutes = uiRoutes;
+  const { createUiRoutes } = await import('../ui/routes.js');
+  cfg.extraRoutes = createUiRoutes;
   const server = await startServer(registry, cfg);
   const { ports } = server;
   io.stdout(`topology-audit serving: api+ui http://${host}:${ports.api}/  otlp-http http://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}\n`);

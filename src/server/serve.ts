@@ -9,6 +9,7 @@ import { ReceiptStore } from '../store/index.js';
 import { apiHandler } from './api.js';
 import { bearerOf, bindingFor, matchToken, type TokenEntry } from './auth.js';
 import { AuditEngine } from './engine.js';
+import type { Route } from '../ui/routes.js';
 import { Ingestor } from './ingest.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
@@ -30,7 +31,8 @@ export interface ServeConfig {
   tickMs: number;
   ingestTokens?: TokenEntry[];
   apiTokens?: TokenEntry[];
-  extraRoutes?: Parameters<typeof apiHandler>[3]['extraRoutes'];
+  /** Extra routes on the API port (e.g. the web view), given the engine. */
+  extraRoutes?: (engine: AuditEngine) => Route;
   log: (event: string, fields?: Record<string, unknown>) => void;
   version: string;
 }
@@ -105,7 +107,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
       maxWaitSeconds: 300,
       authenticateIngest: httpAuth,
       authenticateApi: apiAuth,
-      extraRoutes: cfg.extraRoutes,
+      extraRoutes: cfg.extraRoutes?.(engine),
       ready,
     }),
   );
