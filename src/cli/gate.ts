@@ -8,7 +8,7 @@ interface VerdictBody {
   run: string;
   verdict: string;
   settled: boolean;
-  findings: { verdict: string; message: string }[];
+  findings: { verdict: string; message: string; settled: boolean }[];
 }
 
 /** `gate RUN [--server URL] [--timeout DUR]`: 0 healthy; 1 settled and not healthy; 75 still open at the timeout; 2 usage or unreachable. */
@@ -60,7 +60,11 @@ export async function gateCommand(argv: string[], io: Io): Promise<number> {
   const first = last ? last.findings.find((f) => f.verdict === last!.verdict) ?? last.findings[0] : null;
   const line = last ? `${run}: ${last.verdict}${first ? ` — ${first.message}` : ''}` : `${run}: unknown run (no receipts yet)`;
   if (values.json) io.stdout(JSON.stringify(last ?? { run, verdict: null }) + '\n');
-  else io.stdout(line + '\n');
+  else {
+    io.stdout(line + '\n');
+    const settledBy = last && last.settled && last.verdict !== 'healthy' ? last.findings.find((f) => f.settled) : undefined;
+    if (settledBy && settledBy !== first) io.stdout(`settled by ${settledBy.verdict}: ${settledBy.message}\n`);
+  }
   if (!last) return EXIT_TEMPFAIL;
   if (last.verdict === 'healthy') return 0;
   if (last.settled) return 1;
