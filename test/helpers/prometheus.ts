@@ -134,6 +134,8 @@ function launch(args: string[]): { child: ChildProcess; log: () => string; exite
 /**
  * Starts /usr/bin/prometheus on a free loopback port with a temporary config (scrape and evaluation every 1s)
  * and a temporary TSDB, and waits until it is ready. Always call stop().
+ * Expect the first scrape about 5 s after start: Prometheus applies target updates on a fixed 5 s tick
+ * (2.42 has no flag to shorten it), so allow that in waits.
  */
 export async function startPrometheus(opts: StartPrometheusOptions): Promise<RunningPrometheus> {
   requireBinary(PROMETHEUS_BIN);
