@@ -146,3 +146,13 @@ describe('experiment diff', () => {
     expect((await run('--help')).code).toBe(0);
   });
 });
+
+describe('docs/experiments.md', () => {
+  it('shows the real output of compare on the FieldOps fixture', async () => {
+    const doc = readFileSync('docs/experiments.md', 'utf8');
+    const block = /<!-- fieldops-compare:begin -->\n```\n([\s\S]*?)```\n<!-- fieldops-compare:end -->/.exec(doc);
+    expect(block).not.toBeNull();
+    const { stdout } = await run('compare', FIELDOPS);
+    expect(block![1]).toBe(stdout);
+  });
+});

@@ -246,7 +246,7 @@ export function evaluateGates(manifest: Manifest, pairs: readonly CasePair[], co
       case 'complete_traces':
         return byPairs(gate, (p) => !p.candidate.traceComplete, 'incomplete candidate trace', 'complete candidate traces');
       case 'one_final_owner':
-        return byPairs(gate, (p) => !soleOwner(p.candidate.finalOwners, owner), `final owner other than ${owner} alone`, `${owner} the only final owner`);
+        return byPairs(gate, (p) => !soleOwner(p.candidate.finalOwners, owner), `final owner other than ${owner} alone`, `${owner} is the only final owner`);
       case 'no_outcome_regression':
         return byPairs(gate, (p) => p.baseline.correct && !p.candidate.correct, 'outcome regression (correct in the baseline, wrong in the candidate)', 'no outcome regression');
       case 'no_authority_widening': {

@@ -14,7 +14,9 @@ const NAME_PATTERN = /^[A-Za-z0-9_.:@#+=-]{1,200}$/;
 export const Name = z.string().regex(NAME_PATTERN, 'a name: 1-200 of letters, digits and _ . : @ # + = - (no spaces)');
 const Text = z.string().min(1).max(2000);
 const VersionText = z
-  .union([z.string().regex(/^[A-Za-z0-9_.+-]{1,64}$/, 'a version: letters, digits, _ . + -'), z.number().int().nonnegative()])
+  .union([z.string().regex(/^[A-Za-z0-9_.+-]{1,64}$/), z.number().int().nonnegative()], {
+    error: 'a version: a string of letters, digits, _ . + - or an integer (quote versions such as "0.1")',
+  })
   .transform((v) => String(v))
   .describe('a version string; an integer is read as its decimal text, any other number is refused (quote versions)');
 const Count = z.number().int().nonnegative();
@@ -87,7 +89,7 @@ export const ArmConfigSchema = z
     policy: Versioned.describe('policy or policy-double version'),
     model: Versioned.describe('model or model-double version'),
     graders: z.array(Versioned).min(1),
-    seed: z.union([z.number().int(), Name]),
+    seed: z.union([z.number().int(), Name], { error: 'an integer or a name' }),
     budgets: Budgets.describe('the root budget of one case run'),
     capabilities: z.record(Name, z.enum(CONSEQUENCES)).describe('capability schemas and their consequence class'),
     pinned: z.record(Name, z.unknown()).optional().describe('other held-constant inputs: tool fixtures, assembler, clock, retry rules'),

@@ -107,16 +107,6 @@ function tradeTable(c: Comparison): { headers: string[]; rows: string[][]; align
   return { headers, rows, align: ['l', 'l', 'r', 'l', 'l', 'r', 'l'] };
 }
 
-function configLines(d: ConfigDiff): string[] {
-  const out = [d.isolated ? 'configuration: only the declared slice differs' : `configuration: CHANGED OUTSIDE THE DECLARED SLICE: ${d.outsideSlice.map((c) => c.path).join(', ')}`];
-  out.push(
-    d.authorityPreserved
-      ? 'authority: no widening'
-      : `authority: WIDENED: ${d.authority.widening.map((w) => `${w.code} at ${w.path}`).join('; ')}`,
-  );
-  return out;
-}
-
 function header(c: Comparison): string[] {
   return [
     `experiment ${c.experiment}${c.title ? `: ${c.title}` : ''}`,
@@ -132,7 +122,7 @@ export function renderComparisonText(c: Comparison): string {
   const at = aggregateTable(c);
   out.push(`aggregates over ${c.pairs} pairs`, ...textTable(at.headers, at.rows, at.align), ...flagLines(c), '');
   out.push('hard gates', ...c.gates.map((g) => `  ${g.passed ? 'pass' : 'FAIL'}  ${g.gate}: ${g.detail}`), '');
-  out.push('evidence', ...c.evidence.map((e) => `  ${e.passed ? 'pass' : 'FAIL'}  ${e.check}: ${e.detail}`), ...configLines(c.config).map((l) => `  ${l}`), '');
+  out.push('evidence', ...c.evidence.map((e) => `  ${e.passed ? 'pass' : 'FAIL'}  ${e.check}: ${e.detail}`), '');
   out.push('declared baseline failures', ...failureLines(c).map((l) => `  ${l}`), '');
   if (c.trades.length) {
     const tt = tradeTable(c);
@@ -154,7 +144,7 @@ export function renderComparisonMarkdown(c: Comparison): string {
     `Baseline \`${c.baseline}\` versus candidate \`${c.candidate}\`: ${c.caseCount} paired cases, ${c.pairs} pairs. Manifest declared ${c.declaredAt} by \`${c.owner}\`.`,
     `Declared slice (${c.slice.consequence}): ${c.slice.description}.`,
     '',
-    `> **Disposition: ${d.decision}** (\`${d.rule}\`). ${d.reason}.`,
+    `> **Disposition: ${d.decision}** (\`${d.rule}\`): ${d.reason}.`,
     '',
     '### Case-level deltas (baseline→candidate)',
     '',
@@ -169,8 +159,6 @@ export function renderComparisonMarkdown(c: Comparison): string {
     '### Evidence',
     '',
     ...mdTable(['check', 'result', 'detail'], c.evidence.map((e) => [`\`${e.check}\``, e.passed ? 'pass' : '**FAIL**', e.detail]), ['l', 'l', 'l']),
-    '',
-    ...configLines(c.config).map((l) => `- ${l}`),
     '',
   );
   out.push('### Declared baseline failures', '', ...failureLines(c).map((l) => `- ${l}`), '');
