@@ -43,7 +43,7 @@ describe('experiment compare', () => {
     const order = ['case-level deltas', 'aggregates over 7 pairs', 'hard gates', 'disposition: RETAIN'].map((s) => stdout.indexOf(s));
     expect(order.every((i) => i >= 0)).toBe(true);
     expect([...order].sort((a, b) => a - b)).toEqual(order);
-    expect(stdout).toMatch(/parent context\s+470\s+445\s+-25/);
+    expect(stdout).toMatch(/total context\s+470\s+445\s+-25/);
     expect(stdout).toMatch(/total actions\s+24\s+25\s+\+1/);
     expect(stdout).toMatch(/handoff messages\s+0\s+6\s+\+6/);
     expect(stdout).toMatch(/coordination units\s+0\s+12\s+\+12/);

@@ -41,7 +41,8 @@ describe('FieldOps: the article comparison', () => {
     expect(c.pairs).toBe(7);
     expect([total(c, 'totalActions').baseline.total, total(c, 'totalActions').candidate.total]).toEqual([24, 25]);
     expect([total(c, 'handoffMessages').baseline.total, total(c, 'handoffMessages').candidate.total]).toEqual([0, 6]);
-    expect([total(c, 'parentContextUnits').baseline.total, total(c, 'parentContextUnits').candidate.total]).toEqual([470, 445]);
+    expect([total(c, 'totalContextUnits').baseline.total, total(c, 'totalContextUnits').candidate.total]).toEqual([470, 445]);
+    expect([total(c, 'parentContextUnits').baseline.total, total(c, 'parentContextUnits').candidate.total]).toEqual([470, 367]);
     expect([total(c, 'coordinationUnits').baseline.total, total(c, 'coordinationUnits').candidate.total]).toEqual([0, 12]);
     for (const m of ['forbiddenEffects', 'duplicateEffects']) {
       expect(total(c, m).baseline.total).toBe(0);
@@ -67,17 +68,17 @@ describe('FieldOps: the article comparison', () => {
     expect(c.disposition.decision).toBe('retain');
     expect(c.disposition.rule).toBe('no_declared_failure_repaired');
     expect(c.disposition.reason).toContain('parent-context-over-allowance: 0 of 7 pairs');
-    expect(c.disposition.reason).toContain('parent context -25');
+    expect(c.disposition.reason).toContain('total context -25');
     expect(c.disposition.reopen).toEqual(fieldops.manifest.reopenWhen);
-    const parentCtx = c.trades.find((t) => t.measure === 'parentContextUnits')!;
-    expect(parentCtx).toMatchObject({ perCaseSet: -25, direction: 'improved', materialChange: true });
+    const totalCtx = c.trades.find((t) => t.measure === 'totalContextUnits')!;
+    expect(totalCtx).toMatchObject({ perCaseSet: -25, direction: 'improved', materialChange: true });
   });
 
   it('reports distributions per case, not only totals', () => {
     const c = compareExperiment(fieldops.manifest, fieldops.baseline, fieldops.candidate);
     const ctx = total(c, 'totalContextUnits');
-    expect(ctx.delta).toMatchObject({ min: 0, median: 0, max: 25 });
-    expect(ctx.candidate.max).toBe(120);
+    expect(ctx.delta).toMatchObject({ min: -9, median: 0, max: 0 });
+    expect(ctx.candidate.max).toBe(86);
     const rows = c.cases.map((r) => [r.key, r.counts.coordinationUnits.delta]);
     expect(rows).toContainEqual(['conflicting-manuals', 4]);
     expect(rows).toContainEqual(['approval-expiry', 0]);

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Receipt } from '../src/core/types.js';
 import { ExperimentInputError, formatInputIssue } from '../src/experiment/errors.js';
 import { loadExperiment } from '../src/experiment/load.js';
-import { deriveRunMeasures, parseReceiptsMinimal, type ReceiptParser } from '../src/experiment/receipts.js';
+import { deriveRunMeasures, parseReceiptsCore, type ReceiptParser } from '../src/experiment/receipts.js';
 
 const P = 'fieldops-agent-001';
 const S = 'manual-specialist';
@@ -59,16 +59,16 @@ describe('deriving measures from one run', () => {
   });
 });
 
-describe('the minimal receipt parser', () => {
+describe('the receipt parser', () => {
   it('names the file and line of a bad receipt', () => {
-    const text = '{"run":"a","event":"e1","type":"edge","at":"t","from":"x","to":"y","kind":"delegate"}\n\n{"run":"a","event":"e2","type":"nonsense","at":"t"}\n';
+    const text = '{"run":"a","event":"e1","type":"edge","at":"2026-01-01T00:00:00Z","from":"x","to":"y","kind":"delegate"}\n\n{"run":"a","event":"e2","type":"nonsense","at":"2026-01-01T00:00:00Z"}\n';
     try {
-      parseReceiptsMinimal(text, 'x.ndjson');
+      parseReceiptsCore(text, 'x.ndjson');
       expect.unreachable();
     } catch (e) {
-      expect((e as ExperimentInputError).issues.map(formatInputIssue)).toEqual([
-        'x.ndjson:3: type: one of run.start, edge, wait, outcome, run.end, gap, handoff',
-      ]);
+      const issues = (e as ExperimentInputError).issues.map(formatInputIssue);
+      expect(issues).toHaveLength(1);
+      expect(issues[0]).toMatch(/^x\.ndjson:3: .*type/);
     }
   });
 });
@@ -111,7 +111,7 @@ describe('loading records with receipts', () => {
     const parsed: string[] = [];
     const counting: ReceiptParser = (text, file) => {
       parsed.push(file);
-      return parseReceiptsMinimal(text, file);
+      return parseReceiptsCore(text, file);
     };
     const loaded = await loadExperiment('experiments/fieldops/experiment.yaml', { parseReceipts: counting });
     expect(parsed.map((f) => f.split('/').pop())).toEqual(['baseline.ndjson', 'candidate.ndjson']);

@@ -10,7 +10,8 @@ commands:
   replay FILE... --contracts DIR [--contract ID] [--now RFC3339] [--expect FILE] [--json]
   gate RUN [--server URL] [--timeout DUR]
   validate FILE...
-  schema [contract|receipt|handoff]
+  schema [contract|receipt|handoff|experiment]
+  experiment diff|compare MANIFEST [--json|--markdown]
 `;
 
 type Command = (argv: string[], io: Io) => Promise<number>;
@@ -21,6 +22,7 @@ const commands: Record<string, () => Promise<Command>> = {
   schema: async () => schemaCommand,
   serve: async () => (await import('./serve.js')).serveCommand,
   gate: async () => (await import('./gate.js')).gateCommand,
+  experiment: async () => (await import('./experiment.js')).experimentCommand,
 };
 
 /** Register a lazily-loaded command (keeps start-up cheap). */
@@ -33,7 +35,8 @@ async function schemaCommand(argv: string[], io: Io): Promise<number> {
   let schema: unknown;
   if (which === 'contract') schema = contractJsonSchema();
   else if (which === 'receipt') schema = receiptJsonSchema();
-  else throw new UsageError(`schema: unknown format "${which}" (contract, receipt)`);
+  else if (which === 'experiment') schema = (await import('../experiment/manifest.js')).manifestJsonSchema();
+  else throw new UsageError(`schema: unknown format "${which}" (contract, receipt, handoff, experiment)`);
   io.stdout(JSON.stringify(schema, null, 2) + '\n');
   return 0;
 }

@@ -1,44 +1,27 @@
 /**
  * What a case record can take from its run's receipts (the NDJSON of interfaces.md, type `Receipt`).
  *
- * The parser is a parameter: `defaultReceiptParser` is the one line to change when the core receipt
- * parser replaces the minimal one here (`parseReceiptFile` of src/core/receipt.ts has the same signature).
+ * The parser is a parameter (`defaultReceiptParser`, the core NDJSON parser by default).
  */
-import { RECEIPT_TYPES, type Receipt } from '../core/types.js';
+import type { Receipt } from '../core/types.js';
+import { ReceiptFileError, parseReceiptFile } from '../core/receipt.js';
 import { ExperimentInputError } from './errors.js';
 
 /** Parse a whole NDJSON receipt file or throw an error naming file and line. */
 export type ReceiptParser = (text: string, file: string) => Receipt[];
 
-/** Minimal stand-in: JSON.parse per line, and only the fields the derivations below read are checked. */
-export const parseReceiptsMinimal: ReceiptParser = (text, file) => {
-  const out: Receipt[] = [];
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i].trim();
-    if (line === '') continue;
-    const fail = (field: string, message: string): never => {
-      throw new ExperimentInputError([{ file, line: i + 1, field, message }]);
-    };
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (e) {
-      fail('', `invalid JSON: ${(e as Error).message}`);
-    }
-    if (!value || typeof value !== 'object' || Array.isArray(value)) fail('', 'a receipt is a JSON object');
-    const r = value as Record<string, unknown>;
-    for (const f of ['run', 'event', 'at'] as const) if (typeof r[f] !== 'string' || r[f] === '') fail(f, 'required string');
-    if (!(RECEIPT_TYPES as readonly unknown[]).includes(r.type)) fail('type', `one of ${RECEIPT_TYPES.join(', ')}`);
-    for (const f of ['from', 'to', 'kind', 'finalOwner'] as const)
-      if (r[f] !== undefined && typeof r[f] !== 'string') fail(f, 'must be a string');
-    out.push(r as unknown as Receipt);
+/** The core receipt parser, with its first invalid line reported as an experiment input error (file and line). */
+export const parseReceiptsCore: ReceiptParser = (text, file) => {
+  try {
+    return parseReceiptFile(text, file);
+  } catch (e) {
+    if (e instanceof ReceiptFileError) throw new ExperimentInputError([{ file, line: e.line, field: '', message: e.reason }]);
+    throw e;
   }
-  return out;
 };
 
-/** The parser the loader uses unless told otherwise. Swap here for the core parser. */
-export const defaultReceiptParser: ReceiptParser = parseReceiptsMinimal;
+/** The parser the loader uses unless told otherwise. */
+export const defaultReceiptParser: ReceiptParser = parseReceiptsCore;
 
 /** Measures derivable from one run's receipts. */
 export interface RunMeasures {
