@@ -302,12 +302,15 @@ export class ReceiptStore {
     return this.stmt.runReceipts.all(run).map((row) => JSON.parse(row.body) as Receipt);
   }
 
-  /** All runs not yet pruned, for rebuilding in-memory state on start. */
-  *liveRuns(): Iterable<LiveRun> {
+  /**
+   * All runs not yet pruned, for rebuilding in-memory state on start. Read into an array (not a cursor), so the
+   * caller may write to the store while walking it.
+   */
+  liveRuns(): LiveRun[] {
     this.flush();
-    for (const row of this.stmt.liveRuns.iterate()) {
+    return this.stmt.liveRuns.all().map((row) => {
       const hasPin = row.contract !== null;
-      yield {
+      return {
         run: row.run as string,
         firstAt: row.first_at as number,
         updatedAt: row.updated_at as number,
@@ -316,7 +319,7 @@ export class ReceiptStore {
         pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
         contractHash: hasPin ? (row.contract_hash as string) : null,
       };
-    }
+    });
   }
 
   /** Pins a run; the first pin written wins and is never changed. Returns the pin in force. */
