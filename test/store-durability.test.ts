@@ -4,7 +4,7 @@
  * The child runs the store compiled by tsc (just src/store and what it imports) into test-artifacts/.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -19,7 +19,14 @@ const compiledStore = join(buildDir, 'out', 'store', 'index.js');
 const writer = join(repo, 'test', 'fixtures', 'store-kill-writer.mjs');
 let dataDir = '';
 
+/** Newest modification time of the sources the compiled store is built from. */
+function newestSourceMtime(): number {
+  const dirs = [join(repo, 'src', 'store'), join(repo, 'src', 'core')];
+  return Math.max(...dirs.flatMap((d) => readdirSync(d).map((f) => statSync(join(d, f)).mtimeMs)));
+}
+
 function compileStore(): void {
+  if (existsSync(compiledStore) && statSync(compiledStore).mtimeMs > newestSourceMtime()) return;
   mkdirSync(buildDir, { recursive: true });
   writeFileSync(join(buildDir, 'tsconfig.json'), JSON.stringify({
     extends: '../../tsconfig.json',

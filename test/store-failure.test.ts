@@ -79,6 +79,9 @@ describe('ReceiptStore when a commit fails', () => {
       expect(acked.filter((k) => !stored.has(k))).toEqual([]);
       expect(rejected.some((r) => stored.has(`${r.receipt.run} ${r.receipt.event}`))).toBe(false);
       expect(store.counts().receipts).toBe(acked.length);
+      const queued = store.append(batch('late-c', 50));
+      await expect(store.sync()).rejects.toBeInstanceOf(StoreCommitError);
+      await expect(queued).rejects.toBeInstanceOf(StoreCommitError);
 
       // Space returns: the next commit lands, the retried pin with it, and the store is healthy again.
       store.setMaxDbBytes(null);

@@ -2,9 +2,10 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Receipt } from '../src/core/types.js';
-import { canonicalReceiptJson, ReceiptStore, sameReceipt, type StoredReceipt } from '../src/store/index.js';
+import { canonicalReceiptJson, ReceiptStore, sameReceipt, type AppendResult, type StoredReceipt } from '../src/store/index.js';
 
 const dirs: string[] = [];
 const stores: ReceiptStore[] = [];
@@ -257,5 +258,56 @@ describe('ReceiptStore: pins, verdict state, contracts, prune', () => {
     const store = ReceiptStore.open(tempDir());
     store.close();
     await expect(store.append([delivery(edge('r', 'e'))])).rejects.toThrow(/closed/);
+  });
+});
+
+describe('ReceiptStore: outcomes match a reference model however deliveries are grouped', () => {
+  /** Reference: per (run, event) the distinct canonical contents in first-seen order. */
+  function referenceOutcomes(receipts: Receipt[]): string[] {
+    const seen = new Map<string, string[]>();
+    return receipts.map((r) => {
+      const key = `${r.run} ${r.event}`;
+      const canonical = canonicalReceiptJson(r);
+      const versions = seen.get(key);
+      if (versions === undefined) { seen.set(key, [canonical]); return 'accepted'; }
+      if (versions.includes(canonical)) return 'duplicate';
+      versions.push(canonical);
+      return 'conflict';
+    });
+  }
+
+  const receiptArb = fc.record({
+    run: fc.constantFrom('r1', 'r2'),
+    event: fc.constantFrom('e1', 'e2', 'e3'),
+    to: fc.constantFrom('b', 'c'),
+    status: fc.constantFrom(undefined, 'ok', 'error'),
+    at: fc.constantFrom('2025-01-01T10:00:00Z', '2025-01-01T11:00:00+01:00', '2025-01-01T10:00:00.000Z', '2025-01-01T10:00:01Z'),
+  }).map(({ status, ...rest }): Receipt => ({ ...rest, type: 'edge', from: 'a', kind: 'delegate', ...(status === undefined ? {} : { status: status as 'ok' | 'error' }) }));
+
+  it('gives every delivery the reference outcome and stores each distinct version once', async () => {
+    const store = openStore();
+    let round = 0;
+    await fc.assert(fc.asyncProperty(
+      fc.array(receiptArb, { minLength: 1, maxLength: 30 }),
+      fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 30 }),
+      fc.boolean(),
+      async (receipts, sizes, concurrent) => {
+        const prefix = `p${round++}-`;
+        const scoped = receipts.map((r) => ({ ...r, run: prefix + r.run }));
+        const chunks: Receipt[][] = [];
+        for (let i = 0, k = 0; i < scoped.length; k++) {
+          const size = sizes[k % sizes.length];
+          chunks.push(scoped.slice(i, i + size));
+          i += size;
+        }
+        const results = concurrent
+          ? await Promise.all(chunks.map((c) => store.append(c.map((r) => delivery(r)))))
+          : await chunks.reduce<Promise<AppendResult[]>>(async (acc, c) => [...(await acc), await store.append(c.map((r) => delivery(r)))], Promise.resolve([]));
+        const expected = referenceOutcomes(scoped);
+        expect(results.flatMap((r) => r.results)).toEqual(expected);
+        const storedCount = [prefix + 'r1', prefix + 'r2'].reduce((n, run) => n + store.runReceipts(run).length, 0);
+        expect(storedCount).toBe(expected.filter((o) => o !== 'duplicate').length);
+      },
+    ), { numRuns: 100 });
   });
 });

@@ -293,10 +293,8 @@ export class ReceiptStore {
 
   /** Resolves once everything queued so far (receipts, pins, verdict states, contracts) is committed. */
   sync(): Promise<void> {
-    this.flush();
-    return this.isHealthy && !this.hasPendingWrites()
-      ? Promise.resolve()
-      : Promise.reject(new StoreCommitError(new Error('pending writes could not be committed')));
+    const failure = this.flush();
+    return failure === null ? Promise.resolve() : Promise.reject(failure);
   }
 
   /** A run's receipts in insertion order; both versions of a conflicting (run, event) are returned. */
@@ -304,12 +302,15 @@ export class ReceiptStore {
     return this.stmt.runReceipts.all(run).map((row) => JSON.parse(row.body) as Receipt);
   }
 
-  /** All runs not yet pruned, for rebuilding in-memory state on start. */
-  *liveRuns(): Iterable<LiveRun> {
+  /**
+   * All runs not yet pruned, for rebuilding in-memory state on start. Read into an array (not a cursor), so the
+   * caller may write to the store while walking it.
+   */
+  liveRuns(): LiveRun[] {
     this.flush();
-    for (const row of this.stmt.liveRuns.iterate()) {
+    return this.stmt.liveRuns.all().map((row) => {
       const hasPin = row.contract !== null;
-      yield {
+      return {
         run: row.run as string,
         firstAt: row.first_at as number,
         updatedAt: row.updated_at as number,
@@ -318,7 +319,7 @@ export class ReceiptStore {
         pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
         contractHash: hasPin ? (row.contract_hash as string) : null,
       };
-    }
+    });
   }
 
   /** Pins a run; the first pin written wins and is never changed. Returns the pin in force. */
@@ -416,7 +417,10 @@ export class ReceiptStore {
 
   private scheduleFlush(): void {
     if (this.flushTimer !== null || this.closed) return;
-    if (!this.groupCommit && this.queue.length > 0) return void this.flush();
+    if (!this.groupCommit && this.queue.length > 0) {
+      this.flush();
+      return;
+    }
     this.flushTimer = this.maxDelayMs === 0
       ? setImmediate(() => this.flush())
       : setTimeout(() => this.flush(), this.maxDelayMs);
@@ -429,10 +433,10 @@ export class ReceiptStore {
     this.flushTimer = null;
   }
 
-  /** One transaction for everything queued; answers every append in it. */
-  private flush(): void {
+  /** One transaction for everything queued; answers every append in it. Returns the failure, if any. */
+  private flush(): StoreCommitError | null {
     this.cancelFlushTimer();
-    if (this.closed || !this.hasPendingWrites()) return;
+    if (this.closed || !this.hasPendingWrites()) return null;
     const appends = this.queue;
     this.queue = [];
     this.queuedReceipts = 0;
@@ -451,7 +455,7 @@ export class ReceiptStore {
       const error = new StoreCommitError(err);
       for (const queued of appends) queued.reject(error);
       this.scheduleRetry();
-      return;
+      return error;
     }
     this.isHealthy = true;
     this.commitCount++;
@@ -463,6 +467,7 @@ export class ReceiptStore {
       this.receiptCount += result.accepted + result.conflicts;
       appends[i].resolve(result);
     });
+    return null;
   }
 
   /** Pins, verdict states and contracts of a failed commit stay queued and are retried. */
