@@ -1,5 +1,4 @@
 import { OtlpDecodeError } from './errors.js';
-import type { AttrValue } from './types.js';
 
 /** Protobuf wire types OTLP uses. Groups (3, 4) are proto2-only and never appear in OTLP; 6 and 7 do not exist. */
 export const WIRE_VARINT = 0;
@@ -196,5 +195,3 @@ export function utf8Text(buf: Uint8Array, start: number, end: number): string {
   }
   return utf8Decoder.decode(buf.subarray(start, end));
 }
-
-export type { AttrValue };
