@@ -74,7 +74,6 @@ function encodeVarint(value: number): Uint8Array {
 function cutMessage(buf: Uint8Array, start: number, end: number, type: string, cut: number): Uint8Array[] {
   let pos = start;
   while (pos < end && pos < cut) {
-    const fieldStart = pos;
     const [tag, afterTag] = readVarint(buf, pos);
     const wireType = tag & 7;
     if (wireType === 0) pos = readVarint(buf, afterTag)[1];

@@ -80,6 +80,24 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
     }
   });
 
+  it('decodes names of every short length and long or non-ASCII names', () => {
+    const names = ['', 'a', 'x'.repeat(63), 'y'.repeat(64), 'z'.repeat(65), 'w'.repeat(5000), 'é', 'agent ✓ '.repeat(20), '\u{1F916} bot'];
+    for (const name of names) {
+      const s = decodeExportTraceRequest(request([(p) => p.bytesField(1, hexBytes(TRACE)).bytesField(2, hexBytes(SPAN)).string(5, name)])).spans[0];
+      expect(s.name).toBe(name);
+    }
+  });
+
+  it('reuses nothing wrongly across spans: consecutive spans of different traces keep their own trace ids', () => {
+    const other = 'ffeeddccbbaa99887766554433221100';
+    const spanOf = (trace: string, id: string): Build => (p) => p.bytesField(1, hexBytes(trace)).bytesField(2, hexBytes(id));
+    const decoded = decodeExportTraceRequest(
+      request([spanOf(TRACE, SPAN), spanOf(TRACE, PARENT), spanOf(other, SPAN), spanOf(TRACE, SPAN)]),
+    );
+    expect(decoded.spans.map((s) => s.traceId)).toEqual([TRACE, TRACE, other, TRACE]);
+    expect(decoded.spans.map((s) => s.spanId)).toEqual([SPAN, PARENT, SPAN, SPAN]);
+  });
+
   it('treats an empty or all-zero parent_span_id as a root span', () => {
     expect(decodeOne((p) => p.bytesField(4, [])).parentSpanId).toBeNull();
     expect(decodeOne((p) => p.bytesField(4, new Uint8Array(8))).parentSpanId).toBeNull();

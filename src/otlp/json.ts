@@ -5,7 +5,7 @@
  * as hex (not base64), enums as integers (the enum value names are accepted too), 64-bit integers as decimal
  * strings or numbers. Unknown fields are ignored. JSON.parse necessarily materialises the whole document; this
  * adapter then reads only allow-listed attributes and never looks at the value of any other key, so nothing
- * it returns (or any error it throws) carries content.
+ * it returns (or any error it throws) carries content: errors name the JSON path, never a value.
  */
 import { OtlpDecodeError } from './errors.js';
 import { isKeptAttributeKey } from './types.js';
@@ -38,8 +38,29 @@ const INT32_MAX = 2147483647;
 
 const utf8Decoder = new TextDecoder('utf-8');
 
-function fail(path: string, problem: string): never {
-  throw new OtlpDecodeError(`${path} ${problem}`);
+/**
+ * Where in the document the walk is, kept as a stack of keys and indexes so that the path string (for an
+ * error message) is only built when something is wrong.
+ */
+class Trail {
+  private readonly parts: (string | number)[] = [];
+
+  enter(part: string | number): void {
+    this.parts.push(part);
+  }
+
+  leave(): void {
+    this.parts.pop();
+  }
+
+  /** Throws OtlpDecodeError naming the current path (plus `field`) and the problem. */
+  fail(field: string | null, problem: string): never {
+    let path = '';
+    for (const part of field === null ? this.parts : [...this.parts, field]) {
+      path += typeof part === 'number' ? `[${part}]` : path === '' ? part : `.${part}`;
+    }
+    throw new OtlpDecodeError(`${path === '' ? 'request' : path} ${problem}`);
+  }
 }
 
 /** Decodes an OTLP/JSON ExportTraceServiceRequest body (text or UTF-8 bytes). */
@@ -53,11 +74,15 @@ export function decodeExportTraceJson(body: string | Uint8Array): DecodedExport 
     // The parser's own message quotes the input; it could quote content, so it is not passed on.
     throw new OtlpDecodeError('request body is not valid JSON');
   }
-  const request = asObject(root, 'request');
+  const trail: Trail = new Trail();
+  if (!isObject(root)) trail.fail(null, 'must be an object');
   const spans: SpanRecord[] = [];
-  const resourceSpans = asArray(request.resourceSpans, 'resourceSpans');
+  const resourceSpans = asArray(root.resourceSpans, trail, 'resourceSpans');
+  trail.enter('resourceSpans');
   for (let i = 0; i < resourceSpans.length; i++) {
-    decodeResourceSpans(asObject(resourceSpans[i], `resourceSpans[${i}]`), `resourceSpans[${i}]`, spans);
+    trail.enter(i);
+    decodeResourceSpans(asObject(resourceSpans[i], trail, null), trail, spans);
+    trail.leave();
   }
   return { spans, spanCount: spans.length };
 }
@@ -66,86 +91,116 @@ function isAbsent(value: unknown): value is null | undefined {
   return value === undefined || value === null;
 }
 
-function asObject(value: unknown, path: string): JsonObject {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(path, 'must be an object');
-  return value as JsonObject;
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function asOptionalObject(value: unknown, path: string): JsonObject | null {
-  return isAbsent(value) ? null : asObject(value, path);
-}
-
-/** A repeated field: absent or null is empty. */
-function asArray(value: unknown, path: string): readonly unknown[] {
-  if (isAbsent(value)) return [];
-  if (!Array.isArray(value)) fail(path, 'must be an array');
+function asObject(value: unknown, trail: Trail, field: string | null): JsonObject {
+  if (!isObject(value)) trail.fail(field, 'must be an object');
   return value;
 }
 
-function decodeResourceSpans(rs: JsonObject, path: string, out: SpanRecord[]): void {
-  const resource = asOptionalObject(rs.resource, `${path}.resource`);
-  const resourceAttrs = resource === null ? null : decodeKeptAttributes(resource.attributes, `${path}.resource.attributes`);
-  const scopeSpans = asArray(rs.scopeSpans, `${path}.scopeSpans`);
-  for (let i = 0; i < scopeSpans.length; i++) {
-    const scopePath = `${path}.scopeSpans[${i}]`;
-    const spans = asArray(asObject(scopeSpans[i], scopePath).spans, `${scopePath}.spans`);
-    for (let j = 0; j < spans.length; j++) {
-      const spanPath = `${scopePath}.spans[${j}]`;
-      out.push(decodeSpan(asObject(spans[j], spanPath), spanPath, resourceAttrs));
-    }
-  }
+function asOptionalObject(value: unknown, trail: Trail, field: string): JsonObject | null {
+  return isAbsent(value) ? null : asObject(value, trail, field);
 }
 
-function decodeSpan(span: JsonObject, path: string, resourceAttrs: Attrs | null): SpanRecord {
-  const attrs = decodeKeptAttributes(span.attributes, `${path}.attributes`) ?? {};
-  if (resourceAttrs !== null) {
-    for (const key in resourceAttrs) if (!(key in attrs)) attrs[key] = resourceAttrs[key];
+/** A repeated field: absent or null is empty. */
+function asArray(value: unknown, trail: Trail, field: string): readonly unknown[] {
+  if (isAbsent(value)) return [];
+  if (!Array.isArray(value)) trail.fail(field, 'must be an array');
+  return value;
+}
+
+function decodeResourceSpans(rs: JsonObject, trail: Trail, out: SpanRecord[]): void {
+  const resource = asOptionalObject(rs.resource, trail, 'resource');
+  let resourceAttrs: Attrs | null = null;
+  if (resource !== null) {
+    trail.enter('resource');
+    resourceAttrs = decodeKeptAttributes(resource.attributes, trail, 'attributes');
+    trail.leave();
   }
-  const status = asOptionalObject(span.status, `${path}.status`);
+  const scopeSpans = asArray(rs.scopeSpans, trail, 'scopeSpans');
+  trail.enter('scopeSpans');
+  for (let i = 0; i < scopeSpans.length; i++) {
+    trail.enter(i);
+    const spans = asArray(asObject(scopeSpans[i], trail, null).spans, trail, 'spans');
+    trail.enter('spans');
+    for (let j = 0; j < spans.length; j++) {
+      trail.enter(j);
+      out.push(decodeSpan(asObject(spans[j], trail, null), trail, resourceAttrs));
+      trail.leave();
+    }
+    trail.leave();
+    trail.leave();
+  }
+  trail.leave();
+}
+
+function decodeSpan(span: JsonObject, trail: Trail, resourceAttrs: Attrs | null): SpanRecord {
+  const attrs = decodeKeptAttributes(span.attributes, trail, 'attributes') ?? {};
+  if (resourceAttrs !== null) {
+    for (const key in resourceAttrs) if (attrs[key] === undefined) attrs[key] = resourceAttrs[key];
+  }
+  const status = asOptionalObject(span.status, trail, 'status');
+  let statusCode = 0;
+  if (status !== null) {
+    trail.enter('status');
+    statusCode = enumValue(status.code, STATUS_CODE_BY_NAME, trail, 'code');
+    trail.leave();
+  }
   return {
-    traceId: requiredId(span.traceId, TRACE_ID_HEX, `${path}.traceId`),
-    spanId: requiredId(span.spanId, SPAN_ID_HEX, `${path}.spanId`),
-    parentSpanId: parentId(span.parentSpanId, `${path}.parentSpanId`),
-    name: optionalString(span.name, `${path}.name`),
-    kind: enumValue(span.kind, SPAN_KIND_BY_NAME, `${path}.kind`),
-    startMs: nanosToMillis(span.startTimeUnixNano, `${path}.startTimeUnixNano`),
-    endMs: nanosToMillis(span.endTimeUnixNano, `${path}.endTimeUnixNano`),
-    statusCode: status === null ? 0 : enumValue(status.code, STATUS_CODE_BY_NAME, `${path}.status.code`),
+    traceId: requiredId(span.traceId, TRACE_ID_HEX, trail, 'traceId'),
+    spanId: requiredId(span.spanId, SPAN_ID_HEX, trail, 'spanId'),
+    parentSpanId: parentId(span.parentSpanId, trail),
+    name: optionalString(span.name, trail, 'name'),
+    kind: enumValue(span.kind, SPAN_KIND_BY_NAME, trail, 'kind'),
+    startMs: nanosToMillis(span.startTimeUnixNano, trail, 'startTimeUnixNano'),
+    endMs: nanosToMillis(span.endTimeUnixNano, trail, 'endTimeUnixNano'),
+    statusCode,
     attrs,
-    events: decodeEvents(span.events, `${path}.events`),
-    links: decodeLinks(span.links, `${path}.links`),
+    events: decodeEvents(span.events, trail),
+    links: decodeLinks(span.links, trail),
   };
 }
 
 /** Events that carry at least one kept attribute. */
-function decodeEvents(value: unknown, path: string): SpanEventRecord[] {
-  const events = asArray(value, path);
+function decodeEvents(value: unknown, trail: Trail): SpanEventRecord[] {
+  const events = asArray(value, trail, 'events');
   const kept: SpanEventRecord[] = [];
+  if (events.length === 0) return kept;
+  trail.enter('events');
   for (let i = 0; i < events.length; i++) {
-    const eventPath = `${path}[${i}]`;
-    const event = asObject(events[i], eventPath);
-    const attrs = decodeKeptAttributes(event.attributes, `${eventPath}.attributes`);
-    if (attrs === null) continue;
-    kept.push({
-      name: optionalString(event.name, `${eventPath}.name`),
-      timeMs: nanosToMillis(event.timeUnixNano, `${eventPath}.timeUnixNano`),
-      attrs,
-    });
+    trail.enter(i);
+    const event = asObject(events[i], trail, null);
+    const attrs = decodeKeptAttributes(event.attributes, trail, 'attributes');
+    if (attrs !== null) {
+      kept.push({
+        name: optionalString(event.name, trail, 'name'),
+        timeMs: nanosToMillis(event.timeUnixNano, trail, 'timeUnixNano'),
+        attrs,
+      });
+    }
+    trail.leave();
   }
+  trail.leave();
   return kept;
 }
 
-function decodeLinks(value: unknown, path: string): SpanLinkRecord[] {
-  const links = asArray(value, path);
-  const out: SpanLinkRecord[] = new Array(links.length);
+function decodeLinks(value: unknown, trail: Trail): SpanLinkRecord[] {
+  const links = asArray(value, trail, 'links');
+  const out: SpanLinkRecord[] = [];
+  if (links.length === 0) return out;
+  trail.enter('links');
   for (let i = 0; i < links.length; i++) {
-    const linkPath = `${path}[${i}]`;
-    const link = asObject(links[i], linkPath);
-    out[i] = {
-      traceId: requiredId(link.traceId, TRACE_ID_HEX, `${linkPath}.traceId`),
-      spanId: requiredId(link.spanId, SPAN_ID_HEX, `${linkPath}.spanId`),
-    };
+    trail.enter(i);
+    const link = asObject(links[i], trail, null);
+    out.push({
+      traceId: requiredId(link.traceId, TRACE_ID_HEX, trail, 'traceId'),
+      spanId: requiredId(link.spanId, SPAN_ID_HEX, trail, 'spanId'),
+    });
+    trail.leave();
   }
+  trail.leave();
   return out;
 }
 
@@ -153,76 +208,88 @@ function decodeLinks(value: unknown, path: string): SpanLinkRecord[] {
  * The kept attributes of a repeated KeyValue, or null if none is kept. A dropped key's value is not read at
  * all; a kept key whose value is not a scalar (array, kvlist, bytes, empty) is left out.
  */
-function decodeKeptAttributes(value: unknown, path: string): Attrs | null {
-  const list = asArray(value, path);
+function decodeKeptAttributes(value: unknown, trail: Trail, field: string): Attrs | null {
+  const list = asArray(value, trail, field);
   let attrs: Attrs | null = null;
   for (let i = 0; i < list.length; i++) {
     const kv = list[i];
-    if (typeof kv !== 'object' || kv === null || Array.isArray(kv)) fail(`${path}[${i}]`, 'must be an object');
-    const key = (kv as JsonObject).key;
-    if (typeof key !== 'string') fail(`${path}[${i}].key`, 'must be a string');
-    if (!isKeptAttributeKey(key)) continue;
-    const anyValue = asOptionalObject((kv as JsonObject).value, `${path}[${i}].value`);
-    if (anyValue === null) continue;
-    const scalar = scalarAnyValue(anyValue, `${path}[${i}].value`);
+    if (!isObject(kv) || typeof kv.key !== 'string') {
+      trail.enter(field);
+      trail.enter(i);
+      if (!isObject(kv)) trail.fail(null, 'must be an object');
+      trail.fail('key', 'must be a string');
+    }
+    const key = kv.key;
+    if (!isKeptAttributeKey(key) || isAbsent(kv.value)) continue;
+    trail.enter(field);
+    trail.enter(i);
+    const scalar = scalarAnyValue(asObject(kv.value, trail, 'value'), trail);
+    trail.leave();
+    trail.leave();
     if (scalar !== undefined) (attrs ??= {})[key] = scalar;
   }
   return attrs;
 }
 
-function scalarAnyValue(value: JsonObject, path: string): AttrValue | undefined {
+function scalarAnyValue(value: JsonObject, trail: Trail): AttrValue | undefined {
+  trail.enter('value');
+  let scalar: AttrValue | undefined;
   if (!isAbsent(value.stringValue)) {
-    if (typeof value.stringValue !== 'string') fail(`${path}.stringValue`, 'must be a string');
-    return value.stringValue;
-  }
-  if (!isAbsent(value.boolValue)) {
-    if (typeof value.boolValue !== 'boolean') fail(`${path}.boolValue`, 'must be a boolean');
-    return value.boolValue;
-  }
-  if (!isAbsent(value.intValue)) return int64Value(value.intValue, `${path}.intValue`);
-  if (!isAbsent(value.doubleValue)) return doubleValue(value.doubleValue, `${path}.doubleValue`);
-  return undefined; // arrayValue, kvlistValue, bytesValue or no value
+    if (typeof value.stringValue !== 'string') trail.fail('stringValue', 'must be a string');
+    scalar = value.stringValue;
+  } else if (!isAbsent(value.boolValue)) {
+    if (typeof value.boolValue !== 'boolean') trail.fail('boolValue', 'must be a boolean');
+    scalar = value.boolValue;
+  } else if (!isAbsent(value.intValue)) {
+    scalar = int64Value(value.intValue, trail);
+  } else if (!isAbsent(value.doubleValue)) {
+    scalar = doubleValue(value.doubleValue, trail);
+  } // else arrayValue, kvlistValue, bytesValue or no value: not a scalar
+  trail.leave();
+  return scalar;
 }
 
-function int64Value(value: unknown, path: string): number {
+function int64Value(value: unknown, trail: Trail): number {
   if (typeof value === 'number' && Number.isInteger(value)) return value;
   if (typeof value === 'string' && INT64_DECIMAL.test(value)) return Number(value);
-  fail(path, 'must be an integer (number or decimal string)');
+  trail.fail('intValue', 'must be an integer (number or decimal string)');
 }
 
-function doubleValue(value: unknown, path: string): number {
+function doubleValue(value: unknown, trail: Trail): number {
   if (typeof value === 'number') return value;
   if (value === 'NaN') return NaN;
   if (value === 'Infinity') return Infinity;
   if (value === '-Infinity') return -Infinity;
   if (typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) return Number(value);
-  fail(path, 'must be a number');
+  trail.fail('doubleValue', 'must be a number');
 }
 
 /** A proto3 enum: an int32, or one of the value names. */
-function enumValue(value: unknown, byName: Readonly<Record<string, number>>, path: string): number {
+function enumValue(value: unknown, byName: Readonly<Record<string, number>>, trail: Trail, field: string): number {
   if (isAbsent(value)) return 0;
   if (typeof value === 'number' && Number.isInteger(value) && value >= INT32_MIN && value <= INT32_MAX) return value;
   if (typeof value === 'string' && Object.hasOwn(byName, value)) return byName[value];
-  fail(path, 'must be an enum number or name');
+  trail.fail(field, 'must be an enum number or name');
 }
 
-function optionalString(value: unknown, path: string): string {
+function optionalString(value: unknown, trail: Trail, field: string): string {
   if (isAbsent(value)) return '';
-  if (typeof value !== 'string') fail(path, 'must be a string');
+  if (typeof value !== 'string') trail.fail(field, 'must be a string');
   return value;
 }
 
-function requiredId(value: unknown, shape: RegExp, path: string): string {
-  if (typeof value !== 'string' || !shape.test(value)) fail(path, `must be ${shape === TRACE_ID_HEX ? 32 : 16} hex digits`);
-  if (ALL_ZERO.test(value)) fail(path, 'is all zero (invalid)');
+function requiredId(value: unknown, shape: RegExp, trail: Trail, field: string): string {
+  if (typeof value !== 'string' || !shape.test(value)) {
+    trail.fail(field, `must be ${shape === TRACE_ID_HEX ? 32 : 16} hex digits`);
+  }
+  if (ALL_ZERO.test(value)) trail.fail(field, 'is all zero (invalid)');
   return value.toLowerCase();
 }
 
 /** parentSpanId: absent, empty or all zero means a root span. */
-function parentId(value: unknown, path: string): string | null {
+function parentId(value: unknown, trail: Trail): string | null {
   if (isAbsent(value) || value === '') return null;
-  if (typeof value !== 'string' || !SPAN_ID_HEX.test(value)) fail(path, 'must be 16 hex digits or empty');
+  if (typeof value !== 'string' || !SPAN_ID_HEX.test(value)) trail.fail('parentSpanId', 'must be 16 hex digits or empty');
   return ALL_ZERO.test(value) ? null : value.toLowerCase();
 }
 
@@ -230,13 +297,13 @@ function parentId(value: unknown, path: string): string | null {
  * Unix nanoseconds (a decimal string, or a number) to milliseconds. Strings are split into whole milliseconds
  * and the nanosecond remainder, both exact, so the result is the same double the protobuf decoder gives.
  */
-function nanosToMillis(value: unknown, path: string): number {
+function nanosToMillis(value: unknown, trail: Trail, field: string): number {
   if (isAbsent(value)) return 0;
   if (typeof value === 'string') {
-    if (!UINT64_DECIMAL.test(value)) fail(path, 'must be a non-negative decimal integer');
+    if (!UINT64_DECIMAL.test(value)) trail.fail(field, 'must be a non-negative decimal integer');
     if (value.length <= 6) return Number(value) / 1e6;
     return Number(value.slice(0, -6)) + Number(value.slice(-6)) / 1e6;
   }
   if (typeof value === 'number' && Number.isFinite(value) && value >= 0) return value / 1e6;
-  fail(path, 'must be a non-negative integer (decimal string or number)');
+  trail.fail(field, 'must be a non-negative integer (decimal string or number)');
 }

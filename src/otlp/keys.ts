@@ -1,4 +1,5 @@
 import { KEPT_ATTRIBUTE_KEYS, KEPT_ATTRIBUTE_PREFIXES } from './types.js';
+import { utf8Text } from './wire.js';
 
 /**
  * Decides from the UTF-8 bytes of an attribute key whether the decoder keeps it, without making a string of
@@ -24,10 +25,15 @@ function bucketKeysByLength(keys: Iterable<string>): KeptKey[][] {
 
 const keysByLength: KeptKey[][] = bucketKeysByLength(KEPT_ATTRIBUTE_KEYS);
 const keptPrefixes: Uint8Array[] = KEPT_ATTRIBUTE_PREFIXES.map((p) => utf8.encode(p));
-const utf8Decoder = new TextDecoder('utf-8');
 
 function bytesEqualAt(buf: Uint8Array, start: number, expected: Uint8Array): boolean {
   for (let i = 0; i < expected.length; i++) if (buf[start + i] !== expected[i]) return false;
+  return true;
+}
+
+/** Same as bytesEqualAt, from the last byte back: keys of one length mostly share a prefix such as "gen_ai.". */
+function bytesEqualBackwards(buf: Uint8Array, start: number, expected: Uint8Array): boolean {
+  for (let i = expected.length - 1; i >= 0; i--) if (buf[start + i] !== expected[i]) return false;
   return true;
 }
 
@@ -40,13 +46,13 @@ export function keptKeyAt(buf: Uint8Array, start: number, length: number): strin
   if (bucket !== undefined) {
     for (let i = 0; i < bucket.length; i++) {
       const candidate = bucket[i];
-      if (bytesEqualAt(buf, start, candidate.bytes)) return candidate.key;
+      if (bytesEqualBackwards(buf, start, candidate.bytes)) return candidate.key;
     }
   }
   for (let i = 0; i < keptPrefixes.length; i++) {
     const prefix = keptPrefixes[i];
     if (length >= prefix.length && bytesEqualAt(buf, start, prefix)) {
-      return utf8Decoder.decode(buf.subarray(start, start + length));
+      return utf8Text(buf, start, start + length);
     }
   }
   return null;

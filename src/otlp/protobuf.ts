@@ -42,6 +42,19 @@ type Attrs = Record<string, AttrValue>;
 const TRACE_ID_BYTES = 16;
 const SPAN_ID_BYTES = 8;
 
+/** Kept resource attributes, as parallel arrays for a quick merge under each span's own. */
+interface ResourceAttrs {
+  keys: string[];
+  values: AttrValue[];
+}
+const NO_RESOURCE_ATTRS: ResourceAttrs = { keys: [], values: [] };
+
+/** Where the last decoded trace id's bytes are, and its hex string. */
+interface TraceIdMemo {
+  at: number;
+  hex: string | null;
+}
+
 /** Tags (field << 3 | wire type) of the hot fields, for a one-compare dispatch. */
 const TAG_KEY_VALUE_KEY = (1 << 3) | WIRE_LEN;
 const TAG_KEY_VALUE_VALUE = (2 << 3) | WIRE_LEN;
@@ -102,9 +115,12 @@ function decodeResourceSpans(r: WireReader, end: number, out: SpanRecord[]): voi
     }
   }
   if (scopeSpans === null) return;
+  const resource: ResourceAttrs =
+    resourceAttrs === null ? NO_RESOURCE_ATTRS : { keys: Object.keys(resourceAttrs), values: Object.values(resourceAttrs) };
+  const lastTraceId: TraceIdMemo = { at: 0, hex: null };
   for (let i = 0; i < scopeSpans.length; i += 2) {
     r.pos = scopeSpans[i];
-    decodeScopeSpans(r, scopeSpans[i + 1], resourceAttrs, out);
+    decodeScopeSpans(r, scopeSpans[i + 1], resource, lastTraceId, out);
   }
   r.pos = end;
 }
@@ -124,20 +140,20 @@ function decodeResource(r: WireReader, end: number, attrs: Attrs | null): Attrs 
   return attrs;
 }
 
-function decodeScopeSpans(r: WireReader, end: number, resourceAttrs: Attrs | null, out: SpanRecord[]): void {
+function decodeScopeSpans(r: WireReader, end: number, resource: ResourceAttrs, lastTraceId: TraceIdMemo, out: SpanRecord[]): void {
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag >>> 3 === 2) {
       r.expectWireType(tag, WIRE_LEN, 'ScopeSpans.spans');
       const len = r.length(end);
-      out.push(decodeSpan(r, r.pos + len, resourceAttrs));
+      out.push(decodeSpan(r, r.pos + len, resource, lastTraceId));
     } else {
       r.skip(tag & 7, end); // scope (1) and schema_url (3) are not needed
     }
   }
 }
 
-function decodeSpan(r: WireReader, end: number, resourceAttrs: Attrs | null): SpanRecord {
+function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTraceId: TraceIdMemo): SpanRecord {
   const buf = r.buf;
   const spanAt = r.pos;
   let traceId: string | null = null;
@@ -157,7 +173,7 @@ function decodeSpan(r: WireReader, end: number, resourceAttrs: Attrs | null): Sp
     switch (tag >>> 3) {
       case 1:
         r.expectWireType(tag, WIRE_LEN, 'Span.trace_id');
-        traceId = readId(r, end, TRACE_ID_BYTES, 'Span.trace_id');
+        traceId = readTraceId(r, end, lastTraceId);
         break;
       case 2:
         r.expectWireType(tag, WIRE_LEN, 'Span.span_id');
@@ -217,21 +233,48 @@ function decodeSpan(r: WireReader, end: number, resourceAttrs: Attrs | null): Sp
   }
   if (traceId === null) r.fail('span without trace_id', spanAt);
   if (spanId === null) r.fail('span without span_id', spanAt);
-  if (resourceAttrs !== null) {
-    for (const key in resourceAttrs) if (!(key in attrs)) attrs[key] = resourceAttrs[key];
-  }
+  const keys = resource.keys;
+  for (let i = 0; i < keys.length; i++) if (attrs[keys[i]] === undefined) attrs[keys[i]] = resource.values[i];
   return { traceId, spanId, parentSpanId, name, kind, startMs, endMs, statusCode, attrs, events, links };
 }
 
 /** A trace or span id: exactly `size` bytes, not all zero, as lowercase hex. */
-function readId(r: WireReader, end: number, size: number, field: string): string {
+function readId(r: WireReader, end: number, size: 8 | 16, field: string): string {
   const at = r.pos;
   const len = r.length(end);
   if (len !== size) r.fail(`${field} is ${len} bytes, expected ${size}`, at);
   if (allZero(r.buf, r.pos, len)) r.fail(`${field} is all zero (invalid)`, at);
-  const hex = hexOf(r.buf, r.pos, len);
+  const hex = hexOf(r.buf, r.pos, size);
   r.pos += len;
   return hex;
+}
+
+/**
+ * Span.trace_id. Spans of one trace usually sit together in a batch, so the previous span's id string is
+ * reused when the bytes are the same.
+ */
+function readTraceId(r: WireReader, end: number, previous: TraceIdMemo): string {
+  const at = r.pos;
+  const len = r.length(end);
+  if (len !== TRACE_ID_BYTES) r.fail(`Span.trace_id is ${len} bytes, expected ${TRACE_ID_BYTES}`, at);
+  const buf = r.buf;
+  const start = r.pos;
+  r.pos += len;
+  if (previous.hex !== null) {
+    const p = previous.at;
+    let same = true;
+    for (let i = 0; i < TRACE_ID_BYTES; i++) {
+      if (buf[start + i] !== buf[p + i]) {
+        same = false;
+        break;
+      }
+    }
+    if (same) return previous.hex;
+  }
+  if (allZero(buf, start, len)) r.fail('Span.trace_id is all zero (invalid)', at);
+  previous.at = start;
+  previous.hex = hexOf(buf, start, TRACE_ID_BYTES);
+  return previous.hex;
 }
 
 /** parent_span_id: empty (or all zero) means a root span. */

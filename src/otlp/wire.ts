@@ -1,5 +1,4 @@
 import { OtlpDecodeError } from './errors.js';
-import type { AttrValue } from './types.js';
 
 /** Protobuf wire types OTLP uses. Groups (3, 4) are proto2-only and never appear in OTLP; 6 and 7 do not exist. */
 export const WIRE_VARINT = 0;
@@ -157,13 +156,19 @@ export function int64PartsToNumber(hi: number, lo: number): number {
   return (hi | 0) * TWO_POW_32 + lo;
 }
 
-const HEX_BYTE: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+const HEX_DIGIT_CODES: readonly number[] = Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
+const hexCodes16: number[] = new Array<number>(16).fill(0);
+const hexCodes32: number[] = new Array<number>(32).fill(0);
 
-/** Lowercase hex of buf[start, start+length). */
-export function hexOf(buf: Uint8Array, start: number, length: number): string {
-  let s = '';
-  for (let i = start; i < start + length; i++) s += HEX_BYTE[buf[i]];
-  return s;
+/** Lowercase hex of an 8- or 16-byte id at buf[start, start+length): one string, no intermediate pieces. */
+export function hexOf(buf: Uint8Array, start: number, length: 8 | 16): string {
+  const codes = length === 8 ? hexCodes16 : hexCodes32;
+  for (let i = 0; i < length; i++) {
+    const b = buf[start + i];
+    codes[2 * i] = HEX_DIGIT_CODES[b >>> 4];
+    codes[2 * i + 1] = HEX_DIGIT_CODES[b & 15];
+  }
+  return String.fromCharCode.apply(null, codes);
 }
 
 export function allZero(buf: Uint8Array, start: number, length: number): boolean {
@@ -172,18 +177,21 @@ export function allZero(buf: Uint8Array, start: number, length: number): boolean
   return or === 0;
 }
 
+const SHORT_TEXT = 64;
+/** One reusable char-code array per short length, so short ASCII text becomes one string in one call. */
+const shortTextCodes: number[][] = Array.from({ length: SHORT_TEXT + 1 }, (_, n) => new Array<number>(n).fill(0));
+
 /** UTF-8 text of buf[start, end): a plain loop for short ASCII (names, ids), TextDecoder otherwise. */
 export function utf8Text(buf: Uint8Array, start: number, end: number): string {
-  if (end - start <= 48) {
-    let s = '';
-    for (let i = start; i < end; i++) {
-      const c = buf[i];
+  const length = end - start;
+  if (length <= SHORT_TEXT) {
+    const codes = shortTextCodes[length];
+    for (let i = 0; i < length; i++) {
+      const c = buf[start + i];
       if (c >= 0x80) return utf8Decoder.decode(buf.subarray(start, end));
-      s += String.fromCharCode(c);
+      codes[i] = c;
     }
-    return s;
+    return String.fromCharCode.apply(null, codes);
   }
   return utf8Decoder.decode(buf.subarray(start, end));
 }
-
-export type { AttrValue };
