@@ -55,6 +55,8 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'ingest-tokens': { type: 'string' },
       'api-tokens': { type: 'string' },
       insecure: { type: 'boolean', default: false },
+      'group-commit-delay': { type: 'string' },
+      'max-db-size': { type: 'string' },
     },
   });
   const registry = ContractRegistry.loadDir(values.contracts!);
@@ -90,6 +92,8 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     parentWaitMs: durationArg('--parent-wait', values['parent-wait'], DEFAULTS.parentWaitMs),
     maxPendingReceipts: intArg('--max-pending-receipts', values['max-pending-receipts'], DEFAULTS.maxPendingReceipts),
     maxInflightRequests: intArg('--max-inflight', values['max-inflight'], DEFAULTS.maxInflightRequests),
+    groupCommitDelayMs: durationArg('--group-commit-delay', values['group-commit-delay'], DEFAULTS.groupCommitDelayMs),
+    maxDbBytes: values['max-db-size'] !== undefined ? bytesArg('--max-db-size', values['max-db-size'], 0) : undefined,
     ingestTokens,
     apiTokens,
     log: log(io),

@@ -95,7 +95,15 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
 }
 
 async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions, auth: { source: string; bind?: SourceBinding }) {
-  ingestor.admit();
+  const release = ingestor.admit();
+  try {
+    return await postReceiptsAdmitted(req, res, ingestor, metrics, opts, auth);
+  } finally {
+    release();
+  }
+}
+
+async function postReceiptsAdmitted(req: IncomingMessage, res: ServerResponse, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions, auth: { source: string; bind?: SourceBinding }) {
   const ct = String(req.headers['content-type'] ?? 'application/x-ndjson').split(';')[0].trim().toLowerCase();
   if (!['application/x-ndjson', 'application/ndjson', 'application/jsonl', 'application/json', 'text/plain'].includes(ct)) {
     req.resume();

@@ -46,21 +46,29 @@ export class Ingestor {
     return this.pendingReceipts;
   }
 
-  /** Admission: refuse at once when saturated or when the store cannot commit (nothing is acknowledged). */
-  admit(): void {
-    if (!this.engine.store.healthy()) throw new StoreUnavailableError('the receipt store cannot commit (disk full or read-only); retry later');
+  /**
+   * Admission: refuse at once when saturated. Otherwise the request counts as in flight until the returned
+   * release is called (once, when it is answered). A store that cannot commit is not a reason to refuse here:
+   * the commit itself fails (nothing is acknowledged: 503) and the first commit that lands again recovers.
+   */
+  admit(): () => void {
     if (this.saturated) throw new SaturatedError('the auditor is saturated; retry later');
+    this.inflight++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.inflight--;
+    };
   }
 
   private async commit(receipts: Receipt[], source: string): Promise<IngestOutcome> {
-    this.inflight++;
     this.pendingReceipts += receipts.length;
     try {
       return await this.engine.ingest(receipts, source, this.clock());
     } catch (e) {
       throw new StoreUnavailableError(`receipts could not be committed: ${(e as Error).message}`);
     } finally {
-      this.inflight--;
       this.pendingReceipts -= receipts.length;
     }
   }

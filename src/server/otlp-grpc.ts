@@ -37,8 +37,9 @@ export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: strin
     Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
       const auth = authenticate(call.metadata);
       if (!auth) return fail(cb, grpc.status.UNAUTHENTICATED, 'missing or invalid bearer token', 'unauthenticated');
+      let release: () => void;
       try {
-        ingestor.admit();
+        release = ingestor.admit();
       } catch (e) {
         if (e instanceof SaturatedError) return fail(cb, grpc.status.UNAVAILABLE, e.message, 'saturated');
         return fail(cb, grpc.status.UNAVAILABLE, (e as Error).message, 'store_unavailable');
@@ -47,10 +48,11 @@ export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: strin
       try {
         decoded = decodeExportTraceRequest(call.request);
       } catch (e) {
+        release();
         if (e instanceof OtlpDecodeError) return fail(cb, grpc.status.INVALID_ARGUMENT, `undecodable protobuf: ${e.message}`, 'undecodable');
         return fail(cb, grpc.status.INTERNAL, 'internal error');
       }
-      ingestor.spans(decoded, 'grpc', auth.source, auth.bind).then(
+      ingestor.spans(decoded, 'grpc', auth.source, auth.bind).finally(release).then(
         (result) => {
           metrics.ingestRequest('grpc', 'OK');
           const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;

@@ -66,8 +66,9 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
       req.resume();
       return answer(415, GrpcStatusCode.INVALID_ARGUMENT, 'unsupported content type; use application/x-protobuf or application/json', 'bad_content_type');
     }
+    let release: (() => void) | undefined;
     try {
-      ingestor.admit();
+      release = ingestor.admit();
       const body = await readBody(req, opts.maxBodyBytes);
       let decoded;
       try {
@@ -86,6 +87,8 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
       if (e instanceof SaturatedError) return answer(429, GrpcStatusCode.UNAVAILABLE, e.message, 'saturated', retry);
       if (e instanceof StoreUnavailableError) return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'store_unavailable', retry);
       return answer(500, GrpcStatusCode.INTERNAL, 'internal error');
+    } finally {
+      release?.();
     }
   };
 }

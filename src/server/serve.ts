@@ -29,6 +29,10 @@ export interface ServeConfig {
   maxPendingReceipts: number;
   maxInflightRequests: number;
   tickMs: number;
+  /** Longest wait before a group commit (0: end of the event-loop turn). */
+  groupCommitDelayMs: number;
+  /** Cap on the database size: commits past it fail like a full disk (and are not acknowledged). */
+  maxDbBytes?: number;
   ingestTokens?: TokenEntry[];
   apiTokens?: TokenEntry[];
   /** Extra routes on the API port (e.g. the web view), given the engine. */
@@ -51,6 +55,7 @@ export const DEFAULTS = {
   maxPendingReceipts: 200_000,
   maxInflightRequests: 256,
   tickMs: 200,
+  groupCommitDelayMs: 0,
 };
 
 export interface RunningServer {
@@ -68,7 +73,11 @@ const listen = (srv: Server, host: string, port: number) =>
 
 export async function startServer(registry: ContractRegistry, cfg: ServeConfig): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
-  const store = ReceiptStore.open(cfg.dataDir);
+  const store = ReceiptStore.open(cfg.dataDir, {
+    groupCommitMaxDelayMs: cfg.groupCommitDelayMs,
+    maxDbBytes: cfg.maxDbBytes,
+    onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+  });
   const engine = new AuditEngine(registry, store, {
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,

@@ -72,6 +72,8 @@ export interface ReceiptStoreOptions {
   maxDbBytes?: number;
   /** Delay before retrying pins / verdict states / contracts whose commit failed. Default 1000 ms. */
   retryDelayMs?: number;
+  /** Called after each group commit lands, with its duration in seconds and its number of receipts (for metrics). */
+  onCommit?: (seconds: number, receipts: number) => void;
 }
 
 /** A commit that did not land (disk full, read-only, I/O error). The affected appends are not acknowledged. */
@@ -148,6 +150,7 @@ export class ReceiptStore {
   private readonly maxDelayMs: number;
   private readonly maxBatch: number;
   private readonly retryDelayMs: number;
+  private readonly onCommit: ((seconds: number, receipts: number) => void) | undefined;
 
   private queue: QueuedAppend[] = [];
   private queuedReceipts = 0;
@@ -189,6 +192,7 @@ export class ReceiptStore {
     this.maxDelayMs = Math.max(0, opts.groupCommitMaxDelayMs ?? 0);
     this.maxBatch = Math.max(1, opts.groupCommitMaxBatch ?? 2000);
     this.retryDelayMs = Math.max(1, opts.retryDelayMs ?? 1000);
+    this.onCommit = opts.onCommit;
 
     this.stmt = {
       insertFirst: db.prepare(
@@ -447,6 +451,7 @@ export class ReceiptStore {
       contracts: [...this.pendingContracts.values()],
     };
     let committed: { results: AppendResult[]; newRuns: number };
+    const started = process.hrtime.bigint();
     try {
       committed = this.commitGroup(group);
     } catch (err) {
@@ -459,6 +464,11 @@ export class ReceiptStore {
     }
     this.isHealthy = true;
     this.commitCount++;
+    if (this.onCommit) {
+      let n = 0;
+      for (const a of appends) n += a.items.length;
+      this.onCommit(Number(process.hrtime.bigint() - started) / 1e9, n);
+    }
     this.pendingPins = new Map();
     this.pendingVerdicts = new Map();
     this.pendingContracts = new Map();
