@@ -30,10 +30,15 @@ export type ReturnCode = (typeof RETURN_CODES)[number];
 
 type Check = (r: HandoffResult, h: Handoff, state: HandoffStateDoc) => Denial<ReturnCode>[];
 
-/** The lease in force for this attempt: the registry's entry (renewals) when present, else the handoff's. */
+/**
+ * The lease in force for this attempt: the registry's entry when present (it records renewals), else
+ * the handoff's own. Should the registry hold several entries for the attempt, the latest expiry
+ * counts, whatever their order.
+ */
 export function leaseInForce(h: Handoff, state: HandoffStateDoc): string {
-  const entry = state.activeLeases.find((l) => l.handoffId === h.handoffId && l.attempt === h.attempt);
-  return entry ? entry.leaseExpiresAt : h.leaseExpiresAt;
+  const entries = state.activeLeases.filter((l) => l.handoffId === h.handoffId && l.attempt === h.attempt);
+  if (entries.length === 0) return h.leaseExpiresAt;
+  return entries.reduce((a, b) => (instant(b.leaseExpiresAt) > instant(a.leaseExpiresAt) ? b : a)).leaseExpiresAt;
 }
 
 /** Identity: the artifact must belong to this handoff, this attempt and this target. */
@@ -49,11 +54,11 @@ export const identity: Check = (r, h, state) => {
     const now = instant(state.now);
     const holders = state.activeLeases
       .filter((l) => l.duplicateKey === h.duplicateKey && instant(l.leaseExpiresAt) > now)
-      .filter((l) => !(l.handoffId === r.handoffId && l.attempt === r.attempt))
+      .filter((l) => !(l.handoffId === h.handoffId && l.attempt === h.attempt))
       .map((l) => `${l.handoffId}#${l.attempt}`)
       .sort();
     if (holders.length > 0) {
-      out.push({ code: 'wrong_attempt', field: 'attempt', message: `work key '${h.duplicateKey}' is held by ${holders.join(', ')}, not by attempt ${r.attempt}` });
+      out.push({ code: 'wrong_attempt', field: 'attempt', message: `work key '${h.duplicateKey}' is held by ${holders.join(', ')}, not by attempt ${h.attempt}` });
     }
   }
   if (r.target !== h.target) {
