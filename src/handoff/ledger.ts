@@ -194,7 +194,8 @@ function emptyLedger(): LedgerSummary {
   };
 }
 
-const fmt = (u: Units): string => `${u.actions} actions, ${u.contextUnits} context units, ${u.effects} effects`;
+const LABEL = { actions: 'actions', contextUnits: 'context units', effects: 'effects' } as const;
+const fmt = (u: Units): string => UNIT_KEYS.map((k) => `${u[k]} ${LABEL[k]}`).join(', ');
 
 /** budget_overcommitted and budget_copied findings of one run (verdict: ambiguous_route). */
 export function ledgerFindings(trace: RunTrace): Finding[] {
@@ -211,7 +212,7 @@ export function ledgerFindings(trace: RunTrace): Finding[] {
       code: 'budget_overcommitted',
       agents: uniq([owner, ...holders.map((a) => a.target)]),
       events: uniq([trace.root.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a))!), overcommitAt.event]),
-      message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${k}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
+      message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${LABEL[k]}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
       settled: true,
     });
   }

@@ -73,7 +73,7 @@ function finding(code: HandoffFindingCode, f: { edge?: string; agents: (string |
   return out;
 }
 
-const iso = (t: number): string => new Date(t).toISOString();
+const iso = (t: number): string => new Date(t).toISOString().replace('.000Z', 'Z');
 const label = (a: AttemptTrace): string => `${a.handoff} attempt ${a.attempt}`;
 const parties = (a: AttemptTrace): (string | undefined)[] => [a.source, a.target];
 

@@ -97,7 +97,7 @@ export const withinBudget: Check = (r, h) =>
   BUDGET_KEYS.filter((k) => r.usage[k] > h.budgets[k]).map((k) => ({
     code: 'over_budget' as const,
     field: `usage.${k}`,
-    message: `used ${r.usage[k]} ${k}, over the granted ${h.budgets[k]}`,
+    message: `used ${k} ${r.usage[k]}, over the granted ${h.budgets[k]}`,
   }));
 
 export const withinGrant: Check = (r, h) => {
