@@ -1,0 +1,240 @@
+/**
+ * Nested budget ledger of one run, from `handoff` receipts carrying `budgetOp` and `units`.
+ *
+ * - `root`: the run's root budget (the earliest root receipt). Child budgets are reservations
+ *   inside it, never additions to it.
+ * - `reserve`: a child attempt reserves units of the root.
+ * - `consume`: work actually done by the attempt (settles part of its reservation).
+ * - `release`: unused reservation handed back to the root.
+ * - `reject`: work refused and not charged to the run (a duplicate-active dispatch, a late result
+ *   after cancellation); still counted, because total accounting includes rejected, late and
+ *   duplicate attempts.
+ *
+ * An attempt commits max(reserved - released, consumed) of the root at any moment (work done beyond
+ * a reservation is committed too). The children's commitment summed over attempts, walked in
+ * (time, event) order, gives the peak; a peak above the root on any dimension is
+ * `budget_overcommitted`. A reservation that covers the root's whole work budget (actions and
+ * context units both at or above the root, the root having some) is `budget_copied`: the child got
+ * a fresh copy of the root and the parent has no continuation allowance left. Effects are left out
+ * of the copy test: an effect budget is a handful of units that may move whole to an effect slice,
+ * and effects in read slices are refused at admission.
+ */
+import type { Finding, Receipt } from '../core/types.js';
+import type { AttemptTrace, RunTrace } from './trace.js';
+import { at, edgeOf, traceRuns } from './trace.js';
+
+export interface Units {
+  actions: number;
+  contextUnits: number;
+  effects: number;
+}
+export const UNIT_KEYS = ['actions', 'contextUnits', 'effects'] as const;
+
+export const zeroUnits = (): Units => ({ actions: 0, contextUnits: 0, effects: 0 });
+export const addUnits = (a: Units, b: Partial<Units> | undefined): Units => ({
+  actions: a.actions + (b?.actions ?? 0),
+  contextUnits: a.contextUnits + (b?.contextUnits ?? 0),
+  effects: a.effects + (b?.effects ?? 0),
+});
+const mapUnits = (f: (k: (typeof UNIT_KEYS)[number]) => number): Units => ({ actions: f('actions'), contextUnits: f('contextUnits'), effects: f('effects') });
+
+export interface AttemptLedger {
+  handoff: string;
+  attempt: number;
+  target?: string;
+  reserved: Units;
+  consumed: Units;
+  released: Units;
+  rejected: Units;
+  /** The attempt reached TIMED_OUT. */
+  timedOut: boolean;
+  /** It returned, or recorded work, after its lease expired or at/after a cancellation. */
+  late: boolean;
+  /** It started while another attempt held an active lease on the same work key. */
+  duplicate: boolean;
+}
+
+export interface Tally {
+  attempts: number;
+  /** Work of those attempts: consumed + rejected. */
+  units: Units;
+}
+
+export interface LedgerSummary {
+  run: string | null;
+  root: Units | null;
+  reserved: Units;
+  consumed: Units;
+  released: Units;
+  rejected: Units;
+  /** Reservations still held at the end: per attempt max(reserved - released - consumed, 0), summed. */
+  outstanding: Units;
+  /** Peak of the children's concurrent commitment against the root. */
+  peakCommitted: Units;
+  /** All work done, admitted or not: consumed + rejected. */
+  totalWork: Units;
+  timedOut: Tally;
+  late: Tally;
+  duplicate: Tally;
+  attempts: AttemptLedger[];
+}
+
+interface Walk {
+  summary: LedgerSummary;
+  /** First receipt at which the commitment exceeded the root on some dimension. */
+  overcommitAt: Receipt | null;
+  reserveEvents: Map<string, string[]>;
+}
+
+const attemptId = (a: { handoff: string; attempt: number }): string => `${a.handoff}#${a.attempt}`;
+
+/** Whether attempt `a` started while `b` held an active lease on the same work key. */
+export function startedDuringLeaseOf(a: AttemptTrace, b: AttemptTrace): boolean {
+  return (
+    a !== b &&
+    a.duplicateKey !== undefined &&
+    a.duplicateKey === b.duplicateKey &&
+    b.activeFrom !== null &&
+    a.firstAt >= b.activeFrom &&
+    a.firstAt < b.activeUntil
+  );
+}
+
+function isLate(a: AttemptTrace): boolean {
+  const afterLease = (t: number): boolean => a.lease !== null && t > a.lease;
+  const afterCancel = (t: number): boolean => a.cancelAt !== null && t >= a.cancelAt;
+  if (a.returnAt !== null && (afterLease(a.returnAt) || afterCancel(a.returnAt))) return true;
+  return a.receipts.some((r) => (r.budgetOp === 'consume' || r.budgetOp === 'reject') && (afterLease(at(r)) || afterCancel(at(r))));
+}
+
+function walk(trace: RunTrace): Walk {
+  const root = trace.root ? addUnits(zeroUnits(), trace.root.units) : null;
+  const rows = new Map<string, AttemptLedger>();
+  for (const a of trace.attempts) {
+    rows.set(attemptId(a), {
+      handoff: a.handoff,
+      attempt: a.attempt,
+      target: a.target,
+      reserved: zeroUnits(),
+      consumed: zeroUnits(),
+      released: zeroUnits(),
+      rejected: zeroUnits(),
+      timedOut: a.states.has('TIMED_OUT'),
+      late: isLate(a),
+      duplicate: trace.attempts.some((b) => startedDuringLeaseOf(a, b)),
+    });
+  }
+  const committed = (): Units => {
+    let total = zeroUnits();
+    for (const row of rows.values()) {
+      total = addUnits(total, mapUnits((k) => Math.max(row.reserved[k] - row.released[k], row.consumed[k], 0)));
+    }
+    return total;
+  };
+  let peak = zeroUnits();
+  let overcommitAt: Receipt | null = null;
+  const reserveEvents = new Map<string, string[]>();
+  for (const r of trace.receipts) {
+    if (r.type !== 'handoff' || r.budgetOp === undefined || r.budgetOp === 'root' || r.handoff === undefined) continue;
+    const id = attemptId({ handoff: r.handoff, attempt: r.attempt ?? 1 });
+    const row = rows.get(id);
+    if (row === undefined) continue;
+    const field = ({ reserve: 'reserved', consume: 'consumed', release: 'released', reject: 'rejected' } as const)[r.budgetOp];
+    row[field] = addUnits(row[field], r.units);
+    if (r.budgetOp === 'reserve') reserveEvents.set(id, [...(reserveEvents.get(id) ?? []), r.event]);
+    const now = committed();
+    peak = mapUnits((k) => Math.max(peak[k], now[k]));
+    if (overcommitAt === null && root !== null && UNIT_KEYS.some((k) => now[k] > root[k])) overcommitAt = r;
+  }
+  const list = [...rows.values()];
+  const sum = (f: (row: AttemptLedger) => Units, filter: (row: AttemptLedger) => boolean = () => true): Units =>
+    list.filter(filter).reduce((acc, row) => addUnits(acc, f(row)), zeroUnits());
+  const work = (row: AttemptLedger): Units => addUnits(row.consumed, row.rejected);
+  const tally = (filter: (row: AttemptLedger) => boolean): Tally => ({ attempts: list.filter(filter).length, units: sum(work, filter) });
+  const summary: LedgerSummary = {
+    run: trace.run,
+    root,
+    reserved: sum((row) => row.reserved),
+    consumed: sum((row) => row.consumed),
+    released: sum((row) => row.released),
+    rejected: sum((row) => row.rejected),
+    outstanding: sum((row) => mapUnits((k) => Math.max(row.reserved[k] - row.released[k] - row.consumed[k], 0))),
+    peakCommitted: peak,
+    totalWork: sum(work),
+    timedOut: tally((row) => row.timedOut),
+    late: tally((row) => row.late),
+    duplicate: tally((row) => row.duplicate),
+    attempts: list,
+  };
+  return { summary, overcommitAt, reserveEvents };
+}
+
+export function runLedger(trace: RunTrace): LedgerSummary {
+  return walk(trace).summary;
+}
+
+/** The ledger of one run's receipts (receipts of several runs: use `ledgerByRun`). */
+export function ledger(receipts: readonly Receipt[]): LedgerSummary {
+  const runs = traceRuns(receipts);
+  if (runs.length > 1) throw new RangeError(`ledger: receipts of ${runs.length} runs; use ledgerByRun`);
+  if (runs.length === 0) return emptyLedger();
+  return runLedger(runs[0]);
+}
+
+export function ledgerByRun(receipts: readonly Receipt[]): Map<string, LedgerSummary> {
+  return new Map(traceRuns(receipts).map((t) => [t.run, runLedger(t)]));
+}
+
+function emptyLedger(): LedgerSummary {
+  const z = zeroUnits;
+  return {
+    run: null, root: null, reserved: z(), consumed: z(), released: z(), rejected: z(), outstanding: z(),
+    peakCommitted: z(), totalWork: z(), timedOut: { attempts: 0, units: z() }, late: { attempts: 0, units: z() },
+    duplicate: { attempts: 0, units: z() }, attempts: [],
+  };
+}
+
+const LABEL = { actions: 'actions', contextUnits: 'context units', effects: 'effects' } as const;
+const fmt = (u: Units): string => UNIT_KEYS.map((k) => `${u[k]} ${LABEL[k]}`).join(', ');
+
+/** budget_overcommitted and budget_copied findings of one run (verdict: ambiguous_route). */
+export function ledgerFindings(trace: RunTrace): Finding[] {
+  if (trace.root === null) return [];
+  const { summary, overcommitAt, reserveEvents } = walk(trace);
+  const root = summary.root!;
+  const owner = trace.root.from;
+  const findings: Finding[] = [];
+  const holders = trace.attempts.filter((a) => reserveEvents.has(attemptId(a)));
+  if (overcommitAt !== null) {
+    const over = UNIT_KEYS.filter((k) => summary.peakCommitted[k] > root[k]);
+    findings.push({
+      verdict: 'ambiguous_route',
+      code: 'budget_overcommitted',
+      agents: uniq([owner, ...holders.map((a) => a.target)]),
+      events: uniq([trace.root.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a))!), overcommitAt.event]),
+      message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${LABEL[k]}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
+      settled: true,
+    });
+  }
+  if (root.actions > 0 || root.contextUnits > 0) {
+    for (const a of holders) {
+      const row = summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt)!;
+      if (row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits) {
+        findings.push({
+          verdict: 'ambiguous_route',
+          code: 'budget_copied',
+          edge: edgeOf(a),
+          agents: uniq([owner, a.source, a.target]),
+          events: uniq([trace.root.event, ...reserveEvents.get(attemptId(a))!]),
+          message: `${a.handoff} attempt ${a.attempt} reserves ${fmt(row.reserved)}, a copy of the whole root work budget (${root.actions} actions, ${root.contextUnits} context units): the parent keeps no continuation allowance`,
+          settled: true,
+        });
+      }
+    }
+  }
+  return findings;
+}
+
+export function uniq(xs: readonly (string | undefined)[]): string[] {
+  return [...new Set(xs.filter((x): x is string => x !== undefined && x !== ''))].sort();
+}

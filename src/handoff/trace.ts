@@ -1,0 +1,192 @@
+/**
+ * From receipts to handoff attempts: deduplicated, ordered by (time, event id), grouped per run and
+ * per attempt of a logical handoff. Everything downstream (lifecycle audit, ledger, funnel) reads
+ * these traces, so none of it depends on the order receipts arrived in or on duplicate delivery.
+ */
+import type { HandoffState, Receipt } from '../core/types.js';
+
+export const TERMINAL_STATES: readonly HandoffState[] = ['ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED'];
+/** The main chain; its index orders non-terminal progress. */
+export const CHAIN: readonly HandoffState[] = ['PROPOSED', 'ADMITTED', 'DISPATCHED', 'RUNNING', 'RETURNED'];
+/** States that hold a granted lease (the attempt was admitted and is not yet terminal). */
+export const ACTIVE_STATES: readonly HandoffState[] = ['ADMITTED', 'DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'];
+
+export const isTerminal = (s: HandoffState): boolean => TERMINAL_STATES.includes(s);
+
+export const at = (r: Receipt): number => Date.parse(r.at);
+
+/** Receipt order: observation time, then event id. */
+export function byTimeThenEvent(a: Receipt, b: Receipt): number {
+  const d = at(a) - at(b);
+  if (d !== 0) return d;
+  return a.event < b.event ? -1 : a.event > b.event ? 1 : 0;
+}
+
+/** Normalised content for duplicate comparison: defaults filled, times as instants, keys sorted. */
+function canonical(r: Receipt): string {
+  const n: Record<string, unknown> = { ...r, at: at(r), status: r.status ?? 'ok' };
+  if (r.type === 'handoff') {
+    if (r.handoff !== undefined) n.attempt = r.attempt ?? 1;
+    if (r.leaseExpiresAt !== undefined) n.leaseExpiresAt = Date.parse(r.leaseExpiresAt);
+  }
+  return JSON.stringify(sortKeys(n));
+}
+function sortKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (v !== null && typeof v === 'object') {
+    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
+  }
+  return v;
+}
+
+/**
+ * One receipt per (run, event id): a repeat with equal content is a duplicate delivery and counts
+ * once; a repeat with different content is a conflict, and neither is used (the run classifier
+ * reports the conflict).
+ */
+export function dedupe(receipts: readonly Receipt[]): Receipt[] {
+  const groups = new Map<string, { receipt: Receipt; content: string; conflict: boolean }>();
+  for (const r of receipts) {
+    const key = `${r.run}\u0000${r.event}`;
+    const content = canonical(r);
+    const seen = groups.get(key);
+    if (seen === undefined) groups.set(key, { receipt: r, content, conflict: false });
+    else if (seen.content !== content) seen.conflict = true;
+  }
+  return [...groups.values()].filter((g) => !g.conflict).map((g) => g.receipt).sort(byTimeThenEvent);
+}
+
+export interface AttemptTrace {
+  run: string;
+  handoff: string;
+  attempt: number;
+  /** This attempt's receipts, in (time, event) order. */
+  receipts: Receipt[];
+  source?: string;
+  target?: string;
+  duplicateKey?: string;
+  /** Named on any receipt of the logical handoff (all attempts share the contract). */
+  finalOwner?: string;
+  onTimeout?: string;
+  states: Set<HandoffState>;
+  firstAt: number;
+  /** Time of the first receipt showing a granted lease (ADMITTED or later), else null. */
+  activeFrom: number | null;
+  /** The first terminal receipt. */
+  terminal: Receipt | null;
+  /** The lease in force: the first grant, moved only by renewals timed at or before the lease then in force. */
+  lease: number | null;
+  /** The first RETURNED receipt. */
+  returned: Receipt | null;
+  /** When the result came back: the first RETURNED, else the first ACCEPTED. */
+  returnAt: number | null;
+  accepted: Receipt | null;
+  /** The parent's decision on the returned artifact: the first ACCEPTED or REJECTED after a return. */
+  decision: Receipt | null;
+  /** Earliest cancellation that applies: the attempt's own CANCELLED or the run's cancelled end. */
+  cancelAt: number | null;
+  /** End of the active lease interval: min(first terminal, lease); Infinity when neither exists. */
+  activeUntil: number;
+}
+
+export interface RunTrace {
+  run: string;
+  /** All the run's receipts, deduplicated and ordered. */
+  receipts: Receipt[];
+  attempts: AttemptTrace[];
+  /** The earliest `budgetOp: "root"` receipt. */
+  root: Receipt | null;
+  /** The earliest run.end with result cancelled. */
+  runCancelAt: number | null;
+}
+
+function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
+  const list = m.get(k);
+  if (list) list.push(v);
+  else m.set(k, [v]);
+}
+
+const attemptKey = (r: Receipt): string => `${r.handoff}\u0000${r.attempt ?? 1}`;
+
+export function edgeOf(a: Pick<AttemptTrace, 'source' | 'target'>): string | undefined {
+  return a.source !== undefined && a.target !== undefined ? `${a.source} -> ${a.target} : handoff` : undefined;
+}
+
+/** The first value of a field, in receipt order. */
+function first<K extends keyof Receipt>(rs: readonly Receipt[], k: K): NonNullable<Receipt[K]> | undefined {
+  for (const r of rs) {
+    const v = r[k];
+    if (v !== undefined && v !== null && v !== '') return v as NonNullable<Receipt[K]>;
+  }
+  return undefined;
+}
+
+export function effectiveLease(rs: readonly Receipt[]): number | null {
+  let lease: number | null = null;
+  for (const r of rs) {
+    if (r.leaseExpiresAt === undefined) continue;
+    const next = Date.parse(r.leaseExpiresAt);
+    if (lease === null) lease = next;
+    else if (at(r) <= lease) lease = next; // renewal before expiry; after expiry it is a new admission decision
+  }
+  return lease;
+}
+
+function traceAttempt(run: string, rs: Receipt[], logical: Receipt[], runCancelAt: number | null): AttemptTrace {
+  const states = new Set(rs.map((r) => r.state!));
+  const activeFrom = rs.find((r) => ACTIVE_STATES.includes(r.state!));
+  const terminal = rs.find((r) => isTerminal(r.state!)) ?? null;
+  const returned = rs.find((r) => r.state === 'RETURNED') ?? null;
+  const accepted = rs.find((r) => r.state === 'ACCEPTED') ?? null;
+  const decision = rs.find((r) => r.state === 'ACCEPTED' || (r.state === 'REJECTED' && returned !== null && at(r) >= at(returned))) ?? null;
+  const ownCancel = rs.find((r) => r.state === 'CANCELLED');
+  const cancels = [ownCancel ? at(ownCancel) : null, runCancelAt].filter((x): x is number => x !== null);
+  const lease = effectiveLease(rs);
+  const returnAt = returned ? at(returned) : accepted ? at(accepted) : null;
+  return {
+    run,
+    handoff: rs[0].handoff!,
+    attempt: rs[0].attempt ?? 1,
+    receipts: rs,
+    source: first(rs, 'from') ?? first(logical, 'from'),
+    target: first(rs, 'to'),
+    duplicateKey: first(rs, 'duplicateKey') ?? first(logical, 'duplicateKey'),
+    finalOwner: first(logical, 'finalOwner'),
+    onTimeout: first(logical, 'onTimeout'),
+    states,
+    firstAt: at(rs[0]),
+    activeFrom: activeFrom ? at(activeFrom) : null,
+    terminal,
+    lease,
+    returned,
+    returnAt,
+    accepted,
+    decision,
+    cancelAt: cancels.length > 0 ? Math.min(...cancels) : null,
+    activeUntil: Math.min(terminal ? at(terminal) : Infinity, lease ?? Infinity),
+  };
+}
+
+export function traceRun(run: string, receipts: Receipt[]): RunTrace {
+  const ends = receipts.filter((r) => r.type === 'run.end' && r.result === 'cancelled');
+  const runCancelAt = ends.length > 0 ? at(ends[0]) : null;
+  const transitions = receipts.filter((r) => r.type === 'handoff' && r.budgetOp !== 'root' && r.handoff !== undefined && r.state !== undefined);
+  const byAttempt = new Map<string, Receipt[]>();
+  const byHandoff = new Map<string, Receipt[]>();
+  for (const r of transitions) {
+    push(byAttempt, attemptKey(r), r);
+    push(byHandoff, r.handoff!, r);
+  }
+  const attempts = [...byAttempt.values()]
+    .map((rs) => traceAttempt(run, rs, byHandoff.get(rs[0].handoff!)!, runCancelAt))
+    .sort((a, b) => (a.handoff < b.handoff ? -1 : a.handoff > b.handoff ? 1 : a.attempt - b.attempt));
+  const root = receipts.find((r) => r.type === 'handoff' && r.budgetOp === 'root') ?? null;
+  return { run, receipts, attempts, root, runCancelAt };
+}
+
+/** Per run, in run-id order. */
+export function traceRuns(receipts: readonly Receipt[]): RunTrace[] {
+  const byRun = new Map<string, Receipt[]>();
+  for (const r of dedupe(receipts)) push(byRun, r.run, r);
+  return [...byRun.keys()].sort().map((run) => traceRun(run, byRun.get(run)!));
+}
