@@ -12,6 +12,8 @@ commands:
   validate FILE...
   schema [contract|receipt|handoff|experiment]
   experiment diff|compare MANIFEST [--json|--markdown]
+  handoff admit HANDOFF.json --parent ENVELOPE.json --state STATE.json [--json]
+  handoff return RESULT.json --handoff HANDOFF.json --state STATE.json [--json]
 `;
 
 type Command = (argv: string[], io: Io) => Promise<number>;
@@ -23,6 +25,7 @@ const commands: Record<string, () => Promise<Command>> = {
   serve: async () => (await import('./serve.js')).serveCommand,
   gate: async () => (await import('./gate.js')).gateCommand,
   experiment: async () => (await import('./experiment.js')).experimentCommand,
+  handoff: async () => (await import('./handoff.js')).handoffCommand,
 };
 
 /** Register a lazily-loaded command (keeps start-up cheap). */
@@ -35,6 +38,7 @@ async function schemaCommand(argv: string[], io: Io): Promise<number> {
   let schema: unknown;
   if (which === 'contract') schema = contractJsonSchema();
   else if (which === 'receipt') schema = receiptJsonSchema();
+  else if (which === 'handoff') schema = (await import('../handoff/schema.js')).handoffJsonSchemas();
   else if (which === 'experiment') schema = (await import('../experiment/manifest.js')).manifestJsonSchema();
   else throw new UsageError(`schema: unknown format "${which}" (contract, receipt, handoff, experiment)`);
   io.stdout(JSON.stringify(schema, null, 2) + '\n');

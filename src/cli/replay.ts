@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ContractError, ContractRegistry, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseTimeArg, table } from './io.js';
+import { handoffFindings } from '../handoff/findings.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
 
@@ -35,7 +36,7 @@ export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, 
   const runs = groupByRun(receipts);
   let now = opts.now ?? -Infinity;
   if (opts.now === undefined) for (const s of runs.values()) now = Math.max(now, s.lastAt);
-  const verdicts = [...runs.values()].map((s) => evaluate(s, resolvePin(s, registry, opts.defaultContract), now, { registry }));
+  const verdicts = [...runs.values()].map((s) => evaluate(s, resolvePin(s, registry, opts.defaultContract), now, { registry, extraFindings: handoffFindings }));
   verdicts.sort((a, b) => (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
   return { verdicts, now };
 }

@@ -7,3 +7,4 @@ export * from './ledger.js';
 export * from './funnel.js';
 export * from './aggregate.js';
 export * from './ndjson.js';
+export * from './findings.js';

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
+import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
 import { apiHandler } from './api.js';
@@ -81,6 +82,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   const engine = new AuditEngine(registry, store, {
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
+    extraFindings: handoffFindings,
     hooks: {
       verdictEntered: (run, contract, _version, verdict) => metrics.verdictEntered(contract, verdict, run),
       receipts: (type, result, n) => metrics.receipt(type, result, n),
