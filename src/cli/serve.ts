@@ -112,7 +112,12 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       closing = true;
       cfg.log('shutdown', { signal });
       server.close().then(
-        () => resolve(0),
+        () => {
+          cfg.log('stopped', { signal });
+          resolve(0);
+          // Everything is committed and closed; do not wait for library timers (e.g. HTTP/2 keepalives) to lapse.
+          setTimeout(() => process.exit(0), 300).unref();
+        },
         (e) => {
           cfg.log('shutdown_failed', { error: (e as Error).message });
           resolve(1);

@@ -163,7 +163,15 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   }, cfg.tickMs);
   timer.unref();
 
-  const closeHttp = (s: Server) => new Promise<void>((resolve) => s.close(() => resolve()));
+  // Stop accepting; idle keep-alive connections close now, busy ones once their answer is sent.
+  const closeHttp = (s: Server) =>
+    new Promise<void>((resolve) => {
+      s.close(() => resolve());
+      s.closeIdleConnections();
+      const idle = setInterval(() => s.closeIdleConnections(), 100);
+      idle.unref();
+      s.once('close', () => clearInterval(idle));
+    });
   return {
     engine,
     metrics,
