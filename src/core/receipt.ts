@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EDGE_KINDS, HANDOFF_STATES, type Receipt } from './types.js';
 import { EdgeSyntaxError, parseEdge } from './edge.js';
+import { canonicalReceiptJson } from './canonical.js';
 
 /**
  * Identities (runs, events, agents, contracts) are ids, never text: no whitespace, no path separators,
@@ -146,20 +147,6 @@ export function instant(t: string): number {
 
 /**
  * Normalised content for duplicate detection: defaults filled, times as instants, versions as strings,
- * keys in a fixed order. Equal canon = duplicate delivery; different = conflict.
+ * keys in a fixed order. Equal canon = duplicate delivery; different = conflict. One rule for the store and the classifier.
  */
-export function receiptCanon(r: Receipt): string {
-  const o: Record<string, unknown> = {};
-  const keys = Object.keys(r).sort();
-  for (const k of keys) {
-    const v = (r as unknown as Record<string, unknown>)[k];
-    if (v === undefined) continue;
-    if (k === 'at' || k === 'deadline' || k === 'leaseExpiresAt') o[k] = Date.parse(v as string);
-    else if (k === 'edge' && typeof v === 'string') o[k] = v.replace(/\s+/g, '');
-    else if (k === 'units' && v && typeof v === 'object') o[k] = JSON.stringify(Object.fromEntries(Object.entries(v).sort()));
-    else o[k] = v;
-  }
-  if (o.status === undefined) o.status = 'ok';
-  if (r.type === 'handoff' && o.attempt === undefined) o.attempt = 1;
-  return JSON.stringify(o, Object.keys(o).sort());
-}
+export const receiptCanon = canonicalReceiptJson;

@@ -9,4 +9,4 @@ export {
   type LiveRun,
   type ReceiptStoreOptions,
 } from './receipt-store.js';
-export { canonicalReceiptJson, compactReceiptJson, sameReceipt, storedReceiptFields } from './canonical.js';
+export { canonicalReceiptJson, compactReceiptJson, sameReceipt, storedReceiptFields } from '../core/canonical.js';

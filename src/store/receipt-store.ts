@@ -21,7 +21,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Pin, Receipt, Verdict } from '../core/types.js';
-import { canonicalReceiptJson, compactReceiptJson } from './canonical.js';
+import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
 export interface StoredReceipt {

@@ -3,7 +3,7 @@
  * (defaults filled, times as instants, versions as strings)"), and the compact stored form.
  * Pure functions, no I/O.
  */
-import type { Receipt } from '../core/types.js';
+import type { Receipt } from './types.js';
 
 /**
  * Every field a receipt may carry. Typed as a record over `keyof Receipt` so the compiler forces this list to
@@ -78,6 +78,7 @@ function sortedJson(value: Json): string {
 export function canonicalReceiptJson(receipt: Receipt): string {
   const fields = storedReceiptFields(receipt);
   const normalised: Record<string, Json> = { status: 'ok' };
+  if (receipt.type === 'handoff') normalised.attempt = 1;
   for (const [key, value] of Object.entries(fields)) normalised[key] = normalisedValue(key, value);
   return sortedJson(normalised);
 }
