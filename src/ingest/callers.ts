@@ -1,29 +1,83 @@
 /**
- * Resolving an agent span's caller through span parentage. Spans are exported when they end, so a child
- * `invoke_agent` usually arrives before its parent: unresolved agent spans wait in a bounded, time-limited
- * buffer keyed by (trace id, span id). A caller still unresolved when the wait ends becomes a `gap` receipt
- * (the run stays uncertain), never a guessed edge. Modelled on the Collector's servicegraph connector
- * (TTL store with a max-items bound; "store full" and "expired" are counted).
+ * Resolving the other end of an agent interaction through span parentage (and, for frameworks that link
+ * instead of nesting, through span links). Spans are exported when they end, so a child `invoke_agent`
+ * usually arrives before its parent: unresolved spans wait in a bounded, time-limited buffer keyed by
+ * (trace id, span id). Anything still unresolved when the wait ends becomes a `gap` receipt (the run stays
+ * uncertain), never a guessed edge. Modelled on the Collector's servicegraph connector (TTL store with a
+ * max-items bound; "store full" and "expired" are counted).
+ *
+ * Three kinds of pending work share one span index:
+ * - agent spans (GenAI `invoke_agent` and the like): caller = the nearest ancestor agent span; or, with
+ *   `links`, the sender = the nearest agent span at or above each linked span (Microsoft Agent Framework);
+ * - handoff spans: an explicit or enclosing source, and an explicit target or, when the target is not on the
+ *   span, the next agent invocation in the trace (Google ADK `transfer_to_agent`, OpenLLMetry handoffs whose
+ *   target was unknown when the span started);
+ * - claims: an agent invocation that a handoff transferred control to is not also a delegation, so its
+ *   delegate/return pair is not derived.
  */
 import type { Receipt } from '../core/types.js';
-import type { SpanRecord } from '../otlp/types.js';
+import type { SpanLinkRecord, SpanRecord } from '../otlp/types.js';
 import { localStatus } from './extract.js';
+
+/** The agent of a span whose identity is not an id (or is absent): it stops the walk, so no caller is guessed past it. */
+export const UNNAMED_AGENT = '';
 
 export interface AgentSpan {
   run: string;
   traceId: string;
   spanId: string;
   parentSpanId: string | null;
+  /** The agent id, or UNNAMED_AGENT. */
   agent: string;
   startMs: number;
   endMs: number;
   statusCode: number;
+  /** Other identities of the same agent on the span (e.g. `gen_ai.agent.name` beside `gen_ai.agent.id`). */
+  aliases?: string[];
+  /**
+   * What the span yields once its caller is known: `call` (default) a delegate at its start and, unless it
+   * failed, a return at its end; `none` nothing (it only names an agent, for its descendants and as a handoff target).
+   */
+  edges?: 'call' | 'none';
+  /** Senders arrive through these links instead of the parent: each resolved sender yields a handoff to this agent. */
+  links?: SpanLinkRecord[];
+}
+
+/** A transfer of control whose source or target may be named on another span. */
+export interface HandoffSpan {
+  /** The run, when the span names one; null: the run of the source agent span. */
+  run: string | null;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  startMs: number;
+  statusCode: number;
+  /** The handing agent; null: the nearest enclosing agent span. */
+  from: string | null;
+  /** The receiving agent; null: the next agent invocation in the trace (the earliest agent span starting at or after this span). */
+  to: string | null;
+}
+
+interface AgentInfo {
+  id: string;
+  names: string[];
+  run: string;
+  startMs: number;
 }
 
 interface Node {
   parent: string | null;
-  agent: string | null;
+  agent: AgentInfo | null;
   seenAt: number;
+}
+
+interface TraceState {
+  nodes: Map<string, Node>;
+  lastSeen: number;
+  /** Named handoff targets whose first invocation at or after `afterMs` is the handoff itself. */
+  claims: { agent: string; afterMs: number }[];
+  /** Agent spans chosen as the target of an inferred handoff. */
+  claimed: Set<string>;
 }
 
 export interface CallerStats {
@@ -34,11 +88,19 @@ export interface CallerStats {
 }
 
 export interface CallerResolverOptions {
-  /** How long an agent span waits for its ancestors (ms). */
+  /** How long an agent span waits for its ancestors, and a handoff for its target after its trace goes quiet (ms). */
   waitMs: number;
   /** Upper bound of indexed spans (agent and intermediate) across traces. */
   maxSpans: number;
 }
+
+export interface BatchExtras {
+  handoffs?: HandoffSpan[];
+  /** Non-agent spans that must be indexed even before their trace shows an agent span (e.g. MAF `message.send`, the target of links). */
+  relays?: SpanRecord[];
+}
+
+type Walk = AgentInfo | 'entry' | null;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -49,13 +111,43 @@ export function callReceipts(s: AgentSpan, caller: string): Receipt[] {
   return out;
 }
 
-export function unresolvedGap(s: AgentSpan): Receipt {
-  return { run: s.run, event: `${s.spanId}:gap`, type: 'gap', at: iso(s.startMs), reason: 'caller_unresolved', to: s.agent };
+function agentGap(s: AgentSpan, reason: string, suffix = 'gap'): Receipt {
+  const r: Receipt = { run: s.run, event: `${s.spanId}:${suffix}`, type: 'gap', at: iso(s.startMs), reason };
+  if (s.agent !== UNNAMED_AGENT) r.to = s.agent;
+  return r;
 }
 
+export function unresolvedGap(s: AgentSpan): Receipt {
+  return agentGap(s, s.links?.length ? 'sender_unresolved' : 'caller_unresolved');
+}
+
+/** A handoff edge at the handoff span's start. */
+export function handoffEdge(h: HandoffSpan, run: string, from: string, to: string): Receipt {
+  const r: Receipt = { run, event: `${h.spanId}:handoff`, type: 'edge', at: iso(h.startMs), from, to, kind: 'handoff' };
+  if (localStatus(h.statusCode) === 'error') r.status = 'error';
+  return r;
+}
+
+export function handoffGap(h: HandoffSpan, run: string, reason: string, ends: { from?: string | null; to?: string | null } = {}): Receipt {
+  const r: Receipt = { run, event: `${h.spanId}:gap`, type: 'gap', at: iso(h.startMs), reason };
+  if (ends.from) r.from = ends.from;
+  if (ends.to) r.to = ends.to;
+  return r;
+}
+
+/** A handoff from a linked sender (MAF executor -> executor). One per link; the index keeps fan-in apart. */
+function linkHandoff(s: AgentSpan, from: string, i: number): Receipt {
+  const r: Receipt = { run: s.run, event: `${s.spanId}:handoff.${i}`, type: 'edge', at: iso(s.startMs), from, to: s.agent, kind: 'handoff' };
+  if (localStatus(s.statusCode) === 'error') r.status = 'error';
+  return r;
+}
+
+const namesOf = (s: AgentSpan) => (s.aliases?.length ? [s.agent, ...s.aliases] : [s.agent]);
+
 export class CallerResolver {
-  private readonly traces = new Map<string, Map<string, Node>>();
+  private readonly traces = new Map<string, TraceState>();
   private readonly pending = new Map<string, AgentSpan>(); // key trace/span
+  private readonly handoffs = new Map<string, HandoffSpan>(); // key trace/span
   private indexed = 0;
   private expired = 0;
   private evicted = 0;
@@ -63,54 +155,68 @@ export class CallerResolver {
   constructor(private readonly opts: CallerResolverOptions) {}
 
   stats(): CallerStats {
-    return { pending: this.pending.size, indexed: this.indexed, expired: this.expired, evicted: this.evicted };
+    return { pending: this.pending.size + this.handoffs.size, indexed: this.indexed, expired: this.expired, evicted: this.evicted };
   }
 
   /**
-   * Index a batch. `agentSpans` are the batch's agent spans (already mapped by a dialect); `spans` the whole
-   * batch, whose non-agent spans are indexed only for traces that hold agent spans (to walk through them).
-   * Returns the receipts that became derivable.
+   * Index a batch. `agentSpans` are the batch's agent spans and `extras.handoffs` its handoff spans (already
+   * mapped by dialects); `spans` the whole batch, whose other spans are indexed only for traces that hold
+   * agent or handoff spans (to walk through them). Returns the receipts that became derivable.
    */
-  addBatch(agentSpans: AgentSpan[], spans: SpanRecord[], now: number): Receipt[] {
-    for (const a of agentSpans) this.index(a.traceId, a.spanId, a.parentSpanId, a.agent, now);
+  addBatch(agentSpans: AgentSpan[], spans: SpanRecord[], now: number, extras: BatchExtras = {}): Receipt[] {
+    const handoffs = extras.handoffs ?? [];
+    for (const a of agentSpans) {
+      this.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs }, now);
+    }
+    for (const h of handoffs) this.index(h.traceId, h.spanId, h.parentSpanId, null, now);
+    for (const r of extras.relays ?? []) if (!this.traces.get(r.traceId)?.nodes.has(r.spanId)) this.index(r.traceId, r.spanId, r.parentSpanId, null, now);
     if (this.traces.size > 0) {
       for (const s of spans) {
-        if (this.traces.has(s.traceId)) {
-          const t = this.traces.get(s.traceId)!;
-          if (!t.has(s.spanId)) this.index(s.traceId, s.spanId, s.parentSpanId, null, now);
-        }
+        const t = this.traces.get(s.traceId);
+        if (t && !t.nodes.has(s.spanId)) this.index(s.traceId, s.spanId, s.parentSpanId, null, now);
       }
     }
-    for (const a of agentSpans) this.pending.set(`${a.traceId}/${a.spanId}`, a);
+    for (const a of agentSpans) if ((a.edges ?? 'call') === 'call' || a.links?.length) this.pending.set(`${a.traceId}/${a.spanId}`, a);
+    for (const h of handoffs) this.handoffs.set(`${h.traceId}/${h.spanId}`, h);
     return this.resolvePending();
   }
 
-  private index(traceId: string, spanId: string, parent: string | null, agent: string | null, now: number): void {
+  private index(traceId: string, spanId: string, parent: string | null, agent: AgentInfo | null, now: number): void {
     let t = this.traces.get(traceId);
-    if (!t) this.traces.set(traceId, (t = new Map()));
-    const prev = t.get(spanId);
+    if (!t) this.traces.set(traceId, (t = { nodes: new Map(), lastSeen: now, claims: [], claimed: new Set() }));
+    const prev = t.nodes.get(spanId);
     if (!prev) this.indexed++;
-    t.set(spanId, { parent, agent: agent ?? prev?.agent ?? null, seenAt: now });
+    t.nodes.set(spanId, { parent, agent: agent ?? prev?.agent ?? null, seenAt: now });
+    t.lastSeen = now;
     if (this.indexed > this.opts.maxSpans) this.evictOldest();
+  }
+
+  private hasPending(traceId: string): boolean {
+    const prefix = traceId + '/';
+    for (const k of this.pending.keys()) if (k.startsWith(prefix)) return true;
+    for (const k of this.handoffs.keys()) if (k.startsWith(prefix)) return true;
+    return false;
+  }
+
+  private forget(traceId: string, t: TraceState): void {
+    this.traces.delete(traceId);
+    this.indexed -= t.nodes.size;
   }
 
   private evictOldest(): void {
     // Traces are kept in insertion order; drop the oldest trace without pending spans.
     for (const [traceId, t] of this.traces) {
-      let hasPending = false;
-      for (const k of this.pending.keys()) if (k.startsWith(traceId + '/')) { hasPending = true; break; }
-      if (hasPending) continue;
-      this.traces.delete(traceId);
-      this.indexed -= t.size;
-      this.evicted += t.size;
+      if (this.hasPending(traceId)) continue;
+      this.forget(traceId, t);
+      this.evicted += t.nodes.size;
       if (this.indexed <= this.opts.maxSpans) return;
     }
   }
 
-  /** Walk up from a pending span: a caller, 'entry' (no agent ancestor, all received), or null (still waiting). */
-  private callerOf(a: AgentSpan): string | 'entry' | null {
-    const t = this.traces.get(a.traceId);
-    let p = a.parentSpanId;
+  /** Walk up from `start` (inclusive): the nearest agent, 'entry' (no agent above, all received), or null (still waiting). */
+  private walk(traceId: string, start: string | null): Walk {
+    const t = this.traces.get(traceId)?.nodes;
+    let p = start;
     for (let hops = 0; hops < 10_000; hops++) {
       if (p === null) return 'entry';
       const n = t?.get(p);
@@ -121,39 +227,132 @@ export class CallerResolver {
     return null;
   }
 
+  /**
+   * The target of a handoff that does not name it: the earliest agent span starting at or after the handoff.
+   * Decided only once that span's ancestors have all arrived, so that an enclosing invocation which started
+   * later (a workflow agent around the one that ended first) cannot still turn up.
+   */
+  private nextInvocation(h: HandoffSpan): { spanId: string; agent: AgentInfo } | null {
+    const t = this.traces.get(h.traceId);
+    if (!t) return null;
+    let best: { spanId: string; agent: AgentInfo; parent: string | null } | null = null;
+    for (const [spanId, n] of t.nodes) {
+      const a = n.agent;
+      if (!a || spanId === h.spanId || a.startMs < h.startMs) continue;
+      if (!best || a.startMs < best.agent.startMs || (a.startMs === best.agent.startMs && spanId < best.spanId)) best = { spanId, agent: a, parent: n.parent };
+    }
+    if (!best || this.walk(h.traceId, best.parent) === null) return null;
+    return best;
+  }
+
+  private tryHandoff(h: HandoffSpan): Receipt[] | null {
+    let from = h.from;
+    let run = h.run;
+    if (from === null) {
+      const c = this.walk(h.traceId, h.parentSpanId);
+      if (c === null) return null;
+      if (c === 'entry' || c.id === UNNAMED_AGENT) return [handoffGap(h, run ?? (c === 'entry' ? h.traceId : c.run), 'handoff_source_unidentified', { to: h.to })];
+      from = c.id;
+      run ??= c.run;
+    }
+    const t = this.traces.get(h.traceId)!;
+    if (h.to !== null) {
+      t.claims.push({ agent: h.to, afterMs: h.startMs });
+      return [handoffEdge(h, run ?? h.traceId, from, h.to)];
+    }
+    const next = this.nextInvocation(h);
+    if (next === null) return null;
+    t.claimed.add(next.spanId);
+    if (next.agent.id === UNNAMED_AGENT) return [handoffGap(h, run ?? next.agent.run, 'handoff_target_unidentified', { from })];
+    return [handoffEdge(h, run ?? next.agent.run, from, next.agent.id)];
+  }
+
+  /** An invocation a still-undecided handoff may claim waits for that decision. */
+  private heldByHandoff(a: AgentSpan): boolean {
+    for (const h of this.handoffs.values()) {
+      if (h.traceId !== a.traceId || h.startMs > a.startMs) continue;
+      if (h.to === null || namesOf(a).includes(h.to)) return true;
+    }
+    return false;
+  }
+
+  private tryAgent(a: AgentSpan): Receipt[] | null {
+    if (a.links?.length) {
+      const senders: Walk[] = [];
+      for (const l of a.links) {
+        const c = this.walk(l.traceId, l.spanId);
+        if (c === null) return null;
+        senders.push(c);
+      }
+      const out: Receipt[] = [];
+      senders.forEach((c, i) => {
+        if (c === 'entry' || c === null) return; // the message came from outside any agent (the workflow's input)
+        out.push(c.id === UNNAMED_AGENT ? agentGap(a, 'sender_unidentified', `gap.${i}`) : linkHandoff(a, c.id, i));
+      });
+      return out;
+    }
+    const c = this.walk(a.traceId, a.parentSpanId);
+    if (c === null) return null;
+    if (this.heldByHandoff(a)) return null;
+    const t = this.traces.get(a.traceId)!;
+    if (t.claimed.delete(a.spanId)) return [];
+    const names = namesOf(a);
+    const claim = t.claims.findIndex((x) => names.includes(x.agent) && x.afterMs <= a.startMs);
+    if (claim >= 0) {
+      t.claims.splice(claim, 1);
+      return [];
+    }
+    if (c === 'entry') return []; // the entry agent
+    if (c.names.some((n) => names.includes(n))) return []; // the same invocation seen from client and server side
+    if (c.id === UNNAMED_AGENT || a.agent === UNNAMED_AGENT) return [agentGap(a, 'caller_unidentified')];
+    return callReceipts(a, c.id);
+  }
+
   private resolvePending(): Receipt[] {
     const out: Receipt[] = [];
+    for (const [k, h] of this.handoffs) {
+      const r = this.tryHandoff(h);
+      if (r === null) continue;
+      this.handoffs.delete(k);
+      out.push(...r);
+    }
     for (const [k, a] of this.pending) {
-      const c = this.callerOf(a);
-      if (c === null) continue;
+      const r = this.tryAgent(a);
+      if (r === null) continue;
       this.pending.delete(k);
-      if (c === 'entry' || c === a.agent) continue; // the entry agent; or the same invocation seen from client and server side
-      out.push(...callReceipts(a, c));
+      out.push(...r);
     }
     return out;
   }
 
-  /** Expire waits that ran out: a gap receipt each. Also forgets traces idle for longer than the wait. */
+  /**
+   * Expire waits that ran out: a gap receipt each. An agent span waits `waitMs` from its arrival; a handoff
+   * waits until its trace has been quiet for `waitMs` (its target's invocation arrives only when it ends).
+   * Also forgets traces idle for longer than twice the wait.
+   */
   expire(now: number): Receipt[] {
     const out: Receipt[] = [];
+    for (const [k, h] of this.handoffs) {
+      const t = this.traces.get(h.traceId);
+      if (t && now - t.lastSeen < this.opts.waitMs) continue;
+      this.handoffs.delete(k);
+      this.expired++;
+      const c = h.from === null ? this.walk(h.traceId, h.parentSpanId) : null;
+      const from = h.from ?? (c && c !== 'entry' && c.id !== UNNAMED_AGENT ? c.id : null);
+      const run = h.run ?? (c && c !== 'entry' ? c.run : h.traceId);
+      out.push(handoffGap(h, run, from === null ? 'handoff_source_unresolved' : 'handoff_target_unresolved', { from, to: h.to }));
+    }
+    // Invocations held for an expired handoff are released first: their own caller may be known.
+    if (out.length > 0) out.push(...this.resolvePending());
     for (const [k, a] of this.pending) {
-      const t = this.traces.get(a.traceId)?.get(a.spanId);
+      const t = this.traces.get(a.traceId)?.nodes.get(a.spanId);
       if (t && now - t.seenAt < this.opts.waitMs) continue;
       this.pending.delete(k);
       this.expired++;
       out.push(unresolvedGap(a));
     }
     for (const [traceId, t] of this.traces) {
-      let newest = 0;
-      for (const n of t.values()) if (n.seenAt > newest) newest = n.seenAt;
-      if (now - newest >= this.opts.waitMs * 2) {
-        let hasPending = false;
-        for (const k of this.pending.keys()) if (k.startsWith(traceId + '/')) { hasPending = true; break; }
-        if (!hasPending) {
-          this.traces.delete(traceId);
-          this.indexed -= t.size;
-        }
-      }
+      if (now - t.lastSeen >= this.opts.waitMs * 2 && !this.hasPending(traceId)) this.forget(traceId, t);
     }
     return out;
   }

@@ -1,6 +1,6 @@
 import type { Receipt } from '../core/types.js';
 import type { SpanRecord } from '../otlp/types.js';
-import { CallerResolver, type CallerResolverOptions } from './callers.js';
+import { CallerResolver, type AgentSpan, type CallerResolverOptions, type HandoffSpan } from './callers.js';
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 
@@ -20,7 +20,9 @@ export class SpanPipeline {
 
   process(spans: SpanRecord[], now: number): ExtractResult {
     const out: ExtractResult = { receipts: [], rejected: [], dropped: 0 };
-    const agentSpans = [];
+    const agentSpans: AgentSpan[] = [];
+    const handoffs: HandoffSpan[] = [];
+    const relays: SpanRecord[] = [];
     for (const span of spans) {
       if (explicitReceiptsOf(span, out)) continue;
       let mapped = false;
@@ -30,15 +32,17 @@ export class SpanPipeline {
         mapped = true;
         for (const x of r.receipts) out.receipts.push(x);
         if (r.agentSpan) agentSpans.push(r.agentSpan);
+        if (r.handoff) handoffs.push(r.handoff);
+        if (r.relay) relays.push(span);
         break;
       }
       if (!mapped) out.dropped++;
     }
-    if (agentSpans.length > 0 || spans.length > 0) for (const r of this.callers.addBatch(agentSpans, spans, now)) out.receipts.push(r);
+    if (agentSpans.length > 0 || spans.length > 0) for (const r of this.callers.addBatch(agentSpans, spans, now, { handoffs, relays })) out.receipts.push(r);
     return out;
   }
 
-  /** Gap receipts for agent spans whose caller never arrived. */
+  /** Gap receipts for agent spans whose caller never arrived, and handoffs whose end never showed. */
   expire(now: number): Receipt[] {
     return this.callers.expire(now);
   }
