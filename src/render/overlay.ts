@@ -38,7 +38,7 @@ export interface OverlayEdge {
   rule?: string;
   /** Observations counted against the allow entry (all its targets). */
   ruleCount?: number;
-  /** Deadline (ms since epoch) of the expected edge or of a declared wait on it. */
+  /** Deadline (ms since epoch) of the expected edge or of a declared wait on it (the earliest, when both). */
   deadline?: number;
   /** The agent being waited on. */
   dependency?: string;
@@ -133,7 +133,11 @@ function finish(table: EdgeTable, contract: Contract, phaseName: string, extra: 
   const unknown = table.agents.filter((a) => !declared.has(a)).sort();
   const nodes: OverlayNode[] = [...contract.agents, ...unknown].map((id) => ({ id, known: declared.has(id), owner: id === contract.owner }));
   for (const e of table.byId.values()) e.findings.sort();
-  return { contract: contract.contract, version: contract.version, phase: phaseName, ...extra, nodes, edges: [...table.byId.values()] };
+  // The contract's edges in its own order, then the rest by key: the same receipts in any order give the same overlay.
+  const all = [...table.byId.values()];
+  const declaredEdges = all.filter((e) => e.states.includes('allowed') || e.states.includes('expected'));
+  const rest = all.filter((e) => !declaredEdges.includes(e)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { contract: contract.contract, version: contract.version, phase: phaseName, ...extra, nodes, edges: [...declaredEdges, ...rest] };
 }
 
 /** Receipts usable as evidence: one per event id; an event delivered with different contents (a conflict) is left out, as the verdict does. */
@@ -205,6 +209,9 @@ export function planTimes(phase: Phase, receipts: Receipt[]): { due: number | nu
     return { due, deadline, satisfied: seen[i] !== null };
   });
 }
+
+/** An edge with both a plan deadline and declared waits shows the earliest: the next instant its verdict can move. */
+const earliestDeadline = (a: number | undefined, b: number) => (a === undefined ? b : Math.min(a, b));
 
 /** Concrete edge keys a finding names (its `edge`, expanded over a bounded choice). */
 function findingEdges(f: Finding): { from: string; to: string; kind: EdgeKind }[] {
@@ -290,7 +297,7 @@ export function overlay(contract: Contract, phaseName: string, verdict: RunVerdi
           addState(e, 'waiting');
           if (e.count === 0) addState(e, 'absent');
           if (f.agents[0]) e.dependency = f.agents[0];
-          if (wait?.deadline) e.deadline = instant(wait.deadline);
+          if (wait?.deadline) e.deadline = earliestDeadline(e.deadline, instant(wait.deadline));
         }
         break;
       case 'late_edge':
@@ -301,7 +308,7 @@ export function overlay(contract: Contract, phaseName: string, verdict: RunVerdi
           addState(e, 'late');
           if (f.code === 'missed_wait') addState(e, 'absent');
           if (f.agents[0] && (f.code === 'late_wait' || f.code === 'missed_wait')) e.dependency = f.agents[0];
-          if (wait?.deadline && e.deadline === undefined) e.deadline = instant(wait.deadline);
+          if (wait?.deadline) e.deadline = earliestDeadline(e.deadline, instant(wait.deadline));
         }
         break;
       default:

@@ -113,7 +113,9 @@ class RunEvents {
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
-      connection: 'keep-alive',
+      // The stream is the connection's last response: when it ends (client gone, server stopping) the socket
+      // closes with it instead of idling in keep-alive and holding a shutdown open.
+      connection: 'close',
       'x-accel-buffering': 'no',
       ...SECURITY_HEADERS,
     });
@@ -239,7 +241,8 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
       }
     }
     if (path === '/ui/events') {
-      events.open(req, res);
+      if (req.method === 'HEAD') send(res, 200, 'text/event-stream; charset=utf-8', '', { 'cache-control': 'no-store' });
+      else events.open(req, res);
       return true;
     }
     const parts = segments(path);
