@@ -146,7 +146,7 @@ svg.topology-graph g.edge:focus-visible path,svg.topology-graph g.edge:hover pat
 .legend-card{margin-bottom:18px}
 .legend-card .legend{border-bottom:none}
 .versions > .card{margin-top:0}
-.versions{display:grid;grid-auto-flow:column;grid-auto-columns:minmax(520px,1fr);gap:18px;overflow-x:auto;padding-bottom:8px}
+.versions{display:grid;align-items:start;grid-auto-flow:column;grid-auto-columns:minmax(520px,1fr);gap:18px;overflow-x:auto;padding-bottom:8px}
 .version .card-head{align-items:center}
 .changes{padding:12px 20px;border-bottom:1px solid var(--line);background:#fbfcfd;font-size:13px}
 .changes h3{font-size:12px;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);margin:0 0 6px}
