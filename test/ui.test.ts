@@ -120,7 +120,7 @@ describe('web view routes', () => {
   });
 
   it('lists runs newest first with counts per verdict, filtered by verdict and contract', async () => {
-    const all = await (await fetch(`${base}/ui/api/runs`)).json();
+    const all = await (await fetch(`${base}/ui/api/runs?contract=research-publish`)).json();
     expect(all.total).toBe(9);
     const counts: Record<string, number> = {};
     for (const v of Object.values(expected)) counts[v] = (counts[v] ?? 0) + 1;
@@ -158,6 +158,15 @@ describe('web view routes', () => {
 
     const missing = await fetch(`${base}/ui/api/runs/nope`);
     expect(missing.status).toBe(404);
+  });
+
+  it('says why there is no graph for a run without a resolvable pin', async () => {
+    await post(base, [{ run: 'no-pin', event: 's', type: 'run.start', at: new Date().toISOString(), contract: 'no-such-contract' }]);
+    const view = await (await fetch(`${base}/ui/api/runs/no-pin`)).json();
+    expect(view.run.verdict).toBe('uncertain');
+    expect(view.graph).toBeNull();
+    expect(view.graphMissing).toMatch(/no resolvable pinned contract/);
+    expect(view.run.findings.map((f: { code: string }) => f.code)).toEqual(['no_pin']);
   });
 
   it('answers contracts and one contract\'s versions with their changes', async () => {
