@@ -1,14 +1,283 @@
+/**
+ * The web view, served on the API port: a single page (run list, run page, contract pages) with client-side
+ * routing, its JSON endpoints under /ui/api, and live run updates as server-sent events on /ui/events.
+ * Everything is served from this process (strict Content-Security-Policy: no CDN, no external request).
+ */
+import { existsSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { RunVerdict } from '../core/types.js';
 import type { AuditEngine } from '../server/engine.js';
+import { ICON_SVG, STYLE_CSS } from './style.js';
+import { contractView, contractsSummary, listRuns, rowOf, runView } from './view.js';
 
 export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
 
-/** The web view's routes (placeholder until the full view lands). */
-export function createUiRoutes(_engine: AuditEngine): Route {
-  return (_req, res, path) => {
-    if (path !== '/') return false;
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    res.end('<!doctype html><title>topology-audit</title><p>topology-audit: see <a href="/api/v1/runs">/api/v1/runs</a></p>');
+export interface UiOptions {
+  /** Authenticates the view's data requests (/ui/api, /ui/events); all allowed when absent. */
+  authenticate?: (req: IncomingMessage) => boolean;
+  /** Clock (ms since epoch). */
+  now?: () => number;
+  /** How often run updates are gathered into one server-sent event batch. */
+  flushMs?: number;
+  /** Keep-alive comment interval on the event stream. */
+  keepAliveMs?: number;
+  /** Above this many changed runs in one batch, clients are told to refetch instead. */
+  maxBatch?: number;
+}
+
+export const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const SECURITY_HEADERS = {
+  'content-security-policy': CSP,
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+export function shellHtml(): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>topology-audit</title>
+<link rel="icon" href="/ui/icon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/ui/app.css">
+<script type="module" src="/ui/client/app.js"></script>
+</head>
+<body>
+<a class="skip-link" href="#main">Skip to content</a>
+<header class="topbar">
+  <div class="topbar-inner">
+    <a class="brand" href="/" data-nav><img src="/ui/icon.svg" alt="" width="22" height="22"><span>topology-audit</span></a>
+    <nav aria-label="Main">
+      <a href="/" data-nav data-section="runs">Runs</a>
+      <a href="/contracts" data-nav data-section="contracts">Contracts</a>
+    </nav>
+    <span id="live" class="live" role="status" aria-live="polite" data-state="connecting">Connecting…</span>
+  </div>
+</header>
+<main id="main" tabindex="-1"><p class="muted">Loading…</p></main>
+<noscript><p class="noscript">This view needs JavaScript. The same data is served by the API at <a href="/api/v1/runs">/api/v1/runs</a>.</p></noscript>
+</body>
+</html>
+`;
+}
+
+/** Where the compiled browser modules are: next to this file once built, else in dist/ (running from src). */
+function findClientDir(): string | null {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [join(here, 'client'), join(here, '..', '..', 'dist', 'ui', 'client')];
+  return candidates.find((d) => existsSync(join(d, 'app.js'))) ?? null;
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string | Buffer, extra: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': type, ...SECURITY_HEADERS, ...extra });
+  res.end(body);
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  send(res, status, 'application/json; charset=utf-8', JSON.stringify(body), { 'cache-control': 'no-store' });
+}
+
+/** Live run updates to every open page, gathered into batches. */
+class RunEvents {
+  private readonly clients = new Set<ServerResponse>();
+  private readonly dirty = new Set<string>();
+  private flushTimer: NodeJS.Timeout | null = null;
+  private watchTimer: NodeJS.Timeout | null = null;
+  private readonly servers = new Set<Server>();
+  private readonly onRun = (run: string, _v: RunVerdict) => {
+    this.dirty.add(run);
+    if (!this.flushTimer) this.flushTimer = setTimeout(() => this.flush(), this.opts.flushMs);
+  };
+
+  constructor(
+    private readonly engine: AuditEngine,
+    private readonly opts: Required<Pick<UiOptions, 'flushMs' | 'keepAliveMs' | 'maxBatch'>>,
+  ) {}
+
+  open(req: IncomingMessage, res: ServerResponse): void {
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      // The stream is the connection's last response: when it ends (client gone, server stopping) the socket
+      // closes with it instead of idling in keep-alive and holding a shutdown open.
+      connection: 'close',
+      'x-accel-buffering': 'no',
+      ...SECURITY_HEADERS,
+    });
+    res.write(`retry: 1500\nevent: hello\ndata: ${JSON.stringify({ now: new Date().toISOString() })}\n\n`);
+    if (this.clients.size === 0) this.engine.on('run', this.onRun);
+    this.clients.add(res);
+    const server = (req.socket as unknown as { server?: Server }).server;
+    if (server) this.servers.add(server);
+    this.watch();
+    const close = () => {
+      if (!this.clients.delete(res)) return;
+      if (this.clients.size === 0) this.idle();
+    };
+    req.on('close', close);
+    res.on('close', close);
+  }
+
+  /** Keep-alives, and end every stream once the server stops listening (so a shutdown is not held open). */
+  private watch(): void {
+    if (this.watchTimer) return;
+    let sinceKeepAlive = 0;
+    const step = 500;
+    this.watchTimer = setInterval(() => {
+      if ([...this.servers].some((s) => !s.listening)) {
+        for (const c of [...this.clients]) c.end();
+        this.clients.clear();
+        this.idle();
+        return;
+      }
+      sinceKeepAlive += step;
+      if (sinceKeepAlive >= this.opts.keepAliveMs) {
+        sinceKeepAlive = 0;
+        for (const c of this.clients) c.write(': keep-alive\n\n');
+      }
+    }, step);
+    this.watchTimer.unref();
+  }
+
+  private idle(): void {
+    this.engine.off('run', this.onRun);
+    if (this.watchTimer) clearInterval(this.watchTimer);
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.watchTimer = null;
+    this.flushTimer = null;
+    this.dirty.clear();
+    this.servers.clear();
+  }
+
+  private flush(): void {
+    this.flushTimer = null;
+    const runs = [...this.dirty];
+    this.dirty.clear();
+    if (!runs.length || !this.clients.size) return;
+    let payload: string;
+    if (runs.length > this.opts.maxBatch) {
+      payload = `event: refresh\ndata: ${JSON.stringify({ changed: runs.length })}\n\n`;
+    } else {
+      payload = '';
+      for (const run of runs) {
+        const row = rowOf(this.engine, run);
+        if (row) payload += `event: run\ndata: ${JSON.stringify(row)}\n\n`;
+      }
+    }
+    for (const c of this.clients) c.write(payload);
+  }
+}
+
+function segments(path: string): string[] | null {
+  try {
+    return path.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    return null;
+  }
+}
+
+/** The web view's routes. Returns false for paths it does not own (the API handles them). */
+export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Route {
+  const now = options.now ?? Date.now;
+  const events = new RunEvents(engine, { flushMs: options.flushMs ?? 150, keepAliveMs: options.keepAliveMs ?? 15_000, maxBatch: options.maxBatch ?? 200 });
+  const clientDir = findClientDir();
+  const assets = new Map<string, Buffer>();
+  const shell = shellHtml();
+
+  const isShell = (p: string) => p === '/' || p === '/runs' || p.startsWith('/runs/') || p === '/contracts' || p.startsWith('/contracts/');
+  const isUi = (p: string) => p === '/ui' || p.startsWith('/ui/');
+
+  return async (req, res, path) => {
+    if (!isShell(path) && !isUi(path)) return false;
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      send(res, 405, 'text/plain; charset=utf-8', 'use GET', { allow: 'GET, HEAD' });
+      return true;
+    }
+    if (isShell(path)) {
+      send(res, 200, 'text/html; charset=utf-8', shell, { 'cache-control': 'no-cache' });
+      return true;
+    }
+    if (path === '/ui/app.css') {
+      send(res, 200, 'text/css; charset=utf-8', STYLE_CSS, { 'cache-control': 'no-cache' });
+      return true;
+    }
+    if (path === '/ui/icon.svg') {
+      send(res, 200, 'image/svg+xml', ICON_SVG, { 'cache-control': 'max-age=86400' });
+      return true;
+    }
+    const m = /^\/ui\/client\/([a-z][a-z0-9-]*\.js(?:\.map)?)$/.exec(path);
+    if (m) {
+      let body = assets.get(m[1]);
+      if (!body && clientDir && existsSync(join(clientDir, m[1]))) {
+        body = readFileSync(join(clientDir, m[1]));
+        assets.set(m[1], body);
+      }
+      if (!body) {
+        send(res, 404, 'text/plain; charset=utf-8', clientDir ? 'no such file' : 'the web view is not built: run npm run build');
+        return true;
+      }
+      send(res, 200, m[1].endsWith('.map') ? 'application/json' : 'text/javascript; charset=utf-8', body, { 'cache-control': 'no-cache' });
+      return true;
+    }
+    if (path === '/ui/events' || path.startsWith('/ui/api/')) {
+      if (options.authenticate && !options.authenticate(req)) {
+        sendJson(res, 401, { error: 'missing or invalid bearer token' });
+        return true;
+      }
+    }
+    if (path === '/ui/events') {
+      if (req.method === 'HEAD') send(res, 200, 'text/event-stream; charset=utf-8', '', { 'cache-control': 'no-store' });
+      else events.open(req, res);
+      return true;
+    }
+    const parts = segments(path);
+    if (!parts) {
+      sendJson(res, 400, { error: 'malformed path' });
+      return true;
+    }
+    const [, api, resource, id, ...rest] = parts; // ui api <resource> <id>
+    if (api !== 'api' || rest.length) {
+      sendJson(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
+      return true;
+    }
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (resource === 'runs' && id === undefined) {
+      const limit = Number(url.searchParams.get('limit') ?? 200) || 200;
+      sendJson(res, 200, { ...listRuns(engine, { verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit }), now: new Date(now()).toISOString() });
+      return true;
+    }
+    if (resource === 'runs' && id !== undefined) {
+      const view = await runView(engine, id, now());
+      if (view) sendJson(res, 200, view);
+      else sendJson(res, 404, { error: `unknown run ${id}` });
+      return true;
+    }
+    if (resource === 'contracts' && id === undefined) {
+      sendJson(res, 200, { contracts: contractsSummary(engine.registry) });
+      return true;
+    }
+    if (resource === 'contracts' && id !== undefined) {
+      const view = await contractView(engine.registry, id);
+      if (view) sendJson(res, 200, view);
+      else sendJson(res, 404, { error: `unknown contract ${id}` });
+      return true;
+    }
+    sendJson(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
     return true;
   };
 }

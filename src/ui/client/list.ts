@@ -1,0 +1,136 @@
+/** The run list: newest first, filtered by verdict and contract (kept in the URL), updated live. */
+import type { RunList, RunRow } from '../view.js';
+import type { Ctx, View } from './app.js';
+import { agoEl, coalesce, contractHref, getJson, h, naiveBadge, runHref, verdictBadge } from './dom.js';
+
+export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
+  let verdict = params.query.get('verdict') ?? '';
+  let contract = params.query.get('contract') ?? '';
+  let disposed = false;
+  const changed = new Set<string>();
+  ctx.setTitle('Runs');
+
+  const head = h(
+    'div',
+    { class: 'page-head' },
+    h('div', {}, h('h1', { tabindex: '-1', id: 'page-title' }, 'Runs'), h('p', { class: 'muted' }, 'Every audited run, newest first. The list updates live as receipts arrive.')),
+  );
+  const chips = h('div', { class: 'chips', role: 'group', 'aria-label': 'Runs per verdict (press to filter)' });
+  const verdictSelect = h('select', { id: 'filter-verdict', name: 'verdict' });
+  const contractSelect = h('select', { id: 'filter-contract', name: 'contract' });
+  const summary = h('span', { class: 'summary', role: 'status', 'aria-live': 'polite' });
+  const body = h('div', { class: 'table-wrap' });
+  const card = h(
+    'section',
+    { class: 'card', 'aria-labelledby': 'page-title' },
+    h('div', { class: 'filters' }, h('label', { for: 'filter-verdict' }, 'Verdict', verdictSelect), h('label', { for: 'filter-contract' }, 'Contract', contractSelect), summary),
+    body,
+  );
+  ctx.main.append(head, chips, card);
+
+  const setFilter = (v: string, c: string) => {
+    verdict = v;
+    contract = c;
+    const q = new URLSearchParams();
+    if (verdict) q.set('verdict', verdict);
+    if (contract) q.set('contract', contract);
+    const qs = q.toString();
+    history.replaceState(null, '', qs ? `/?${qs}` : '/');
+    void load();
+  };
+  verdictSelect.addEventListener('change', () => setFilter(verdictSelect.value, contract));
+  contractSelect.addEventListener('change', () => setFilter(verdict, contractSelect.value));
+
+  function renderFilters(d: RunList): void {
+    verdictSelect.replaceChildren(
+      h('option', { value: '' }, `All verdicts (${d.total})`),
+      ...d.verdicts.map((v) => h('option', { value: v, selected: v === verdict }, `${v} (${d.counts[v]})`)),
+    );
+    verdictSelect.value = verdict;
+    contractSelect.replaceChildren(h('option', { value: '' }, 'All contracts'), ...d.contracts.map((c) => h('option', { value: c, selected: c === contract }, c)));
+    contractSelect.value = contract;
+    chips.replaceChildren(
+      ...d.verdicts.map((v) =>
+        h(
+          'button',
+          {
+            type: 'button',
+            class: `chip${d.counts[v] ? '' : ' zero'}`,
+            'aria-pressed': String(verdict === v),
+            title: d.meanings[v],
+            onclick: () => setFilter(verdict === v ? '' : v, contract),
+          },
+          verdictBadge(v),
+          h('span', { class: 'n' }, d.counts[v]),
+        ),
+      ),
+    );
+  }
+
+  function row(r: RunRow): HTMLTableRowElement {
+    return h(
+      'tr',
+      { 'data-run': r.run, class: changed.has(r.run) ? 'flash' : undefined },
+      h('td', { class: 'run' }, h('a', { href: runHref(r.run) }, r.run)),
+      h('td', {}, verdictBadge(r.verdict)),
+      h('td', {}, naiveBadge(r.naive)),
+      h('td', { class: 'nowrap' }, r.pin ? h('a', { href: contractHref(r.pin.contract) }, `${r.pin.contract}@${r.pin.version}`) : h('span', { class: 'faint' }, 'no pin'), r.pin ? h('div', { class: 'faint' }, r.pin.phase) : null),
+      h('td', { class: 'msg' }, r.firstFinding ?? h('span', { class: 'faint' }, 'no findings')),
+      h('td', { class: 'time' }, agoEl(r.startedAt)),
+      h('td', { class: 'time' }, agoEl(r.updatedAt)),
+    );
+  }
+
+  function renderRows(d: RunList): void {
+    const shown = d.runs.length;
+    summary.textContent = `${shown} run${shown === 1 ? '' : 's'} shown${verdict || contract ? ' (filtered)' : ''}`;
+    if (!shown) {
+      body.replaceChildren(
+        h(
+          'div',
+          { class: 'empty' },
+          d.total
+            ? 'No run matches these filters.'
+            : h('span', {}, 'No runs yet. Send receipts as NDJSON to ', h('code', {}, 'POST /v1/receipts'), ' or OTLP traces to the OTLP ports.'),
+        ),
+      );
+      return;
+    }
+    body.replaceChildren(
+      h(
+        'table',
+        { 'aria-label': 'Runs' },
+        h('thead', {}, h('tr', {}, ['Run', 'Verdict', 'Naive rule', 'Contract', 'First finding', 'Started', 'Updated'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, d.runs.map(row)),
+      ),
+    );
+  }
+
+  async function load(): Promise<void> {
+    const q = new URLSearchParams({ limit: '500' });
+    if (verdict) q.set('verdict', verdict);
+    if (contract) q.set('contract', contract);
+    try {
+      const d = await getJson<RunList>(`/ui/api/runs?${q}`);
+      if (disposed) return;
+      renderFilters(d);
+      renderRows(d);
+      changed.clear();
+    } catch (e) {
+      if (!disposed) body.replaceChildren(h('div', { class: 'empty', role: 'alert' }, `Could not load the runs: ${(e as Error).message}`));
+    }
+  }
+  const refresh = coalesce(load, 250);
+  void load();
+
+  return {
+    onRun(r) {
+      changed.add(r.run);
+      refresh();
+    },
+    onRefresh: refresh,
+    dispose() {
+      disposed = true;
+    },
+  };
+}

@@ -1,0 +1,252 @@
+/**
+ * View models of the web view: what its JSON endpoints answer. Built from the engine's verdicts (the one pure
+ * classifier) and the overlay; nothing here judges a run.
+ */
+import type { Contract } from '../core/contract.js';
+import { OPERATOR_MEANING, firstFinding, verdictJson } from '../core/meaning.js';
+import { instant } from '../core/receipt.js';
+import type { ContractRegistry } from '../core/registry.js';
+import { VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/types.js';
+import type { AuditEngine } from '../server/engine.js';
+import { diffContracts, type ContractChanges } from '../render/contract-diff.js';
+import { LOOKS, edgeLabelLines, edgeLook, type EdgeLook } from '../render/labels.js';
+import { layoutOverlay } from '../render/layout.js';
+import { contractGraph, overlay, type Overlay } from '../render/overlay.js';
+import { legendLooks, renderSvg } from '../render/svg.js';
+
+export interface RunRow {
+  run: string;
+  pin: RunVerdict['pin'];
+  verdict: Verdict;
+  naive: RunVerdict['naive'];
+  settled: boolean;
+  findings: number;
+  firstFinding: string | null;
+  startedAt: string | null;
+  updatedAt: string;
+}
+
+const isoOrNull = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : null);
+
+export function runRow(v: RunVerdict, firstAt: number, updatedAt: number): RunRow {
+  return {
+    run: v.run,
+    pin: v.pin,
+    verdict: v.verdict,
+    naive: v.naive,
+    settled: v.settled,
+    findings: v.findings.length,
+    firstFinding: firstFinding(v)?.message ?? null,
+    startedAt: isoOrNull(firstAt),
+    updatedAt: new Date(updatedAt).toISOString(),
+  };
+}
+
+/** The row of one run, or null when the engine does not hold it. */
+export function rowOf(engine: AuditEngine, run: string): RunRow | null {
+  const r = engine.get(run);
+  if (!r) return null;
+  let first = Infinity;
+  for (const x of r.receipts) first = Math.min(first, instant(x.at));
+  return runRow(r.verdict, first, r.updatedAt);
+}
+
+export interface RunList {
+  runs: RunRow[];
+  /** Runs per verdict under the contract filter (all verdicts, zeros included). */
+  counts: Record<Verdict, number>;
+  total: number;
+  contracts: string[];
+  verdicts: readonly Verdict[];
+  meanings: Record<Verdict, string>;
+}
+
+export function listRuns(engine: AuditEngine, filter: { verdict?: string; contract?: string; limit?: number }): RunList {
+  const limit = Math.min(Math.max(filter.limit ?? 200, 1), 5000);
+  const all = engine.list({ contract: filter.contract, limit: Number.MAX_SAFE_INTEGER });
+  const counts = Object.fromEntries(VERDICTS.map((v) => [v, 0])) as Record<Verdict, number>;
+  for (const r of all) counts[r.verdict.verdict]++;
+  const rows = (filter.verdict ? all.filter((r) => r.verdict.verdict === filter.verdict) : all).slice(0, limit);
+  return {
+    runs: rows.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)),
+    counts,
+    total: all.length,
+    contracts: engine.registry.ids(),
+    verdicts: VERDICTS,
+    meanings: OPERATOR_MEANING,
+  };
+}
+
+export interface EdgeRow {
+  id: string;
+  from: string;
+  to: string;
+  kind: string;
+  look: EdgeLook;
+  states: string[];
+  label: [string, string];
+  count: number;
+  max?: number;
+  deadline?: string;
+  dependency?: string;
+  findings: string[];
+  events: string[];
+}
+
+export interface LegendEntry {
+  /** An edge look, or `unknown_agent` for the node style of an agent not in the contract. */
+  look: EdgeLook | 'unknown_agent';
+  color: string;
+  width: number;
+  dash: string;
+  text: string;
+}
+
+export interface GraphView {
+  svg: string;
+  edges: EdgeRow[];
+  nodes: Overlay['nodes'];
+  legend: LegendEntry[];
+}
+
+const legendOf = (o: Overlay | null): LegendEntry[] => [
+  ...legendLooks(o).map((look) => ({ look, color: LOOKS[look].color, width: LOOKS[look].width, dash: LOOKS[look].dash, text: LOOKS[look].legend })),
+  ...(o?.nodes.some((x) => !x.known) ? [{ look: 'unknown_agent' as const, color: '#c81e1e', width: 1.5, dash: '5 3', text: 'unknown agent: not in the contract' }] : []),
+];
+
+async function graphView(o: Overlay, now: number | undefined, idPrefix: string, title?: string): Promise<GraphView> {
+  const layout = await layoutOverlay(o, now);
+  return {
+    svg: renderSvg(o, layout, { now, idPrefix, title }),
+    edges: o.edges.map((e) => ({
+      id: e.id,
+      from: e.from,
+      to: e.to,
+      kind: e.kind,
+      look: edgeLook(e),
+      states: e.states,
+      label: edgeLabelLines(e, now),
+      count: e.count,
+      ...(e.max !== undefined ? { max: e.max } : {}),
+      ...(e.deadline !== undefined ? { deadline: new Date(e.deadline).toISOString() } : {}),
+      ...(e.dependency ? { dependency: e.dependency } : {}),
+      findings: e.findings,
+      events: e.events,
+    })),
+    nodes: o.nodes,
+    legend: legendOf(o),
+  };
+}
+
+export interface RunView {
+  run: ReturnType<typeof verdictJson> & { receipts: Receipt[]; updatedAt: string; startedAt: string | null };
+  meaning: string;
+  naiveMeaning: string;
+  nextChangeAt: string | null;
+  graph: GraphView | null;
+  /** Why there is no graph. */
+  graphMissing?: string;
+  now: string;
+}
+
+const byTime = (a: Receipt, b: Receipt) => instant(a.at) - instant(b.at) || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0);
+
+/** Everything the run page shows. */
+export async function runView(engine: AuditEngine, run: string, now: number): Promise<RunView | null> {
+  const r = engine.get(run);
+  if (!r) return null;
+  const v = r.verdict;
+  const receipts = [...r.receipts].sort(byTime);
+  const contract = v.pin ? engine.registry.get(v.pin.contract, v.pin.version) : undefined;
+  let graph: GraphView | null = null;
+  let graphMissing: string | undefined;
+  if (!v.pin) graphMissing = 'The run has no resolvable pinned contract, so there is no intended graph to draw.';
+  else if (!contract) graphMissing = `The pinned contract ${v.pin.contract}@${v.pin.version} is not in the loaded contracts directory.`;
+  else graph = await graphView(overlay(contract, v.pin.phase, v, receipts, now), now, 'run-', `Topology of ${v.pin.contract}@${v.pin.version} phase ${v.pin.phase} with run ${v.run} laid over it`);
+  return {
+    run: {
+      ...verdictJson(v),
+      receipts,
+      updatedAt: new Date(r.updatedAt).toISOString(),
+      startedAt: receipts.length ? receipts[0].at : null,
+    },
+    meaning: OPERATOR_MEANING[v.verdict],
+    naiveMeaning:
+      v.naive === 'green'
+        ? 'The naive rule (at least one event, every local status ok, parent not failed) calls this run green.'
+        : 'The naive rule (at least one event, every local status ok, parent not failed) calls this run red.',
+    nextChangeAt: v.nextChangeAt !== null ? new Date(v.nextChangeAt).toISOString() : null,
+    graph,
+    ...(graphMissing ? { graphMissing } : {}),
+    now: new Date(now).toISOString(),
+  };
+}
+
+export interface ContractSummary {
+  contract: string;
+  versions: { version: string; retired: boolean; hash: string; owner: string; agents: number; allow: number; phases: string[] }[];
+}
+
+export function contractsSummary(registry: ContractRegistry): ContractSummary[] {
+  return registry.ids().map((id) => ({
+    contract: id,
+    versions: registry.versions(id).map((c) => ({ version: c.version, retired: c.retired, hash: c.hash, owner: c.owner, agents: c.agents.length, allow: c.allow.length, phases: c.phases.map((p) => p.name) })),
+  }));
+}
+
+export interface ContractVersionView {
+  version: string;
+  retired: boolean;
+  hash: string;
+  owner: string;
+  agents: string[];
+  allow: { edge: string; max: number }[];
+  phases: { name: string; outcome: string; plan: { edge: string; after: string[]; dependency?: string; within?: string }[]; graph: GraphView }[];
+  /** Changes from the previous version (null for the first). */
+  changes: ContractChanges | null;
+}
+
+export interface ContractView {
+  contract: string;
+  versions: ContractVersionView[];
+  legend: LegendEntry[];
+}
+
+const human = (ms: number) => {
+  for (const [u, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (ms % size === 0 && ms >= size) return `${ms / size}${u}`;
+  return `${ms}ms`;
+};
+
+async function versionView(c: Contract, prev: Contract | null): Promise<ContractVersionView> {
+  return {
+    version: c.version,
+    retired: c.retired,
+    hash: c.hash,
+    owner: c.owner,
+    agents: c.agents,
+    allow: c.allow.map((r) => ({ edge: r.key, max: r.max })),
+    phases: await Promise.all(
+      c.phases.map(async (p) => ({
+        name: p.name,
+        outcome: p.outcome,
+        plan: p.plan.map((s) => ({
+          edge: s.key,
+          after: s.after.map((i) => p.plan[i].key),
+          ...(s.dependency ? { dependency: s.dependency } : {}),
+          ...(s.withinMs !== undefined ? { within: human(s.withinMs) } : {}),
+        })),
+        graph: await graphView(contractGraph(c, p.name), undefined, `c-${c.version}-${p.name}-`.replace(/[^A-Za-z0-9_-]/g, '_'), `Topology of ${c.contract}@${c.version} phase ${p.name}`),
+      })),
+    ),
+    changes: prev ? diffContracts(prev, c) : null,
+  };
+}
+
+/** The contract page: every version side by side, each with what changed from the one before. */
+export async function contractView(registry: ContractRegistry, id: string): Promise<ContractView | null> {
+  const versions = registry.versions(id);
+  if (!versions.length) return null;
+  const out: ContractVersionView[] = [];
+  for (let i = 0; i < versions.length; i++) out.push(await versionView(versions[i], i ? versions[i - 1] : null));
+  return { contract: id, versions: out, legend: legendOf(null).filter((l) => l.look === 'expected' || l.look === 'allowed') };
+}
