@@ -10,6 +10,7 @@ commands:
   replay FILE... --contracts DIR [--contract ID] [--now RFC3339] [--expect FILE] [--json]
   gate RUN [--server URL] [--timeout DUR]
   validate FILE...
+  diff RUN|FILE [--contracts DIR] [--format mermaid|dot|svg] [--run ID] [--now RFC3339] [--server URL]
   schema [contract|receipt|handoff|experiment]
   experiment diff|compare MANIFEST [--json|--markdown]
   handoff admit HANDOFF.json --parent ENVELOPE.json --state STATE.json [--json]
@@ -26,6 +27,7 @@ const commands: Record<string, () => Promise<Command>> = {
   gate: async () => (await import('./gate.js')).gateCommand,
   experiment: async () => (await import('./experiment.js')).experimentCommand,
   handoff: async () => (await import('./handoff.js')).handoffCommand,
+  diff: async () => (await import('./diff.js')).diffCommand,
 };
 
 /** Register a lazily-loaded command (keeps start-up cheap). */

@@ -100,7 +100,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     version: VERSION,
   };
   const { createUiRoutes } = await import('../ui/routes.js');
-  cfg.extraRoutes = createUiRoutes;
+  cfg.extraRoutes = (engine, opts) => createUiRoutes(engine, opts);
   const server = await startServer(registry, cfg);
   const { ports } = server;
   io.stdout(`topology-audit serving: api+ui http://${host}:${ports.api}/  otlp-http http://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}\n`);

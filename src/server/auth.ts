@@ -57,3 +57,13 @@ export function bindingFor(entry: TokenEntry): SourceBinding | undefined {
   if (!agents) return undefined;
   return (r: Receipt) => (r.from !== undefined && !agents.has(r.from) ? `source ${entry.source} may not speak for agent "${r.from}"` : null);
 }
+
+/** The API token a browser sends as the `topology_audit_token` cookie (for the web view). */
+export function cookieToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const [k, ...v] = part.trim().split('=');
+    if (k === 'topology_audit_token') return decodeURIComponent(v.join('='));
+  }
+  return undefined;
+}

@@ -8,7 +8,7 @@ import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
 import { apiHandler } from './api.js';
-import { bearerOf, bindingFor, matchToken, type TokenEntry } from './auth.js';
+import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
 import { AuditEngine } from './engine.js';
 import type { Route } from '../ui/routes.js';
 import { Ingestor } from './ingest.js';
@@ -37,7 +37,7 @@ export interface ServeConfig {
   ingestTokens?: TokenEntry[];
   apiTokens?: TokenEntry[];
   /** Extra routes on the API port (e.g. the web view), given the engine. */
-  extraRoutes?: (engine: AuditEngine) => Route;
+  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean }) => Route;
   log: (event: string, fields?: Record<string, unknown>) => void;
   version: string;
 }
@@ -100,6 +100,8 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   };
   const httpAuth = (req: IncomingMessage) => ingestAuth(bearerOf(req.headers.authorization));
   const apiAuth = (req: IncomingMessage) => !cfg.apiTokens || matchToken(cfg.apiTokens, bearerOf(req.headers.authorization)) !== null;
+  // The web view's browser requests (and its event stream, which cannot send headers) may carry the API token as a cookie.
+  const uiAuth = (req: IncomingMessage) => apiAuth(req) || (!!cfg.apiTokens && matchToken(cfg.apiTokens, cookieToken(req.headers.cookie)) !== null);
 
   let stopping = false;
   const ready = () => {
@@ -118,7 +120,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
       maxWaitSeconds: 300,
       authenticateIngest: httpAuth,
       authenticateApi: apiAuth,
-      extraRoutes: cfg.extraRoutes?.(engine),
+      extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth }),
       ready,
     }),
   );
