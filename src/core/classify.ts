@@ -322,7 +322,10 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     if (seen.has(i)) return null;
     seen.add(i);
     const step = plan[i];
-    let t = startAt;
+    // The first edges and parallel branches are due at the run's start; any other edge at the latest
+    // observation time of its `after` edges, even when agents' clocks put that before the start.
+    if (step.after.length === 0) return (due[i] = startAt);
+    let t = -Infinity;
     for (const a of step.after) {
       const o = obs[a];
       if (!o) return null;
