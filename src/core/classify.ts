@@ -324,7 +324,8 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     const step = plan[i];
     // The first edges and parallel branches are due at the run's start; any other edge at the latest
     // observation time of its `after` edges, even when agents' clocks put that before the start.
-    if (step.after.length === 0) return (due[i] = startAt);
+    // A run whose every receipt conflicts has no usable start: nothing is due.
+    if (step.after.length === 0) return Number.isFinite(startAt) ? (due[i] = startAt) : null;
     let t = -Infinity;
     for (const a of step.after) {
       const o = obs[a];
