@@ -440,7 +440,7 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
           edge: missing[0],
           agents: end.from ? [end.from] : [],
           events: [end.event],
-          message: `run ended completed at ${end.at} but ${[
+          message: `run ended completed at ${iso(endAt)} but ${[
             ...missing.map((m) => `${m} is absent`),
             ...(outcomeOk ? [] : ['no verified outcome exists']),
           ].join(', ')}: reopen the run; completion lacks required evidence`,
@@ -453,7 +453,7 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         code: `run_${end.result}`,
         agents: end.from ? [end.from] : [],
         events: [end.event],
-        message: `run ended ${end.result} at ${end.at}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
+        message: `run ended ${end.result} at ${iso(endAt)}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
         settled: true,
       });
     }
