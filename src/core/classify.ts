@@ -366,7 +366,9 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         settled: true,
       });
     } else if (end) {
-      // an ended run waits for nothing; completion decides below
+      // an ended run waits for nothing; completion decides below. A deadline at or before the end
+      // that `now` has not reached yet still adds a missed_deadline finding when it passes.
+      if (deadline !== null && deadline <= endAt) nextChangeAt = Math.min(nextChangeAt, deadline);
     } else if (deadline !== null && step.dependency) {
       nextChangeAt = Math.min(nextChangeAt, deadline);
       add({
@@ -425,6 +427,9 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         message: `declared wait on ${w.on} for ${key} until ${iso(deadline)} (${humanDuration(deadline - now)} left): notify or observe the named dependency`,
         settled: false,
       });
+    } else {
+      // ended, the deadline at or before the end but not reached by `now`: missed_wait when it passes
+      nextChangeAt = Math.min(nextChangeAt, deadline);
     }
   }
 
