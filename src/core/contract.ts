@@ -189,20 +189,10 @@ function yamlLocator(doc: Document, lc: LineCounter): Locator {
   };
 }
 
-/** JSON: find the line of a path by scanning for the key text; good enough for error messages. */
+/** JSON is YAML 1.2 flow syntax: locate paths in it with the YAML document's node ranges. */
 function jsonLocator(text: string): Locator {
-  return (path) => {
-    const keys = path.filter((p): p is string => typeof p === 'string');
-    let from = 0;
-    for (const k of keys) {
-      const i = text.indexOf(JSON.stringify(k), from);
-      if (i >= 0) from = i;
-    }
-    const before = text.slice(0, from);
-    const line = before.split('\n').length;
-    const col = from - before.lastIndexOf('\n');
-    return { line, col };
-  };
+  const lc = new LineCounter();
+  return yamlLocator(parseDocument(text, { lineCounter: lc }), lc);
 }
 
 /** Parse contract text (YAML or JSON) into a validated contract, or throw ContractError with every issue. */
