@@ -233,7 +233,10 @@ export function parseContract(text: string, file = '<contract>'): Contract {
   };
   const parsed = ContractFileSchema.safeParse(expandAll(raw));
   if (!parsed.success) {
-    for (const iss of parsed.error.issues) add(iss.path as Path, describeZodIssue(iss));
+    for (const iss of parsed.error.issues) {
+      const leaf = specificIssue(iss);
+      add(leaf.path, leaf.message);
+    }
     throw new ContractError(dedupeIssues(issues));
   }
   const contract = buildContract(parsed.data, add);
@@ -250,6 +253,24 @@ function dedupeIssues(issues: ContractIssue[]): ContractIssue[] {
     seen.add(k);
     return true;
   });
+}
+
+/**
+ * An edge entry is a union of forms (string, {edge}, {from, to, kind}). Report the issue of the form
+ * the input fits best, at its full path (e.g. `allow[0].kind`): forms whose type does not match the
+ * input at all (a string form for an object) are not candidates.
+ */
+function specificIssue(iss: z.core.$ZodIssue): { path: Path; message: string } {
+  if (iss.code === 'invalid_union') {
+    const branches = ((iss as any).errors as z.core.$ZodIssue[][] | undefined) ?? [];
+    const fitting = branches.filter((b) => !(b.length === 1 && b[0].code === 'invalid_type' && b[0].path.length === 0));
+    const best = fitting.sort((a, b) => a.length - b.length)[0];
+    if (best && best[0]) {
+      const inner = specificIssue(best[0]);
+      return { path: [...(iss.path as Path), ...inner.path], message: inner.message };
+    }
+  }
+  return { path: iss.path as Path, message: describeZodIssue(iss) };
 }
 
 function describeZodIssue(iss: z.core.$ZodIssue): string {
