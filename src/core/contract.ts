@@ -158,6 +158,12 @@ function expandAll(raw: unknown): unknown {
   return doc;
 }
 
+/** Phase names in source order: a JS object would put integer-like names ("2") first. */
+function phaseOrder(doc: Document): string[] {
+  const phases = isMap(doc.contents) ? doc.contents.get('phases', true) : undefined;
+  return isMap(phases) ? phases.items.map((p) => String(isScalar(p.key) ? p.key.value : p.key)) : [];
+}
+
 /** Locates a field path in the source text, for line:col in errors. */
 type Locator = (path: Path) => { line: number; col: number };
 
@@ -200,6 +206,7 @@ export function parseContract(text: string, file = '<contract>'): Contract {
   const isJson = /\.json$/i.test(file) || /^\s*\{/.test(text);
   let raw: unknown;
   let locate: Locator;
+  let phaseNames: string[];
   if (isJson) {
     try {
       raw = JSON.parse(text);
@@ -212,6 +219,7 @@ export function parseContract(text: string, file = '<contract>'): Contract {
       ]);
     }
     locate = jsonLocator(text);
+    phaseNames = phaseOrder(parseDocument(text));
   } else {
     const lc = new LineCounter();
     const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true });
@@ -225,6 +233,7 @@ export function parseContract(text: string, file = '<contract>'): Contract {
     }
     raw = doc.toJS();
     locate = yamlLocator(doc, lc);
+    phaseNames = phaseOrder(doc);
   }
   const issues: ContractIssue[] = [];
   const add = (path: Path, message: string) => {
@@ -239,7 +248,7 @@ export function parseContract(text: string, file = '<contract>'): Contract {
     }
     throw new ContractError(dedupeIssues(issues));
   }
-  const contract = buildContract(parsed.data, add);
+  const contract = buildContract(parsed.data, add, phaseNames);
   if (issues.length > 0) throw new ContractError(issues);
   contract.file = file;
   return contract;
@@ -288,7 +297,7 @@ function describeZodIssue(iss: z.core.$ZodIssue): string {
 }
 
 /** Semantic validation and normalisation (section 2a). Reports through `add`. */
-function buildContract(f: ContractFile, add: (path: Path, message: string) => void): Contract {
+function buildContract(f: ContractFile, add: (path: Path, message: string) => void, phaseNames: string[]): Contract {
   const agentSet = new Set(f.agents);
   const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
   for (const a of new Set(dupAgents)) add(['agents'], `agent "${a}" is listed twice`);
@@ -341,7 +350,9 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
   });
 
   const phases: Phase[] = [];
-  for (const [name, ph] of Object.entries(f.phases)) {
+  const rank = (name: string) => (phaseNames.includes(name) ? phaseNames.indexOf(name) : Infinity);
+  const inSourceOrder = Object.entries(f.phases).sort(([a], [b]) => rank(a) - rank(b));
+  for (const [name, ph] of inSourceOrder) {
     const plan: PlanStep[] = [];
     const byCompact = new Map<string, number>();
     const seenEdges = new Map<string, number>();
