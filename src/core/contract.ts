@@ -477,28 +477,28 @@ export function compareVersions(a: string, b: string): number {
 /** Re-create a contract from its canonical content (e.g. a pinned copy from the store). */
 export function contractFromCanonical(canonical: string, file = '<pinned>'): Contract {
   const d = JSON.parse(canonical);
-  const text = JSON.stringify({
+  const head = JSON.stringify({
     contract: d.contract,
     version: d.version,
     retired: d.retired,
     owner: d.owner,
     agents: d.agents,
     allow: d.allow.map((a: any) => ({ edge: a.edge, max: a.max })),
-    phases: Object.fromEntries(
-      d.phases.map((p: any) => [
-        p.name,
-        {
-          outcome: p.outcome,
-          expect: p.expect.map((s: any) => {
-            const o: Record<string, unknown> = { edge: s.edge, after: s.after };
-            if (s.dependency) o.dependency = s.dependency;
-            if (s.withinMs !== null) o.within = `${s.withinMs}ms`;
-            return o;
-          }),
-        },
-      ]),
-    ),
   });
+  // Phases are written out in their canonical order: an object built in JS would list integer-like names first.
+  const phases = d.phases.map((p: any) => {
+    const body = {
+      outcome: p.outcome,
+      expect: p.expect.map((s: any) => {
+        const o: Record<string, unknown> = { edge: s.edge, after: s.after };
+        if (s.dependency) o.dependency = s.dependency;
+        if (s.withinMs !== null) o.within = `${s.withinMs}ms`;
+        return o;
+      }),
+    };
+    return `${JSON.stringify(p.name)}:${JSON.stringify(body)}`;
+  });
+  const text = `${head.slice(0, -1)},"phases":{${phases.join(',')}}}`;
   return parseContract(text, file.endsWith('.json') ? file : `${file}.json`);
 }
 
