@@ -11,7 +11,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
-import { ContractError, ContractRegistry, compareVersions, parseContract, type ContractIssue } from '../src/core/index.js';
+import { ContractError, ContractRegistry, compareVersions, contractFromCanonical, parseContract, type ContractIssue } from '../src/core/index.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'ta-contract-'));
@@ -151,6 +151,22 @@ describe('loading contracts', () => {
       ['3', false],
     ]);
     expect(reg.newest('research-publish')?.version).toBe('3');
+  });
+
+  it('keeps phases in source order, integer-like names included (a run without phase pins the first)', () => {
+    const text = SHORTHAND.replace('phases:\n  main:\n', 'phases:\n  main:\n').replace(/$/, '  "2":\n    outcome: optional\n  "1": {}\n');
+    const c = parseContract(text, 'order.yaml');
+    expect(c.phases.map((p) => p.name)).toEqual(['main', '2', '1']);
+    expect(ContractRegistry.fromContracts([c]).resolve({ contract: 'shop' })).toMatchObject({ ok: true, pin: { phase: 'main' } });
+  });
+
+  it('a contract re-created from its canonical content (a pinned copy) is the same content', () => {
+    for (const text of [SHORTHAND, SHORTHAND + '  "2":\n    outcome: optional\n']) {
+      const c = parseContract(text, 'c.yaml');
+      const again = contractFromCanonical(c.canonical);
+      expect(again.hash).toBe(c.hash);
+      expect(again.phases.map((p) => p.name)).toEqual(c.phases.map((p) => p.name));
+    }
   });
 
   it('reads an unquoted YAML number version as its decimal text', () => {
