@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
-import { ReceiptFileError, VERDICTS, parseNdjson, parseReceiptFile, validateReceipt } from '../src/core/index.js';
+import { ReceiptFileError, RunState, VERDICTS, parseNdjson, parseReceiptFile, validateReceipt } from '../src/core/index.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DRIFT = join(ROOT, 'receipts/drift.ndjson');
@@ -89,6 +89,16 @@ describe('versions', () => {
     expect(validateReceipt(make('edge', { version: 3 }))).toMatchObject({ ok: true, receipt: { version: '3' } });
     expect(validateReceipt(make('run.start', { version: 10 }))).toMatchObject({ ok: true, receipt: { version: '10' } });
     expect(validateReceipt(make('edge', { version: '2.10' }))).toMatchObject({ ok: true, receipt: { version: '2.10' } });
+  });
+
+  it('an integer version and its decimal text are one content (a duplicate, not a conflict)', () => {
+    const a = validateReceipt(make('edge', { version: 3 }));
+    const b = validateReceipt(make('edge', { version: '3', status: 'ok', at: '2026-01-15T10:00:00.000+00:00' }));
+    if (!a.ok || !b.ok) throw new Error('refused');
+    const s = new RunState('r1');
+    expect(s.add(a.receipt)).toBe('accepted');
+    expect(s.add(b.receipt)).toBe('duplicate');
+    expect(s.add({ ...b.receipt, version: '3.0' })).toBe('conflict');
   });
 
   it('any other number is refused', () => {

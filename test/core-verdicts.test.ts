@@ -426,6 +426,19 @@ describe('waits', () => {
     expect(v.findings).toEqual([]);
   });
 
+  it('unknown agents are looked for exactly where rule 3 says: not in a gap\'s `to`, nor in a wait\'s edge', () => {
+    const lite = [phase('lite'), edge('e1', 1, 'o -> r : delegate')];
+    const g = verdictAt(registry, [...lite, gap('g', 2, 'caller_unresolved', { to: 'ghost' })], 3);
+    expect(g.verdict).toBe('uncertain');
+    expect(codes(g)).toEqual(['gap']);
+    const w = verdictAt(registry, [...lite, wait('w', 2, 'p', 'ghost -> o : return', 5)], 6);
+    expect(codes(w)).toEqual(['missed_wait ghost -> o : return']);
+    for (const r of [outcome('x', 2, true, { from: 'ghost' }), end('x', 2, 'completed', { from: 'ghost' }), start('x', 3, { version: '2', phase: 'lite', from: 'ghost' }), gap('x', 2, 'caller_unresolved', { from: 'ghost' })]) {
+      const v = verdictAt(registry, [...lite, r], 4);
+      expect(finding(v, 'unknown_agent').agents, r.type).toEqual(['ghost']);
+    }
+  });
+
   it('a wait names its agent for unknown_agent', () => {
     expect(verdictAt(registry, [...lite(), wait('w', 2, 'ghost', 'o -> p : delegate', 5)], 3).verdict).toBe('unknown_agent');
   });
