@@ -24,6 +24,8 @@ interface EdgeAgg {
   to: string;
   kind: string;
   obs: Obs[];
+  /** The earliest observation (by time, then event id). */
+  first: Obs;
 }
 
 /** Earlier of two (time, event) pairs: by time, then event id. */
@@ -118,8 +120,11 @@ export class RunState {
         push(this.agents, r.to!, r.event);
         const k = tripleKey(r.from!, r.to!, r.kind!);
         const e = this.edges.get(k);
-        if (e) e.obs.push({ event: r.event, at });
-        else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, obs: [{ event: r.event, at }] });
+        const o = { event: r.event, at };
+        if (e) {
+          e.obs.push(o);
+          if (earlier(e.first, o)) e.first = o;
+        } else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, obs: [o], first: o });
         break;
       }
       case 'wait':
@@ -308,8 +313,8 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     let best: Obs | null = null;
     for (const t of spec.to) {
       const e = state.edges.get(tripleKey(spec.from, t, spec.kind));
-      if (!e) continue;
-      for (const o of e.obs) if (o.at <= endAt && earlier(best, o)) best = o;
+      // The earliest observation at or before the end is the edge's earliest, if that one is not after the end.
+      if (e && e.first.at <= endAt && earlier(best, e.first)) best = e.first;
     }
     return best;
   };
