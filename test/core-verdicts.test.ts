@@ -489,6 +489,20 @@ describe('outcome and run end', () => {
   });
 });
 
+describe('uncertain evidence', () => {
+  it('a gap counts whenever it is timed, also after the run end', () => {
+    const v = verdictAt(registry, [phase('lite'), edge('e1', 1, 'o -> r : delegate'), end('end', 2), gap('g', 3)], 4);
+    expect(v.verdict).toBe('uncertain');
+    expect(codes(v)).toEqual(['gap']);
+  });
+
+  it('uncertain clears when the missing pin arrives', () => {
+    const rs = [edge('e1', 1, 'o -> r : delegate')];
+    expect(verdictAt(registry, rs, 2).verdict).toBe('uncertain');
+    expect(verdictAt(registry, [...rs, phase('lite')], 2).verdict).toBe('healthy');
+  });
+});
+
 describe('pins', () => {
   it('a later run.start naming another pin is stale_contract; one naming the same pin (after defaults) is not', () => {
     const rs = [start('s1', 0, { version: '2', phase: 'lite' }), edge('e1', 1, 'o -> r : delegate')];
