@@ -7,11 +7,15 @@
  * Prints one JSON object:
  * - replay: receipts/s for parse (NDJSON text -> validated receipts), classify (group into runs, fold,
  *   evaluate every run) and end-to-end (parse + classify + one JSON line per run, as `replay --json`),
- *   the verdict mix (checked against what the generator built), and peak RSS;
+ *   the verdict mix (checked against what the generator built), and the bench process's peak RSS (it holds
+ *   the NDJSON text and two parsed copies at once);
+ * - cli: the built CLI (`replay --json`) in a child process on the same input: wall time and its peak RSS;
  * - scaling: one run of 10, 100, 1,000 and 10,000 receipts: fold + evaluate time per receipt;
  * - incremental: one new receipt added to a 1,000-receipt RunState, then `evaluate`, in microseconds.
  */
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -195,9 +199,34 @@ function incrementalBench() {
   return { startReceipts: 1_000, endReceipts: state.size, reps, addPlusEvaluateMicros: { p50: us(0.5), p90: us(0.9), p99: us(0.99) } };
 }
 
+// ---------------------------------------------------------------------------------------------
+// 4. The real CLI in a child process: `topology-audit replay FILE --json`, its wall time and peak RSS.
+// ---------------------------------------------------------------------------------------------
+function cliBench() {
+  const dir = mkdtempSync(join(tmpdir(), 'ta-bench-'));
+  try {
+    const file = join(dir, 'runs.ndjson');
+    writeFileSync(file, generateNdjson(RUNS));
+    const script = `
+      import { main } from ${JSON.stringify(join(ROOT, 'dist/cli/main.js'))};
+      const io = { stdout: () => {}, stderr: (s) => process.stderr.write(s) };
+      const t0 = performance.now();
+      const code = await main(['replay', ${JSON.stringify(file)}, '--contracts', ${JSON.stringify(join(ROOT, 'contracts'))}, '--now', ${JSON.stringify(DEFAULT_NOW)}, '--json'], io);
+      process.stdout.write(JSON.stringify({ code, ms: performance.now() - t0, maxRSS: process.resourceUsage().maxRSS }));`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', maxBuffer: 1 << 20 });
+    if (r.status !== 0) throw new Error(`cli replay failed: ${r.stderr}`);
+    const { code, ms, maxRSS } = JSON.parse(r.stdout);
+    if (code !== 0) throw new Error(`cli replay exit ${code}: ${r.stderr}`);
+    return { command: 'topology-audit replay FILE --contracts contracts --now ... --json (output discarded)', ms: round(ms), receiptsPerSec: perSecond(RUNS * RECEIPTS_PER_RUN, ms), peakRssMB: round(maxRSS / 1024) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 // The small-heap measurements first: the replay of a million receipts leaves a large heap behind.
 const scaling = scalingBench();
 const incremental = incrementalBench();
+const cli = cliBench();
 const replay = replayBench();
 const usage = process.resourceUsage();
 process.stdout.write(
@@ -205,10 +234,10 @@ process.stdout.write(
     {
       node: process.version,
       cpus: (await import('node:os')).cpus().length,
-      replay,
+      replay: { ...replay, benchProcessPeakRssMB: round(usage.maxRSS / 1024) },
+      cli,
       scaling,
       incremental,
-      peakRssMB: round(usage.maxRSS / 1024),
     },
     null,
     2,

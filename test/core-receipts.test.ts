@@ -250,6 +250,20 @@ describe('replay', () => {
     expect(c.err()).toMatch(/b\.yaml:6:5: allow\[0\]\.edge: agent "ghost"/);
   });
 
+  it('replays a file larger than fits in call arguments (150,000 receipts)', async () => {
+    const complete = drift.split('\n').filter((l) => l.includes('"drift-complete"'));
+    const runs = 25_000;
+    const lines: string[] = [];
+    for (let i = 0; i < runs; i++) for (const l of complete) lines.push(l.replace('"drift-complete"', `"big-${i}"`));
+    const file = join(tmp, 'big.ndjson');
+    writeFileSync(file, lines.join('\n'));
+    const c = capture();
+    expect(await main(['replay', file, '--contracts', CONTRACTS, '--json'], c.io)).toBe(0);
+    const out = c.out().trim().split('\n');
+    expect(out).toHaveLength(runs);
+    expect(out.every((l) => JSON.parse(l).verdict === 'healthy')).toBe(true);
+  });
+
   it('usage errors exit 2', async () => {
     expect(await main(['replay', DRIFT], capture().io)).toBe(2);
     expect(await main(['replay', '--contracts', CONTRACTS], capture().io)).toBe(2);
