@@ -24,6 +24,8 @@ interface EdgeAgg {
   to: string;
   kind: string;
   obs: Obs[];
+  /** The earliest observation (by time, then event id). */
+  first: Obs;
 }
 
 /** Earlier of two (time, event) pairs: by time, then event id. */
@@ -118,8 +120,11 @@ export class RunState {
         push(this.agents, r.to!, r.event);
         const k = tripleKey(r.from!, r.to!, r.kind!);
         const e = this.edges.get(k);
-        if (e) e.obs.push({ event: r.event, at });
-        else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, obs: [{ event: r.event, at }] });
+        const o = { event: r.event, at };
+        if (e) {
+          e.obs.push(o);
+          if (earlier(e.first, o)) e.first = o;
+        } else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, obs: [o], first: o });
         break;
       }
       case 'wait':
@@ -308,8 +313,8 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     let best: Obs | null = null;
     for (const t of spec.to) {
       const e = state.edges.get(tripleKey(spec.from, t, spec.kind));
-      if (!e) continue;
-      for (const o of e.obs) if (o.at <= endAt && earlier(best, o)) best = o;
+      // The earliest observation at or before the end is the edge's earliest, if that one is not after the end.
+      if (e && e.first.at <= endAt && earlier(best, e.first)) best = e.first;
     }
     return best;
   };
@@ -322,7 +327,11 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     if (seen.has(i)) return null;
     seen.add(i);
     const step = plan[i];
-    let t = startAt;
+    // The first edges and parallel branches are due at the run's start; any other edge at the latest
+    // observation time of its `after` edges, even when agents' clocks put that before the start.
+    // A run whose every receipt conflicts has no usable start: nothing is due.
+    if (step.after.length === 0) return Number.isFinite(startAt) ? (due[i] = startAt) : null;
+    let t = -Infinity;
     for (const a of step.after) {
       const o = obs[a];
       if (!o) return null;
@@ -362,7 +371,9 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         settled: true,
       });
     } else if (end) {
-      // an ended run waits for nothing; completion decides below
+      // an ended run waits for nothing; completion decides below. A deadline at or before the end
+      // that `now` has not reached yet still adds a missed_deadline finding when it passes.
+      if (deadline !== null && deadline <= endAt) nextChangeAt = Math.min(nextChangeAt, deadline);
     } else if (deadline !== null && step.dependency) {
       nextChangeAt = Math.min(nextChangeAt, deadline);
       add({
@@ -421,6 +432,9 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         message: `declared wait on ${w.on} for ${key} until ${iso(deadline)} (${humanDuration(deadline - now)} left): notify or observe the named dependency`,
         settled: false,
       });
+    } else {
+      // ended, the deadline at or before the end but not reached by `now`: missed_wait when it passes
+      nextChangeAt = Math.min(nextChangeAt, deadline);
     }
   }
 
@@ -436,7 +450,7 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
           edge: missing[0],
           agents: end.from ? [end.from] : [],
           events: [end.event],
-          message: `run ended completed at ${end.at} but ${[
+          message: `run ended completed at ${iso(endAt)} but ${[
             ...missing.map((m) => `${m} is absent`),
             ...(outcomeOk ? [] : ['no verified outcome exists']),
           ].join(', ')}: reopen the run; completion lacks required evidence`,
@@ -449,7 +463,7 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         code: `run_${end.result}`,
         agents: end.from ? [end.from] : [],
         events: [end.event],
-        message: `run ended ${end.result} at ${end.at}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
+        message: `run ended ${end.result} at ${iso(endAt)}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
         settled: true,
       });
     }

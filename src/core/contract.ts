@@ -158,6 +158,12 @@ function expandAll(raw: unknown): unknown {
   return doc;
 }
 
+/** Phase names in source order: a JS object would put integer-like names ("2") first. */
+function phaseOrder(doc: Document): string[] {
+  const phases = isMap(doc.contents) ? doc.contents.get('phases', true) : undefined;
+  return isMap(phases) ? phases.items.map((p) => String(isScalar(p.key) ? p.key.value : p.key)) : [];
+}
+
 /** Locates a field path in the source text, for line:col in errors. */
 type Locator = (path: Path) => { line: number; col: number };
 
@@ -189,20 +195,10 @@ function yamlLocator(doc: Document, lc: LineCounter): Locator {
   };
 }
 
-/** JSON: find the line of a path by scanning for the key text; good enough for error messages. */
+/** JSON is YAML 1.2 flow syntax: locate paths in it with the YAML document's node ranges. */
 function jsonLocator(text: string): Locator {
-  return (path) => {
-    const keys = path.filter((p): p is string => typeof p === 'string');
-    let from = 0;
-    for (const k of keys) {
-      const i = text.indexOf(JSON.stringify(k), from);
-      if (i >= 0) from = i;
-    }
-    const before = text.slice(0, from);
-    const line = before.split('\n').length;
-    const col = from - before.lastIndexOf('\n');
-    return { line, col };
-  };
+  const lc = new LineCounter();
+  return yamlLocator(parseDocument(text, { lineCounter: lc }), lc);
 }
 
 /** Parse contract text (YAML or JSON) into a validated contract, or throw ContractError with every issue. */
@@ -210,6 +206,7 @@ export function parseContract(text: string, file = '<contract>'): Contract {
   const isJson = /\.json$/i.test(file) || /^\s*\{/.test(text);
   let raw: unknown;
   let locate: Locator;
+  let phaseNames: string[];
   if (isJson) {
     try {
       raw = JSON.parse(text);
@@ -222,6 +219,7 @@ export function parseContract(text: string, file = '<contract>'): Contract {
       ]);
     }
     locate = jsonLocator(text);
+    phaseNames = phaseOrder(parseDocument(text));
   } else {
     const lc = new LineCounter();
     const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true });
@@ -235,6 +233,7 @@ export function parseContract(text: string, file = '<contract>'): Contract {
     }
     raw = doc.toJS();
     locate = yamlLocator(doc, lc);
+    phaseNames = phaseOrder(doc);
   }
   const issues: ContractIssue[] = [];
   const add = (path: Path, message: string) => {
@@ -243,10 +242,13 @@ export function parseContract(text: string, file = '<contract>'): Contract {
   };
   const parsed = ContractFileSchema.safeParse(expandAll(raw));
   if (!parsed.success) {
-    for (const iss of parsed.error.issues) add(iss.path as Path, describeZodIssue(iss));
+    for (const iss of parsed.error.issues) {
+      const leaf = specificIssue(iss);
+      add(leaf.path, leaf.message);
+    }
     throw new ContractError(dedupeIssues(issues));
   }
-  const contract = buildContract(parsed.data, add);
+  const contract = buildContract(parsed.data, add, phaseNames);
   if (issues.length > 0) throw new ContractError(issues);
   contract.file = file;
   return contract;
@@ -260,6 +262,24 @@ function dedupeIssues(issues: ContractIssue[]): ContractIssue[] {
     seen.add(k);
     return true;
   });
+}
+
+/**
+ * An edge entry is a union of forms (string, {edge}, {from, to, kind}). Report the issue of the form
+ * the input fits best, at its full path (e.g. `allow[0].kind`): forms whose type does not match the
+ * input at all (a string form for an object) are not candidates.
+ */
+function specificIssue(iss: z.core.$ZodIssue): { path: Path; message: string } {
+  if (iss.code === 'invalid_union') {
+    const branches = ((iss as any).errors as z.core.$ZodIssue[][] | undefined) ?? [];
+    const fitting = branches.filter((b) => !(b.length === 1 && b[0].code === 'invalid_type' && b[0].path.length === 0));
+    const best = fitting.sort((a, b) => a.length - b.length)[0];
+    if (best && best[0]) {
+      const inner = specificIssue(best[0]);
+      return { path: [...(iss.path as Path), ...inner.path], message: inner.message };
+    }
+  }
+  return { path: iss.path as Path, message: describeZodIssue(iss) };
 }
 
 function describeZodIssue(iss: z.core.$ZodIssue): string {
@@ -277,7 +297,7 @@ function describeZodIssue(iss: z.core.$ZodIssue): string {
 }
 
 /** Semantic validation and normalisation (section 2a). Reports through `add`. */
-function buildContract(f: ContractFile, add: (path: Path, message: string) => void): Contract {
+function buildContract(f: ContractFile, add: (path: Path, message: string) => void, phaseNames: string[]): Contract {
   const agentSet = new Set(f.agents);
   const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
   for (const a of new Set(dupAgents)) add(['agents'], `agent "${a}" is listed twice`);
@@ -330,7 +350,9 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
   });
 
   const phases: Phase[] = [];
-  for (const [name, ph] of Object.entries(f.phases)) {
+  const rank = (name: string) => (phaseNames.includes(name) ? phaseNames.indexOf(name) : Infinity);
+  const inSourceOrder = Object.entries(f.phases).sort(([a], [b]) => rank(a) - rank(b));
+  for (const [name, ph] of inSourceOrder) {
     const plan: PlanStep[] = [];
     const byCompact = new Map<string, number>();
     const seenEdges = new Map<string, number>();
@@ -455,28 +477,28 @@ export function compareVersions(a: string, b: string): number {
 /** Re-create a contract from its canonical content (e.g. a pinned copy from the store). */
 export function contractFromCanonical(canonical: string, file = '<pinned>'): Contract {
   const d = JSON.parse(canonical);
-  const text = JSON.stringify({
+  const head = JSON.stringify({
     contract: d.contract,
     version: d.version,
     retired: d.retired,
     owner: d.owner,
     agents: d.agents,
     allow: d.allow.map((a: any) => ({ edge: a.edge, max: a.max })),
-    phases: Object.fromEntries(
-      d.phases.map((p: any) => [
-        p.name,
-        {
-          outcome: p.outcome,
-          expect: p.expect.map((s: any) => {
-            const o: Record<string, unknown> = { edge: s.edge, after: s.after };
-            if (s.dependency) o.dependency = s.dependency;
-            if (s.withinMs !== null) o.within = `${s.withinMs}ms`;
-            return o;
-          }),
-        },
-      ]),
-    ),
   });
+  // Phases are written out in their canonical order: an object built in JS would list integer-like names first.
+  const phases = d.phases.map((p: any) => {
+    const body = {
+      outcome: p.outcome,
+      expect: p.expect.map((s: any) => {
+        const o: Record<string, unknown> = { edge: s.edge, after: s.after };
+        if (s.dependency) o.dependency = s.dependency;
+        if (s.withinMs !== null) o.within = `${s.withinMs}ms`;
+        return o;
+      }),
+    };
+    return `${JSON.stringify(p.name)}:${JSON.stringify(body)}`;
+  });
+  const text = `${head.slice(0, -1)},"phases":{${phases.join(',')}}}`;
   return parseContract(text, file.endsWith('.json') ? file : `${file}.json`);
 }
 

@@ -1,0 +1,214 @@
+/**
+ * A deliberately simple reference implementation of the verdict, written from semantics.md sections
+ * 1, 2 and 2a alone. It shares no code with src/core/classify.ts or src/core/registry.ts: only the
+ * types, the edge text helpers, the parsed contract and the receipt canon (normalisation for
+ * duplicates). It re-scans the receipt list for every question and favours obviousness over speed.
+ *
+ * Finding codes follow the product's vocabulary so the two can be compared finding by finding.
+ */
+import type { Contract, Phase, PlanStep } from '../../src/core/contract.js';
+import { edgeKey, parseEdge, specKey, type EdgeSpec } from '../../src/core/edge.js';
+import { receiptCanon } from '../../src/core/receipt.js';
+import { VERDICTS, type NaiveVerdict, type Pin, type Receipt, type Verdict } from '../../src/core/types.js';
+
+export interface RefFinding {
+  verdict: Verdict;
+  code: string;
+  edge?: string;
+  events: string[];
+  settled: boolean;
+}
+
+export interface RefResult {
+  pin: Pin | null;
+  verdict: Verdict;
+  naive: NaiveVerdict;
+  findings: RefFinding[];
+  /** Settled for the gate. */
+  settled: boolean;
+}
+
+const time = (t: string) => Date.parse(t);
+
+/** Sort by observation time, then event id. */
+const byTimeThenEvent = (a: Receipt, b: Receipt) => time(a.at) - time(b.at) || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0);
+
+/** "Newest": dot-separated numeric parts compared numerically, else as text. */
+function versionOrder(a: string, b: string): number {
+  const na = a.split('.');
+  const nb = b.split('.');
+  const allDigits = (p: string[]) => p.every((x) => /^[0-9]+$/.test(x));
+  if (allDigits(na) && allDigits(nb)) {
+    const n = Math.max(na.length, nb.length);
+    for (let i = 0; i < n; i++) {
+      const d = Number(na[i] ?? '0') - Number(nb[i] ?? '0');
+      if (d !== 0) return d;
+    }
+    return na.length - nb.length;
+  }
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Resolve (contract, version?, phase?) against the known contracts; null when nothing resolves. */
+function resolve(contracts: Contract[], ref: { contract: string; version?: string; phase?: string }): { contract: Contract; phase: Phase } | null {
+  const versions = contracts.filter((c) => c.contract === ref.contract);
+  let chosen: Contract | undefined;
+  if (ref.version !== undefined) chosen = versions.find((c) => c.version === ref.version);
+  else chosen = versions.filter((c) => !c.retired).sort((a, b) => versionOrder(b.version, a.version))[0];
+  if (!chosen) return null;
+  const phase = ref.phase === undefined ? chosen.phases[0] : chosen.phases.find((p) => p.name === ref.phase);
+  if (!phase) return null;
+  return { contract: chosen, phase };
+}
+
+/** Does a concrete edge receipt match an edge spec (any one of its targets)? */
+const matches = (r: Receipt, spec: EdgeSpec) => r.type === 'edge' && r.from === spec.from && r.kind === spec.kind && spec.to.includes(r.to!);
+
+export function referenceClassify(receipts: Receipt[], now: number, contracts: Contract[], defaultContract?: string): RefResult {
+  const findings: RefFinding[] = [];
+  const say = (verdict: Verdict, code: string, events: string[], edge: string | undefined, settled: boolean) =>
+    findings.push({ verdict, code, edge, events: [...new Set(events)].sort(), settled });
+
+  // Receipts are a set keyed by event id: equal content is one delivery; different content is a conflict, neither used.
+  const contents = new Map<string, Map<string, Receipt>>();
+  for (const r of receipts) {
+    const m = contents.get(r.event) ?? new Map<string, Receipt>();
+    m.set(receiptCanon(r), r);
+    contents.set(r.event, m);
+  }
+  const used: Receipt[] = [];
+  for (const [event, m] of contents) {
+    if (m.size === 1) used.push([...m.values()][0]);
+    else say('uncertain', 'conflict', [event], undefined, false);
+  }
+  const all = [...contents.values()].flatMap((m) => [...m.values()]);
+
+  // The naive rule: some event exists, every status ok, no run.end failed.
+  const naive: NaiveVerdict =
+    all.length > 0 && all.every((r) => (r.status ?? 'ok') === 'ok') && !all.some((r) => r.type === 'run.end' && r.result === 'failed') ? 'green' : 'red';
+
+  // A gap counts whenever it is timed.
+  for (const r of used) if (r.type === 'gap') say('uncertain', 'gap', [r.event], undefined, false);
+
+  // The pin: the earliest run.start, else the default contract.
+  const starts = used.filter((r) => r.type === 'run.start').sort(byTimeThenEvent);
+  const ref = starts.length > 0 ? { contract: starts[0].contract!, version: starts[0].version, phase: starts[0].phase } : defaultContract ? { contract: defaultContract } : null;
+  const pinned = ref ? resolve(contracts, ref) : null;
+  if (!pinned) {
+    say('uncertain', 'no_pin', [], undefined, false);
+    return conclude(null, findings, naive, false);
+  }
+  const { contract, phase } = pinned;
+  const pin: Pin = { contract: contract.contract, version: contract.version, phase: phase.name };
+
+  // 2. stale_contract
+  if (contract.retired) say('stale_contract', 'retired_version', [], undefined, true);
+  const versions = new Set(used.filter((r) => r.version !== undefined).map((r) => r.version!));
+  for (const v of versions) {
+    if (v !== pin.version) say('stale_contract', 'version_mismatch', used.filter((r) => r.version === v).map((r) => r.event), undefined, true);
+  }
+  for (const s of starts.slice(1)) {
+    const other = resolve(contracts, { contract: s.contract!, version: s.version, phase: s.phase });
+    const same = other !== null && other.contract.contract === pin.contract && other.contract.version === pin.version && other.phase.name === pin.phase;
+    if (!same) say('stale_contract', 'repinned', [s.event], undefined, true);
+  }
+
+  // 3. unknown_agent: an edge's from and to, any receipt's from, a wait's on.
+  const named = new Map<string, string[]>();
+  const name = (agent: string | undefined, event: string) => {
+    if (agent === undefined) return;
+    named.set(agent, [...(named.get(agent) ?? []), event]);
+  };
+  for (const r of used) {
+    name(r.from, r.event);
+    if (r.type === 'edge') name(r.to, r.event);
+    if (r.type === 'wait') name(r.on, r.event);
+  }
+  for (const [agent, events] of named) if (!contract.agents.includes(agent)) say('unknown_agent', 'unknown_agent', events, undefined, true);
+
+  // 4. forbidden_edge: no allow entry names the directed edge with its kind.
+  const edgeReceipts = used.filter((r) => r.type === 'edge');
+  const distinctEdges = new Map<string, Receipt[]>();
+  for (const r of edgeReceipts) {
+    const k = edgeKey(r.from!, r.to!, r.kind!);
+    distinctEdges.set(k, [...(distinctEdges.get(k) ?? []), r]);
+  }
+  for (const [k, rs] of distinctEdges) {
+    if (!contract.allow.some((a) => matches(rs[0], a.spec))) say('forbidden_edge', 'forbidden_edge', rs.map((r) => r.event), k, true);
+  }
+
+  // 5. ambiguous_route: an allow entry observed (distinct event ids) more often than its max.
+  for (const a of contract.allow) {
+    const seen = edgeReceipts.filter((r) => matches(r, a.spec));
+    if (seen.length > a.max) say('ambiguous_route', 'multiplicity', seen.map((r) => r.event), specKey(a.spec), true);
+  }
+
+  // The run's end: its earliest run.end. Receipts after it satisfy nothing.
+  const ends = used.filter((r) => r.type === 'run.end').sort(byTimeThenEvent);
+  const end = ends[0];
+  const endAt = end ? time(end.at) : Infinity;
+  const earliestObservation = (spec: EdgeSpec): Receipt | undefined =>
+    edgeReceipts.filter((r) => matches(r, spec) && time(r.at) <= endAt).sort(byTimeThenEvent)[0];
+
+  // The plan: due times, deadlines, lateness.
+  const runStart = starts.length > 0 ? time(starts[0].at) : Math.min(...used.map((r) => time(r.at)));
+  const observation = (s: PlanStep) => earliestObservation(s.spec);
+  const dueAt = (s: PlanStep): number | null => {
+    if (s.after.length === 0) return Number.isFinite(runStart) ? runStart : null;
+    let latest = -Infinity;
+    for (const i of s.after) {
+      const o = observation(phase.plan[i]);
+      if (!o) return null;
+      latest = Math.max(latest, time(o.at));
+    }
+    return latest;
+  };
+  let everyEdgeObserved = true;
+  const missing: string[] = [];
+  for (const s of phase.plan) {
+    const o = observation(s);
+    const due = dueAt(s);
+    const deadline = due !== null && s.withinMs !== undefined ? due + s.withinMs : null;
+    if (o) {
+      if (deadline !== null && time(o.at) > deadline) say('incomplete', 'late_edge', [o.event], s.key, true);
+      continue;
+    }
+    everyEdgeObserved = false;
+    missing.push(s.key);
+    if (due === null) continue; // not due: behind absent edges
+    const deadlinePassed = deadline !== null && now >= deadline;
+    if (deadlinePassed && deadline! <= endAt) say('incomplete', 'missed_deadline', [], s.key, true);
+    else if (end) continue; // an ended run waits for nothing
+    else if (deadline !== null && s.dependency !== undefined) say('waiting', 'waiting', [], s.key, false);
+    else say('working', 'pending', [], s.key, false);
+  }
+
+  // Waits: void when timed after the end or when their deadline falls after it.
+  for (const w of used.filter((r) => r.type === 'wait')) {
+    const deadline = time(w.deadline!);
+    if (time(w.at) > endAt || deadline > endAt) continue;
+    const spec = parseEdge(w.edge!);
+    const o = earliestObservation(spec);
+    if (o && time(o.at) <= deadline) continue;
+    if (o) say('incomplete', 'late_wait', [w.event, o.event], specKey(spec), true);
+    else if (now >= deadline) say('incomplete', 'missed_wait', [w.event], specKey(spec), true);
+    else if (!end) say('waiting', 'declared_wait', [w.event], specKey(spec), false);
+  }
+
+  // Outcome, completion.
+  const verified = used.some((r) => r.type === 'outcome' && r.verified === true && time(r.at) <= endAt);
+  const outcomeOk = phase.outcome === 'optional' || verified;
+  const finished = everyEdgeObserved && outcomeOk;
+  if (end && end.result === 'completed' && !finished) say('false_complete', 'false_complete', [end.event], missing[0], true);
+  if (end && end.result !== 'completed') say('incomplete', `run_${end.result}`, [end.event], undefined, true);
+  if (!end && everyEdgeObserved && !outcomeOk) say('working', 'awaiting_outcome', [], undefined, false);
+
+  return conclude(pin, findings, naive, finished);
+}
+
+function conclude(pin: Pin | null, findings: RefFinding[], naive: NaiveVerdict, finished: boolean): RefResult {
+  let verdict: Verdict = finished ? 'healthy' : 'working';
+  for (const f of findings) if (VERDICTS.indexOf(f.verdict) < VERDICTS.indexOf(verdict)) verdict = f.verdict;
+  const settledVerdict = !['working', 'waiting', 'uncertain'].includes(verdict);
+  return { pin, verdict, naive, findings, settled: settledVerdict || findings.some((f) => f.settled) };
+}
