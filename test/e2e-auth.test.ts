@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TRACE_SERVICE } from '../src/server/otlp-grpc.js';
 import { credentials, Metadata, makeGenericClientConstructor, status } from '@grpc/grpc-js';
 import { getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 
@@ -36,10 +37,7 @@ describe('authenticated sources', () => {
     const otlp = await fetch(`${srv.otlpHttp}/v1/traces`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json', authorization: 'Bearer nope-nope-nope-nope' } });
     expect(otlp.status).toBe(401);
     // gRPC with a wrong token
-    const Client = makeGenericClientConstructor(
-      { Export: { path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export', requestStream: false, responseStream: false, requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b } },
-      'TraceService',
-    );
+    const Client = makeGenericClientConstructor(TRACE_SERVICE, 'TraceService');
     const client = new Client(`127.0.0.1:${srv.ports.otlpGrpc}`, credentials.createInsecure());
     const md = new Metadata();
     md.set('authorization', 'Bearer nope-nope-nope-nope');

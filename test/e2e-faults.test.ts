@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { TRACE_SERVICE } from '../src/server/otlp-grpc.js';
 import { credentials, makeGenericClientConstructor, status } from '@grpc/grpc-js';
 import { ExportResultCode } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
@@ -32,18 +33,7 @@ async function storedEvents(api: string, prefix: string): Promise<Set<string>> {
   return events;
 }
 
-const TRACE_EXPORT = {
-  Export: {
-    path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (b: Buffer) => b,
-    requestDeserialize: (b: Buffer) => b,
-    responseSerialize: (b: Buffer) => b,
-    responseDeserialize: (b: Buffer) => b,
-  },
-};
-const GrpcClient = makeGenericClientConstructor(TRACE_EXPORT, 'TraceService');
+const GrpcClient = makeGenericClientConstructor(TRACE_SERVICE, 'TraceService');
 function grpcExport(port: number, body: Buffer): Promise<number> {
   const client = new GrpcClient(`127.0.0.1:${port}`, credentials.createInsecure());
   return new Promise((res) =>
