@@ -3,6 +3,7 @@ import { ContractRegistry } from '../core/registry.js';
 import { parseDuration } from '../core/edge.js';
 import { loadTokenFile } from '../server/auth.js';
 import { DEFAULTS, startServer, type ServeConfig } from '../server/serve.js';
+import { loadTlsMaterial, type TlsMaterial } from '../server/tls.js';
 import { type Io, UsageError } from './io.js';
 
 const VERSION = '0.1.0';
@@ -27,6 +28,20 @@ function bytesArg(name: string, v: string | undefined, def: number): number {
   if (!m) throw new UsageError(`${name}: not a size (e.g. 20MiB): ${v}`);
   const unit = m[2].toLowerCase();
   return Number(m[1]) * (unit.startsWith('k') ? 1024 : unit.startsWith('m') ? 1024 * 1024 : 1);
+}
+
+/** --tls-cert and --tls-key go together; --tls-client-ca needs both. */
+function tlsArgs(cert: string | undefined, key: string | undefined, clientCa: string | undefined): TlsMaterial | undefined {
+  if (cert === undefined && key === undefined) {
+    if (clientCa !== undefined) throw new UsageError('serve: --tls-client-ca needs --tls-cert and --tls-key');
+    return undefined;
+  }
+  if (cert === undefined || key === undefined) throw new UsageError('serve: --tls-cert and --tls-key go together');
+  try {
+    return loadTlsMaterial({ certFile: cert, keyFile: key, clientCaFile: clientCa });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
 }
 
 const isLoopback = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
@@ -57,6 +72,9 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       insecure: { type: 'boolean', default: false },
       'group-commit-delay': { type: 'string' },
       'max-db-size': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'tls-client-ca': { type: 'string' },
     },
   });
   const registry = ContractRegistry.loadDir(values.contracts!);
@@ -68,6 +86,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  const tls = tlsArgs(values['tls-cert'], values['tls-key'], values['tls-client-ca']);
   const host = values.host!;
   if (!isLoopback(host) && !(ingestTokens && apiTokens) && !values.insecure) {
     throw new UsageError(`serve: refusing to bind ${host} (not loopback) without --ingest-tokens and --api-tokens; pass --insecure to accept unauthenticated traffic`);
@@ -96,15 +115,18 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     maxDbBytes: values['max-db-size'] !== undefined ? bytesArg('--max-db-size', values['max-db-size'], 0) : undefined,
     ingestTokens,
     apiTokens,
+    tls,
     log: log(io),
     version: VERSION,
   };
   const { createUiRoutes } = await import('../ui/routes.js');
   cfg.extraRoutes = (engine, opts) => createUiRoutes(engine, opts);
+  if (!isLoopback(host) && ingestTokens && !tls) cfg.log('warning', { message: 'bearer tokens cross the network in clear text; pass --tls-cert and --tls-key' });
   const server = await startServer(registry, cfg);
   const { ports } = server;
-  io.stdout(`topology-audit serving: api+ui http://${host}:${ports.api}/  otlp-http http://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}\n`);
-  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc }, contracts: registry.ids(), data: cfg.dataDir }) + '\n');
+  const scheme = tls ? 'https' : 'http';
+  io.stdout(`topology-audit serving: api+ui ${scheme}://${host}:${ports.api}/  otlp-http ${scheme}://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}${tls ? ' (TLS)' : ''}\n`);
+  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc }, tls: tls !== undefined, contracts: registry.ids(), data: cfg.dataDir }) + '\n');
   return new Promise<number>((resolve) => {
     let closing = false;
     const stop = (signal: string) => {

@@ -1,5 +1,5 @@
 /** Composes the auditor: store, engine, ingest pipeline, receivers, API and timers. */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
@@ -14,6 +14,7 @@ import type { Route } from '../ui/routes.js';
 import { Ingestor } from './ingest.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
+import { createListener, grpcServerCredentials, type Listener, type TlsMaterial } from './tls.js';
 
 export interface ServeConfig {
   host: string;
@@ -36,6 +37,8 @@ export interface ServeConfig {
   maxDbBytes?: number;
   ingestTokens?: TokenEntry[];
   apiTokens?: TokenEntry[];
+  /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
+  tls?: TlsMaterial;
   /** Extra routes on the API port (e.g. the web view), given the engine. */
   extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean }) => Route;
   log: (event: string, fields?: Record<string, unknown>) => void;
@@ -66,7 +69,7 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-const listen = (srv: Server, host: string, port: number) =>
+const listen = (srv: Listener, host: string, port: number) =>
   new Promise<number>((resolve, reject) => {
     srv.once('error', reject);
     srv.listen(port, host, () => resolve((srv.address() as AddressInfo).port));
@@ -112,8 +115,8 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     return { ready: reasons.length === 0, reasons };
   };
 
-  const otlpHttp = createServer(otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1 }, httpAuth));
-  const api = createServer(
+  const otlpHttp = createListener(otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1 }, httpAuth), cfg.tls);
+  const api = createListener(
     apiHandler(engine, ingestor, metrics, {
       maxBodyBytes: cfg.maxBodyBytes,
       retryAfterSeconds: 1,
@@ -123,6 +126,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
       extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth }),
       ready,
     }),
+    cfg.tls,
   );
   const grpcAuth = (md: grpc.Metadata) => {
     const v = md.get('authorization')[0];
@@ -133,7 +137,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     otlpHttp: await listen(otlpHttp, cfg.host, cfg.otlpHttpPort),
     otlpGrpc: 0,
   };
-  const grpcServer = await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes }, grpcAuth);
+  const grpcServer = await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls) }, grpcAuth);
   ports.otlpGrpc = grpcServer.port;
 
   let lastPrune = Date.now();
@@ -166,7 +170,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   timer.unref();
 
   // Stop accepting; idle keep-alive connections close now, busy ones once their answer is sent.
-  const closeHttp = (s: Server) =>
+  const closeHttp = (s: Listener) =>
     new Promise<void>((resolve) => {
       s.close(() => resolve());
       s.closeIdleConnections();
