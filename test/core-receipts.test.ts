@@ -121,7 +121,10 @@ describe('content-free ids', () => {
   });
 
   it('ordinary ids are accepted', () => {
-    for (const v of ['orchestrator', 'web-search', 'span:4bf92f3577b34da6', 'a.b_c@d#1+2=3']) expect(validateReceipt(make('edge', { from: v })).ok, v).toBe(true);
+    for (const v of ['orchestrator', 'web-search', 'a.b_c@d#1+2=3']) expect(validateReceipt(make('edge', { from: v })).ok, v).toBe(true);
+    // event and run ids may hold ":" (e.g. span ids with a suffix); agent ids may not, since they appear in edge strings
+    expect(validateReceipt(make('edge', { event: 'span:4bf92f3577b34da6' })).ok).toBe(true);
+    for (const v of ['span:4bf92f3577b34da6', '-leading-dash']) expect(validateReceipt(make('edge', { from: v })).ok, v).toBe(false);
   });
 });
 

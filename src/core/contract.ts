@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { LineCounter, parseDocument, isMap, isPair, isScalar, isSeq, type Document, type Node as YamlNode } from 'yaml';
 import { z } from 'zod';
 import { EDGE_KINDS, type EdgeKind } from './types.js';
+import { AgentId } from './receipt.js';
 import { EdgeSyntaxError, compactKey, parseDuration, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -10,6 +11,8 @@ import { EdgeSyntaxError, compactKey, parseDuration, parseEdge, specKey, tripleK
 // ---------------------------------------------------------------------------------------------
 
 const Id = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:@\/-]+$/, 'an identity: letters, digits, _ . : @ / -');
+/** Agents appear in edge strings and receipts: the receipts' agent id rule. */
+const Agent = AgentId;
 const EdgeText = z.string().min(1).describe('"from -> to : kind", or "from -> [to1, to2] : kind" for a bounded choice');
 const Max = z.number().int().min(1).describe('how many observations (distinct event ids) the entry allows; default 1');
 const Duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'a duration: an integer with ms, s, m, h or d (e.g. 30s, 10m, 2h)');
@@ -17,18 +20,18 @@ const Duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'a duration: an integer w
 const AllowEntrySchema = z.union([
   EdgeText,
   z.strictObject({ edge: EdgeText, max: Max.optional() }),
-  z.strictObject({ from: Id, to: z.union([Id, z.array(Id).min(1)]), kind: z.enum(EDGE_KINDS), max: Max.optional() }),
+  z.strictObject({ from: Agent, to: z.union([Agent, z.array(Agent).min(1)]), kind: z.enum(EDGE_KINDS), max: Max.optional() }),
 ]);
 
 const ExpectOptions = {
   after: z.array(EdgeText).optional().describe('edges (as written in this plan) that must be observed first; [] starts a parallel branch'),
-  dependency: Id.optional().describe('the agent being waited on; needs `within`'),
+  dependency: Agent.optional().describe('the agent being waited on; needs `within`'),
   within: Duration.optional().describe('deadline, counted from the edge becoming due'),
 };
 const ExpectEntrySchema = z.union([
   EdgeText,
   z.strictObject({ edge: EdgeText, ...ExpectOptions }),
-  z.strictObject({ from: Id, to: z.union([Id, z.array(Id).min(1)]), kind: z.enum(EDGE_KINDS), ...ExpectOptions }),
+  z.strictObject({ from: Agent, to: z.union([Agent, z.array(Agent).min(1)]), kind: z.enum(EDGE_KINDS), ...ExpectOptions }),
 ]);
 
 const PhaseSchema = z.strictObject({
@@ -44,8 +47,8 @@ export const ContractFileSchema = z
       .transform((v) => String(v))
       .describe('(contract, version) names exactly one content; quote it in YAML'),
     retired: z.boolean().default(false),
-    owner: Id.describe('the final accountable owner (the run\'s parent)'),
-    agents: z.array(Id).min(1),
+    owner: Agent.describe('the final accountable owner (the run\'s parent)'),
+    agents: z.array(Agent).min(1),
     allow: z.array(AllowEntrySchema).default([]),
     phases: z.record(Id, PhaseSchema).refine((p) => Object.keys(p).length > 0, 'at least one phase is required'),
   })
@@ -137,7 +140,9 @@ function expandShorthand(entry: unknown): unknown {
   const edgeKeys = Object.keys(obj).filter((k) => k.includes('->'));
   if (edgeKeys.length !== 1) return entry;
   const k = edgeKeys[0];
-  const out: Record<string, unknown> = { edge: `${k} : ${String(obj[k])}` };
+  const kind = obj[k];
+  // A kind that is not text (a nested mapping, say) still becomes an edge string, which then fails to parse with a clear error.
+  const out: Record<string, unknown> = { edge: `${k} : ${typeof kind === 'string' || typeof kind === 'number' ? kind : JSON.stringify(kind) ?? 'null'}` };
   for (const [key, v] of Object.entries(obj)) if (key !== k) out[key] = v;
   return out;
 }
@@ -231,7 +236,12 @@ export function parseContract(text: string, file = '<contract>'): Contract {
         }),
       );
     }
-    raw = doc.toJS();
+    try {
+      raw = doc.toJS();
+    } catch (e) {
+      // e.g. an alias without an anchor, or an alias bomb stopped by the YAML library's alias-count guard
+      throw new ContractError([{ file, line: 1, col: 1, field: '', message: `invalid YAML: ${(e as Error).message.split('\n')[0]}` }]);
+    }
     locate = yamlLocator(doc, lc);
     phaseNames = phaseOrder(doc);
   }

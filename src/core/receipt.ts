@@ -9,6 +9,11 @@ import { canonicalReceiptJson } from './canonical.js';
  */
 export const ID_PATTERN = /^[A-Za-z0-9_.:@#+=-]{1,200}$/;
 export const Id = z.string().regex(ID_PATTERN, 'an id: 1-200 of letters, digits and _ . : @ # + = - (no spaces, no paths)');
+/**
+ * Agent ids also appear inside edge strings (`a -> b : kind`), so they hold no ":" and do not start with "-".
+ */
+export const AGENT_ID_PATTERN = /^[A-Za-z0-9_.@#+=][A-Za-z0-9_.@#+=-]{0,199}$/;
+export const AgentId = z.string().regex(AGENT_ID_PATTERN, 'an agent id: 1-200 of letters, digits and _ . @ # + = - (no ":", no leading "-", no spaces, no paths)');
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 export const Time = z
@@ -27,7 +32,7 @@ const EdgeString = z
   .superRefine((s, ctx) => {
     try {
       const e = parseEdge(s);
-      if (!ID_PATTERN.test(e.from) || !e.to.every((t) => ID_PATTERN.test(t))) ctx.addIssue({ code: 'custom', message: 'edge agents must be ids' });
+      if (!AGENT_ID_PATTERN.test(e.from) || !e.to.every((t) => AGENT_ID_PATTERN.test(t))) ctx.addIssue({ code: 'custom', message: 'edge agents must be agent ids' });
     } catch (err) {
       ctx.addIssue({ code: 'custom', message: err instanceof EdgeSyntaxError ? err.message : String(err) });
     }
@@ -47,24 +52,24 @@ const Units = z.strictObject({
 });
 
 export const ReceiptSchema = z.discriminatedUnion('type', [
-  z.strictObject({ ...common, type: z.literal('run.start'), contract: Id, phase: Id.optional(), from: Id.optional() }),
-  z.strictObject({ ...common, type: z.literal('edge'), from: Id, to: Id, kind: z.enum(EDGE_KINDS) }),
-  z.strictObject({ ...common, type: z.literal('wait'), on: Id, edge: EdgeString, deadline: Time, from: Id.optional() }),
-  z.strictObject({ ...common, type: z.literal('outcome'), verified: z.boolean(), from: Id.optional() }),
-  z.strictObject({ ...common, type: z.literal('run.end'), result: z.enum(['completed', 'failed', 'cancelled']), from: Id.optional() }),
-  z.strictObject({ ...common, type: z.literal('gap'), reason: Id, to: Id.optional(), from: Id.optional() }),
+  z.strictObject({ ...common, type: z.literal('run.start'), contract: Id, phase: Id.optional(), from: AgentId.optional() }),
+  z.strictObject({ ...common, type: z.literal('edge'), from: AgentId, to: AgentId, kind: z.enum(EDGE_KINDS) }),
+  z.strictObject({ ...common, type: z.literal('wait'), on: AgentId, edge: EdgeString, deadline: Time, from: AgentId.optional() }),
+  z.strictObject({ ...common, type: z.literal('outcome'), verified: z.boolean(), from: AgentId.optional() }),
+  z.strictObject({ ...common, type: z.literal('run.end'), result: z.enum(['completed', 'failed', 'cancelled']), from: AgentId.optional() }),
+  z.strictObject({ ...common, type: z.literal('gap'), reason: Id, to: AgentId.optional(), from: AgentId.optional() }),
   z.strictObject({
     ...common,
     type: z.literal('handoff'),
     handoff: Id.optional().describe('the logical handoff; absent only on a root budget receipt (budgetOp "root")'),
     attempt: z.number().int().min(1).optional(),
     state: z.enum(HANDOFF_STATES).optional(),
-    from: Id.optional(),
-    to: Id.optional(),
+    from: AgentId.optional(),
+    to: AgentId.optional(),
     duplicateKey: Id.optional(),
     leaseExpiresAt: Time.optional(),
     stateVersion: Version.optional(),
-    finalOwner: Id.optional(),
+    finalOwner: AgentId.optional(),
     onTimeout: Id.optional().describe('the timeout disposition, as an id (e.g. cancel, retry, return-ownership)'),
     units: Units.optional(),
     budgetOp: z.enum(['root', 'reserve', 'consume', 'release', 'reject']).optional(),

@@ -5,7 +5,7 @@
  * time. Errors describe the input (its length, the first offending position) without ever quoting it.
  */
 import { randomBytes } from 'node:crypto';
-import { ID_PATTERN } from '../core/receipt.js';
+import { AGENT_ID_PATTERN, ID_PATTERN } from '../core/receipt.js';
 
 declare const brand: unique symbol;
 type Branded<B extends string> = string & { readonly [brand]: B };
@@ -45,12 +45,14 @@ function describeRefused(value: unknown, allowed: RegExp, max: number): string {
 
 const ID_RULE = 'an id: 1-200 of letters, digits and _ . : @ # + = - (no spaces, no line breaks, no paths)';
 
-function checkId<T extends string>(what: string, value: unknown): T {
-  if (typeof value !== 'string' || !ID_PATTERN.test(value)) throw new NotAnIdError(what, value, ID_RULE, ID_CHAR, 200);
+function checkId<T extends string>(what: string, value: unknown, pattern: RegExp = ID_PATTERN): T {
+  if (typeof value !== 'string' || !pattern.test(value)) throw new NotAnIdError(what, value, pattern === ID_PATTERN ? ID_RULE : AGENT_ID_RULE, ID_CHAR, 200);
   return value as T;
 }
 
-export const agentId = (value: string): AgentId => checkId<AgentId>('agentId', value);
+const AGENT_ID_RULE = 'an id of an agent: 1-200 of letters, digits and _ . @ # + = - (no ":", no leading "-", no spaces, no line breaks, no paths)';
+
+export const agentId = (value: string): AgentId => checkId<AgentId>('agentId', value, AGENT_ID_PATTERN);
 export const runId = (value: string): RunId => checkId<RunId>('runId', value);
 export const contractId = (value: string): ContractId => checkId<ContractId>('contractId', value);
 export const phaseId = (value: string): PhaseId => checkId<PhaseId>('phaseId', value);

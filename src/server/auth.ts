@@ -51,11 +51,19 @@ export function bearerOf(header: string | string[] | undefined): string | undefi
   return m ? m[1] : undefined;
 }
 
-/** A receipt may only name, as its reporting agent (`from`), an agent the token is bound to. */
+/**
+ * A token bound to agents may only deliver receipts whose reporting agent (`from`) is one of them, and must name
+ * it: a bound source cannot send an anonymous outcome or run end either. Gap receipts are exempt (they can only
+ * make a run uncertain, never green).
+ */
 export function bindingFor(entry: TokenEntry): SourceBinding | undefined {
   const agents = entry.agents;
   if (!agents) return undefined;
-  return (r: Receipt) => (r.from !== undefined && !agents.has(r.from) ? `source ${entry.source} may not speak for agent "${r.from}"` : null);
+  return (r: Receipt) => {
+    if (r.type === 'gap') return null;
+    if (r.from === undefined) return `source ${entry.source} is bound to agents and must name the reporting agent ("from")`;
+    return agents.has(r.from) ? null : `source ${entry.source} may not speak for agent "${r.from}"`;
+  };
 }
 
 /** The API token a browser sends as the `topology_audit_token` cookie (for the web view). */

@@ -1,5 +1,5 @@
 /** Shared pieces of the dialect mappings: reading ids off a span, and the receipts and records they yield. */
-import { ID_PATTERN } from '../../core/receipt.js';
+import { AGENT_ID_PATTERN } from '../../core/receipt.js';
 import type { EdgeKind, Receipt } from '../../core/types.js';
 import type { AttrValue, SpanRecord } from '../../otlp/types.js';
 import { UNNAMED_AGENT, type AgentSpan, type HandoffSpan } from '../callers.js';
@@ -21,7 +21,7 @@ export interface DialectResult {
 export type Dialect = (span: SpanRecord) => DialectResult | null;
 
 export const str = (v: AttrValue | undefined): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
-export const isId = (v: string | undefined): v is string => v !== undefined && ID_PATTERN.test(v);
+export const isId = (v: string | undefined): v is string => v !== undefined && AGENT_ID_PATTERN.test(v);
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The run a span names (`topology.run.id`, else `gen_ai.conversation.id`), or null when it names none. */
