@@ -4,7 +4,7 @@
  * the file lets it start, and the run is still audited against the content it pinned. Two files holding one
  * (contract, version) with different content are refused at load, naming both files.
  */
-import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -97,6 +97,32 @@ describe('contract integrity', () => {
       expect(pin.content).toContain('"withinMs":600000');
     } finally {
       expect(await again.stop()).toBe(0);
+    }
+  });
+
+  it('a run keeps its pinned content when its contract file is removed from the directory', async () => {
+    const contracts = copyContracts();
+    const dataDir = tempDir('ta-data-');
+    const run = 'removed-file-run';
+    const first = await startServerProcess({ contracts, dataDir });
+    let before: { verdict: string; findings: unknown[] };
+    try {
+      await fetch(`${first.api}/v1/receipts`, { method: 'POST', body: pinningReceipts(run), headers: { 'content-type': 'application/x-ndjson' } });
+      before = (await getJson(`${first.api}/api/v1/runs/${run}`)).body;
+      expect(before.verdict).toBe('waiting');
+    } finally {
+      await first.stop();
+    }
+    rmSync(join(contracts, 'research-publish.yaml'));
+    const again = await startServerProcess({ contracts, dataDir });
+    try {
+      const after = (await getJson(`${again.api}/api/v1/runs/${run}`)).body;
+      expect(after.pin).toMatchObject({ contract: 'research-publish', version: '3', phase: 'research' });
+      expect(after.verdict).toBe('waiting');
+      expect(after.findings).toEqual(before.findings.map((f: any) => ({ ...f, message: expect.any(String) })));
+      expect((await getJson(`${again.api}/api/v1/contracts/research-publish/3`)).status).toBe(404);
+    } finally {
+      await again.stop();
     }
   });
 

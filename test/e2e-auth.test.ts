@@ -71,6 +71,10 @@ describe('authenticated sources', () => {
     expect(r3.accepted).toBe(0);
     expect(r3.rejected).toHaveLength(2);
     expect(r3.rejected[0].error).toMatch(/may not speak for agent "verifier"/);
+    // A bound token must name its agent: an anonymous verified outcome is refused too.
+    const anonymous = await (await post(RESEARCHER, line({ run, event: 'o2', type: 'outcome', at: at(5), version: '3', verified: true }))).json();
+    expect(anonymous.accepted).toBe(0);
+    expect(anonymous.rejected[0].error).toMatch(/must name the reporting agent/);
     const v = await (await api(`/api/v1/runs/${run}`)).json();
     expect(v.verdict).toBe('waiting');
     expect(v.receipts.map((x: { event: string }) => x.event).sort()).toEqual(['e1', 'e2', 's', 'w']);
@@ -80,6 +84,7 @@ describe('authenticated sources', () => {
     expect(gate.code).toBe(1);
     const m = await (await api('/metrics')).text();
     expect(m).toMatch(/topology_receipts_total\{type="edge",result="rejected"\} 1/);
+    expect(m).toMatch(/topology_receipts_total\{type="outcome",result="rejected"\} 2/);
   });
 
   it('refuses to bind a non-loopback address without tokens unless --insecure', async () => {

@@ -86,7 +86,10 @@ export class AuditEngine extends EventEmitter {
 
   private pinningFor(state: RunState): Pinning {
     const record = this.store.getPin(state.run);
-    if (record && !state.firstStart()) {
+    const start = state.firstStart();
+    // A stored pin is never changed: it holds while no run.start names another pin (a run.start that does governs,
+    // e.g. over a default pin taken before it arrived). Its content comes from the store even if the file is gone.
+    if (record && (!start || (start.contract === record.pin.contract && (start.version ?? record.pin.version) === record.pin.version && (start.phase ?? record.pin.phase) === record.pin.phase))) {
       const c = this.pinnedContracts.get(record.contractHash);
       if (c) return { ok: true, pin: record.pin, contract: c };
     }
