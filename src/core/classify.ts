@@ -4,7 +4,8 @@
  * Receipts are folded into a RunState whose aggregates are commutative (sets, minima, counts), so the
  * verdict cannot depend on arrival order, and adding one receipt costs O(1): the server keeps one RunState
  * per live run and re-evaluates it without re-reading the run. `evaluate` costs O(plan + distinct edges,
- * agents and versions), not O(receipts).
+ * agents and versions + declared waits), plus the event lists its findings carry; it re-reads receipts only to
+ * list the events of an unknown agent or a foreign version.
  */
 import type { Contract, PlanStep } from './contract.js';
 import { compactKey, edgeKey, humanDuration, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
@@ -23,9 +24,103 @@ interface EdgeAgg {
   from: string;
   to: string;
   kind: string;
-  obs: Obs[];
+  /** How many receipts observed this edge. */
+  count: number;
   /** The earliest observation (by time, then event id). */
   first: Obs;
+  /** Event ids of the observations, sorted; ids added since the last read wait in `unsorted` (see sortedEvents). */
+  sorted: string[];
+  unsorted: string[];
+}
+
+/** A parsed wait edge: its spec and canonical text (shared by every wait on the same text). */
+interface WaitEdge {
+  spec: EdgeSpec;
+  key: string;
+}
+
+/** A declared wait with what evaluate needs from it, read once when the receipt is folded. */
+interface WaitFacts {
+  receipt: Receipt;
+  at: number;
+  deadline: number;
+  /** The awaited edge, or null when its text does not parse (validated at ingest; such a wait is ignored). */
+  edge: WaitEdge | null;
+}
+
+/** Parsed wait edges by their text: a run's waits usually name a handful of edges. Bounded. */
+const waitEdges = new Map<string, WaitEdge | null>();
+const WAIT_EDGE_CACHE = 10_000;
+
+function waitEdgeOf(text: string): WaitEdge | null {
+  let parsed = waitEdges.get(text);
+  if (parsed !== undefined) return parsed;
+  try {
+    const spec = parseEdge(text);
+    parsed = { spec, key: specKey(spec) };
+  } catch {
+    parsed = null; // validated at ingest; an unparsable wait is ignored by evaluate
+  }
+  if (waitEdges.size < WAIT_EDGE_CACHE) waitEdges.set(text, parsed);
+  return parsed;
+}
+
+/**
+ * Receipt fields whose values repeat across receipts (types, versions, enums, agent and contract ids): the copy a
+ * RunState keeps shares one string per distinct value, so a million live receipts do not hold a million copies
+ * of "orchestrator". Bounded: past the bound new values are kept as they are.
+ */
+const SHARED_FIELDS = ['type', 'version', 'status', 'contract', 'phase', 'from', 'to', 'kind', 'on', 'edge', 'result', 'reason', 'state', 'finalOwner', 'onTimeout', 'budgetOp'] as const;
+const sharedStrings = new Map<string, string>();
+const SHARED_STRINGS = 100_000;
+
+function shared(v: string): string {
+  const s = sharedStrings.get(v);
+  if (s !== undefined) return s;
+  if (sharedStrings.size < SHARED_STRINGS) sharedStrings.set(v, v);
+  return v;
+}
+
+/** The receipt as a RunState keeps it: an equal copy (same fields, same order) whose repeated strings are shared. */
+function keptReceipt(r: Receipt, run: string): Receipt {
+  const c = { ...r } as Record<string, unknown>;
+  if (c.run === run) c.run = run;
+  for (const k of SHARED_FIELDS) {
+    const v = c[k];
+    if (typeof v === 'string') c[k] = shared(v);
+  }
+  return c as unknown as Receipt;
+}
+
+/** An edge aggregate's event ids in sorted order (the order sortStr gives), merging in ids added since the last call. */
+function sortedEvents(e: EdgeAgg): string[] {
+  if (e.unsorted.length > 0) {
+    e.sorted = mergeSorted(e.sorted, e.unsorted.sort());
+    e.unsorted = [];
+  }
+  return e.sorted;
+}
+
+/** Merge of two sorted lists of distinct strings (code unit order, as Array.prototype.sort). */
+function mergeSorted(a: string[], b: string[]): string[] {
+  if (a.length === 0) return b;
+  if (b.length === 0) return a;
+  const out: string[] = new Array(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = a[i] < b[j] ? a[i++] : b[j++];
+  while (i < a.length) out[k++] = a[i++];
+  while (j < b.length) out[k++] = b[j++];
+  return out;
+}
+
+/** tripleKey of each target of a spec, made once per spec object (plan steps and wait edges are long-lived). */
+const specTriples = new WeakMap<EdgeSpec, string[]>();
+function tripleKeysOf(spec: EdgeSpec): string[] {
+  let keys = specTriples.get(spec);
+  if (keys === undefined) specTriples.set(spec, (keys = spec.to.map((t) => tripleKey(spec.from, t, spec.kind))));
+  return keys;
 }
 
 /** Earlier of two (time, event) pairs: by time, then event id. */
@@ -33,10 +128,8 @@ function earlier(a: Obs | null, b: Obs): boolean {
   return a === null || b.at < a.at || (b.at === a.at && b.event < a.event);
 }
 
-function push<K>(m: Map<K, string[]>, k: K, v: string): void {
-  const l = m.get(k);
-  if (l) l.push(v);
-  else m.set(k, [v]);
+function count<K>(m: Map<K, number>, k: K): void {
+  m.set(k, (m.get(k) ?? 0) + 1);
 }
 
 /** The fold of one run's receipts. */
@@ -50,9 +143,13 @@ export class RunState {
   firstAt = Infinity;
   lastAt = -Infinity;
   edges = new Map<string, EdgeAgg>();
-  agents = new Map<string, string[]>();
-  versions = new Map<string, string[]>();
+  /** Agents named by the receipts (as from, an edge's to, a wait's on), with how often; events via agentEvents. */
+  agents = new Map<string, number>();
+  /** Versions the receipts carry, with how often; events via versionEvents. */
+  versions = new Map<string, number>();
   waits: Receipt[] = [];
+  /** Parsed facts of `waits`, in the same order. */
+  waitFacts: WaitFacts[] = [];
   verifiedOutcome: Obs | null = null;
   gaps: Receipt[] = [];
   notOk: string[] = [];
@@ -64,8 +161,12 @@ export class RunState {
     return this.byEvent.size;
   }
 
-  /** Adds one receipt; a repeat of an event id with equal content is a duplicate, with different content a conflict. */
-  add(r: Receipt): AddResult {
+  /**
+   * Adds one receipt; a repeat of an event id with equal content is a duplicate, with different content a conflict.
+   * The state keeps an equal copy of the receipt (see keptReceipt), never the caller's object.
+   */
+  add(input: Receipt): AddResult {
+    const r = keptReceipt(input, this.run);
     const conflicted = this.conflicts.get(r.event);
     if (conflicted) {
       const c = receiptCanon(r);
@@ -95,6 +196,7 @@ export class RunState {
     this.agents = new Map();
     this.versions = new Map();
     this.waits = [];
+    this.waitFacts = [];
     this.verifiedOutcome = null;
     this.gaps = [];
     this.notOk = [];
@@ -106,9 +208,9 @@ export class RunState {
     const at = instant(r.at);
     if (at < this.firstAt) this.firstAt = at;
     if (at > this.lastAt) this.lastAt = at;
-    if (r.version !== undefined) push(this.versions, r.version, r.event);
+    if (r.version !== undefined) count(this.versions, r.version);
     if (r.status !== undefined && r.status !== 'ok') this.notOk.push(r.event);
-    if (r.from !== undefined) push(this.agents, r.from, r.event);
+    if (r.from !== undefined) count(this.agents, r.from);
     switch (r.type) {
       case 'run.start':
         this.starts.push(r);
@@ -117,19 +219,20 @@ export class RunState {
         this.ends.push(r);
         break;
       case 'edge': {
-        push(this.agents, r.to!, r.event);
+        count(this.agents, r.to!);
         const k = tripleKey(r.from!, r.to!, r.kind!);
         const e = this.edges.get(k);
-        const o = { event: r.event, at };
         if (e) {
-          e.obs.push(o);
-          if (earlier(e.first, o)) e.first = o;
-        } else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, obs: [o], first: o });
+          e.count++;
+          e.unsorted.push(r.event);
+          if (at < e.first.at || (at === e.first.at && r.event < e.first.event)) e.first = { event: r.event, at };
+        } else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, count: 1, first: { event: r.event, at }, sorted: [r.event], unsorted: [] });
         break;
       }
       case 'wait':
-        push(this.agents, r.on!, r.event);
+        count(this.agents, r.on!);
         this.waits.push(r);
+        this.waitFacts.push({ receipt: r, at, deadline: instant(r.deadline!), edge: waitEdgeOf(r.edge!) });
         break;
       case 'outcome':
         if (r.verified === true) {
@@ -144,6 +247,22 @@ export class RunState {
         this.handoffs.push(r);
         break;
     }
+  }
+
+  /** Event ids of the receipts naming `agent` (as from, an edge's to, a wait's on), in fold order. */
+  agentEvents(agent: string): string[] {
+    const out: string[] = [];
+    for (const r of this.byEvent.values()) {
+      if ((r.from !== undefined && r.from === agent) || (r.type === 'edge' && r.to === agent) || (r.type === 'wait' && r.on === agent)) out.push(r.event);
+    }
+    return out;
+  }
+
+  /** Event ids of the receipts carrying `version`, in fold order. */
+  versionEvents(version: string): string[] {
+    const out: string[] = [];
+    for (const r of this.byEvent.values()) if (r.version !== undefined && r.version === version) out.push(r.event);
+    return out;
   }
 
   /** The earliest run.start (by time, then event id), the one that pins. */
@@ -183,7 +302,8 @@ export interface EvaluateOptions {
   extraFindings?: (state: RunState, now: number) => Finding[];
 }
 
-const sortStr = (a: string[]) => [...new Set(a)].sort();
+/** Distinct values, sorted (copies; short lists without the Set). */
+const sortStr = (a: string[]): string[] => (a.length === 0 ? [] : a.length === 1 ? [a[0]] : [...new Set(a)].sort());
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The naive rule (section 3), for comparison only: never used to decide. */
@@ -199,8 +319,9 @@ export function naiveVerdict(state: RunState): NaiveVerdict {
 export function evaluate(state: RunState, pinning: Pinning, now: number, opts: EvaluateOptions = {}): RunVerdict {
   const findings: Finding[] = [];
   let nextChangeAt = Infinity;
-  const add = (f: Omit<Finding, 'agents' | 'events'> & { agents?: string[]; events?: string[] }) =>
-    findings.push({ ...f, agents: sortStr(f.agents ?? []), events: sortStr(f.events ?? []) });
+  // `eventsSorted`: the events are already distinct and sorted (a fresh copy is still made).
+  const add = (f: Omit<Finding, 'agents' | 'events'> & { agents?: string[]; events?: string[] }, eventsSorted = false) =>
+    findings.push({ ...f, agents: sortStr(f.agents ?? []), events: eventsSorted ? f.events!.slice() : sortStr(f.events ?? []) });
 
   // 1. uncertain: conflicts and gaps are reported whatever the pin.
   for (const [event, versions] of state.conflicts) {
@@ -234,8 +355,9 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
   if (contract.retired) {
     add({ verdict: 'stale_contract', code: 'retired_version', message: `the pinned version ${where} is retired: stop comparing the run with the wrong design; start runs on a current version`, settled: true });
   }
-  for (const [version, events] of state.versions) {
+  for (const version of state.versions.keys()) {
     if (version === pin.version) continue;
+    const events = state.versionEvents(version);
     add({
       verdict: 'stale_contract',
       code: 'version_mismatch',
@@ -264,45 +386,56 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
   }
 
   // 3. unknown_agent
-  for (const [agent, events] of state.agents) {
+  for (const agent of state.agents.keys()) {
     if (contract.agentSet.has(agent)) continue;
-    add({ verdict: 'unknown_agent', code: 'unknown_agent', agents: [agent], events, message: `agent "${agent}" is not in ${where}: verify identity and authority`, settled: true });
+    add({ verdict: 'unknown_agent', code: 'unknown_agent', agents: [agent], events: state.agentEvents(agent), message: `agent "${agent}" is not in ${where}: verify identity and authority`, settled: true });
   }
 
   // 4. forbidden_edge and 5. ambiguous_route
-  const ruleCounts = new Map<number, { events: string[]; edges: Set<string> }>();
-  for (const e of state.edges.values()) {
-    const k = edgeKey(e.from, e.to, e.kind);
-    const rule = contract.allowByEdge.get(tripleKey(e.from, e.to, e.kind));
+  // Per allow rule: how often its edges were observed, by which aggregates (events are read only for a finding).
+  const ruleCounts = new Map<number, { count: number; aggs: EdgeAgg[]; edges: Set<string> }>();
+  for (const [triple, e] of state.edges) {
+    const rule = contract.allowByEdge.get(triple); // edges are keyed by tripleKey(from, to, kind)
     if (!rule) {
-      add({
-        verdict: 'forbidden_edge',
-        code: 'forbidden_edge',
-        edge: k,
-        agents: [e.from, e.to],
-        events: e.obs.map((o) => o.event),
-        message: `${k} is not allowed by ${where}: contain the route before retrying work`,
-        settled: true,
-      });
+      const k = edgeKey(e.from, e.to, e.kind);
+      add(
+        {
+          verdict: 'forbidden_edge',
+          code: 'forbidden_edge',
+          edge: k,
+          agents: [e.from, e.to],
+          events: sortedEvents(e),
+          message: `${k} is not allowed by ${where}: contain the route before retrying work`,
+          settled: true,
+        },
+        true,
+      );
       continue;
     }
-    const c = ruleCounts.get(rule.index) ?? { events: [], edges: new Set<string>() };
-    for (const o of e.obs) c.events.push(o.event);
+    const c = ruleCounts.get(rule.index) ?? { count: 0, aggs: [], edges: new Set<string>() };
+    c.count += e.count;
+    c.aggs.push(e);
     c.edges.add(e.from).add(e.to);
     ruleCounts.set(rule.index, c);
   }
   for (const rule of contract.allow) {
     const c = ruleCounts.get(rule.index);
-    if (!c || c.events.length <= rule.max) continue;
-    add({
-      verdict: 'ambiguous_route',
-      code: 'multiplicity',
-      edge: rule.key,
-      agents: [...c.edges],
-      events: c.events,
-      message: `${rule.key} observed ${c.events.length} times (max ${rule.max}): reconcile ownership and possible duplicate effects`,
-      settled: true,
-    });
+    if (!c || c.count <= rule.max) continue;
+    // Event ids are distinct across a run's edges, so merging each edge's sorted ids gives sortStr's result.
+    let events: string[] = [];
+    for (const e of c.aggs) events = mergeSorted(events, sortedEvents(e));
+    add(
+      {
+        verdict: 'ambiguous_route',
+        code: 'multiplicity',
+        edge: rule.key,
+        agents: [...c.edges],
+        events,
+        message: `${rule.key} observed ${c.count} times (max ${rule.max}): reconcile ownership and possible duplicate effects`,
+        settled: true,
+      },
+      true,
+    );
   }
 
   // Plan, waits, outcome and end.
@@ -311,8 +444,8 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
   const startAt = first ? instant(first.at) : state.firstAt;
   const observedAt = (spec: EdgeSpec): Obs | null => {
     let best: Obs | null = null;
-    for (const t of spec.to) {
-      const e = state.edges.get(tripleKey(spec.from, t, spec.kind));
+    for (const triple of tripleKeysOf(spec)) {
+      const e = state.edges.get(triple);
       // The earliest observation at or before the end is the edge's earliest, if that one is not after the end.
       if (e && e.first.at <= endAt && earlier(best, e.first)) best = e.first;
     }
@@ -396,19 +529,16 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     }
   });
 
-  for (const w of state.waits) {
-    const at = instant(w.at);
-    const deadline = instant(w.deadline!);
+  const waitSeen = new Map<WaitEdge, Obs | null>();
+  for (const { receipt: w, at, deadline, edge } of state.waitFacts) {
     if (at > endAt || deadline > endAt) continue; // void after the end
-    let spec: EdgeSpec;
-    try {
-      spec = parseEdge(w.edge!);
-    } catch {
-      continue; // validated at ingest
-    }
-    const seen = observedAt(spec);
-    const key = specKey(spec);
+    if (edge === null) continue; // validated at ingest
+    const { spec, key } = edge;
+    // Waits usually share a few edges (and their WaitEdge objects): look each one up once per evaluation.
+    let seen = waitSeen.get(edge);
+    if (seen === undefined) waitSeen.set(edge, (seen = observedAt(spec)));
     if (seen && seen.at <= deadline) continue;
+    const deadlineIso = iso(deadline);
     if (now >= deadline || seen) {
       add({
         verdict: 'incomplete',
@@ -417,8 +547,8 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         agents: [w.on!],
         events: seen ? [w.event, seen.event] : [w.event],
         message: seen
-          ? `${key}, waited on ${w.on}, came ${humanDuration(seen.at - deadline)} after the wait's deadline ${iso(deadline)}: investigate the first absent expected edge`
-          : `${key}, waited on ${w.on}, still absent at the wait's deadline ${iso(deadline)}: investigate the first absent expected edge`,
+          ? `${key}, waited on ${w.on}, came ${humanDuration(seen.at - deadline)} after the wait's deadline ${deadlineIso}: investigate the first absent expected edge`
+          : `${key}, waited on ${w.on}, still absent at the wait's deadline ${deadlineIso}: investigate the first absent expected edge`,
         settled: true,
       });
     } else if (!end) {
@@ -429,7 +559,7 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         edge: key,
         agents: [w.on!],
         events: [w.event],
-        message: `declared wait on ${w.on} for ${key} until ${iso(deadline)} (${humanDuration(deadline - now)} left): notify or observe the named dependency`,
+        message: `declared wait on ${w.on} for ${key} until ${deadlineIso} (${humanDuration(deadline - now)} left): notify or observe the named dependency`,
         settled: false,
       });
     } else {
@@ -475,20 +605,37 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
   return finish(state, pin, findings, nextChangeAt, planFinished);
 }
 
-function compareFindings(a: Finding, b: Finding): number {
+/** A finding with its sort keys; the joined agent and event lists are made only when a comparison reaches them. */
+interface SortableFinding {
+  f: Finding;
+  precedence: number;
+  agents: string | null;
+  events: string | null;
+}
+
+/** Findings order: precedence, code, edge, agents, events, message. */
+function compareFindings(a: SortableFinding, b: SortableFinding): number {
   return (
-    precedence(a.verdict) - precedence(b.verdict) ||
-    cmp(a.code, b.code) ||
-    cmp(a.edge ?? '', b.edge ?? '') ||
-    cmp(a.agents.join(','), b.agents.join(',')) ||
-    cmp(a.events.join(','), b.events.join(',')) ||
-    cmp(a.message, b.message)
+    a.precedence - b.precedence ||
+    cmp(a.f.code, b.f.code) ||
+    cmp(a.f.edge ?? '', b.f.edge ?? '') ||
+    cmp((a.agents ??= a.f.agents.join(',')), (b.agents ??= b.f.agents.join(','))) ||
+    cmp((a.events ??= a.f.events.join(',')), (b.events ??= b.f.events.join(','))) ||
+    cmp(a.f.message, b.f.message)
   );
 }
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** Sorts findings in place by compareFindings (a stable sort, as before). */
+function sortFindings(findings: Finding[]): void {
+  if (findings.length < 2) return;
+  const sortable = findings.map((f): SortableFinding => ({ f, precedence: precedence(f.verdict), agents: null, events: null }));
+  sortable.sort(compareFindings);
+  for (let i = 0; i < sortable.length; i++) findings[i] = sortable[i].f;
+}
+
 function finish(state: RunState, pin: Pin | null, findings: Finding[], nextChangeAt: number, planFinished = false): RunVerdict {
-  findings.sort(compareFindings);
+  sortFindings(findings);
   let verdict: Verdict = planFinished ? 'healthy' : 'working';
   for (const f of findings) if (precedence(f.verdict) < precedence(verdict)) verdict = f.verdict;
   const settledVerdict = verdict !== 'working' && verdict !== 'waiting' && verdict !== 'uncertain';
