@@ -319,16 +319,17 @@ describe('deadlines and now', () => {
     expect(v.verdict).toBe('healthy');
   });
 
-  it('an ended run\'s deadline (at or before the end) that now has not reached yet is announced in nextChangeAt', () => {
+  it('an ended run\'s deadline at or before its end has passed even when now is earlier (the end receipt proves the time)', () => {
     // Receipt clocks ahead of the evaluator: the run ended at minute 5, the wait's deadline is 3, now is 2.
     const rs = [phase('lite'), edge('e1', 1, 'o -> r : delegate'), wait('w', 1, 'p', 'o -> p : delegate', 3), end('end', 5)];
     const before = verdictAt(registry, rs, 2);
     expect(before.findings.some((f) => f.verdict === 'waiting')).toBe(false); // an ended run waits for nothing
-    expect(before.nextChangeAt).toBe(ms(3));
-    expect(finding(verdictAt(registry, rs, 3), 'missed_wait').verdict).toBe('incomplete');
+    expect(finding(before, 'missed_wait').verdict).toBe('incomplete');
+    expect(before.nextChangeAt).toBeNull(); // nothing left to move with time: the verdict is the same at 3 and later
+    expect(verdictAt(registry, rs, 3).findings).toEqual(before.findings);
     const plan = [main(), edge('e1', 1, 'o -> r : delegate'), edge('e2', 2, 'r -> v : handoff'), end('end', 20, 'failed')];
-    expect(verdictAt(registry, plan, 5).nextChangeAt).toBe(ms(12));
-    expect(codes(verdictAt(registry, plan, 12))).toContain('missed_deadline v -> o : return');
+    expect(codes(verdictAt(registry, plan, 5))).toContain('missed_deadline v -> o : return');
+    expect(verdictAt(registry, plan, 5).nextChangeAt).toBeNull();
   });
 
   it('an edge is due at the latest observation time of its `after` edges, even when that is before the run.start time', () => {

@@ -441,6 +441,9 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
   // Plan, waits, outcome and end.
   const end = state.firstEnd();
   const endAt = end ? instant(end.at) : Infinity;
+  // A run's own end receipt proves time reached its end: for an ended run, a deadline at or before the end has
+  // passed whatever `now` says (clock skew, `replay --now` in the past), so an ended run's verdict cannot move with time.
+  const clock = end ? Math.max(now, endAt) : now;
   const startAt = first ? instant(first.at) : state.firstAt;
   const observedAt = (spec: EdgeSpec): Obs | null => {
     let best: Obs | null = null;
@@ -494,19 +497,17 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     }
     absent.push(step);
     if (d === null) return; // not due yet: pending behind earlier edges
-    if (deadline !== null && now >= deadline && deadline <= endAt) {
+    if (deadline !== null && clock >= deadline && deadline <= endAt) {
       add({
         verdict: 'incomplete',
         code: 'missed_deadline',
         edge: step.key,
         agents: step.dependency ? [step.dependency] : [],
-        message: `${step.key} still absent at its deadline ${iso(deadline)} (${humanDuration(now - deadline)} ago): investigate the first absent expected edge`,
+        message: `${step.key} still absent at its deadline ${iso(deadline)}${end ? '' : ` (${humanDuration(now - deadline)} ago)`}: investigate the first absent expected edge`,
         settled: true,
       });
     } else if (end) {
-      // an ended run waits for nothing; completion decides below. A deadline at or before the end
-      // that `now` has not reached yet still adds a missed_deadline finding when it passes.
-      if (deadline !== null && deadline <= endAt) nextChangeAt = Math.min(nextChangeAt, deadline);
+      // an ended run waits for nothing; completion decides below
     } else if (deadline !== null && step.dependency) {
       nextChangeAt = Math.min(nextChangeAt, deadline);
       add({
@@ -539,7 +540,7 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     if (seen === undefined) waitSeen.set(edge, (seen = observedAt(spec)));
     if (seen && seen.at <= deadline) continue;
     const deadlineIso = iso(deadline);
-    if (now >= deadline || seen) {
+    if (clock >= deadline || seen) {
       add({
         verdict: 'incomplete',
         code: seen ? 'late_wait' : 'missed_wait',

@@ -176,7 +176,9 @@ export function referenceClassify(receipts: Receipt[], now: number, contracts: C
     everyEdgeObserved = false;
     missing.push(s.key);
     if (due === null) continue; // not due: behind absent edges
-    const deadlinePassed = deadline !== null && now >= deadline;
+    // an ended run's own end receipt proves time reached its end
+    const clock = end ? Math.max(now, endAt) : now;
+    const deadlinePassed = deadline !== null && clock >= deadline;
     if (deadlinePassed && deadline! <= endAt) say('incomplete', 'missed_deadline', [], s.key, true);
     else if (end) continue; // an ended run waits for nothing
     else if (deadline !== null && s.dependency !== undefined) say('waiting', 'waiting', [], s.key, false);
@@ -191,7 +193,7 @@ export function referenceClassify(receipts: Receipt[], now: number, contracts: C
     const o = earliestObservation(spec);
     if (o && time(o.at) <= deadline) continue;
     if (o) say('incomplete', 'late_wait', [w.event, o.event], specKey(spec), true);
-    else if (now >= deadline) say('incomplete', 'missed_wait', [w.event], specKey(spec), true);
+    else if ((end ? Math.max(now, endAt) : now) >= deadline) say('incomplete', 'missed_wait', [w.event], specKey(spec), true);
     else if (!end) say('waiting', 'declared_wait', [w.event], specKey(spec), false);
   }
 
