@@ -141,6 +141,8 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   ports.otlpGrpc = grpcServer.port;
 
   let lastPrune = Date.now();
+  // Prune at least every minute, and often enough for short retentions.
+  const pruneEveryMs = Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2));
   let ticking = false;
   const timer = setInterval(() => {
     if (ticking) return;
@@ -153,7 +155,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
         metrics.callerUnresolved(gaps.length);
         ingestor.internal(gaps).catch((e) => cfg.log('gap_commit_failed', { error: (e as Error).message }));
       }
-      if (now - lastPrune > 60_000) {
+      if (now - lastPrune >= pruneEveryMs) {
         lastPrune = now;
         engine.prune(now);
       }
