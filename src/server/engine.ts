@@ -8,7 +8,7 @@ import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { ReceiptStore } from '../store/index.js';
+import type { PinRecord, ReceiptStore } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 
 export interface EngineHooks {
@@ -30,6 +30,8 @@ interface LiveRun {
   state: RunState;
   verdict: RunVerdict;
   updatedAt: number;
+  /** The run's pin record once one exists (a pin never changes once written), so evaluations skip the store. */
+  pin?: PinRecord;
 }
 
 export interface IngestOutcome {
@@ -84,8 +86,9 @@ export class AuditEngine extends EventEmitter {
     return { runs: this.runs.size, receipts };
   }
 
-  private pinningFor(state: RunState): Pinning {
-    const record = this.store.getPin(state.run);
+  private pinningFor(state: RunState, live?: LiveRun): Pinning {
+    const record = live?.pin ?? this.store.getPin(state.run);
+    if (live && record) live.pin = record;
     if (record && !state.firstStart()) {
       const c = this.pinnedContracts.get(record.contractHash);
       if (c) return { ok: true, pin: record.pin, contract: c };
@@ -98,14 +101,15 @@ export class AuditEngine extends EventEmitter {
       }
       if (!record) {
         this.store.putContractContent(p.contract.hash, p.contract.contract, p.contract.version, p.contract.canonical);
-        this.store.setPin(state.run, p.pin, p.contract.hash);
+        const pinned = this.store.setPin(state.run, p.pin, p.contract.hash);
+        if (live) live.pin = pinned;
       }
     }
     return p;
   }
 
-  private evaluateRun(state: RunState, now: number): RunVerdict {
-    return evaluate(state, this.pinningFor(state), now, { registry: this.registry, extraFindings: this.opts.extraFindings });
+  private evaluateRun(state: RunState, now: number, live?: LiveRun): RunVerdict {
+    return evaluate(state, this.pinningFor(state, live), now, { registry: this.registry, extraFindings: this.opts.extraFindings });
   }
 
   /**
@@ -142,7 +146,7 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(run);
     if (!live) return;
     const before = live.verdict;
-    const after = this.evaluateRun(live.state, now);
+    const after = this.evaluateRun(live.state, now, live);
     live.verdict = after;
     live.updatedAt = now;
     this.deadlines.set(run, after.nextChangeAt);
