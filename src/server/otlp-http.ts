@@ -11,7 +11,7 @@ import {
   encodeRpcStatusProtobuf,
   GrpcStatusCode,
 } from '../otlp/index.js';
-import { HttpError, readBody } from './body.js';
+import { BodyBuffers, HttpError, readBodyInto } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
 export interface OtlpHttpOptions {
@@ -41,6 +41,8 @@ function sendStatus(res: ServerResponse, status: number, format: Format | null, 
 }
 
 export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts: OtlpHttpOptions, authenticate: Authenticate) {
+  // Export bodies are decoded as soon as they are read and never kept: their memory is reused.
+  const bodies = new BodyBuffers();
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const format = formatOf(req.headers['content-type']);
     const path = (req.url ?? '/').split('?')[0];
@@ -69,13 +71,16 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
     let release: (() => void) | undefined;
     try {
       release = ingestor.admit();
-      const body = await readBody(req, opts.maxBodyBytes);
+      const { body, release: releaseBody } = await readBodyInto(req, opts.maxBodyBytes, bodies);
       let decoded;
       try {
+        // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
         decoded = format === 'protobuf' ? decodeExportTraceRequest(body) : decodeExportTraceJson(body);
       } catch (e) {
         if (e instanceof OtlpDecodeError) throw new HttpError(400, `undecodable ${format === 'protobuf' ? 'protobuf' : 'JSON'} body: ${e.message}`, 'undecodable');
         throw e;
+      } finally {
+        releaseBody();
       }
       const result = await ingestor.spans(decoded, 'http', auth.source, auth.bind);
       metrics.ingestRequest('http', 200);
