@@ -10,6 +10,7 @@ import {
   encodeRpcStatusJson,
   encodeRpcStatusProtobuf,
   GrpcStatusCode,
+  type DecodedExport,
 } from '../otlp/index.js';
 import { BodyBuffers, HttpError, readBodyInto } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
@@ -72,7 +73,7 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
     try {
       release = ingestor.admit();
       const { body, release: releaseBody } = await readBodyInto(req, opts.maxBodyBytes, bodies);
-      let decoded;
+      let decoded: DecodedExport | undefined;
       try {
         // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
         decoded = format === 'protobuf' ? decodeExportTraceRequest(body) : decodeExportTraceJson(body);
@@ -82,7 +83,9 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
       } finally {
         releaseBody();
       }
-      const result = await ingestor.spans(decoded, 'http', auth.source, auth.bind);
+      const ingesting = ingestor.spans(decoded, 'http', auth.source, auth.bind);
+      decoded = undefined; // not held while the commit waits (see Ingestor.spans)
+      const result = await ingesting;
       metrics.ingestRequest('http', 200);
       const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
       send(res, 200, format, format === 'protobuf' ? encodeExportTraceResponseProtobuf(partial) : encodeExportTraceResponseJson(partial));
