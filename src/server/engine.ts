@@ -32,7 +32,13 @@ interface LiveRun {
   updatedAt: number;
   /** The run's pin record once one exists (a pin never changes once written), so evaluations skip the store. */
   pin?: PinRecord;
+  /** The gauge key of `gaugeOf` (the verdict it was made from), so the per-tick gauge allocates nothing per run. */
+  gaugeOf?: RunVerdict;
+  gaugeId?: string;
+  gaugeKey?: GaugeKey;
 }
+
+type GaugeKey = { contract: string; version: string; verdict: Verdict };
 
 export interface IngestOutcome {
   accepted: number;
@@ -208,11 +214,15 @@ export class AuditEngine extends EventEmitter {
   gauge(): { contract: string; version: string; verdict: Verdict; count: number }[] {
     const m = new Map<string, { contract: string; version: string; verdict: Verdict; count: number }>();
     for (const live of this.runs.values()) {
-      const k = key(live.verdict);
-      const id = `${k.contract}\u0000${k.version}\u0000${k.verdict}`;
-      const e = m.get(id);
+      if (live.gaugeOf !== live.verdict) {
+        const k = key(live.verdict);
+        live.gaugeOf = live.verdict;
+        live.gaugeKey = k;
+        live.gaugeId = `${k.contract}\u0000${k.version}\u0000${k.verdict}`;
+      }
+      const e = m.get(live.gaugeId!);
       if (e) e.count++;
-      else m.set(id, { ...k, count: 1 });
+      else m.set(live.gaugeId!, { ...live.gaugeKey!, count: 1 });
     }
     return [...m.values()];
   }
