@@ -46,9 +46,19 @@ export function storedReceiptFields(receipt: Receipt): Record<string, Json> {
   return kept;
 }
 
-/** Compact JSON of the receipt's known fields, as stored. */
+/**
+ * Compact JSON of the receipt's known fields, as stored. A plain object holding only known fields, none null and
+ * no `units` (every receipt a span or an NDJSON line produces) serialises as it is: JSON.stringify already drops
+ * undefined fields and keeps the key order, so the copy storedReceiptFields makes would be the same.
+ */
 export function compactReceiptJson(receipt: Receipt): string {
-  return JSON.stringify(storedReceiptFields(receipt));
+  if (Object.getPrototypeOf(receipt) !== Object.prototype) return JSON.stringify(storedReceiptFields(receipt));
+  for (const key in receipt) {
+    if (RECEIPT_FIELDS[key as keyof Receipt] !== true || key === 'units' || receipt[key as keyof Receipt] === null) {
+      return JSON.stringify(storedReceiptFields(receipt));
+    }
+  }
+  return JSON.stringify(receipt);
 }
 
 function normalisedValue(key: string, value: Json): Json {

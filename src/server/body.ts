@@ -12,14 +12,86 @@ export class HttpError extends Error {
 }
 
 /**
+ * Reusable receive buffers for bodies that are read, decoded at once and dropped (OTLP export requests): a
+ * multi-megabyte body is then copied chunk by chunk into memory that is already mapped and warm, instead of
+ * collecting the chunks and concatenating them into a fresh allocation per request (a second pass over the
+ * bytes, page faults on the new pages, and garbage the collector must chase). Bounded: at most `maxPooled`
+ * buffers of at most `maxPooledBytes` each are kept; larger or excess bodies get their own allocation.
+ */
+export class BodyBuffers {
+  private readonly free: Buffer[] = [];
+
+  constructor(
+    private readonly maxPooled = 8,
+    private readonly maxPooledBytes = 8 * 1024 * 1024,
+  ) {}
+
+  /** A buffer of exactly `size` bytes (uninitialised) and the function that hands its memory back. */
+  take(size: number): { buf: Buffer; release: () => void } {
+    if (size > this.maxPooledBytes) return { buf: Buffer.allocUnsafeSlow(size), release: () => {} };
+    let i = this.free.findIndex((b) => b.length >= size);
+    if (i < 0 && this.free.length > 0) i = 0; // too small: replaced by a larger one below
+    let backing = i >= 0 ? this.free.splice(i, 1)[0] : undefined;
+    if (backing === undefined || backing.length < size) {
+      backing = Buffer.allocUnsafeSlow(Math.min(this.maxPooledBytes, Math.max(size, 1 << 20)));
+    }
+    const kept = backing;
+    let released = false;
+    return {
+      buf: kept.subarray(0, size),
+      release: () => {
+        if (released) return;
+        released = true;
+        if (this.free.length < this.maxPooled) this.free.push(kept);
+      },
+    };
+  }
+}
+
+/**
  * Read a request body, refusing more than `limit` bytes on the wire and, after decompression, more than `limit`
  * bytes of content (a gzip bomb stops at the limit: zlib's maxOutputLength, never an unbounded buffer).
  */
 export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const { body } = await readBodyInto(req, limit, null);
+  return body;
+}
+
+/**
+ * readBody for a body used once, synchronously, and then dropped: with a declared length and no content
+ * encoding it is read into a buffer from `pool`. The caller must call `release` once it no longer reads `body`
+ * (and must keep no view of it: the memory is reused for a later request).
+ */
+export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null): Promise<{ body: Buffer; release: () => void }> {
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
     throw new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`, 'too_large');
+  }
+  const enc = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
+  const identity = enc === 'identity' || enc === '';
+  let raw: Buffer;
+  let release = () => {};
+  if (pool !== null && identity && Number.isInteger(declared) && declared > 0) {
+    // The HTTP parser delivers exactly the declared length (or the request fails), so the chunks fill the buffer.
+    const lease = pool.take(declared);
+    let size = 0;
+    try {
+      for await (const chunk of req) {
+        const c = chunk as Buffer;
+        if (size + c.length > declared) throw new HttpError(400, 'request body longer than its content-length');
+        c.copy(lease.buf, size);
+        size += c.length;
+      }
+    } catch (e) {
+      lease.release();
+      throw e;
+    }
+    if (size !== declared) {
+      lease.release();
+      throw new HttpError(400, `request body of ${size} bytes, content-length ${declared}`);
+    }
+    return { body: lease.buf, release: lease.release };
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -31,12 +103,11 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
     }
     chunks.push(chunk as Buffer);
   }
-  const raw = Buffer.concat(chunks, size);
-  const enc = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
-  if (enc === 'identity' || enc === '') return raw;
+  raw = Buffer.concat(chunks, size);
+  if (identity) return { body: raw, release };
   if (enc !== 'gzip' && enc !== 'deflate') throw new HttpError(415, `unsupported content-encoding "${enc.slice(0, 40)}" (gzip, deflate or identity)`, 'bad_content_type');
   try {
-    return enc === 'gzip' ? await gunzipAsync(raw, { maxOutputLength: limit }) : await inflateAsync(raw, { maxOutputLength: limit });
+    return { body: enc === 'gzip' ? await gunzipAsync(raw, { maxOutputLength: limit }) : await inflateAsync(raw, { maxOutputLength: limit }), release };
   } catch (e) {
     if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
       throw new HttpError(413, `decompressed body exceeds the limit of ${limit} bytes`, 'too_large');

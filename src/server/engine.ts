@@ -8,7 +8,7 @@ import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { ReceiptStore } from '../store/index.js';
+import type { PinRecord, ReceiptStore } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 
 export interface EngineHooks {
@@ -30,7 +30,15 @@ interface LiveRun {
   state: RunState;
   verdict: RunVerdict;
   updatedAt: number;
+  /** The run's pin record once one exists (a pin never changes once written), so evaluations skip the store. */
+  pin?: PinRecord;
+  /** The gauge key of `gaugeOf` (the verdict it was made from), so the per-tick gauge allocates nothing per run. */
+  gaugeOf?: RunVerdict;
+  gaugeId?: string;
+  gaugeKey?: GaugeKey;
 }
+
+type GaugeKey = { contract: string; version: string; verdict: Verdict };
 
 export interface IngestOutcome {
   accepted: number;
@@ -84,8 +92,9 @@ export class AuditEngine extends EventEmitter {
     return { runs: this.runs.size, receipts };
   }
 
-  private pinningFor(state: RunState): Pinning {
-    const record = this.store.getPin(state.run);
+  private pinningFor(state: RunState, live?: LiveRun): Pinning {
+    const record = live?.pin ?? this.store.getPin(state.run);
+    if (live && record) live.pin = record;
     const start = state.firstStart();
     // A stored pin is never changed: it holds while no run.start names another pin (a run.start that does governs,
     // e.g. over a default pin taken before it arrived). Its content comes from the store even if the file is gone.
@@ -101,14 +110,15 @@ export class AuditEngine extends EventEmitter {
       }
       if (!record) {
         this.store.putContractContent(p.contract.hash, p.contract.contract, p.contract.version, p.contract.canonical);
-        this.store.setPin(state.run, p.pin, p.contract.hash);
+        const pinned = this.store.setPin(state.run, p.pin, p.contract.hash);
+        if (live) live.pin = pinned;
       }
     }
     return p;
   }
 
-  private evaluateRun(state: RunState, now: number): RunVerdict {
-    return evaluate(state, this.pinningFor(state), now, { registry: this.registry, extraFindings: this.opts.extraFindings });
+  private evaluateRun(state: RunState, now: number, live?: LiveRun): RunVerdict {
+    return evaluate(state, this.pinningFor(state, live), now, { registry: this.registry, extraFindings: this.opts.extraFindings });
   }
 
   /**
@@ -145,7 +155,7 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(run);
     if (!live) return;
     const before = live.verdict;
-    const after = this.evaluateRun(live.state, now);
+    const after = this.evaluateRun(live.state, now, live);
     live.verdict = after;
     live.updatedAt = now;
     this.deadlines.set(run, after.nextChangeAt);
@@ -207,11 +217,15 @@ export class AuditEngine extends EventEmitter {
   gauge(): { contract: string; version: string; verdict: Verdict; count: number }[] {
     const m = new Map<string, { contract: string; version: string; verdict: Verdict; count: number }>();
     for (const live of this.runs.values()) {
-      const k = key(live.verdict);
-      const id = `${k.contract}\u0000${k.version}\u0000${k.verdict}`;
-      const e = m.get(id);
+      if (live.gaugeOf !== live.verdict) {
+        const k = key(live.verdict);
+        live.gaugeOf = live.verdict;
+        live.gaugeKey = k;
+        live.gaugeId = `${k.contract}\u0000${k.version}\u0000${k.verdict}`;
+      }
+      const e = m.get(live.gaugeId!);
       if (e) e.count++;
-      else m.set(id, { ...k, count: 1 });
+      else m.set(live.gaugeId!, { ...live.gaugeKey!, count: 1 });
     }
     return [...m.values()];
   }

@@ -1,7 +1,7 @@
 /** OTLP/gRPC receiver: TraceService/Export with the request as a raw Buffer, decoded by the same content-free walker. */
 import * as grpc from '@grpc/grpc-js';
 import type { AuditMetrics } from '../metrics/index.js';
-import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf } from '../otlp/index.js';
+import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
 export const TRACE_SERVICE = {
@@ -44,7 +44,7 @@ export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: strin
         if (e instanceof SaturatedError) return fail(cb, grpc.status.UNAVAILABLE, e.message, 'saturated');
         return fail(cb, grpc.status.UNAVAILABLE, (e as Error).message, 'store_unavailable');
       }
-      let decoded;
+      let decoded: DecodedExport | undefined;
       try {
         decoded = decodeExportTraceRequest(call.request);
       } catch (e) {
@@ -52,7 +52,9 @@ export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: strin
         if (e instanceof OtlpDecodeError) return fail(cb, grpc.status.INVALID_ARGUMENT, `undecodable protobuf: ${e.message}`, 'undecodable');
         return fail(cb, grpc.status.INTERNAL, 'internal error');
       }
-      ingestor.spans(decoded, 'grpc', auth.source, auth.bind).finally(release).then(
+      const ingesting = ingestor.spans(decoded, 'grpc', auth.source, auth.bind);
+      decoded = undefined; // not held while the commit waits (see Ingestor.spans)
+      ingesting.finally(release).then(
         (result) => {
           metrics.ingestRequest('grpc', 'OK');
           const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;

@@ -10,8 +10,9 @@ import {
   encodeRpcStatusJson,
   encodeRpcStatusProtobuf,
   GrpcStatusCode,
+  type DecodedExport,
 } from '../otlp/index.js';
-import { HttpError, readBody } from './body.js';
+import { BodyBuffers, HttpError, readBodyInto } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
 export interface OtlpHttpOptions {
@@ -41,6 +42,8 @@ function sendStatus(res: ServerResponse, status: number, format: Format | null, 
 }
 
 export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts: OtlpHttpOptions, authenticate: Authenticate) {
+  // Export bodies are decoded as soon as they are read and never kept: their memory is reused.
+  const bodies = new BodyBuffers();
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const format = formatOf(req.headers['content-type']);
     const path = (req.url ?? '/').split('?')[0];
@@ -69,15 +72,20 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
     let release: (() => void) | undefined;
     try {
       release = ingestor.admit();
-      const body = await readBody(req, opts.maxBodyBytes);
-      let decoded;
+      const { body, release: releaseBody } = await readBodyInto(req, opts.maxBodyBytes, bodies);
+      let decoded: DecodedExport | undefined;
       try {
+        // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
         decoded = format === 'protobuf' ? decodeExportTraceRequest(body) : decodeExportTraceJson(body);
       } catch (e) {
         if (e instanceof OtlpDecodeError) throw new HttpError(400, `undecodable ${format === 'protobuf' ? 'protobuf' : 'JSON'} body: ${e.message}`, 'undecodable');
         throw e;
+      } finally {
+        releaseBody();
       }
-      const result = await ingestor.spans(decoded, 'http', auth.source, auth.bind);
+      const ingesting = ingestor.spans(decoded, 'http', auth.source, auth.bind);
+      decoded = undefined; // not held while the commit waits (see Ingestor.spans)
+      const result = await ingesting;
       metrics.ingestRequest('http', 200);
       const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
       send(res, 200, format, format === 'protobuf' ? encodeExportTraceResponseProtobuf(partial) : encodeExportTraceResponseJson(partial));

@@ -157,6 +157,8 @@ export class ReceiptStore {
   private pendingPins = new Map<string, PinRecord>();
   private pendingVerdicts = new Map<string, VerdictState>();
   private pendingContracts = new Map<string, ContractRow>();
+  /** Hashes whose content is committed (content under a hash never changes and is never deleted). */
+  private readonly storedContracts = new Set<string>();
   private flushTimer: NodeJS.Timeout | NodeJS.Immediate | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private isHealthy = true;
@@ -355,7 +357,11 @@ export class ReceiptStore {
 
   /** Stores pinned contract content by its hash (first write wins; a hash names one content). */
   putContractContent(hash: string, contract: string, version: string, content: string): void {
-    if (this.pendingContracts.has(hash) || this.stmt.getContract.get(hash) !== undefined) return;
+    if (this.storedContracts.has(hash) || this.pendingContracts.has(hash)) return;
+    if (this.stmt.getContract.get(hash) !== undefined) {
+      this.storedContracts.add(hash);
+      return;
+    }
     this.pendingContracts.set(hash, { hash, contract, version, content });
     this.scheduleFlush();
   }
@@ -469,6 +475,7 @@ export class ReceiptStore {
       for (const a of appends) n += a.items.length;
       this.onCommit(Number(process.hrtime.bigint() - started) / 1e9, n);
     }
+    for (const c of group.contracts) this.storedContracts.add(c.hash);
     this.pendingPins = new Map();
     this.pendingVerdicts = new Map();
     this.pendingContracts = new Map();
