@@ -463,6 +463,8 @@ async function scrape(port) {
     commits: sum('topology_store_commit_batch_size_count'),
     committedReceipts: sum('topology_store_commit_batch_size_sum'),
     liveRuns: sum('topology_live_runs'),
+    commitSeconds: sum('topology_store_commit_duration_seconds_sum'),
+    commitBuckets: [...text.matchAll(/^topology_store_commit_duration_seconds_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)/gm)].map((m) => [Number(m[1]), Number(m[2])]),
   };
 }
 
@@ -616,6 +618,10 @@ function summarise(...phases) {
   if (accepted !== receipts || notAccepted !== 0) throw new Error(`server accepted ${accepted} receipts (${notAccepted} not accepted); expected ${receipts} new receipts`);
   const commits = sum((p) => p.after.metrics.commits - p.before.metrics.commits);
   const committed = sum((p) => p.after.metrics.committedReceipts - p.before.metrics.committedReceipts);
+  const commitSeconds = sum((p) => p.after.metrics.commitSeconds - p.before.metrics.commitSeconds);
+  // p99 of the group commits (including their fsync) in these phases, to bucket precision
+  const buckets = phases[0].after.metrics.commitBuckets.map(([le], i) => [le, sum((p) => p.after.metrics.commitBuckets[i][1] - p.before.metrics.commitBuckets[i][1])]);
+  const commitP99 = buckets.find(([, n]) => n >= 0.99 * commits)?.[0] ?? Infinity;
   return {
     batches: latencies.length,
     spans,
@@ -631,6 +637,8 @@ function summarise(...phases) {
     spansPerServerCpuSec: Math.round(spans / (user + system)),
     commits,
     receiptsPerCommit: commits ? round(committed / commits, 1) : 0,
+    commitMeanMs: commits ? round((commitSeconds / commits) * 1000, 1) : 0,
+    commitP99MsAtMost: commits ? commitP99 * 1000 : 0,
   };
 }
 
@@ -796,6 +804,7 @@ async function main() {
     ['e2e/decode', 11, (n, r) => r.endToEndVsDecodeOnly],
     ['half-rate p99', 14, (n, r) => `${r.half.ackP99Ms}ms`],
     ['rcpt/commit', 12, (n, r) => r.max.receiptsPerCommit],
+    ['half: commit mean/p99', 22, (n, r) => `${r.half.commitMeanMs}/<=${r.half.commitP99MsAtMost}ms`],
     ['peak RSS', 10, (n, r) => `${Math.round(r.serverPeakRssMiB)}MiB`],
     ['transport-only', 15, (n, r) => r.transportOnlySpansPerCpuSec],
     ['e2e/(transport+decode)', 23, (n, r) => r.endToEndVsTransportPlusDecode],
