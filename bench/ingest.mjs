@@ -1,0 +1,829 @@
+// End-to-end OTLP ingest benchmark, beside its physical limit.
+//
+//   npm run build && node bench/ingest.mjs            (about 90 s; options below, e.g. --transports grpc)
+//
+// For each transport (HTTP protobuf, HTTP JSON, gRPC) it starts a fresh `topology-audit serve` as a child process
+// (free loopback ports, a temp data dir on the local disk, default durability: SQLite WAL with synchronous=FULL,
+// so every acknowledgement follows the group commit's fsync) and, from this separate process, sends realistic
+// OTLP trace batches with concurrent clients in bounded loops (bounded by time and batch count, loopback only):
+//   HTTP   node:http keep-alive clients POSTing /v1/traces (application/x-protobuf or application/json)
+//   gRPC   a raw @grpc/grpc-js client (Buffer serializer) calling TraceService/Export
+//
+// Batches: 512 real SDK spans (ReadableSpan) encoded by the real serializers of @opentelemetry/otlp-transformer
+// (ProtobufTraceSerializer, JsonTraceSerializer): 2.3 MB protobuf, 2.6 MB JSON. About 90% are model, tool and
+// retrieval spans carrying KBs of prompt, output, tool-argument and document text the auditor must drop; about
+// 10% are agent spans with explicit `topology.*` attributes that become receipts (run.start, edges of the drift
+// contract research-publish@3, declared waits, verified outcome, run.end), in runs of 10 to 50 receipts. Four
+// templates are encoded once; before every send the trace ids, span ids (and parent ids) and run ids are
+// rewritten in place (fixed-width fields located in the encoded bytes), so every batch carries new runs and new
+// receipts, never duplicates, without paying the SDK serializers per send. The server's own counters must show
+// exactly the receipts sent as accepted (checked after every phase).
+//
+// Per transport:
+//   warm-up       closed loop, --warmup-seconds
+//   saturation    closed loop of --concurrency clients for --seconds, in --rounds rounds; after each round this
+//                 process decodes the same bodies alone (decodeExportTraceRequest / decodeExportTraceJson from
+//                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side
+//   half rate     open loop paced at half the sustained rate just measured, for --half-seconds: ack latency
+//   floor         the same clients against a receiver that only takes requests off the wire (node:http / grpc-js)
+// Reported: spans/s, receipts/s, ack p50/p99, server CPU (user+system from /proc/<pid>/stat deltas) and spans per
+// server CPU-second, decode-only spans per CPU-second and the ratio (median of rounds), transport-only spans per
+// CPU-second, server peak RSS (VmHWM). A table, then one JSON line.
+//
+// Diagnostics: --profile DIR writes a V8 CPU profile of the server; --server-node-args=... passes node flags to
+// the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr).
+import { spawn, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import * as grpc from '@grpc/grpc-js';
+import { context, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { decodeExportTraceJson, decodeExportTraceRequest } from '../dist/otlp/index.js';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const IS_MAIN = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
+const { values: args } = parseArgs({
+  args: IS_MAIN ? process.argv.slice(2) : [],
+  options: {
+    seconds: { type: 'string', default: '10' },
+    'half-seconds': { type: 'string', default: '6' },
+    'max-batches': { type: 'string', default: '4000' },
+    concurrency: { type: 'string', default: '8' },
+    spans: { type: 'string', default: '512' },
+    content: { type: 'string', default: '3000' },
+    templates: { type: 'string', default: '4' },
+    transports: { type: 'string', default: 'http-protobuf,http-json,grpc' },
+    'decode-seconds': { type: 'string', default: '2' },
+    'warmup-seconds': { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '4' },
+    // Write a V8 CPU profile of the server into this directory (for finding hot spots; slows the server a little).
+    profile: { type: 'string' },
+    // Extra node flags for the server process (e.g. --perf-basic-prof to attach `perf record -p <pid>`).
+    'server-node-args': { type: 'string', default: '' },
+    'floor-seconds': { type: 'string', default: '3' },
+    // internal: run as the transport-floor receiver (see floorServerMain)
+    'floor-server': { type: 'boolean', default: false },
+  },
+});
+const SECONDS = Number(args.seconds);
+const HALF_SECONDS = Number(args['half-seconds']);
+const MAX_BATCHES = Number(args['max-batches']);
+const CONCURRENCY = Number(args.concurrency);
+const SPANS = Number(args.spans);
+const CONTENT = Number(args.content);
+const TEMPLATES = Number(args.templates);
+const TRANSPORTS = args.transports.split(',');
+const DECODE_SECONDS = Number(args['decode-seconds']);
+const WARMUP_SECONDS = Number(args['warmup-seconds']);
+const ROUNDS = Number(args.rounds);
+const FLOOR_SECONDS = Number(args['floor-seconds']);
+
+// ---------------------------------------------------------------------------------------------------------
+// Payloads
+
+const WORDS = (
+  'the agent should review the quarterly report and summarise risks for the board including supply chain ' +
+  'exposure currency hedging customer churn and regulatory changes then draft an email to the finance team ' +
+  'with three concrete recommendations cite every source document and flag any numbers that disagree'
+).split(' ');
+
+function prng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function text(random, bytes) {
+  const parts = [];
+  let n = 0;
+  while (n < bytes) {
+    const w = WORDS[Math.floor(random() * WORDS.length)];
+    parts.push(w);
+    n += w.length + 1;
+  }
+  return parts.join(' ');
+}
+const messages = (random, role, bytes) => JSON.stringify([{ role, parts: [{ type: 'text', content: text(random, bytes) }] }]);
+const randint = (random, lo, hi) => lo + Math.floor(random() * (hi - lo + 1));
+const iso = (ms) => new Date(ms).toISOString();
+
+/** Run sizes (receipts per run) of 10 to 50 that add up to `total` (total >= 10). */
+function runSizes(random, total) {
+  const sizes = [];
+  let left = total;
+  while (left >= 20) {
+    const n = randint(random, 10, Math.min(50, left - 10));
+    sizes.push(n);
+    left -= n;
+  }
+  sizes.push(left);
+  return sizes;
+}
+
+/**
+ * The agent spans of one run: topology.* attributes of receipts on the drift contract (research-publish@3),
+ * in the shape bench/engine.mjs uses: run.start, the first delegation, then cycles of a declared wait on the
+ * verifier, the researcher's handoff to the verifier, the verifier's return and a new delegation. Half the runs
+ * end (verified outcome, run.end completed); the others stay live.
+ */
+function runReceiptAttrs(random, size, at0) {
+  const out = [];
+  const edge = (from, to, kind) => ({ 'topology.event.type': 'edge', 'topology.edge.from': from, 'topology.edge.to': to, 'topology.edge.kind': kind });
+  out.push({ 'topology.event.type': 'run.start', 'topology.contract.id': 'research-publish', 'topology.phase': 'research', 'topology.edge.from': 'orchestrator' });
+  out.push(edge('orchestrator', 'researcher', 'delegate'));
+  const ends = random() < 0.5;
+  const middle = size - out.length - (ends ? 2 : 0);
+  for (let i = 0; i < middle; i++) {
+    const k = out.length;
+    if (k % 4 === 2) out.push({ 'topology.event.type': 'wait', 'topology.wait.on': 'verifier', 'topology.wait.edge': 'verifier -> orchestrator : return', 'topology.wait.deadline': iso(at0 + k * 20 + 600_000), 'topology.edge.from': 'researcher' });
+    else if (k % 4 === 3) out.push(edge('researcher', 'verifier', 'handoff'));
+    else if (k % 4 === 0) out.push(edge('verifier', 'orchestrator', 'return'));
+    else out.push(edge('orchestrator', ['researcher', 'web-search', 'doc-search'][Math.floor(k / 4) % 3], 'delegate'));
+  }
+  if (ends) {
+    out.push({ 'topology.event.type': 'outcome', 'topology.outcome.verified': true, 'topology.edge.from': 'orchestrator' });
+    out.push({ 'topology.event.type': 'run.end', 'topology.run.result': 'completed', 'topology.edge.from': 'orchestrator' });
+  }
+  for (const a of out) a['topology.contract.version'] = '3';
+  return out;
+}
+
+/**
+ * One batch of real SDK spans. Returns the spans, the placeholder run ids (16 chars, rewritten per send) and
+ * the number of receipts the batch stands for.
+ */
+function buildBatchSpans(seed) {
+  const random = prng(seed);
+  const memory = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({
+      'service.name': 'agent-app',
+      'service.version': '1.4.2',
+      'host.name': 'worker-7',
+      'process.command_line': '/usr/bin/node /srv/app/agents.js --config /srv/app/secret.yaml',
+    }),
+    spanProcessors: [new SimpleSpanProcessor(memory)],
+    spanLimits: { attributeValueLengthLimit: Infinity, attributeCountLimit: 256 },
+  });
+  const tracer = provider.getTracer('bench-agents', '0.1.0');
+  const agentTotal = Math.round(SPANS * 0.1);
+  const contentTotal = SPANS - agentTotal;
+  const sizes = runSizes(random, agentTotal);
+  const runIds = sizes.map(() => `run-${randomBytes(6).toString('hex')}`);
+  let contentLeft = contentTotal;
+  let agentsLeft = agentTotal;
+  const base = Date.now() - 120_000;
+  sizes.forEach((size, runIndex) => {
+    const at0 = base + runIndex * 1000;
+    const receipts = runReceiptAttrs(random, size, at0);
+    let root = null;
+    receipts.forEach((attrs, i) => {
+      const at = at0 + i * 20;
+      const parentCtx = root ? trace.setSpan(context.active(), root) : context.active();
+      const agentName = attrs['topology.edge.to'] ?? attrs['topology.edge.from'] ?? 'orchestrator';
+      const span = tracer.startSpan(`invoke_agent ${agentName}`, {
+        kind: SpanKind.INTERNAL,
+        startTime: at,
+        attributes: { 'gen_ai.agent.name': agentName, 'topology.run.id': runIds[runIndex], ...attrs },
+      }, parentCtx);
+      if (!root) root = span;
+      // Content spans under this agent span: model calls, tool calls and retrievals.
+      const children = Math.round(contentLeft / agentsLeft);
+      contentLeft -= children;
+      agentsLeft--;
+      const ctx = trace.setSpan(context.active(), span);
+      for (let c = 0; c < children; c++) {
+        const t = at + 1 + c;
+        const kind = random();
+        let child;
+        if (kind < 0.6) {
+          child = tracer.startSpan('chat gpt-4o', { kind: SpanKind.CLIENT, startTime: t, attributes: {
+            'gen_ai.operation.name': 'chat',
+            'gen_ai.provider.name': 'openai',
+            'gen_ai.request.model': 'gpt-4o',
+            'gen_ai.response.model': 'gpt-4o-2024-08-06',
+            'gen_ai.usage.input_tokens': 1000 + Math.floor(random() * 3000),
+            'gen_ai.usage.output_tokens': 100 + Math.floor(random() * 900),
+            'server.address': 'api.openai.com',
+            'gen_ai.system_instructions': text(random, CONTENT / 4),
+            'gen_ai.input.messages': messages(random, 'user', CONTENT),
+            'gen_ai.output.messages': messages(random, 'assistant', CONTENT / 2),
+          } }, ctx);
+        } else if (kind < 0.85) {
+          child = tracer.startSpan('execute_tool web_search', { kind: SpanKind.INTERNAL, startTime: t, attributes: {
+            'gen_ai.operation.name': 'execute_tool',
+            'gen_ai.tool.name': 'web_search',
+            'gen_ai.tool.call.id': `call_${runIndex}_${i}_${c}`,
+            'gen_ai.tool.call.arguments': JSON.stringify({ query: text(random, 200), path: '/srv/data/private.csv' }),
+            'gen_ai.tool.call.result': text(random, CONTENT),
+          } }, ctx);
+        } else {
+          child = tracer.startSpan('retrieve documents', { kind: SpanKind.CLIENT, startTime: t, attributes: {
+            'gen_ai.operation.name': 'retrieval',
+            'db.system.name': 'qdrant',
+            'gen_ai.retrieval.query.text': text(random, 300),
+            'gen_ai.retrieval.documents': JSON.stringify([0, 1, 2].map((d) => ({ id: `doc-${d}`, content: text(random, CONTENT / 3) }))),
+          } }, ctx);
+          if (random() < 0.1) child.setStatus({ code: SpanStatusCode.ERROR, message: text(random, 120) });
+        }
+        child.end(t + 5);
+      }
+      if (span !== root) span.end(at + 15);
+    });
+    root.end(at0 + receipts.length * 20 + 5);
+  });
+  const spans = memory.getFinishedSpans();
+  void provider.shutdown();
+  if (spans.length !== SPANS) throw new Error(`built ${spans.length} spans, expected ${SPANS}`);
+  return { spans, runIds, receipts: agentTotal, runs: sizes.length };
+}
+
+function findAll(buf, needle) {
+  const out = [];
+  for (let i = buf.indexOf(needle); i !== -1; i = buf.indexOf(needle, i + 1)) out.push(i);
+  return out;
+}
+
+/**
+ * Where the ids sit in an encoded body: every offset of every trace id, span id (and parent span id) and run id
+ * of the batch. Protobuf: the raw id bytes after their field tags (trace_id 0x0a 0x10; span_id 0x12 0x08;
+ * parent_span_id 0x22 0x08), found in one pass. JSON: the lowercase hex text after "traceId", "spanId" and
+ * "parentSpanId". Run ids: their text. Every span id must be found once plus once per child.
+ */
+function slotsOf(body, batch, encoding) {
+  const traceIndex = new Map([...new Set(batch.spans.map((s) => s.spanContext().traceId))].map((id, i) => [id, i]));
+  const spanIndex = new Map(batch.spans.map((s, i) => [s.spanContext().spanId, i]));
+  const slots = { trace: [], span: [], run: [] };
+  const take = (kind, index, id, offset) => {
+    const i = index.get(id);
+    if (i !== undefined) slots[kind].push({ offset, index: i });
+  };
+  if (encoding === 'protobuf') {
+    for (let i = 0; i + 2 < body.length; i++) {
+      const a = body[i];
+      const b = body[i + 1];
+      if (a === 0x0a && b === 0x10) take('trace', traceIndex, body.toString('hex', i + 2, i + 18), i + 2);
+      else if ((a === 0x12 || a === 0x22) && b === 0x08) take('span', spanIndex, body.toString('hex', i + 2, i + 10), i + 2);
+    }
+  } else {
+    for (const [field, kind, index, len] of [['"traceId":"', 'trace', traceIndex, 32], ['"spanId":"', 'span', spanIndex, 16], ['"parentSpanId":"', 'span', spanIndex, 16]]) {
+      for (const at of findAll(body, Buffer.from(field))) take(kind, index, body.toString('latin1', at + field.length, at + field.length + len), at + field.length);
+    }
+  }
+  const found = new Map();
+  for (const { index } of slots.span) found.set(index, (found.get(index) ?? 0) + 1);
+  const children = new Map();
+  for (const s of batch.spans) {
+    const p = s.parentSpanContext?.spanId;
+    if (p) children.set(p, (children.get(p) ?? 0) + 1);
+  }
+  batch.spans.forEach((s, i) => {
+    const id = s.spanContext().spanId;
+    if (found.get(i) !== 1 + (children.get(id) ?? 0)) throw new Error(`${encoding}: span id ${id} found ${found.get(i) ?? 0} times`);
+  });
+  if (new Set(slots.trace.map((t) => t.index)).size !== traceIndex.size) throw new Error(`${encoding}: a trace id was not found`);
+  batch.runIds.forEach((id, index) => {
+    for (const offset of findAll(body, Buffer.from(id, 'latin1'))) slots.run.push({ offset, index });
+  });
+  return slots;
+}
+
+/** Fresh ids for send number `seq`: 8-byte span ids, 16-byte trace ids and 16-char run ids, unique per seq. */
+function freshSpanId(seq, index) {
+  const b = Buffer.alloc(8);
+  b[0] = 0xa5;
+  b.writeUInt32BE(seq >>> 0, 1);
+  b.writeUInt16BE(index, 5);
+  b[7] = 1;
+  return b;
+}
+function freshTraceId(seq, index) {
+  const b = Buffer.alloc(16);
+  b[0] = 0xb7;
+  b.writeUInt32BE(seq >>> 0, 1);
+  b.writeUInt16BE(index, 5);
+  b[15] = 1;
+  return b;
+}
+const freshRunId = (seq, index) => `run-${(seq >>> 0).toString(16).padStart(8, '0')}${index.toString(16).padStart(4, '0')}`;
+
+/** A copy of the template body with send `seq`'s fresh ids written into every slot. */
+function patched(template, seq) {
+  const body = Buffer.from(template.body);
+  const hex = template.encoding === 'json';
+  for (const { offset, index } of template.slots.span) {
+    const id = freshSpanId(seq, index);
+    if (hex) body.write(id.toString('hex'), offset, 'latin1');
+    else id.copy(body, offset);
+  }
+  for (const { offset, index } of template.slots.trace) {
+    const id = freshTraceId(seq, index);
+    if (hex) body.write(id.toString('hex'), offset, 'latin1');
+    else id.copy(body, offset);
+  }
+  for (const { offset, index } of template.slots.run) body.write(freshRunId(seq, index), offset, 'latin1');
+  return body;
+}
+
+function buildTemplates() {
+  const out = { protobuf: [], json: [] };
+  for (let t = 0; t < TEMPLATES; t++) {
+    const batch = buildBatchSpans(1000 + t);
+    const pb = Buffer.from(ProtobufTraceSerializer.serializeRequest(batch.spans));
+    const js = Buffer.from(JsonTraceSerializer.serializeRequest(batch.spans));
+    for (const [encoding, body] of [['protobuf', pb], ['json', js]]) {
+      out[encoding].push({ encoding, body, slots: slotsOf(body, batch, encoding), spans: batch.spans.length, receipts: batch.receipts, runs: batch.runs });
+    }
+  }
+  return out;
+}
+
+/** Sanity: a patched body decodes to the batch's spans with fresh ids, parentage and run ids intact. */
+function checkTemplates(templates) {
+  for (let t = 0; t < TEMPLATES; t++) {
+    const seq = 0xfffff000 + t;
+    const pb = decodeExportTraceRequest(patched(templates.protobuf[t], seq));
+    const js = decodeExportTraceJson(patched(templates.json[t], seq));
+    if (JSON.stringify(pb) !== JSON.stringify(js)) throw new Error('patched protobuf and JSON bodies decode differently');
+    const ids = new Set(pb.spans.map((s) => s.spanId));
+    if (ids.size !== SPANS || ![...ids].every((id) => id.startsWith('a5'))) throw new Error('span ids not rewritten');
+    for (const s of pb.spans) {
+      if (s.parentSpanId !== null && !ids.has(s.parentSpanId)) throw new Error('a parent span id was not rewritten');
+      if (!s.traceId.startsWith('b7')) throw new Error('trace id not rewritten');
+      const run = s.attrs['topology.run.id'];
+      if (run !== undefined && !String(run).startsWith(`run-${seq.toString(16)}`)) throw new Error('run id not rewritten');
+    }
+    const receipts = pb.spans.filter((s) => s.attrs['topology.event.type'] !== undefined).length;
+    if (receipts !== templates.protobuf[t].receipts) throw new Error('receipt span count mismatch');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The server
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** User and system CPU seconds of a process, all threads (utime, stime: fields 14 and 15 of /proc/<pid>/stat). */
+function cpuSecondsOf(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(fields[11]) / CLK_TCK, system: Number(fields[12]) / CLK_TCK };
+}
+
+function memoryOf(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'latin1');
+  const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+  return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
+}
+
+async function startServer() {
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-bench-ingest-'));
+  const child = spawn(
+    process.execPath,
+    [...(args.profile ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean), join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0'],
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT },
+  );
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  if (process.env.BENCH_SERVER_LOG) {
+    const log = createWriteStream(process.env.BENCH_SERVER_LOG);
+    child.stdout.on('data', (d) => log.write(d));
+    child.stderr.on('data', (d) => log.write(d));
+  }
+  const ports = await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error(`server did not start: ${err}`)), 30_000);
+    child.stdout.on('data', () => {
+      const line = out.split('\n').find((l) => l.startsWith('{"listening"'));
+      if (line) {
+        clearTimeout(t);
+        res(JSON.parse(line).listening);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(t);
+      rej(new Error(`server exited with ${code}: ${err}`));
+    });
+  });
+  const exited = new Promise((r) => child.once('exit', (code) => r(code)));
+  return {
+    pid: child.pid,
+    ports,
+    stderr: () => err,
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      const code = await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
+
+async function scrape(port) {
+  const text = await new Promise((res, rej) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics' }, (r) => {
+      let s = '';
+      r.setEncoding('utf8');
+      r.on('data', (d) => (s += d));
+      r.on('end', () => res(s));
+    }).on('error', rej);
+  });
+  const sum = (name, match = () => true) => {
+    let n = 0;
+    for (const line of text.split('\n')) {
+      if (!line.startsWith(name)) continue;
+      const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)/.exec(line);
+      if (m && m[1] === name && match(m[2] ?? '')) n += Number(m[3]);
+    }
+    return n;
+  };
+  return {
+    accepted: sum('topology_receipts_total', (l) => l.includes('result="accepted"')),
+    notAccepted: sum('topology_receipts_total', (l) => !l.includes('result="accepted"')),
+    commits: sum('topology_store_commit_batch_size_count'),
+    committedReceipts: sum('topology_store_commit_batch_size_sum'),
+    liveRuns: sum('topology_live_runs'),
+    commitSeconds: sum('topology_store_commit_duration_seconds_sum'),
+    commitBuckets: [...text.matchAll(/^topology_store_commit_duration_seconds_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)/gm)].map((m) => [Number(m[1]), Number(m[2])]),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Clients
+
+const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
+
+function httpClient(port, contentType, maxSockets) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets });
+  const send = (body) =>
+    new Promise((resolve, reject) => {
+      const req = http.request(
+        { host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { 'content-type': contentType, 'content-length': body.length } },
+        (res) => {
+          const chunks = [];
+          res.on('data', (c) => chunks.push(c));
+          res.on('end', () => {
+            const answer = Buffer.concat(chunks);
+            if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${answer.toString().slice(0, 200)}`));
+            // A partial success (rejected spans) is a failure here: every span of these batches is valid.
+            if (contentType === 'application/json' ? JSON.parse(answer.toString() || '{}').partialSuccess?.rejectedSpans : answer.length > 0) {
+              return reject(new Error(`partial success: ${answer.toString().slice(0, 200)}`));
+            }
+            resolve();
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  return { send, close: () => agent.destroy() };
+}
+
+function grpcClient(port) {
+  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
+    'grpc.max_send_message_length': 64 * 1024 * 1024,
+    'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  });
+  const send = (body) =>
+    new Promise((resolve, reject) => {
+      client.makeUnaryRequest(EXPORT_PATH, (b) => b, (b) => b, body, (err, answer) => {
+        if (err) return reject(err);
+        if (answer.length > 0) return reject(new Error('partial success'));
+        resolve();
+      });
+    });
+  return { send, close: () => client.close() };
+}
+
+const TRANSPORT = {
+  'http-protobuf': { encoding: 'protobuf', client: (ports, n) => httpClient(ports.otlpHttp, 'application/x-protobuf', n) },
+  'http-json': { encoding: 'json', client: (ports, n) => httpClient(ports.otlpHttp, 'application/json', n) },
+  grpc: { encoding: 'protobuf', client: (ports) => grpcClient(ports.otlpGrpc) },
+};
+
+let sendSeq = 1;
+function nextBatch(templates) {
+  const seq = sendSeq++;
+  const t = templates[seq % templates.length];
+  return { body: patched(t, seq), spans: t.spans, receipts: t.receipts };
+}
+
+const quantile = (xs, q) => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Server CPU (user, system) and the server's receipt counters, at one instant. */
+async function serverSnapshot(server) {
+  return { cpu: cpuSecondsOf(server.pid), metrics: server.ports.api ? await scrape(server.ports.api) : null };
+}
+
+/**
+ * Closed loop: `concurrency` clients send back to back for `seconds` (or `maxBatches` batches). Returns the raw
+ * tallies; `summarise` turns them into rates.
+ */
+async function saturate(server, client, templates, seconds, maxBatches) {
+  const latencies = [];
+  let spans = 0;
+  let receipts = 0;
+  let issued = 0;
+  const before = await serverSnapshot(server);
+  const t0 = performance.now();
+  const deadline = t0 + seconds * 1000;
+  const worker = async () => {
+    while (performance.now() < deadline && issued < maxBatches) {
+      issued++;
+      const b = nextBatch(templates);
+      const s = performance.now();
+      await client.send(b.body);
+      latencies.push(performance.now() - s);
+      spans += b.spans;
+      receipts += b.receipts;
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  const wall = (performance.now() - t0) / 1000;
+  const after = await serverSnapshot(server);
+  return { latencies, spans, receipts, wall, before, after };
+}
+
+/** Open loop: one batch every 1/rate seconds regardless of answers, for `seconds`. */
+async function paced(server, client, templates, batchesPerSecond, seconds) {
+  const latencies = [];
+  let spans = 0;
+  let receipts = 0;
+  let maxSlipMs = 0;
+  const before = await serverSnapshot(server);
+  const t0 = performance.now();
+  const interval = 1000 / batchesPerSecond;
+  const n = Math.max(1, Math.floor(seconds * batchesPerSecond));
+  const inflight = [];
+  for (let k = 0; k < n; k++) {
+    const due = t0 + k * interval;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    maxSlipMs = Math.max(maxSlipMs, performance.now() - due);
+    const b = nextBatch(templates);
+    const s = performance.now();
+    inflight.push(
+      client.send(b.body).then(() => {
+        latencies.push(performance.now() - s);
+        spans += b.spans;
+        receipts += b.receipts;
+      }),
+    );
+  }
+  await Promise.all(inflight);
+  const wall = (performance.now() - t0) / 1000;
+  const after = await serverSnapshot(server);
+  return { ...summarise({ latencies, spans, receipts, wall, before, after }), targetBatchesPerSec: round(batchesPerSecond, 1), maxSendSlipMs: round(maxSlipMs, 1) };
+}
+
+const round = (x, digits = 0) => Math.round(x * 10 ** digits) / 10 ** digits;
+const median = (xs) => quantile(xs, 0.5);
+
+/** Rates of one or more phases (tallies added up); checks that the server accepted every receipt sent, once. */
+function summarise(...phases) {
+  const sum = (f) => phases.reduce((a, p) => a + f(p), 0);
+  const latencies = phases.flatMap((p) => p.latencies);
+  const spans = sum((p) => p.spans);
+  const receipts = sum((p) => p.receipts);
+  const wall = sum((p) => p.wall);
+  const user = sum((p) => p.after.cpu.user - p.before.cpu.user);
+  const system = sum((p) => p.after.cpu.system - p.before.cpu.system);
+  const accepted = sum((p) => p.after.metrics.accepted - p.before.metrics.accepted);
+  const notAccepted = sum((p) => p.after.metrics.notAccepted - p.before.metrics.notAccepted);
+  if (accepted !== receipts || notAccepted !== 0) throw new Error(`server accepted ${accepted} receipts (${notAccepted} not accepted); expected ${receipts} new receipts`);
+  const commits = sum((p) => p.after.metrics.commits - p.before.metrics.commits);
+  const committed = sum((p) => p.after.metrics.committedReceipts - p.before.metrics.committedReceipts);
+  const commitSeconds = sum((p) => p.after.metrics.commitSeconds - p.before.metrics.commitSeconds);
+  // p99 of the group commits (including their fsync) in these phases, to bucket precision
+  const buckets = phases[0].after.metrics.commitBuckets.map(([le], i) => [le, sum((p) => p.after.metrics.commitBuckets[i][1] - p.before.metrics.commitBuckets[i][1])]);
+  const commitP99 = buckets.find(([, n]) => n >= 0.99 * commits)?.[0] ?? Infinity;
+  return {
+    batches: latencies.length,
+    spans,
+    receipts: accepted,
+    wallSeconds: round(wall, 2),
+    spansPerSec: Math.round(spans / wall),
+    receiptsPerSec: Math.round(accepted / wall),
+    ackP50Ms: round(quantile(latencies, 0.5), 1),
+    ackP99Ms: round(quantile(latencies, 0.99), 1),
+    serverCpuSeconds: round(user + system, 2),
+    serverSystemShare: round(system / (user + system), 2),
+    serverCores: round((user + system) / wall, 2),
+    spansPerServerCpuSec: Math.round(spans / (user + system)),
+    commits,
+    receiptsPerCommit: commits ? round(committed / commits, 1) : 0,
+    commitMeanMs: commits ? round((commitSeconds / commits) * 1000, 1) : 0,
+    commitP99MsAtMost: commits ? commitP99 * 1000 : 0,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Decode-only limit (this process, the same bodies)
+
+/** Fresh-id bodies of an encoding, as the server receives them (8 distinct bodies, decoded round-robin). */
+function decodeBodies(templates, encoding) {
+  return Array.from({ length: 8 }, (_, i) => patched(templates[encoding][i % templates[encoding].length], 0xffff0000 + i));
+}
+
+/** Spans per CPU-second of this process decoding `bodies` for about `seconds`. */
+function decodeOnly(bodies, encoding, seconds) {
+  const decode = encoding === 'protobuf' ? decodeExportTraceRequest : decodeExportTraceJson;
+  let spans = 0;
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  do {
+    for (const b of bodies) spans += decode(b).spanCount;
+  } while (performance.now() - t0 < seconds * 1000);
+  const c = process.cpuUsage(c0);
+  return spans / ((c.user + c.system) / 1e6);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+async function measureTransport(server, name, templates) {
+  const spec = TRANSPORT[name];
+  const t = templates[spec.encoding];
+  const bodies = decodeBodies(templates, spec.encoding);
+  const closed = spec.client(server.ports, CONCURRENCY);
+  summarise(await saturate(server, closed, t, WARMUP_SECONDS, MAX_BATCHES)); // warm up (JIT, caches, store)
+  decodeOnly(bodies, spec.encoding, 0.3);
+  // Saturation in ROUNDS rounds, each followed by decode-only of the same bodies: ratios side by side.
+  const rounds = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const phase = await saturate(server, closed, t, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
+    const e2e = summarise(phase).spansPerServerCpuSec;
+    const decode = decodeOnly(bodies, spec.encoding, DECODE_SECONDS / ROUNDS);
+    rounds.push({ phase, e2e, decode: Math.round(decode), ratio: round(e2e / decode, 3) });
+  }
+  closed.close();
+  const max = summarise(...rounds.map((r) => r.phase));
+  const open = spec.client(server.ports, 256);
+  const half = await paced(server, open, t, max.batches / max.wallSeconds / 2, HALF_SECONDS);
+  open.close();
+  return {
+    max,
+    half,
+    rounds: rounds.map((r) => ({ spansPerServerCpuSec: r.e2e, decodeOnlySpansPerCpuSec: r.decode, ratio: r.ratio })),
+    decodeOnlySpansPerCpuSec: Math.round(median(rounds.map((r) => r.decode))),
+    endToEndVsDecodeOnly: median(rounds.map((r) => r.ratio)),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Transport floor: the same clients and bodies against receivers that only take each request off the wire
+// (node:http reading the body; @grpc/grpc-js with the same Buffer service definition) and answer at once.
+// Its CPU per span is what the transport costs before any decoding, storing or auditing.
+
+function floorServerMain() {
+  const httpServer = http.createServer((req, res) => {
+    req.on('data', () => {});
+    req.on('end', () => {
+      const json = String(req.headers['content-type']).startsWith('application/json');
+      res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' });
+      res.end(json ? '{}' : '');
+    });
+  });
+  const grpcServer = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+  const passthrough = (b) => b;
+  grpcServer.addService(
+    { Export: { path: EXPORT_PATH, requestStream: false, responseStream: false, requestSerialize: passthrough, requestDeserialize: passthrough, responseSerialize: passthrough, responseDeserialize: passthrough } },
+    { Export: (_call, cb) => cb(null, Buffer.alloc(0)) },
+  );
+  httpServer.listen(0, '127.0.0.1', () => {
+    grpcServer.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, grpcPort) => {
+      if (err) throw err;
+      console.log(JSON.stringify({ listening: { otlpHttp: httpServer.address().port, otlpGrpc: grpcPort } }));
+    });
+  });
+}
+
+async function startFloorServer() {
+  const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--floor-server'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  const ports = await new Promise((res, rej) => {
+    child.stdout.on('data', (d) => {
+      out += d;
+      const line = out.split('\n').find((l) => l.startsWith('{"listening"'));
+      if (line) res(JSON.parse(line).listening);
+    });
+    child.once('exit', (code) => rej(new Error(`floor server exited with ${code}`)));
+  });
+  return { pid: child.pid, ports, stop: () => new Promise((r) => (child.once('exit', r), child.kill('SIGTERM'))) };
+}
+
+/** Spans per receiver CPU-second of the transport alone, same clients, same bodies. */
+async function transportFloor(name, templates) {
+  const spec = TRANSPORT[name];
+  const floor = await startFloorServer();
+  try {
+    const client = spec.client(floor.ports, CONCURRENCY);
+    await saturate(floor, client, templates[spec.encoding], 1, MAX_BATCHES);
+    const phase = await saturate(floor, client, templates[spec.encoding], FLOOR_SECONDS, MAX_BATCHES);
+    client.close();
+    const cpu = phase.after.cpu.user + phase.after.cpu.system - phase.before.cpu.user - phase.before.cpu.system;
+    return Math.round(phase.spans / cpu);
+  } finally {
+    await floor.stop();
+  }
+}
+
+async function main() {
+  const started = performance.now();
+  const templates = buildTemplates();
+  checkTemplates(templates);
+  const avg = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const payload = {
+    spansPerBatch: SPANS,
+    receiptsPerBatch: round(avg(templates.protobuf.map((t) => t.receipts)), 1),
+    runsPerBatch: round(avg(templates.protobuf.map((t) => t.runs)), 1),
+    protobufBytesPerBatch: Math.round(avg(templates.protobuf.map((t) => t.body.length))),
+    jsonBytesPerBatch: Math.round(avg(templates.json.map((t) => t.body.length))),
+  };
+  // A fresh server (and data dir) per transport, so that no transport inherits another's runs and database.
+  const results = {};
+  for (const name of TRANSPORTS) {
+    if (!TRANSPORT[name]) throw new Error(`unknown transport ${name}`);
+    const server = await startServer();
+    process.stderr.write(`${name}: server pid ${server.pid}\n`);
+    if (process.env.BENCH_PAUSE_MS) await sleep(Number(process.env.BENCH_PAUSE_MS));
+    try {
+      results[name] = await measureTransport(server, name, templates);
+      results[name].liveRunsAtEnd = (await scrape(server.ports.api)).liveRuns;
+      // The limit on the other side: what the transport alone costs (a no-op receiver), and the two together.
+      const floor = await transportFloor(name, templates);
+      const decode = results[name].decodeOnlySpansPerCpuSec;
+      results[name].transportOnlySpansPerCpuSec = floor;
+      results[name].transportPlusDecodeSpansPerCpuSec = Math.round(1 / (1 / floor + 1 / decode));
+      results[name].endToEndVsTransportPlusDecode = round(results[name].max.spansPerServerCpuSec / results[name].transportPlusDecodeSpansPerCpuSec, 3);
+    } finally {
+      const peak = memoryOf(server.pid).hwmMiB;
+      const code = await server.stop();
+      if (code !== 0) process.stderr.write(`server exited with ${code}\n${server.stderr().slice(-2000)}\n`);
+      if (results[name]) results[name].serverPeakRssMiB = round(peak, 1);
+    }
+    process.stderr.write(`${name}: ${JSON.stringify(results[name])}\n`);
+  }
+
+  const machine = { nproc: os.availableParallelism(), cpu: os.cpus()[0]?.model, node: process.version, loadavg1m: round(os.loadavg()[0], 2) };
+  console.log(`machine: ${machine.nproc} cores, ${machine.cpu}, node ${machine.node}, load ${machine.loadavg1m}`);
+  console.log(`payload: ${SPANS} spans/batch, ${payload.receiptsPerBatch} receipts in ${payload.runsPerBatch} runs, protobuf ${(payload.protobufBytesPerBatch / 1e6).toFixed(2)} MB, JSON ${(payload.jsonBytesPerBatch / 1e6).toFixed(2)} MB; ${CONCURRENCY} clients`);
+  const cols = [
+    ['transport', 14, (n) => n],
+    ['spans/s', 9, (n, r) => r.max.spansPerSec],
+    ['receipts/s', 11, (n, r) => r.max.receiptsPerSec],
+    ['ack p50', 10, (n, r) => `${r.max.ackP50Ms}ms`],
+    ['ack p99', 10, (n, r) => `${r.max.ackP99Ms}ms`],
+    ['srv cores', 10, (n, r) => r.max.serverCores],
+    ['spans/srv-CPU-s', 16, (n, r) => r.max.spansPerServerCpuSec],
+    ['decode-only', 12, (n, r) => r.decodeOnlySpansPerCpuSec],
+    ['e2e/decode', 11, (n, r) => r.endToEndVsDecodeOnly],
+    ['half-rate p99', 14, (n, r) => `${r.half.ackP99Ms}ms`],
+    ['rcpt/commit', 12, (n, r) => r.max.receiptsPerCommit],
+    ['half: commit mean/p99', 22, (n, r) => `${r.half.commitMeanMs}/<=${r.half.commitP99MsAtMost}ms`],
+    ['peak RSS', 10, (n, r) => `${Math.round(r.serverPeakRssMiB)}MiB`],
+    ['transport-only', 15, (n, r) => r.transportOnlySpansPerCpuSec],
+    ['e2e/(transport+decode)', 23, (n, r) => r.endToEndVsTransportPlusDecode],
+  ];
+  console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
+  for (const name of TRANSPORTS) {
+    console.log(cols.map(([, w, f], i) => (i === 0 ? String(f(name, results[name])).padEnd(w) : String(f(name, results[name])).padStart(w))).join(''));
+  }
+  console.log(`one fresh server per transport; bench took ${round((performance.now() - started) / 1000, 1)} s`);
+  console.log(JSON.stringify({ bench: 'ingest', machine, payload, concurrency: CONCURRENCY, results }));
+}
+
+export { buildTemplates, checkTemplates, patched, nextBatch };
+
+if (IS_MAIN && args['floor-server']) {
+  floorServerMain();
+} else if (IS_MAIN) {
+  main().catch((e) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}
