@@ -191,6 +191,19 @@ export class CallerResolver {
     if (this.indexed > this.opts.maxSpans) this.evictOldest();
   }
 
+  /** True while the trace holds agent spans or handoffs waiting for a caller, sender or target. */
+  isPending(traceId: string): boolean {
+    return this.hasPending(traceId);
+  }
+
+  /** The traces holding pending work (one pass over the pending spans). */
+  pendingTraceIds(): Set<string> {
+    const out = new Set<string>();
+    for (const a of this.pending.values()) out.add(a.traceId);
+    for (const h of this.handoffs.values()) out.add(h.traceId);
+    return out;
+  }
+
   private hasPending(traceId: string): boolean {
     const prefix = traceId + '/';
     for (const k of this.pending.keys()) if (k.startsWith(prefix)) return true;

@@ -4,6 +4,12 @@ import { CallerResolver, type AgentSpan, type CallerResolverOptions, type Handof
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 
+/** One trace's spans of one batch, as logged while the trace holds pending work (content-free span records). */
+export interface PendingTraceLog {
+  traceId: string;
+  spans: SpanRecord[];
+}
+
 export interface PipelineOptions extends CallerResolverOptions {
   dialects?: Dialect[];
 }
@@ -18,8 +24,9 @@ export class SpanPipeline {
     this.dialects = opts.dialects ?? DIALECTS;
   }
 
-  process(spans: SpanRecord[], now: number): ExtractResult {
-    const out: ExtractResult = { receipts: [], rejected: [], dropped: 0 };
+  process(spans: SpanRecord[], now: number): ExtractResult & { pendingLog: PendingTraceLog[] } {
+    const out: ExtractResult & { pendingLog: PendingTraceLog[] } = { receipts: [], rejected: [], dropped: 0, pendingLog: [] };
+    const mappedSpans = new Set<SpanRecord>();
     const agentSpans: AgentSpan[] = [];
     const handoffs: HandoffSpan[] = [];
     const relays: SpanRecord[] = [];
@@ -30,6 +37,7 @@ export class SpanPipeline {
         const r = d(span);
         if (!r) continue;
         mapped = true;
+        mappedSpans.add(span);
         for (const x of r.receipts) out.receipts.push(x);
         if (r.agentSpan) agentSpans.push(r.agentSpan);
         if (r.handoff) handoffs.push(r.handoff);
@@ -39,6 +47,20 @@ export class SpanPipeline {
       if (!mapped) out.dropped++;
     }
     if (agentSpans.length > 0 || spans.length > 0) for (const r of this.callers.addBatch(agentSpans, spans, now, { handoffs, relays })) out.receipts.push(r);
+    // Traces that still wait for a caller or target: log this batch's spans of them (names only where a dialect
+    // read them; attributes are the decoder's allow-list already), so the wait survives a crash.
+    if (this.callers.stats().pending > 0) {
+      const pendingTraces = this.callers.pendingTraceIds();
+      const byTrace = new Map<string, SpanRecord[]>();
+      for (const span of spans) {
+        if (!pendingTraces.has(span.traceId)) continue;
+        const kept = mappedSpans.has(span) ? span : { ...span, name: '' };
+        const list = byTrace.get(span.traceId);
+        if (list) list.push(kept);
+        else byTrace.set(span.traceId, [kept]);
+      }
+      for (const [traceId, list] of byTrace) out.pendingLog.push({ traceId, spans: list });
+    }
     return out;
   }
 

@@ -8,7 +8,7 @@ import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { PinRecord, ReceiptStore } from '../store/index.js';
+import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 
 export interface EngineHooks {
@@ -125,9 +125,9 @@ export class AuditEngine extends EventEmitter {
    * Durably store receipts, then update the touched runs. Resolves only after the commit (an acknowledged receipt
    * is never lost); rejects when the store cannot commit (nothing is acknowledged then).
    */
-  async ingest(receipts: Receipt[], source: string, now: number): Promise<IngestOutcome> {
-    if (receipts.length === 0) return { accepted: 0, duplicates: 0, conflicts: 0 };
-    const res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })));
+  async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
+    if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
+    const res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
     const touched = new Set<string>();
     const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
     receipts.forEach((r, i) => {

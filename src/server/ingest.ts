@@ -5,7 +5,13 @@
 import type { Receipt } from '../core/types.js';
 import type { SpanPipeline } from '../ingest/pipeline.js';
 import type { AuditMetrics } from '../metrics/index.js';
-import type { DecodedExport } from '../otlp/types.js';
+import type { DecodedExport, SpanRecord } from '../otlp/types.js';
+import type { PendingTraceLog } from '../ingest/pipeline.js';
+import type { SpanLogEntry } from '../store/index.js';
+
+function toSpanLog(log: PendingTraceLog[], now: number): SpanLogEntry[] {
+  return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans) }));
+}
 import type { AuditEngine, IngestOutcome } from './engine.js';
 
 export interface IngestLimits {
@@ -62,10 +68,10 @@ export class Ingestor {
     };
   }
 
-  private async commit(receipts: Receipt[], source: string): Promise<IngestOutcome> {
+  private async commit(receipts: Receipt[], source: string, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
     this.pendingReceipts += receipts.length;
     try {
-      return await this.engine.ingest(receipts, source, this.clock());
+      return await this.engine.ingest(receipts, source, this.clock(), spanLog);
     } catch (e) {
       throw new StoreUnavailableError(`receipts could not be committed: ${(e as Error).message}`);
     } finally {
@@ -98,7 +104,8 @@ export class Ingestor {
       }
       if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
       const producing = decoded.spanCount - ex.dropped - ex.rejected.length;
-      return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected });
+      const spanLog = toSpanLog(ex.pendingLog, now);
+      return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected }, spanLog);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -109,8 +116,9 @@ export class Ingestor {
     source: string,
     transport: 'http' | 'grpc',
     spans: { producing: number; dropped: number; rejected: string[] },
+    spanLog: SpanLogEntry[],
   ): Promise<SpanIngestResult> {
-    await this.commit(receipts, source);
+    await this.commit(receipts, source, spanLog);
     const { producing, dropped, rejected } = spans;
     this.metrics.otlpSpans(transport, 'receipt', Math.max(0, producing));
     this.metrics.otlpSpans(transport, 'dropped', dropped);
@@ -125,6 +133,30 @@ export class Ingestor {
   /** Receipts posted directly (NDJSON). */
   async receipts(receipts: Receipt[], source: string): Promise<IngestOutcome> {
     return this.commit(receipts, source);
+  }
+
+  /**
+   * Replay the span log after a restart: the logged spans go through the pipeline again (receipts they yield are
+   * duplicates of stored ones, or new when their callers resolve among themselves); traces still pending are logged
+   * anew, then the old entries are dropped. Returns how many entries were replayed.
+   */
+  async replaySpanLog(): Promise<number> {
+    const store = this.engine.store;
+    const entries = store.spanLog();
+    if (entries.length === 0) return 0;
+    for (const e of entries) {
+      const now = this.clock();
+      const ex = this.pipeline.process(JSON.parse(e.body) as SpanRecord[], now);
+      await this.commit(ex.receipts, 'auditor', toSpanLog(ex.pendingLog, now));
+    }
+    store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
+    return entries.length;
+  }
+
+  /** Forget logged spans of traces whose pending work is over (resolved, or expired into gap receipts). */
+  pruneSpanLog(now: number, olderThanMs: number): number {
+    const pending = this.pipeline.callers.pendingTraceIds();
+    return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => pending.has(t));
   }
 
   /** Derived receipts produced by the timer (e.g. gap receipts of unresolved callers). */

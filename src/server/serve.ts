@@ -31,6 +31,8 @@ export interface ServeConfig {
   maxPendingReceipts: number;
   maxInflightRequests: number;
   tickMs: number;
+  /** How long SIGTERM waits for open connections before cutting them off (in-flight commits still finish). */
+  shutdownGraceMs: number;
   /** Longest wait before a group commit (0: end of the event-loop turn). */
   groupCommitDelayMs: number;
   /** Cap on the database size: commits past it fail like a full disk (and are not acknowledged). */
@@ -60,6 +62,7 @@ export const DEFAULTS = {
   maxInflightRequests: 256,
   tickMs: 200,
   groupCommitDelayMs: 0,
+  shutdownGraceMs: 5_000,
 };
 
 export interface RunningServer {
@@ -95,6 +98,9 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   cfg.log('restored', restored);
   const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans });
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests });
+  // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
+  const replayed = await ingestor.replaySpanLog();
+  if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending });
 
   const ingestAuth = (token: string | undefined) => {
     if (!cfg.ingestTokens) return { source: 'anonymous' };
@@ -141,6 +147,8 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   ports.otlpGrpc = grpcServer.port;
 
   let lastPrune = Date.now();
+  let lastSpanLogPrune = Date.now();
+  const spanLogPruneEveryMs = Math.max(cfg.tickMs, Math.min(5_000, cfg.parentWaitMs / 2));
   // Prune at least every minute, and often enough for short retentions.
   const pruneEveryMs = Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2));
   let ticking = false;
@@ -154,6 +162,14 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
       if (gaps.length) {
         metrics.callerUnresolved(gaps.length);
         ingestor.internal(gaps).catch((e) => cfg.log('gap_commit_failed', { error: (e as Error).message }));
+      }
+      if (now - lastSpanLogPrune >= spanLogPruneEveryMs) {
+        lastSpanLogPrune = now;
+        try {
+          ingestor.pruneSpanLog(now, cfg.parentWaitMs);
+        } catch (e) {
+          cfg.log('span_log_prune_failed', { error: (e as Error).message });
+        }
       }
       if (now - lastPrune >= pruneEveryMs) {
         lastPrune = now;
@@ -187,12 +203,23 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     async close() {
       stopping = true;
       clearInterval(timer);
-      // Stop accepting, let in-flight exports finish and commit, then close the store.
-      await Promise.all([
+      // Stop accepting, let in-flight exports finish and commit, then close the store. A client that holds a
+      // connection open past the grace period (a stalled upload, a lingering stream) is cut off then.
+      const graceful = Promise.all([
         closeHttp(otlpHttp),
         closeHttp(api),
         new Promise<void>((resolve) => grpcServer.server.tryShutdown(() => resolve())),
       ]);
+      let graceTimer: NodeJS.Timeout | undefined;
+      const expired = new Promise<'expired'>((resolve) => (graceTimer = setTimeout(() => resolve('expired'), cfg.shutdownGraceMs)));
+      if ((await Promise.race([graceful, expired])) === 'expired') {
+        cfg.log('shutdown_grace_expired', { graceMs: cfg.shutdownGraceMs });
+        otlpHttp.closeAllConnections();
+        api.closeAllConnections();
+        grpcServer.server.forceShutdown();
+        await graceful;
+      }
+      clearTimeout(graceTimer);
       try {
         await store.sync();
       } catch (e) {

@@ -3,6 +3,7 @@ export {
   StoreCommitError,
   DATABASE_FILE,
   type StoredReceipt,
+  type SpanLogEntry,
   type AppendOutcome,
   type AppendResult,
   type PinRecord,

@@ -88,8 +88,19 @@ export class StoreCommitError extends Error {
   }
 }
 
+/**
+ * Content-free span records (allow-listed attributes only) of traces whose agent spans still wait for a caller or
+ * target: committed with the receipts of the same export, so an acknowledged export's pending work survives kill -9.
+ */
+export interface SpanLogEntry {
+  traceId: string;
+  loggedAt: number;
+  body: string;
+}
+
 interface QueuedAppend {
   items: StoredReceipt[];
+  spanLog?: SpanLogEntry[];
   resolve: (result: AppendResult) => void;
   reject: (error: Error) => void;
 }
@@ -185,6 +196,7 @@ export class ReceiptStore {
     deletePin: Database.Statement<[string]>;
     deleteRun: Database.Statement<[string]>;
     isNewRun: Database.Statement<[string], { one: number }>;
+    insertSpanLog: Database.Statement<[string, number, string]>;
   };
   private readonly commitGroup: (group: QueuedGroup) => { results: AppendResult[]; newRuns: number };
 
@@ -228,6 +240,7 @@ export class ReceiptStore {
       deletePin: db.prepare('DELETE FROM pins WHERE run = ?'),
       deleteRun: db.prepare('DELETE FROM runs WHERE run = ?'),
       isNewRun: db.prepare('SELECT 1 AS one FROM runs WHERE run = ?'),
+      insertSpanLog: db.prepare('INSERT INTO span_log (trace_id, logged_at, body) VALUES (?, ?, ?)'),
     };
 
     this.commitGroup = db.transaction(({ appends, pins, verdicts, contracts }: QueuedGroup) => {
@@ -239,6 +252,7 @@ export class ReceiptStore {
           countOutcome(result, outcome);
           if (outcome !== 'duplicate') touchRun(touched, item.receipt.run, item.receivedAt);
         }
+        if (queued.spanLog) for (const e of queued.spanLog) this.stmt.insertSpanLog.run(e.traceId, e.loggedAt, e.body);
         return result;
       });
       let newRuns = 0;
@@ -286,11 +300,11 @@ export class ReceiptStore {
    * Stores receipts. Resolves only after they are durably committed; concurrent calls share one transaction.
    * Rejects with StoreCommitError (nothing of the group stored) when the commit fails, e.g. disk full.
    */
-  append(items: readonly StoredReceipt[]): Promise<AppendResult> {
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
     if (this.closed) return Promise.reject(new Error('receipt store is closed'));
-    if (items.length === 0) return Promise.resolve(emptyResult());
+    if (items.length === 0 && !spanLog?.length) return Promise.resolve(emptyResult());
     return new Promise<AppendResult>((resolve, reject) => {
-      this.queue.push({ items: [...items], resolve, reject });
+      this.queue.push({ items: [...items], spanLog: spanLog?.length ? [...spanLog] : undefined, resolve, reject });
       this.queuedReceipts += items.length;
       if (!this.groupCommit || this.queuedReceipts >= this.maxBatch) this.flush();
       else this.scheduleFlush();
@@ -400,6 +414,33 @@ export class ReceiptStore {
   }
 
   /** False after a failed commit, until a later commit succeeds. */
+  /** The span log, oldest first (replayed through the ingest pipeline on start). */
+  spanLog(): { seq: number; traceId: string; body: string }[] {
+    this.flush();
+    return (this.db.prepare('SELECT seq, trace_id, body FROM span_log ORDER BY seq').all() as { seq: number; trace_id: string; body: string }[]).map((r) => ({
+      seq: r.seq,
+      traceId: r.trace_id,
+      body: r.body,
+    }));
+  }
+
+  /** Forget span log entries up to `seq` (after they were replayed and re-logged where still pending). */
+  deleteSpanLogUpTo(seq: number): void {
+    this.flush();
+    this.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq);
+  }
+
+  /** Forget span log entries older than `before` whose trace holds no pending work any more. Returns the count. */
+  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number {
+    const traces = this.db.prepare('SELECT DISTINCT trace_id FROM span_log WHERE logged_at < ?').all(before) as { trace_id: string }[];
+    const del = this.db.prepare('DELETE FROM span_log WHERE trace_id = ? AND logged_at < ?');
+    let n = 0;
+    this.db.transaction(() => {
+      for (const { trace_id } of traces) if (!stillPending(trace_id)) n += del.run(trace_id, before).changes;
+    })();
+    return n;
+  }
+
   healthy(): boolean {
     return this.isHealthy;
   }

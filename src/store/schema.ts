@@ -37,6 +37,13 @@ CREATE TABLE IF NOT EXISTS pins (
   phase TEXT NOT NULL,
   contract_hash TEXT NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS span_log (
+  seq INTEGER PRIMARY KEY,
+  trace_id TEXT NOT NULL,
+  logged_at INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS span_log_by_age ON span_log (logged_at);
 CREATE TABLE IF NOT EXISTS contracts (
   hash TEXT PRIMARY KEY,
   contract TEXT NOT NULL,
