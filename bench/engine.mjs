@@ -27,6 +27,7 @@ import { RunState, evaluate, resolvePin } from '../dist/core/classify.js';
 import { ContractRegistry } from '../dist/core/registry.js';
 import { AuditEngine } from '../dist/server/engine.js';
 import { ReceiptStore } from '../dist/store/index.js';
+import { prng } from './payloads.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const { values: args } = parseArgs({
@@ -61,16 +62,6 @@ function memory() {
   const status = readFileSync('/proc/self/status', 'latin1');
   const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
   return { hwmMiB: round(kb('VmHWM') / 1024, 1), rssMiB: round(kb('VmRSS') / 1024, 1) };
-}
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**

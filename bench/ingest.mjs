@@ -47,6 +47,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../dist/otlp/index.js';
+import { messages, prng, text } from './payloads.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const IS_MAIN = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
@@ -89,34 +90,7 @@ const FLOOR_SECONDS = Number(args['floor-seconds']);
 // ---------------------------------------------------------------------------------------------------------
 // Payloads
 
-const WORDS = (
-  'the agent should review the quarterly report and summarise risks for the board including supply chain ' +
-  'exposure currency hedging customer churn and regulatory changes then draft an email to the finance team ' +
-  'with three concrete recommendations cite every source document and flag any numbers that disagree'
-).split(' ');
-
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function text(random, bytes) {
-  const parts = [];
-  let n = 0;
-  while (n < bytes) {
-    const w = WORDS[Math.floor(random() * WORDS.length)];
-    parts.push(w);
-    n += w.length + 1;
-  }
-  return parts.join(' ');
-}
-const messages = (random, role, bytes) => JSON.stringify([{ role, parts: [{ type: 'text', content: text(random, bytes) }] }]);
+// The same deterministic text generator as the decode benchmark's payloads.
 const randint = (random, lo, hi) => lo + Math.floor(random() * (hi - lo + 1));
 const iso = (ms) => new Date(ms).toISOString();
 

@@ -19,7 +19,7 @@ const WORDS = (
 ).split(' ');
 
 /** A small deterministic PRNG (mulberry32), so payloads are the same for the same seed. */
-function prng(seed) {
+export function prng(seed) {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -30,7 +30,7 @@ function prng(seed) {
   };
 }
 
-function text(random, bytes) {
+export function text(random, bytes) {
   const parts = [];
   let n = 0;
   while (n < bytes) {
@@ -41,7 +41,7 @@ function text(random, bytes) {
   return parts.join(' ');
 }
 
-const messages = (random, role, bytes) => JSON.stringify([{ role, parts: [{ type: 'text', content: text(random, bytes) }] }]);
+export const messages = (random, role, bytes) => JSON.stringify([{ role, parts: [{ type: 'text', content: text(random, bytes) }] }]);
 
 const AGENTS = ['orchestrator', 'researcher', 'writer', 'reviewer', 'coder', 'planner'];
 
