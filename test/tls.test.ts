@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TRACE_SERVICE } from '../src/server/otlp-grpc.js';
 import * as grpc from '@grpc/grpc-js';
 import { ExportResultCode } from '@opentelemetry/core';
 import { BasicTracerProvider, SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -77,18 +78,7 @@ function httpsCall(url: string, opts: { ca?: Buffer; cert?: Buffer; key?: Buffer
   });
 }
 
-const TRACE_EXPORT = {
-  Export: {
-    path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (b: Buffer) => b,
-    requestDeserialize: (b: Buffer) => b,
-    responseSerialize: (b: Buffer) => b,
-    responseDeserialize: (b: Buffer) => b,
-  },
-};
-const GrpcClient = grpc.makeGenericClientConstructor(TRACE_EXPORT, 'TraceService');
+const GrpcClient = grpc.makeGenericClientConstructor(TRACE_SERVICE, 'TraceService');
 
 /** One raw gRPC Export (an empty request is a valid, empty ExportTraceServiceRequest): the status code. */
 function grpcExportCode(port: number, creds: grpc.ChannelCredentials): Promise<number> {
