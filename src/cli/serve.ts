@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ContractRegistry } from '../core/registry.js';
+import { parseRunKey, type RunKeyPart } from '../ingest/runkey.js';
 import { parseDuration } from '../core/edge.js';
 import { loadTokenFile } from '../server/auth.js';
 import { DEFAULTS, startServer, type ServeConfig } from '../server/serve.js';
@@ -50,6 +51,16 @@ const isLoopback = (h: string) => h === 'localhost' || h === '::1' || /^127\./.t
 export const log = (io: Io) => (event: string, fields: Record<string, unknown> = {}) =>
   io.stderr(JSON.stringify({ time: new Date().toISOString(), event, ...fields }) + '\n');
 
+/** --run-key explicit,invocation,trace[,conversation] (src/ingest/runkey.ts). */
+function runKeyArg(v: string | undefined): RunKeyPart[] | undefined {
+  if (v === undefined) return undefined;
+  try {
+    return parseRunKey(v);
+  } catch (e) {
+    throw new UsageError(`serve: ${(e as Error).message}`);
+  }
+}
+
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -75,6 +86,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'tls-client-ca': { type: 'string' },
+      'run-key': { type: 'string' },
     },
   });
   const registry = ContractRegistry.loadDir(values.contracts!);
@@ -116,6 +128,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     ingestTokens,
     apiTokens,
     tls,
+    runKey: runKeyArg(values['run-key']),
     log: log(io),
     version: VERSION,
   };

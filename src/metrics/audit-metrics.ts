@@ -9,6 +9,7 @@
  * OpenMetrics exemplar on `topology_verdicts_total`.
  */
 import { RECEIPT_TYPES, VERDICTS, type Verdict } from '../core/types.js';
+import { UNMAPPED_DIALECTS, UNMAPPED_REASONS } from '../ingest/unmapped.js';
 import {
   MetricsRegistry,
   contentTypeFor,
@@ -39,6 +40,7 @@ export const METRIC_NAMES = {
   storeHealthy: 'topology_store_healthy',
   buildInfo: 'topology_build_info',
   seriesRefused: 'topology_metric_series_refused_total',
+  unmappedTraces: 'topology_unmapped_traces_total',
 } as const;
 
 export const RECEIPT_RESULTS = ['accepted', 'duplicate', 'conflict', 'rejected'] as const;
@@ -125,6 +127,8 @@ export interface AuditMetrics {
   pendingParentEvicted(n?: number): void;
   /** Derived receipts whose caller stayed unresolved at the end of the wait (each became a gap receipt). */
   callerUnresolved(n?: number): void;
+  /** A trace with agent-framework markers that yielded no receipt (labels from closed sets: src/ingest/unmapped.ts). */
+  unmappedTrace(dialect: string, reason: string): void;
   setIngestQueueDepth(n: number): void;
   setIngestSaturated(saturated: boolean): void;
   setStoreHealthy(healthy: boolean): void;
@@ -211,6 +215,11 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   const callerUnresolved: Counter = registry.counter({
     name: METRIC_NAMES.callerUnresolved,
     help: 'Derived receipts whose caller was still unresolved when the wait ended (recorded as gap receipts).',
+  });
+  const unmappedTraces: Counter = registry.counter({
+    name: METRIC_NAMES.unmappedTraces,
+    help: 'Traces that carried agent-framework markers but yielded no receipt, by dialect family and reason.',
+    labelNames: ['dialect', 'reason'],
   });
   const queueDepth: Gauge = registry.gauge({
     name: METRIC_NAMES.ingestQueueDepth,
@@ -300,6 +309,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     },
     pendingParentEvicted(n) {
       pendingEvicted.inc([], count(n));
+    },
+    unmappedTrace(dialect, reason) {
+      unmappedTraces.inc([oneOf(dialect, UNMAPPED_DIALECTS, 'dialect'), oneOf(reason, UNMAPPED_REASONS, 'reason')], 1);
     },
     callerUnresolved(n) {
       callerUnresolved.inc([], count(n));

@@ -32,7 +32,27 @@ export interface SpanRecord {
   /** Only events that carry at least one kept attribute. */
   events: SpanEventRecord[];
   links: SpanLinkRecord[];
+  /** The instrumentation scope's name (e.g. `gcp.vertex.agent`, `@arizeai/openinference-instrumentation-langchain`), when sent. */
+  scope?: string;
 }
+
+/** The explicit-receipt attributes (src/ingest/extract.ts, src/emitter/attributes.ts). */
+export const TOPOLOGY_ATTRIBUTE_KEYS: readonly string[] = [
+  'topology.run.id',
+  'topology.event.type',
+  'topology.edge.from',
+  'topology.edge.to',
+  'topology.edge.kind',
+  'topology.contract.id',
+  'topology.contract.version',
+  'topology.phase',
+  'topology.wait.on',
+  'topology.wait.edge',
+  'topology.wait.deadline',
+  'topology.outcome.verified',
+  'topology.run.result',
+  'topology.gap.reason',
+];
 
 /** Attribute keys the decoder keeps; everything else is skipped without being materialised. */
 export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
@@ -56,8 +76,15 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
   'edge_group.delivery_status',
   'message.source_id',
   'message.target_id',
+  // Google ADK: the invocation (one user turn), on model-call spans (run key `invocation`).
+  'gcp.vertex.agent.invocation_id',
 ]);
 export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = ['topology.'];
+/**
+ * Attributes the decoder derives from a dropped one instead of keeping it: `metadata` (OpenInference, a JSON
+ * string) yields only its `langgraph_node` field as `metadata.langgraph_node` (src/otlp/metadata.ts).
+ */
+export const DERIVED_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set(['metadata.langgraph_node']);
 
 export function isKeptAttributeKey(key: string): boolean {
   if (KEPT_ATTRIBUTE_KEYS.has(key)) return true;

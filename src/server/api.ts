@@ -20,6 +20,8 @@ export interface ApiOptions {
   /** Extra routes (e.g. the web view); return true when handled. */
   extraRoutes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
   ready: () => { ready: boolean; reasons: string[] };
+  /** Recent traces that looked like an agent framework's but gave no receipt (GET /api/v1/ingest/unmapped). */
+  unmapped?: () => unknown;
 }
 
 export function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -162,6 +164,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     const v = await waitForSettled(engine, id, wait * 1000);
     return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
   }
+  if (resource === 'ingest' && id === 'unmapped' && sub === undefined && opts.unmapped) return json(res, 200, opts.unmapped());
   if (resource === 'contracts' && id === undefined) {
     return json(res, 200, {
       contracts: engine.registry.all().map((c) => ({ contract: c.contract, version: c.version, retired: c.retired, hash: c.hash, owner: c.owner, phases: c.phases.map((p) => p.name) })),

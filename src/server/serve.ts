@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
+import type { RunKeyPart } from '../ingest/runkey.js';
 import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
@@ -28,6 +29,8 @@ export interface ServeConfig {
   retentionMs: number;
   parentWaitMs: number;
   maxPendingSpans: number;
+  /** The order in which a span's run id is taken (`--run-key`). */
+  runKey?: readonly RunKeyPart[];
   maxPendingReceipts: number;
   maxInflightRequests: number;
   tickMs: number;
@@ -96,7 +99,8 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   });
   const restored = engine.restore(Date.now());
   cfg.log('restored', restored);
-  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans });
+  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, runKey: cfg.runKey });
+  pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests });
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
   const replayed = await ingestor.replaySpanLog();
@@ -131,6 +135,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
       authenticateApi: apiAuth,
       extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth }),
       ready,
+      unmapped: () => pipeline.unmapped.snapshot(),
     }),
     cfg.tls,
   );
