@@ -15,6 +15,7 @@ commands:
   experiment diff|compare MANIFEST [--json|--markdown]
   handoff admit HANDOFF.json --parent ENVELOPE.json --state STATE.json [--json]
   handoff return RESULT.json --handoff HANDOFF.json --state STATE.json [--json]
+  explain FILE [--json] [--run-key explicit,invocation,trace[,conversation]]
 `;
 
 type Command = (argv: string[], io: Io) => Promise<number>;
@@ -28,6 +29,7 @@ const commands: Record<string, () => Promise<Command>> = {
   experiment: async () => (await import('./experiment.js')).experimentCommand,
   handoff: async () => (await import('./handoff.js')).handoffCommand,
   diff: async () => (await import('./diff.js')).diffCommand,
+  explain: async () => (await import('./explain.js')).explainCommand,
 };
 
 /** Register a lazily-loaded command (keeps start-up cheap). */
