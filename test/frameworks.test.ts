@@ -1,0 +1,157 @@
+/**
+ * Real frameworks, real spans: each app below is the real npm package driven by a scripted model (no network),
+ * its spans exported over real OTLP/HTTP protobuf to a real `topology-audit serve` child, audited against
+ * contracts/supervisor-workers.yaml (or a swarm contract): a conforming run is healthy, a run calling an agent
+ * the contract does not allow is forbidden_edge, and no prompt text reaches any byte of the data directory.
+ */
+import { readdirSync, readFileSync, statSync, writeFileSync, copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
+
+const SWARM_CONTRACT = `contract: helpdesk-swarm
+version: "1"
+owner: triage
+agents: [triage, billing, refunds]
+allow:
+  - triage -> billing : handoff
+phases:
+  help:
+    outcome: optional
+    expect:
+      - triage -> billing : handoff
+        within: 10m
+`;
+
+function contractsDir(): string {
+  const dir = tempDir('ta-fw-contracts-');
+  mkdirSync(dir, { recursive: true });
+  copyFileSync(join(ROOT, 'contracts', 'supervisor-workers.yaml'), join(dir, 'supervisor-workers.yaml'));
+  writeFileSync(join(dir, 'helpdesk-swarm.yaml'), SWARM_CONTRACT);
+  return dir;
+}
+
+/** Every byte under `dir` (the database, its WAL and journal files). */
+function allBytes(dir: string): Buffer {
+  const parts: Buffer[] = [];
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) parts.push(allBytes(p));
+    else parts.push(readFileSync(p));
+  }
+  return Buffer.concat(parts);
+}
+
+/** Everything exported, as the app's SDK saw it: proves that the content really was in the spans sent. */
+const sent = new InMemorySpanExporter();
+const sentText = () => JSON.stringify(sent.getFinishedSpans().map((s) => s.attributes));
+
+export function otlpProvider(server: ServerProcess): BasicTracerProvider {
+  const exporter = new OTLPTraceExporter({ url: `${server.otlpHttp}/v1/traces` });
+  return new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 20, maxExportBatchSize: 16 }), new SimpleSpanProcessor(sent)] });
+}
+
+async function poll<T>(f: () => Promise<T | null | undefined>, what: string, ms = 30_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v !== null && v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface RunRow {
+  run: string;
+  verdict: string;
+}
+
+/** The runs the server holds that are not in `seen`, once there are `n` of them with a settled-enough verdict. */
+async function newRuns(server: ServerProcess, seen: Set<string>, n: number, accept: (verdicts: string[]) => boolean): Promise<RunRow[]> {
+  return poll(async () => {
+    const { body } = await getJson<{ runs: RunRow[] }>(`${server.api}/api/v1/runs?limit=1000`);
+    const fresh = body.runs.filter((r) => !seen.has(r.run));
+    if (fresh.length < n || !accept(fresh.map((r) => r.verdict))) return null;
+    for (const r of fresh) seen.add(r.run);
+    return fresh;
+  }, `${n} new run(s)`);
+}
+
+async function edgesOf(server: ServerProcess, run: string): Promise<string[]> {
+  const { body } = await getJson<{ receipts: { type: string; from?: string; to?: string; kind?: string; reason?: string }[] }>(`${server.api}/api/v1/runs/${encodeURIComponent(run)}`);
+  return body.receipts.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`.trim()));
+}
+
+describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
+  let sup: ServerProcess;
+  let swarm: ServerProcess;
+  const seenSup = new Set<string>();
+  const seenSwarm = new Set<string>();
+  beforeAll(async () => {
+    const dir = contractsDir();
+    [sup, swarm] = await Promise.all([
+      startServerProcess({ contracts: dir, args: ['--contract', 'supervisor-workers', '--parent-wait', '2s'] }),
+      startServerProcess({ contracts: dir, args: ['--contract', 'helpdesk-swarm', '--parent-wait', '2s'] }),
+    ]);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([sup?.stop(), swarm?.stop()]);
+  });
+
+  it('a supervisor run that delegates to each worker in turn is healthy: delegate and return per worker', async () => {
+    const provider = otlpProvider(sup);
+    instrumentLangChain(provider);
+    await runSupervisor({ supervisorScript: [{ tool: 'transfer_to_researcher' }, { tool: 'transfer_to_writer' }, { text: `final ${LG_MARKER}` }] });
+    await provider.forceFlush();
+    const [run] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'healthy');
+    expect(run.verdict).toBe('healthy');
+    expect(await edgesOf(sup, run.run)).toEqual([
+      'supervisor -> researcher : delegate',
+      'researcher -> supervisor : return',
+      'supervisor -> writer : delegate',
+      'writer -> supervisor : return',
+    ]);
+    expect(run.run).toMatch(/^[0-9a-f]{32}$/); // one run per graph invocation: the trace
+    await provider.shutdown();
+  }, 60_000);
+
+  it('a supervisor that calls an agent the contract does not allow it to call is forbidden_edge', async () => {
+    const provider = otlpProvider(sup);
+    instrumentLangChain(provider);
+    await runSupervisor({ withPublisher: true, supervisorScript: [{ tool: 'transfer_to_researcher' }, { tool: 'transfer_to_publisher' }, { text: 'final' }] });
+    await provider.forceFlush();
+    const [run] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'forbidden_edge');
+    expect(await edgesOf(sup, run.run)).toContain('supervisor -> publisher : delegate');
+    const { body } = await getJson<{ findings: { verdict: string; edge: string }[] }>(`${sup.api}/api/v1/runs/${run.run}`);
+    expect(body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge)).toContain('supervisor -> publisher : delegate');
+    await provider.shutdown();
+  }, 60_000);
+
+  it('swarm handoffs are handoff edges: allowed is healthy, another target is forbidden_edge', async () => {
+    const provider = otlpProvider(swarm);
+    instrumentLangChain(provider);
+    await runSwarm({ triageScript: [{ tool: 'transfer_to_billing' }] });
+    await provider.forceFlush();
+    const [ok] = await newRuns(swarm, seenSwarm, 1, (v) => v[0] === 'healthy');
+    expect(await edgesOf(swarm, ok.run)).toEqual(['triage -> billing : handoff']);
+    await runSwarm({ triageScript: [{ tool: 'transfer_to_refunds' }] });
+    await provider.forceFlush();
+    const [bad] = await newRuns(swarm, seenSwarm, 1, (v) => v[0] === 'forbidden_edge');
+    expect(await edgesOf(swarm, bad.run)).toEqual(['triage -> refunds : handoff']);
+    await provider.shutdown();
+  }, 60_000);
+
+  it('no prompt or reply text reaches the data directory', async () => {
+    expect(sentText()).toContain(LG_MARKER); // the prompts were exported (OpenInference records messages)
+    expect(sentText()).toContain('langgraph_node'); // inside the metadata JSON the decoder scans
+    for (const s of [sup, swarm]) {
+      await runCli(['--version']); // a pause on a loaded machine; the store commits before acking anyway
+      const bytes = allBytes(s.dataDir);
+      expect(bytes.length).toBeGreaterThan(0);
+      expect(bytes.includes(Buffer.from(LG_MARKER)), 'prompt text in the data dir').toBe(false);
+    }
+  });
+});
