@@ -155,3 +155,39 @@ describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
     }
   });
 });
+
+describe('OpenAI Agents JS (the emitter\'s tracing processor)', () => {
+  let server: ServerProcess;
+  const seen = new Set<string>();
+  beforeAll(async () => {
+    server = await startServerProcess({ contracts: contractsDir(), args: ['--contract', 'supervisor-workers', '--parent-wait', '2s'] });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('agents as tools are delegate/return, a handoff is a handoff edge: healthy, then forbidden_edge; content-free', async () => {
+    const { setTraceProcessors, setTracingDisabled } = await import('@openai/agents');
+    const { ReceiptEmitter, OpenAIAgentsReceiptProcessor } = await import('../src/emitter/index.js');
+    const { runSupervisorAgents, CONTENT_MARKER } = await import('./fixtures/frameworks/openai-agents.js');
+    const emitter = new ReceiptEmitter({ endpoint: server.otlpHttp });
+    setTracingDisabled(false);
+    setTraceProcessors([new OpenAIAgentsReceiptProcessor(emitter)]);
+    await runSupervisorAgents();
+    await emitter.flush();
+    const [ok] = await newRuns(server, seen, 1, (v) => v[0] === 'healthy');
+    expect(ok.run).toMatch(/^trace_[0-9a-f]{32}$/); // one Runner.run, one SDK trace, one run
+    expect(await edgesOf(server, ok.run)).toEqual([
+      'supervisor -> researcher : delegate',
+      'researcher -> supervisor : return',
+      'supervisor -> writer : delegate',
+      'writer -> supervisor : return',
+    ]);
+    await runSupervisorAgents({ handoffToPublisher: true });
+    await emitter.flush();
+    const [bad] = await newRuns(server, seen, 1, (v) => v[0] === 'forbidden_edge');
+    expect(await edgesOf(server, bad.run)).toContain('supervisor -> publisher : handoff');
+    expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
+    await emitter.shutdown();
+  }, 60_000);
+});
