@@ -6,6 +6,7 @@
  */
 import { readdirSync, readFileSync, statSync, writeFileSync, copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { context as otelContext, trace as otelTrace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -190,4 +191,67 @@ describe('OpenAI Agents JS (the emitter\'s tracing processor)', () => {
     expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
     await emitter.shutdown();
   }, 60_000);
+});
+
+describe('no silent drops: an unsupported framework\'s trace', () => {
+  /** OpenInference AGENT spans with no graph.node.* (e.g. a crew framework whose instrumentation names agents only in span names). */
+  function crewTrace(provider: BasicTracerProvider): void {
+    const tracer = provider.getTracer('openinference.instrumentation.crewai');
+    const root = tracer.startSpan('Crew.kickoff', { attributes: { 'openinference.span.kind': 'CHAIN', 'input.value': `kick ${LG_MARKER}` } });
+    const rootCtx = otelTrace.setSpan(otelContext.active(), root);
+    for (const name of ['planner', 'executor']) {
+      const s = tracer.startSpan(`${name}._execute_core`, { attributes: { 'openinference.span.kind': 'AGENT', 'input.value': `task ${LG_MARKER}` } }, rootCtx);
+      tracer.startSpan('ChatCompletion', { attributes: { 'openinference.span.kind': 'LLM', 'llm.input_messages.0.message.content': LG_MARKER } }, otelTrace.setSpan(rootCtx, s)).end();
+      s.end();
+    }
+    root.end();
+  }
+
+  it('explain names each agent-looking span and why nothing came out; the unmapped endpoint and metric list the trace', async () => {
+    const { JsonTraceSerializer, ProtobufTraceSerializer } = await import('@opentelemetry/otlp-transformer');
+    // 1. A dump of the trace (as the Collector's file exporter or a proxy would capture it), JSON and protobuf.
+    const mem = new InMemorySpanExporter();
+    const local = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(mem)] });
+    crewTrace(local);
+    const spans = mem.getFinishedSpans();
+    const dir = tempDir('ta-explain-');
+    writeFileSync(join(dir, 'crew.json'), Buffer.from(JsonTraceSerializer.serializeRequest(spans)!));
+    writeFileSync(join(dir, 'crew.pb'), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
+    for (const file of ['crew.json', 'crew.pb']) {
+      const out = await runCli(['explain', join(dir, file)]);
+      expect(out.code, out.stderr).toBe(0);
+      expect(out.stdout).toContain('UNMAPPED (openinference: no_dialect)');
+      for (const name of ['planner._execute_core', 'executor._execute_core']) {
+        const line = out.stdout.split('\n').find((l) => l.includes(JSON.stringify(name)));
+        expect(line, name).toMatch(/openinference\.span\.kind=AGENT\) that names no agent/);
+      }
+      expect(out.stdout).not.toContain(LG_MARKER);
+    }
+    const json = JSON.parse((await runCli(['explain', join(dir, 'crew.json'), '--json'])).stdout);
+    expect(json.spans).toHaveLength(5); // kickoff, two agents, two model calls
+    expect(json.spans.every((s: { receipts: string[] }) => s.receipts.length === 0)).toBe(true);
+    const bad = await runCli(['explain', join(dir, 'missing.json')]);
+    expect(bad.code).toBe(2);
+
+    // 2. The same trace sent to a server: no run appears, and the unmapped report says why.
+    const server = await startServerProcess({ args: ['--parent-wait', '1s'] });
+    try {
+      const provider = otlpProvider(server);
+      crewTrace(provider);
+      await provider.forceFlush();
+      const traceId = (await poll(async () => {
+        const { body } = await getJson<{ traces: { traceId: string; dialect: string; reason: string; marked: number }[] }>(`${server.api}/api/v1/ingest/unmapped`);
+        return body.traces[0];
+      }, 'an unmapped report')) as { traceId: string; dialect: string; reason: string; marked: number };
+      expect(traceId).toMatchObject({ dialect: 'openinference', reason: 'no_dialect', marked: 5 });
+      const { body: runs } = await getJson<{ runs: unknown[] }>(`${server.api}/api/v1/runs`);
+      expect(runs.runs).toEqual([]);
+      const metrics = await (await fetch(`${server.api}/metrics`)).text();
+      expect(metrics).toMatch(/topology_unmapped_traces_total\{dialect="openinference",reason="no_dialect"\} 1/);
+      expect(JSON.stringify(await getJson(`${server.api}/api/v1/ingest/unmapped`))).not.toContain(LG_MARKER);
+      await provider.shutdown();
+    } finally {
+      await server.stop();
+    }
+  }, 90_000);
 });
