@@ -255,3 +255,39 @@ describe('no silent drops: an unsupported framework\'s trace', () => {
     }
   }, 90_000);
 });
+
+describe('Google ADK JS: a run per turn, not per session', () => {
+  let server: ServerProcess;
+  beforeAll(async () => {
+    server = await startServerProcess({ contracts: contractsDir(), args: ['--contract', 'supervisor-workers', '--parent-wait', '2s'] });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('two user turns in one session are two healthy runs (agents as AgentTools: delegate and return); content-free', async () => {
+    const { context, trace } = await import('@opentelemetry/api');
+    const { AsyncLocalStorageContextManager } = await import('@opentelemetry/context-async-hooks');
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    const provider = otlpProvider(server);
+    trace.setGlobalTracerProvider(provider);
+    // ADK bundles its own @opentelemetry/api copy and takes its tracer at import: register the provider first.
+    const { runAdkSession, CONTENT_MARKER } = await import('./fixtures/frameworks/adk.js');
+    await runAdkSession(2, 'sess-two-turns');
+    await provider.forceFlush();
+    const runs = await newRuns(server, new Set(), 2, (v) => v.every((x) => x === 'healthy'));
+    expect(runs).toHaveLength(2);
+    for (const r of runs) {
+      expect(r.run).toMatch(/^[0-9a-f]{32}$/); // the trace of one Runner.runAsync, not the session id
+      expect(await edgesOf(server, r.run)).toEqual([
+        'supervisor -> researcher : delegate',
+        'researcher -> supervisor : return',
+        'supervisor -> writer : delegate',
+        'writer -> supervisor : return',
+      ]);
+    }
+    expect(sentText()).toContain('sess-two-turns'); // the session id was on the spans, and named no run
+    expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
+    await provider.shutdown();
+  }, 60_000);
+});
