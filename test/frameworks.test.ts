@@ -8,7 +8,7 @@ import { readdirSync, readFileSync, statSync, writeFileSync, copyFileSync, mkdir
 import { join } from 'node:path';
 import { context as otelContext, trace as otelTrace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
@@ -47,8 +47,15 @@ function allBytes(dir: string): Buffer {
 }
 
 /** Everything exported, as the app's SDK saw it: proves that the content really was in the spans sent. */
-const sent = new InMemorySpanExporter();
-const sentText = () => JSON.stringify(sent.getFinishedSpans().map((s) => s.attributes));
+const sentAttributes: string[] = [];
+const sent: SpanExporter = {
+  export(spans, done) {
+    for (const s of spans) sentAttributes.push(JSON.stringify(s.attributes));
+    done({ code: 0 });
+  },
+  async shutdown() {},
+};
+const sentText = () => sentAttributes.join('\n');
 
 export function otlpProvider(server: ServerProcess): BasicTracerProvider {
   const exporter = new OTLPTraceExporter({ url: `${server.otlpHttp}/v1/traces` });
