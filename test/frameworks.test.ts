@@ -156,7 +156,6 @@ describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
     expect(sentText()).toContain(LG_MARKER); // the prompts were exported (OpenInference records messages)
     expect(sentText()).toContain('langgraph_node'); // inside the metadata JSON the decoder scans
     for (const s of [sup, swarm]) {
-      await runCli(['--version']); // a pause on a loaded machine; the store commits before acking anyway
       const bytes = allBytes(s.dataDir);
       expect(bytes.length).toBeGreaterThan(0);
       expect(bytes.includes(Buffer.from(LG_MARKER)), 'prompt text in the data dir').toBe(false);
