@@ -297,3 +297,11 @@ describe('Google ADK JS: a run per turn, not per session', () => {
     await provider.shutdown();
   }, 60_000);
 });
+
+describe('serve --run-key', () => {
+  it('refuses an unknown key with a usage error naming the allowed ones', async () => {
+    const r = await runCli(['serve', '--run-key', 'explicit,session', '--data', tempDir('ta-runkey-'), '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--run-key: "session" is not one of explicit, invocation, trace, conversation');
+  });
+});
