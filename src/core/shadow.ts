@@ -25,6 +25,8 @@ export interface ShadowVerdict {
   findings: Finding[];
   /** The shadow verdict differs from the pinned one. */
   disagrees: boolean;
+  /** When the shadow verdict may next change with time alone (not in JSON). */
+  nextChangeAt: number | null;
 }
 
 /** `CONTRACT@VERSION` (the last `@` splits, so a contract id may hold one). */
@@ -61,7 +63,7 @@ export function shadowEvaluate(state: RunState, pinning: Pinning, pinned: RunVer
     const phase = c.phases.some((p) => p.name === pinning.pin.phase) ? pinning.pin.phase : c.phases[0].name;
     // The pin keeps the run's version (see the header); the content is the candidate's.
     const v = evaluate(state, { ok: true, pin: { ...pinning.pin, phase }, contract: c }, now, opts);
-    out.push({ contract: c.contract, version: c.version, verdict: v.verdict, findings: v.findings, disagrees: v.verdict !== pinned.verdict });
+    out.push({ contract: c.contract, version: c.version, verdict: v.verdict, findings: v.findings, disagrees: v.verdict !== pinned.verdict, nextChangeAt: v.nextChangeAt });
   }
   return out;
 }

@@ -337,7 +337,7 @@ export function draftYaml(d: Draft): string {
     if (!defaultAfter && !firstDefault) parts.push(`after: [${s.after.map(q).join(', ')}]`);
     parts.push(`within: ${formatDuration(s.withinMs)}`);
     const order = s.after.length === 0 ? (i === 0 ? 'first' : 'parallel branch, order varies') : `after ${s.after.length === 1 ? 'its predecessor' : `${s.after.length} predecessors`} in every run`;
-    out.push(`    - { ${parts.join(', ')} }   # seen in ${s.edge.runs} of ${n} runs; ${order}; p${d.percentile} delay ${formatDuration(Math.max(1, Math.ceil(s.observedMs)))} over ${s.measured} runs`);
+    out.push(`      - { ${parts.join(', ')} }   # seen in ${s.edge.runs} of ${n} runs; ${order}; p${d.percentile} delay ${formatDuration(Math.max(1, Math.ceil(s.observedMs)))} over ${s.measured} runs`);
   });
   return out.join('\n') + '\n';
 }
