@@ -166,7 +166,49 @@ describe('shadow evaluation on a live server', () => {
     await card.locator('a[href="/runs/shop-09"]').click();
     await page.waitForSelector('svg.topology-graph');
     expect(new URL(page.url()).pathname).toBe('/runs/shop-09');
+    expect(await page.getAttribute('[data-verdict]', 'data-verdict')).toBe('healthy');
+    const li = page.locator('section.run-shadow li[data-candidate="shop@2"]');
+    expect(await li.getAttribute('data-disagrees')).toBe('true');
+    expect(await li.textContent()).toContain('forbidden_edge');
+    expect(await li.textContent()).toContain('researcher -> auditor : handoff');
     expect(errors).toEqual([]);
+  }, 60_000);
+
+  it('propose --server drafts from the stored runs: the auditor edge is allowed (3 of 20), not expected', async () => {
+    const r = await runCli(['propose', '--server', srv.api, '--since', '1h', '--contract-id', 'shop', '--version', '3', '--min-share', '0.1']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('- { edge: "researcher -> auditor : handoff", max: 1 }   # seen in 3 of 20 runs, at most 1 per run');
+    expect(r.stdout).toMatch(/- \{ edge: "verifier -> orchestrator : return".*# seen in 20 of 20 runs/);
+    expect(r.stdout).not.toMatch(/^\s+- \{ edge: "researcher -> auditor : handoff", (after|within)/m);
+    expect(r.stdout).toContain('outcome: required   # verified outcome in 20 of 20 runs');
+    const dir = tempDir('ta-shadow-draft-');
+    writeFileSync(join(dir, 'draft.yaml'), r.stdout);
+    expect((await runCli(['validate', join(dir, 'draft.yaml')])).code).toBe(0);
+    // Not an auditor API: a clear usage error.
+    const bad = await runCli(['propose', '--server', `${srv.api}/nothing-here`]);
+    expect(bad.code).toBe(2);
+  }, 60_000);
+
+  it('replay --shadow gives the same pinned verdicts and the same 3 disagreements offline', async () => {
+    const dir = tempDir('ta-shadow-replay-');
+    const base = Date.parse('2026-03-01T09:00:00Z');
+    const all: Receipt[] = [];
+    for (let i = 0; i < 20; i++) {
+      const run = `shop-${String(i).padStart(2, '0')}`;
+      all.push(...runOf(run, base + i * 100, AUDITED.has(run)));
+    }
+    writeFileSync(join(dir, 'runs.ndjson'), all.map((x) => JSON.stringify(x)).join('\n') + '\n');
+    const plain = await runCli(['replay', join(dir, 'runs.ndjson'), '--contracts', contracts, '--json']);
+    const shadowed = await runCli(['replay', join(dir, 'runs.ndjson'), '--contracts', contracts, '--json', '--shadow', 'shop@2']);
+    expect(plain.code).toBe(0);
+    expect(shadowed.code).toBe(0);
+    const a = plain.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const b = shadowed.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(b.map(({ shadow: _s, ...rest }) => rest)).toEqual(a);
+    expect(b.filter((l) => l.shadow[0].disagrees).map((l) => l.run)).toEqual([...AUDITED].sort());
+    const text = await runCli(['replay', join(dir, 'runs.ndjson'), '--contracts', contracts, '--shadow', 'shop@2']);
+    expect(text.stdout).toContain('shadow shop@2: 20 run(s) (healthy 17, forbidden_edge 3); 3 disagree with the pinned verdict');
+    expect(text.stdout).toMatch(/shop-03\s+healthy\s+forbidden_edge\s+researcher -> auditor : handoff/);
   }, 60_000);
 
   it('serve refuses an unknown shadow version with exit 2', async () => {
