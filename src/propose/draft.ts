@@ -305,6 +305,9 @@ function evidence(e: DraftEdge, n: number): string {
   return `${base}, ${most}; bounded choice: ${e.to.map((t, i) => `${t} in ${e.perTarget[i]}`).join(', ')}`;
 }
 
+/** An observed delay for a comment: milliseconds under a second, else seconds with one decimal. */
+const readable = (ms: number) => (ms < 1000 ? `${Math.ceil(ms)}ms` : `${(Math.ceil(ms / 100) / 10).toFixed(1)}s`);
+
 /** The draft as contract YAML, every entry with its evidence as a comment. */
 export function draftYaml(d: Draft): string {
   const out: string[] = [];
@@ -337,7 +340,7 @@ export function draftYaml(d: Draft): string {
     if (!defaultAfter && !firstDefault) parts.push(`after: [${s.after.map(q).join(', ')}]`);
     parts.push(`within: ${formatDuration(s.withinMs)}`);
     const order = s.after.length === 0 ? (i === 0 ? 'first' : 'parallel branch, order varies') : `after ${s.after.length === 1 ? 'its predecessor' : `${s.after.length} predecessors`} in every run`;
-    out.push(`      - { ${parts.join(', ')} }   # seen in ${s.edge.runs} of ${n} runs; ${order}; p${d.percentile} delay ${formatDuration(Math.max(1, Math.ceil(s.observedMs)))} over ${s.measured} runs`);
+    out.push(`      - { ${parts.join(', ')} }   # seen in ${s.edge.runs} of ${n} runs; ${order}; p${d.percentile} delay ${readable(s.observedMs)} over ${s.measured} runs`);
   });
   return out.join('\n') + '\n';
 }
