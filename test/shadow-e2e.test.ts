@@ -211,6 +211,20 @@ describe('shadow evaluation on a live server', () => {
     expect(text.stdout).toMatch(/shop-03\s+healthy\s+forbidden_edge\s+researcher -> auditor : handoff/);
   }, 60_000);
 
+  it('after a restart the shadow verdicts are rebuilt from the store; without --shadow the answers carry none', async () => {
+    expect(await srv.stop()).toBe(0);
+    srv = await startServerProcess({ contracts, dataDir: srv.dataDir, args: ['--shadow', 'shop@2'] });
+    const summary = (await getJson(`${srv.api}/api/v1/shadow`)).body.candidates;
+    expect(summary[0]).toMatchObject({ contract: 'shop', version: '2', runs: 20, disagreements: 3 });
+    expect((await getJson(`${srv.api}/api/v1/runs/shop-15`)).body.shadow[0].verdict).toBe('forbidden_edge');
+    expect(await srv.stop()).toBe(0);
+    srv = await startServerProcess({ contracts, dataDir: srv.dataDir });
+    const run = (await getJson(`${srv.api}/api/v1/runs/shop-15`)).body;
+    expect(run.verdict).toBe('healthy');
+    expect(run.shadow).toBeUndefined();
+    expect((await getJson(`${srv.api}/api/v1/shadow`)).body).toEqual({ candidates: [] });
+  }, 60_000);
+
   it('serve refuses an unknown shadow version with exit 2', async () => {
     const r = await runCli(['serve', '--contracts', contracts, '--data', tempDir('ta-shadow-data-'), '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', '--shadow', 'shop@9']);
     expect(r.code).toBe(2);
