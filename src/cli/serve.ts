@@ -131,6 +131,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { createUiRoutes } = await import('../ui/routes.js');
   cfg.extraRoutes = (engine, opts) => createUiRoutes(engine, opts);
   if (!isLoopback(host) && ingestTokens && !tls) cfg.log('warning', { message: 'bearer tokens cross the network in clear text; pass --tls-cert and --tls-key' });
+  if (shadow.length) cfg.log('shadow', { candidates: shadow.map((c) => `${c.contract}@${c.version}`) });
   const server = await startServer(registry, cfg);
   const { ports } = server;
   const scheme = tls ? 'https' : 'http';
