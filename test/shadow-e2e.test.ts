@@ -171,6 +171,12 @@ describe('shadow evaluation on a live server', () => {
     expect(await li.getAttribute('data-disagrees')).toBe('true');
     expect(await li.textContent()).toContain('forbidden_edge');
     expect(await li.textContent()).toContain('researcher -> auditor : handoff');
+    // The contract page marks the candidate, and calls the published version the newest.
+    await page.goto(`${srv.api}/contracts/shop`);
+    await page.waitForSelector('section.version[data-version="2"]');
+    expect(await page.locator('section.version[data-version="2"] .badge.candidate').count()).toBe(1);
+    expect(await page.locator('section.version[data-version="2"] .states').textContent()).not.toContain('newest');
+    expect(await page.locator('section.version[data-version="1"] .states').textContent()).toContain('newest');
     expect(errors).toEqual([]);
   }, 60_000);
 

@@ -199,6 +199,8 @@ export function contractsSummary(registry: ContractRegistry): ContractSummary[] 
 export interface ContractVersionView {
   version: string;
   retired: boolean;
+  /** A draft under review: never pinned (optional so older answers still type-check). */
+  candidate?: boolean;
   hash: string;
   owner: string;
   agents: string[];
@@ -223,6 +225,7 @@ async function versionView(c: Contract, prev: Contract | null): Promise<Contract
   return {
     version: c.version,
     retired: c.retired,
+    ...(c.candidate ? { candidate: true } : {}),
     hash: c.hash,
     owner: c.owner,
     agents: c.agents,
