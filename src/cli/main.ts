@@ -15,6 +15,8 @@ commands:
   experiment diff|compare MANIFEST [--json|--markdown]
   handoff admit HANDOFF.json --parent ENVELOPE.json --state STATE.json [--json]
   handoff return RESULT.json --handoff HANDOFF.json --state STATE.json [--json]
+  propose FILE... | --server URL [--since DUR] [--contract-id ID] [--min-share 0.05]
+  contract diff A@V1 B@V2 [--contracts DIR] [--json]
 `;
 
 type Command = (argv: string[], io: Io) => Promise<number>;
@@ -28,6 +30,8 @@ const commands: Record<string, () => Promise<Command>> = {
   experiment: async () => (await import('./experiment.js')).experimentCommand,
   handoff: async () => (await import('./handoff.js')).handoffCommand,
   diff: async () => (await import('./diff.js')).diffCommand,
+  propose: async () => (await import('./propose.js')).proposeCommand,
+  contract: async () => (await import('./contract.js')).contractCommand,
 };
 
 /** Register a lazily-loaded command (keeps start-up cheap). */

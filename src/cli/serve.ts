@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ContractRegistry } from '../core/registry.js';
+import { resolveShadows } from '../core/shadow.js';
 import { parseDuration } from '../core/edge.js';
 import { loadTokenFile } from '../server/auth.js';
 import { DEFAULTS, startServer, type ServeConfig } from '../server/serve.js';
@@ -75,10 +76,17 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'tls-client-ca': { type: 'string' },
+      shadow: { type: 'string', multiple: true, default: [] },
     },
   });
   const registry = ContractRegistry.loadDir(values.contracts!);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`serve: --contract ${values.contract}: no such contract in ${values.contracts}`);
+  let shadow;
+  try {
+    shadow = resolveShadows(registry, values.shadow!);
+  } catch (e) {
+    throw new UsageError(`serve: ${(e as Error).message}`);
+  }
   let ingestTokens, apiTokens;
   try {
     ingestTokens = values['ingest-tokens'] ? loadTokenFile(values['ingest-tokens'], true) : undefined;
@@ -118,10 +126,12 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     tls,
     log: log(io),
     version: VERSION,
+    shadow,
   };
   const { createUiRoutes } = await import('../ui/routes.js');
   cfg.extraRoutes = (engine, opts) => createUiRoutes(engine, opts);
   if (!isLoopback(host) && ingestTokens && !tls) cfg.log('warning', { message: 'bearer tokens cross the network in clear text; pass --tls-cert and --tls-key' });
+  if (shadow.length) cfg.log('shadow', { candidates: shadow.map((c) => `${c.contract}@${c.version}`) });
   const server = await startServer(registry, cfg);
   const { ports } = server;
   const scheme = tls ? 'https' : 'http';

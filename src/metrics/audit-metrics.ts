@@ -39,6 +39,8 @@ export const METRIC_NAMES = {
   storeHealthy: 'topology_store_healthy',
   buildInfo: 'topology_build_info',
   seriesRefused: 'topology_metric_series_refused_total',
+  shadowVerdicts: 'topology_shadow_verdicts_total',
+  shadowDisagreements: 'topology_shadow_disagreements_total',
 } as const;
 
 export const RECEIPT_RESULTS = ['accepted', 'duplicate', 'conflict', 'rejected'] as const;
@@ -128,6 +130,8 @@ export interface AuditMetrics {
   setIngestQueueDepth(n: number): void;
   setIngestSaturated(saturated: boolean): void;
   setStoreHealthy(healthy: boolean): void;
+  /** A run entered `verdict` under a shadow candidate; `disagreed`: it started to disagree with its pinned verdict. */
+  shadowVerdictEntered(contract: string, version: string, verdict: Verdict, disagreed: boolean): void;
   render(format?: ExpositionFormat): string;
 }
 
@@ -224,6 +228,16 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     name: METRIC_NAMES.storeHealthy,
     help: '1 while the store accepts commits, else 0.',
   });
+  const shadowVerdicts: Counter = registry.counter({
+    name: METRIC_NAMES.shadowVerdicts,
+    help: 'Runs entering each verdict under a shadow-evaluated candidate version (never the pinned verdict).',
+    labelNames: ['contract', 'version', 'verdict'],
+  });
+  const shadowDisagreements: Counter = registry.counter({
+    name: METRIC_NAMES.shadowDisagreements,
+    help: 'Runs starting to disagree with their pinned verdict under a shadow-evaluated candidate version.',
+    labelNames: ['contract', 'version'],
+  });
   const buildInfo = registry.info({ name: METRIC_NAMES.buildInfo, help: 'Build of topology-audit.', labelNames: ['version'] });
 
   // Unlabelled metrics start at zero so that dashboards and rate() see them from the first scrape.
@@ -312,6 +326,12 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     },
     setStoreHealthy(healthy) {
       storeHealthy.set([], healthy ? 1 : 0);
+    },
+
+    shadowVerdictEntered(contract, version, verdict, disagreed) {
+      oneOf(verdict, VERDICTS, 'verdict');
+      shadowVerdicts.inc([contract, version, verdict]);
+      if (disagreed) shadowDisagreements.inc([contract, version]);
     },
 
     render(format: ExpositionFormat = 'prometheus') {

@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseNdjson } from '../core/receipt.js';
 import { verdictJson } from '../core/meaning.js';
+import { shadowJson } from '../core/shadow.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
 import type { AuditEngine } from './engine.js';
@@ -30,7 +31,7 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
 export function runJson(engine: AuditEngine, run: string) {
   const r = engine.get(run);
   if (!r) return null;
-  return { ...verdictJson(r.verdict), receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
+  return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
 }
 
 /** Wait until the run's verdict is settled or `ms` pass; resolves with the latest verdict (or null if the run is unknown). */
@@ -161,6 +162,9 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     const wait = Math.min(Math.max(Number(url.searchParams.get('wait') ?? 0) || 0, 0), opts.maxWaitSeconds);
     const v = await waitForSettled(engine, id, wait * 1000);
     return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
+  }
+  if (resource === 'shadow' && id === undefined) {
+    return json(res, 200, { candidates: engine.shadowSummary() });
   }
   if (resource === 'contracts' && id === undefined) {
     return json(res, 200, {

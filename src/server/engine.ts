@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
+import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
@@ -15,6 +16,8 @@ export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
   verdictEntered?: (run: string, contract: string, version: string, verdict: Verdict, previous: { contract: string; version: string; verdict: Verdict } | null) => void;
   receipts?: (type: string, result: 'accepted' | 'duplicate' | 'conflict', n: number) => void;
+  /** A run's shadow verdict under a candidate changed (also on first evaluation); `disagreed`: it started to disagree. */
+  shadowEntered?: (run: string, shadow: ShadowVerdict, disagreed: boolean) => void;
 }
 
 export interface EngineOptions {
@@ -24,6 +27,8 @@ export interface EngineOptions {
   /** Extra findings (e.g. the handoff lifecycle audit). */
   extraFindings?: (state: RunState, now: number) => Finding[];
   hooks?: EngineHooks;
+  /** Candidate versions every run of their contract is also evaluated against (never changes the pinned verdict). */
+  shadow?: Contract[];
 }
 
 interface LiveRun {
@@ -36,6 +41,8 @@ interface LiveRun {
   gaugeOf?: RunVerdict;
   gaugeId?: string;
   gaugeKey?: GaugeKey;
+  /** Shadow verdicts under the candidates (with `shadow` configured). */
+  shadow?: ShadowVerdict[];
 }
 
 type GaugeKey = { contract: string; version: string; verdict: Verdict };
@@ -44,6 +51,13 @@ export interface IngestOutcome {
   accepted: number;
   duplicates: number;
   conflicts: number;
+}
+
+/** The earliest time the run's verdict or a shadow verdict may change with time alone. */
+function nextChange(live: LiveRun): number | null {
+  let t = live.verdict.nextChangeAt ?? Infinity;
+  for (const s of live.shadow ?? []) if (s.nextChangeAt !== null && s.nextChangeAt < t) t = s.nextChangeAt;
+  return Number.isFinite(t) ? t : null;
 }
 
 const key = (v: RunVerdict) => (v.pin ? { contract: v.pin.contract, version: v.pin.version, verdict: v.verdict } : { contract: '', version: '', verdict: v.verdict });
@@ -82,9 +96,10 @@ export class AuditEngine extends EventEmitter {
         receipts++;
       }
       if (state.size === 0 && state.conflicts.size === 0) continue;
-      const verdict = this.evaluateRun(state, now);
-      this.runs.set(lr.run, { state, verdict, updatedAt: lr.updatedAt });
-      this.deadlines.set(lr.run, verdict.nextChangeAt);
+      const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt };
+      restored.verdict = this.evaluateRun(state, now, undefined, restored);
+      this.runs.set(lr.run, restored);
+      this.deadlines.set(lr.run, nextChange(restored));
     }
     if (changed.length) {
       throw new Error(`contract file changed under an existing version: ${[...new Set(changed)].join(', ')}; publish a new version instead (running runs keep their pinned content)`);
@@ -117,8 +132,13 @@ export class AuditEngine extends EventEmitter {
     return p;
   }
 
-  private evaluateRun(state: RunState, now: number, live?: LiveRun): RunVerdict {
-    return evaluate(state, this.pinningFor(state, live), now, { registry: this.registry, extraFindings: this.opts.extraFindings });
+  /** Evaluates the run; with candidates configured, also its shadow verdicts, kept on `shadowInto`. */
+  private evaluateRun(state: RunState, now: number, live?: LiveRun, shadowInto: LiveRun | undefined = live): RunVerdict {
+    const pinning = this.pinningFor(state, live);
+    const opts = { registry: this.registry, extraFindings: this.opts.extraFindings };
+    const verdict = evaluate(state, pinning, now, opts);
+    if (this.opts.shadow?.length && shadowInto) shadowInto.shadow = shadowEvaluate(state, pinning, verdict, this.opts.shadow, now, opts);
+    return verdict;
   }
 
   /**
@@ -155,10 +175,18 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(run);
     if (!live) return;
     const before = live.verdict;
+    const shadowBefore = live.shadow;
     const after = this.evaluateRun(live.state, now, live);
     live.verdict = after;
     live.updatedAt = now;
-    this.deadlines.set(run, after.nextChangeAt);
+    this.deadlines.set(run, nextChange(live));
+    if (live.shadow && this.opts.hooks?.shadowEntered) {
+      for (const sv of live.shadow) {
+        const prev = shadowBefore?.find((x) => x.contract === sv.contract && x.version === sv.version);
+        const disagreed = sv.disagrees && !prev?.disagrees;
+        if (!prev || prev.verdict !== sv.verdict || disagreed) this.opts.hooks.shadowEntered(run, sv, disagreed);
+      }
+    }
     const a = key(after);
     const b = before ? key(before) : null;
     if (!b || a.verdict !== b.verdict || a.contract !== b.contract || a.version !== b.version) {
@@ -191,10 +219,21 @@ export class AuditEngine extends EventEmitter {
     return n;
   }
 
-  get(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number } | null {
+  get(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null {
     const live = this.runs.get(run);
     if (!live) return null;
-    return { verdict: live.verdict, receipts: [...live.state.byEvent.values(), ...[...live.state.conflicts.values()].flat()], updatedAt: live.updatedAt };
+    return { verdict: live.verdict, receipts: [...live.state.byEvent.values(), ...[...live.state.conflicts.values()].flat()], updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
+  }
+
+  /** The candidates shadow-evaluated by this engine. */
+  get shadowCandidates(): readonly Contract[] {
+    return this.opts.shadow ?? [];
+  }
+
+  /** Per candidate: shadow verdicts counted over the live runs, disagreements and the edges behind them. */
+  shadowSummary(limit = 200) {
+    const runs = [...this.runs.values()].filter((l) => l.verdict).map((l) => ({ verdict: l.verdict, shadow: l.shadow ?? [] }));
+    return summarizeShadows(this.opts.shadow ?? [], runs, limit);
   }
 
   verdictOf(run: string): RunVerdict | null {

@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
+import type { Contract } from '../core/contract.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
 import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
@@ -45,6 +46,8 @@ export interface ServeConfig {
   extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean }) => Route;
   log: (event: string, fields?: Record<string, unknown>) => void;
   version: string;
+  /** Candidate versions to shadow-evaluate (`--shadow CONTRACT@VERSION`). */
+  shadow?: Contract[];
 }
 
 export const DEFAULTS = {
@@ -92,7 +95,9 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     hooks: {
       verdictEntered: (run, contract, _version, verdict) => metrics.verdictEntered(contract, verdict, run),
       receipts: (type, result, n) => metrics.receipt(type, result, n),
+      shadowEntered: (_run, s, disagreed) => metrics.shadowVerdictEntered(s.contract, s.version, s.verdict, disagreed),
     },
+    shadow: cfg.shadow,
   });
   const restored = engine.restore(Date.now());
   cfg.log('restored', restored);

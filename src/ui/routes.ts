@@ -65,6 +65,7 @@ export function shellHtml(): string {
     <nav aria-label="Main">
       <a href="/" data-nav data-section="runs">Runs</a>
       <a href="/contracts" data-nav data-section="contracts">Contracts</a>
+      <a href="/shadow" data-nav data-section="shadow">Shadow</a>
     </nav>
     <span id="live" class="live" role="status" aria-live="polite" data-state="connecting">Connecting…</span>
   </div>
@@ -199,7 +200,7 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
   const assets = new Map<string, Buffer>();
   const shell = shellHtml();
 
-  const isShell = (p: string) => p === '/' || p === '/runs' || p.startsWith('/runs/') || p === '/contracts' || p.startsWith('/contracts/');
+  const isShell = (p: string) => p === '/' || p === '/runs' || p.startsWith('/runs/') || p === '/contracts' || p.startsWith('/contracts/') || p === '/shadow';
   const isUi = (p: string) => p === '/ui' || p.startsWith('/ui/');
 
   return async (req, res, path) => {
@@ -265,6 +266,10 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
       const view = await runView(engine, id, now());
       if (view) sendJson(res, 200, view);
       else sendJson(res, 404, { error: `unknown run ${id}` });
+      return true;
+    }
+    if (resource === 'shadow' && id === undefined) {
+      sendJson(res, 200, { candidates: engine.shadowSummary() });
       return true;
     }
     if (resource === 'contracts' && id === undefined) {

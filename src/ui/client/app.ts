@@ -7,6 +7,7 @@ import { tick } from './dom.js';
 import { contractPage, contractsPage } from './contracts.js';
 import { listPage } from './list.js';
 import { runPage } from './run.js';
+import { shadowPage } from './shadow.js';
 
 export interface View {
   /** A run changed (verdict, findings or receipts). */
@@ -29,6 +30,7 @@ function match(path: string): { page: Page; id?: string; section: string } | nul
   let m = /^\/runs\/([^/]+)$/.exec(path);
   if (m) return { page: runPage, id: decodeURIComponent(m[1]), section: 'runs' };
   if (path === '/contracts' || path === '/contracts/') return { page: contractsPage, section: 'contracts' };
+  if (path === '/shadow') return { page: shadowPage, section: 'shadow' };
   m = /^\/contracts\/(.+)$/.exec(path);
   if (m) return { page: contractPage, id: decodeURIComponent(m[1]), section: 'contracts' };
   return null;

@@ -27,6 +27,33 @@ function receiptDetail(r: Receipt): string {
   }
 }
 
+/** Candidate versions shadow-evaluated for this run, beside its pinned verdict (which they never change). */
+function shadowCard(v: RunView): HTMLElement | string {
+  const shadow = v.run.shadow ?? [];
+  if (!shadow.length) return '';
+  return h(
+    'section',
+    { class: 'card run-shadow', 'aria-label': 'Shadow evaluation' },
+    h('h2', {}, 'Shadow evaluation'),
+    h('p', { class: 'muted' }, 'What candidate versions would say about this run. The pinned verdict above is unchanged.'),
+    h(
+      'ul',
+      {},
+      shadow.map((s) =>
+        h(
+          'li',
+          { 'data-candidate': `${s.contract}@${s.version}`, 'data-disagrees': String(s.disagrees) },
+          h('a', { href: contractHref(s.contract) }, `${s.contract} v${s.version}`),
+          ': ',
+          verdictBadge(s.verdict),
+          s.disagrees ? ` disagrees with the pinned ${v.run.verdict}` : ' agrees',
+          s.findings.find((f) => f.verdict === s.verdict) ? ` — ${s.findings.find((f) => f.verdict === s.verdict)!.message}` : '',
+        ),
+      ),
+    ),
+  );
+}
+
 function summary(v: RunView): HTMLElement {
   const run = v.run;
   const differs = (run.naive === 'green') !== (run.verdict === 'healthy');
@@ -218,7 +245,7 @@ export function runPage(ctx: Ctx, params: { id?: string }): View {
     const focused = document.activeElement?.closest?.('[data-edge]')?.getAttribute('data-edge') ?? null;
     const details = content.querySelector('details.edge-details') as HTMLDetailsElement | null;
     const detailsOpen = details?.open ?? false;
-    content.replaceChildren(summary(v), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
+    content.replaceChildren(summary(v), shadowCard(v), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
     if (detailsOpen) (content.querySelector('details.edge-details') as HTMLDetailsElement | null)?.setAttribute('open', '');
     if (focused) (content.querySelector(`svg [data-edge="${CSS.escape(focused)}"]`) as SVGElement | null)?.focus();
     tick(content);
