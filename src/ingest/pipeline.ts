@@ -122,8 +122,8 @@ export class SpanPipeline {
    * indexed: a descendant waiting on it ends as a gap, never a guessed edge); every receipt, derived ones
    * included, passes the same id rule before it leaves.
    */
-  process(spans: SpanRecord[], now: number, source = 'auditor'): ExtractResult & { pendingLog: PendingTraceLog[] } {
-    const out: ExtractResult & { pendingLog: PendingTraceLog[] } = { receipts: [], rejected: [], dropped: 0, pendingLog: [] };
+  process(spans: SpanRecord[], now: number, source = 'auditor'): ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } {
+    const out: ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } = { receipts: [], rejected: [], dropped: 0, pendingLog: [], agentIdsRefused: 0 };
     const agentSpans: AgentSpan[] = [];
     const handoffs: HandoffSpan[] = [];
     const relays: SpanRecord[] = [];
@@ -143,7 +143,11 @@ export class SpanPipeline {
         const r = d(span);
         if (!r) continue;
         mapped = true;
-        for (const x of r.receipts) produced.push(withEvidence(x, evidence));
+        for (const x of r.receipts) {
+          // An agent named by text that is not an id: the span stands for an unnamed agent (a gap, no id stored).
+          if (x.type === 'gap' && (x.reason === 'agent_id_invalid' || x.reason === 'handoff_agent_invalid')) out.agentIdsRefused++;
+          produced.push(withEvidence(x, evidence));
+        }
         if (r.agentSpan) {
           r.agentSpan.source = source;
           agentSpans.push(r.agentSpan);

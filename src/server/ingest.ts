@@ -132,6 +132,7 @@ export class Ingestor {
       const ex = this.pipeline.process(decoded.spans, now, source);
       const rejected = ex.rejected.map((r) => r.reason);
       for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
+      if (ex.agentIdsRefused) this.metrics.ingestRefused('agent_id_invalid', ex.agentIdsRefused);
       const { kept: receipts, refused } = this.trust(ex.receipts, source, bind);
       for (const r of refused) rejected.push(r.reason);
       if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
