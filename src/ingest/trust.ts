@@ -81,12 +81,13 @@ export interface ScopeContract {
 /**
  * Run scope: from a bound source, `run.start`, `run.end` and `outcome` need a source bound to the pinned
  * contract's owner, and `gap` one bound to an agent of the pinned contract. `contract` is the pinned contract
- * (or, before any pin, the contract the run will be pinned to); null when none can be known yet.
+ * (or, before any pin, the contract the run will be pinned to), looked up only for these types; null when none can be known yet.
  */
-export function runScope(r: Receipt, agents: ReadonlySet<string> | null | undefined, source: string, contract: ScopeContract | null): string | null {
+export function runScope(r: Receipt, agents: ReadonlySet<string> | null | undefined, source: string, contractOf: () => ScopeContract | null): string | null {
   if (agents === null) return null;
   if (r.type !== 'run.start' && r.type !== 'run.end' && r.type !== 'outcome' && r.type !== 'gap') return null;
   if (agents === undefined) return `source ${source} is not a known ingest source`;
+  const contract = contractOf();
   if (contract === null) return `a ${r.type} from bound source ${source} needs the run's contract to be known (send the run.start first, or configure --contract)`;
   if (r.type === 'gap') {
     for (const a of agents) if (contract.agents.includes(a)) return null;

@@ -71,7 +71,7 @@ export class Ingestor {
         if (from !== undefined) {
           const agents = this.sources(from);
           if (agents !== null) {
-            why = runScope(r, agents, from, this.engine.scopeContract(r.run, receipts));
+            why = runScope(r, agents, from, () => this.engine.scopeContract(r.run, receipts));
             code = 'run_scope';
           }
         }
