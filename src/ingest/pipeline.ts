@@ -1,17 +1,110 @@
+import { isAgentId, isRunId } from '../core/receipt.js';
 import type { Receipt } from '../core/types.js';
-import type { SpanRecord } from '../otlp/types.js';
-import { CallerResolver, type AgentSpan, type CallerResolverOptions, type HandoffSpan } from './callers.js';
+import type { AttrValue, SpanRecord } from '../otlp/types.js';
+import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptions, type HandoffSpan, type SpanPlace } from './callers.js';
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
+import { idReason, withEvidence } from './trust.js';
 
-/** One trace's spans of one batch, as logged while the trace holds pending work (content-free span records). */
+/**
+ * One span as the span log keeps it while its trace waits for a caller or target: only what caller resolution
+ * needs (ids, agent id, operation, times, status, source), every field validated on write and on replay. Never a
+ * span name, an event name or any attribute text.
+ */
+export interface LoggedSpan {
+  /** trace id, span id, parent span id (lowercase hex) */
+  t: string;
+  s: string;
+  p: string | null;
+  /** the source that sent the span (binding evidence) */
+  src: string;
+  /** what the span is for resolution: an agent invocation, a handoff, a link target (relay), or a plain node */
+  op: 'agent' | 'handoff' | 'relay' | 'span';
+  st?: number;
+  en?: number;
+  sc?: number;
+  /** agent: its run; handoff: its named run or null */
+  run?: string | null;
+  agent?: string;
+  aliases?: string[];
+  edges?: 'none';
+  links?: { t: string; s: string }[];
+  from?: string | null;
+  to?: string | null;
+}
+
+/** One trace's spans of one batch, as logged while the trace holds pending work. */
 export interface PendingTraceLog {
   traceId: string;
-  spans: SpanRecord[];
+  spans: LoggedSpan[];
 }
 
 export interface PipelineOptions extends CallerResolverOptions {
   dialects?: Dialect[];
+}
+
+const TRACE_HEX = /^[0-9a-f]{32}$/;
+const SPAN_HEX = /^[0-9a-f]{16}$/;
+/** Source names are the server's own (`token-3-ab12cd34`, `anonymous`, `auditor`). */
+const SOURCE = /^[A-Za-z0-9_.:-]{1,100}$/;
+const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+const isAgentOrUnnamed = (v: unknown): v is string => v === UNNAMED_AGENT || isAgentId(v);
+const optAgent = (v: unknown) => v === null || isAgentId(v);
+
+/** Validates one logged span (as read back from the store); null when any field fails. */
+export function parseLoggedSpan(v: unknown): LoggedSpan | null {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return null;
+  const x = v as Record<string, unknown>;
+  if (typeof x.t !== 'string' || !TRACE_HEX.test(x.t) || typeof x.s !== 'string' || !SPAN_HEX.test(x.s)) return null;
+  if (!(x.p === null || (typeof x.p === 'string' && SPAN_HEX.test(x.p)))) return null;
+  if (typeof x.src !== 'string' || !SOURCE.test(x.src)) return null;
+  const base: LoggedSpan = { t: x.t, s: x.s, p: x.p, src: x.src, op: 'span' };
+  if (x.op === 'span' || x.op === 'relay') return { ...base, op: x.op };
+  if (!isTime(x.st) || !(x.sc === 0 || x.sc === 1 || x.sc === 2)) return null;
+  if (x.op === 'agent') {
+    if (!isTime(x.en) || !isRunId(x.run) || !isAgentOrUnnamed(x.agent)) return null;
+    if (x.aliases !== undefined && !(Array.isArray(x.aliases) && x.aliases.length <= 8 && x.aliases.every(isAgentId))) return null;
+    if (x.edges !== undefined && x.edges !== 'none') return null;
+    if (x.links !== undefined) {
+      if (!Array.isArray(x.links) || x.links.length > 1000) return null;
+      for (const l of x.links as unknown[]) {
+        const ll = l as Record<string, unknown> | null;
+        if (!ll || typeof ll.t !== 'string' || !TRACE_HEX.test(ll.t) || typeof ll.s !== 'string' || !SPAN_HEX.test(ll.s)) return null;
+      }
+    }
+    const out: LoggedSpan = { ...base, op: 'agent', st: x.st, en: x.en, sc: x.sc, run: x.run, agent: x.agent };
+    if (x.aliases !== undefined) out.aliases = x.aliases as string[];
+    if (x.edges === 'none') out.edges = 'none';
+    if (x.links !== undefined) out.links = (x.links as { t: string; s: string }[]).map((l) => ({ t: l.t, s: l.s }));
+    return out;
+  }
+  if (x.op === 'handoff') {
+    if (!(x.run === null || isRunId(x.run)) || !optAgent(x.from) || !optAgent(x.to)) return null;
+    return { ...base, op: 'handoff', st: x.st, sc: x.sc, run: x.run as string | null, from: x.from as string | null, to: x.to as string | null };
+  }
+  return null;
+}
+
+function logAgent(a: AgentSpan, src: string): LoggedSpan {
+  const l: LoggedSpan = { t: a.traceId, s: a.spanId, p: a.parentSpanId, src, op: 'agent', st: a.startMs, en: a.endMs, sc: a.statusCode, run: a.run, agent: a.agent };
+  if (a.aliases?.length) l.aliases = a.aliases;
+  if (a.edges === 'none') l.edges = 'none';
+  if (a.links?.length) l.links = a.links.map((k) => ({ t: k.traceId, s: k.spanId }));
+  return l;
+}
+
+function logHandoff(h: HandoffSpan, src: string): LoggedSpan {
+  return { t: h.traceId, s: h.spanId, p: h.parentSpanId, src, op: 'handoff', st: h.startMs, sc: h.statusCode, run: h.run, from: h.from, to: h.to };
+}
+
+/**
+ * The run id a span names, checked by the id rule: `topology.run.id`, else `gen_ai.conversation.id` (as
+ * runIdOf reads them). 'invalid' when the named one fails; null when the span names none (the trace id is used).
+ */
+function namedRun(attrs: Record<string, AttrValue>): 'ok' | 'invalid' {
+  const v = attrs['topology.run.id'] ?? attrs['gen_ai.conversation.id'];
+  if (v === undefined) return 'ok';
+  return isRunId(typeof v === 'string' ? v : String(v)) ? 'ok' : 'invalid';
 }
 
 /** spans -> receipts, for one server. Keeps the caller-resolution buffer between batches. */
@@ -24,37 +117,65 @@ export class SpanPipeline {
     this.dialects = opts.dialects ?? DIALECTS;
   }
 
-  process(spans: SpanRecord[], now: number): ExtractResult & { pendingLog: PendingTraceLog[] } {
-    const out: ExtractResult & { pendingLog: PendingTraceLog[] } = { receipts: [], rejected: [], dropped: 0, pendingLog: [] };
-    const mappedSpans = new Set<SpanRecord>();
+  /**
+   * One export's spans from `source`. A span whose run id fails the id rule is refused whole (no receipt, not
+   * indexed: a descendant waiting on it ends as a gap, never a guessed edge); every receipt, derived ones
+   * included, passes the same id rule before it leaves.
+   */
+  process(spans: SpanRecord[], now: number, source = 'auditor'): ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } {
+    const out: ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } = { receipts: [], rejected: [], dropped: 0, pendingLog: [], agentIdsRefused: 0 };
     const agentSpans: AgentSpan[] = [];
     const handoffs: HandoffSpan[] = [];
     const relays: SpanRecord[] = [];
+    const places: SpanRecord[] = [];
+    const logged = new Map<SpanRecord, LoggedSpan>();
+    const produced: Receipt[] = [];
+    const evidence = { from: [source], to: [source], span: source };
     for (const span of spans) {
+      if (namedRun(span.attrs) === 'invalid') {
+        out.rejected.push({ spanId: span.spanId, reason: 'the span names a run id that is not an id (1-200 of letters, digits and _ . : @ # + = - /)', code: 'run_id_invalid' });
+        continue;
+      }
+      places.push(span);
       if (explicitReceiptsOf(span, out)) continue;
       let mapped = false;
       for (const d of this.dialects) {
         const r = d(span);
         if (!r) continue;
         mapped = true;
-        mappedSpans.add(span);
-        for (const x of r.receipts) out.receipts.push(x);
-        if (r.agentSpan) agentSpans.push(r.agentSpan);
-        if (r.handoff) handoffs.push(r.handoff);
-        if (r.relay) relays.push(span);
+        for (const x of r.receipts) {
+          // An agent named by text that is not an id: the span stands for an unnamed agent (a gap, no id stored).
+          if (x.type === 'gap' && (x.reason === 'agent_id_invalid' || x.reason === 'handoff_agent_invalid')) out.agentIdsRefused++;
+          produced.push(withEvidence(x, evidence));
+        }
+        if (r.agentSpan) {
+          r.agentSpan.source = source;
+          agentSpans.push(r.agentSpan);
+          logged.set(span, logAgent(r.agentSpan, source));
+        }
+        if (r.handoff) {
+          r.handoff.source = source;
+          handoffs.push(r.handoff);
+          logged.set(span, logHandoff(r.handoff, source));
+        }
+        if (r.relay) {
+          relays.push(span);
+          logged.set(span, { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'relay' });
+        }
         break;
       }
       if (!mapped) out.dropped++;
     }
-    if (agentSpans.length > 0 || spans.length > 0) for (const r of this.callers.addBatch(agentSpans, spans, now, { handoffs, relays })) out.receipts.push(r);
-    // Traces that still wait for a caller or target: log this batch's spans of them (names only where a dialect
-    // read them; attributes are the decoder's allow-list already), so the wait survives a crash.
+    if (agentSpans.length > 0 || places.length > 0) for (const r of this.callers.addBatch(agentSpans, places, now, { handoffs, relays })) produced.push(r);
+    this.checked(produced, out);
+    // Traces that still wait for a caller or target: log this batch's spans of them (resolution fields only),
+    // so the wait survives a crash.
     if (this.callers.stats().pending > 0) {
       const pendingTraces = this.callers.pendingTraceIds();
-      const byTrace = new Map<string, SpanRecord[]>();
-      for (const span of spans) {
+      const byTrace = new Map<string, LoggedSpan[]>();
+      for (const span of places) {
         if (!pendingTraces.has(span.traceId)) continue;
-        const kept = mappedSpans.has(span) ? span : { ...span, name: '' };
+        const kept = logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const };
         const list = byTrace.get(span.traceId);
         if (list) list.push(kept);
         else byTrace.set(span.traceId, [kept]);
@@ -64,8 +185,53 @@ export class SpanPipeline {
     return out;
   }
 
-  /** Gap receipts for agent spans whose caller never arrived, and handoffs whose end never showed. */
+  /**
+   * Replay logged spans after a restart (validated with parseLoggedSpan): each keeps the source that sent it, so
+   * binding is checked as if the resolution had completed before the restart.
+   */
+  replay(spans: LoggedSpan[], now: number): ExtractResult & { pendingLog: PendingTraceLog[] } {
+    const out: ExtractResult & { pendingLog: PendingTraceLog[] } = { receipts: [], rejected: [], dropped: 0, pendingLog: [] };
+    const agentSpans: AgentSpan[] = [];
+    const handoffs: HandoffSpan[] = [];
+    const relays: SpanPlace[] = [];
+    const places: SpanPlace[] = spans.map((l) => ({ traceId: l.t, spanId: l.s, parentSpanId: l.p }));
+    spans.forEach((l, i) => {
+      if (l.op === 'agent') {
+        const a: AgentSpan = { run: l.run as string, traceId: l.t, spanId: l.s, parentSpanId: l.p, agent: l.agent!, startMs: l.st!, endMs: l.en!, statusCode: l.sc!, source: l.src };
+        if (l.aliases) a.aliases = l.aliases;
+        if (l.edges) a.edges = l.edges;
+        if (l.links) a.links = l.links.map((k) => ({ traceId: k.t, spanId: k.s }));
+        agentSpans.push(a);
+      } else if (l.op === 'handoff') {
+        handoffs.push({ run: l.run ?? null, traceId: l.t, spanId: l.s, parentSpanId: l.p, startMs: l.st!, statusCode: l.sc!, from: l.from ?? null, to: l.to ?? null, source: l.src });
+      } else if (l.op === 'relay') relays.push(places[i]);
+    });
+    this.checked(this.callers.addBatch(agentSpans, places, now, { handoffs, relays }), out);
+    if (this.callers.stats().pending > 0) {
+      const pendingTraces = this.callers.pendingTraceIds();
+      const byTrace = new Map<string, LoggedSpan[]>();
+      for (const l of spans) {
+        if (!pendingTraces.has(l.t)) continue;
+        const list = byTrace.get(l.t);
+        if (list) list.push(l);
+        else byTrace.set(l.t, [l]);
+      }
+      for (const [traceId, list] of byTrace) out.pendingLog.push({ traceId, spans: list });
+    }
+    return out;
+  }
+
+  /** The id rule on every derived receipt: a receipt that fails it is refused with its reason, never stored. */
+  private checked(receipts: Receipt[], out: ExtractResult): void {
+    for (const r of receipts) {
+      const why = idReason(r);
+      if (why === null) out.receipts.push(r);
+      else out.rejected.push({ spanId: r.event.length <= 64 ? r.event.split(':')[0] : '', reason: `a derived ${r.type} receipt failed the id rule (${why})`, code: why });
+    }
+  }
+
+  /** Gap receipts for agent spans whose caller never arrived, and handoffs whose end never showed (id rule applied). */
   expire(now: number): Receipt[] {
-    return this.callers.expire(now);
+    return this.callers.expire(now).filter((r) => idReason(r) === null);
   }
 }

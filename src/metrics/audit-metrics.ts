@@ -9,6 +9,8 @@
  * OpenMetrics exemplar on `topology_verdicts_total`.
  */
 import { RECEIPT_TYPES, VERDICTS, type Verdict } from '../core/types.js';
+import { isRunId } from '../core/receipt.js';
+import { REJECT_REASONS, type RejectReason } from '../ingest/trust.js';
 import {
   MetricsRegistry,
   contentTypeFor,
@@ -41,6 +43,7 @@ export const METRIC_NAMES = {
   seriesRefused: 'topology_metric_series_refused_total',
   shadowVerdicts: 'topology_shadow_verdicts_total',
   shadowDisagreements: 'topology_shadow_disagreements_total',
+  ingestRefused: 'topology_ingest_refused_total',
 } as const;
 
 export const RECEIPT_RESULTS = ['accepted', 'duplicate', 'conflict', 'rejected'] as const;
@@ -127,6 +130,8 @@ export interface AuditMetrics {
   pendingParentEvicted(n?: number): void;
   /** Derived receipts whose caller stayed unresolved at the end of the wait (each became a gap receipt). */
   callerUnresolved(n?: number): void;
+  /** n spans or receipts refused at the trust boundary (id rule, source binding, run scope), by reason. */
+  ingestRefused(reason: RejectReason, n?: number): void;
   setIngestQueueDepth(n: number): void;
   setIngestSaturated(saturated: boolean): void;
   setStoreHealthy(healthy: boolean): void;
@@ -216,6 +221,12 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     name: METRIC_NAMES.callerUnresolved,
     help: 'Derived receipts whose caller was still unresolved when the wait ended (recorded as gap receipts).',
   });
+  const ingestRefused: Counter = registry.counter({
+    name: METRIC_NAMES.ingestRefused,
+    help: 'Spans and receipts refused at the trust boundary, by reason (id rule, source binding, run scope); never stored.',
+    labelNames: ['reason'],
+  });
+  for (const r of REJECT_REASONS) ingestRefused.touch([r]);
   const queueDepth: Gauge = registry.gauge({
     name: METRIC_NAMES.ingestQueueDepth,
     help: 'Receipts accepted by ingest and waiting for the next group commit.',
@@ -257,7 +268,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
 
     verdictEntered(contract, verdict, runId) {
       oneOf(verdict, VERDICTS, 'verdict');
-      verdicts.inc([nonEmpty(contract), verdict], 1, { labels: { run_id: runId }, value: 1, timestampMs: now() });
+      // Exemplars carry only ids that pass the id rule (every stored run does; this keeps /metrics safe regardless).
+      if (isRunId(runId)) verdicts.inc([nonEmpty(contract), verdict], 1, { labels: { run_id: runId }, value: 1, timestampMs: now() });
+      else verdicts.inc([nonEmpty(contract), verdict], 1);
     },
 
     setRunsGauge(rows) {
@@ -317,6 +330,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     },
     callerUnresolved(n) {
       callerUnresolved.inc([], count(n));
+    },
+    ingestRefused(reason, n) {
+      ingestRefused.inc([oneOf(reason, REJECT_REASONS, 'refusal reason')], count(n));
     },
     setIngestQueueDepth(n) {
       queueDepth.set([], n);

@@ -1,6 +1,6 @@
 /**
  * The internal span record every OTLP transport (protobuf over HTTP or gRPC, JSON over HTTP) decodes into.
- * It holds only allow-listed attributes (see KEPT_ATTRIBUTE_KEYS / KEPT_ATTRIBUTE_PREFIXES): content such as
+ * It holds only allow-listed attributes (see KEPT_ATTRIBUTE_KEYS, exact keys): content such as
  * prompts, outputs and tool arguments is skipped by the decoder and never exists here.
  */
 export type AttrValue = string | number | boolean;
@@ -34,9 +34,34 @@ export interface SpanRecord {
   links: SpanLinkRecord[];
 }
 
-/** Attribute keys the decoder keeps; everything else is skipped without being materialised. */
+/**
+ * The `topology.*` keys a receipt is made of (interfaces.md "Span attributes", plus `topology.gap.reason`, the
+ * reason of an explicit gap): an exact list, not a prefix, so that an invented `topology.note` is content and is
+ * skipped like any other attribute.
+ */
+export const TOPOLOGY_ATTRIBUTE_KEYS: readonly string[] = [
+  'topology.run.id',
+  'topology.event.type',
+  'topology.edge.from',
+  'topology.edge.to',
+  'topology.edge.kind',
+  'topology.contract.id',
+  'topology.contract.version',
+  'topology.phase',
+  'topology.wait.on',
+  'topology.wait.edge',
+  'topology.wait.deadline',
+  'topology.outcome.verified',
+  'topology.run.result',
+  'topology.gap.reason',
+];
+
+/**
+ * Attribute keys the decoder keeps (exact keys only); everything else is skipped without being materialised.
+ * Only what receipts and dialects read: not `service.name`, not names of spans' content.
+ */
 export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
-  'service.name',
+  ...TOPOLOGY_ATTRIBUTE_KEYS,
   'gen_ai.operation.name',
   'gen_ai.agent.id',
   'gen_ai.agent.name',
@@ -57,12 +82,11 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
   'message.source_id',
   'message.target_id',
 ]);
-export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = ['topology.'];
+/** No prefix is kept: `topology.*` is the exact list above (kept as an export for callers of the old API). */
+export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = [];
 
 export function isKeptAttributeKey(key: string): boolean {
-  if (KEPT_ATTRIBUTE_KEYS.has(key)) return true;
-  for (const p of KEPT_ATTRIBUTE_PREFIXES) if (key.startsWith(p)) return true;
-  return false;
+  return KEPT_ATTRIBUTE_KEYS.has(key);
 }
 
 /** Result of decoding one export request. */

@@ -113,6 +113,7 @@ async function postReceiptsAdmitted(req: IncomingMessage, res: ServerResponse, i
   }
   const body = await readBody(req, opts.maxBodyBytes);
   const valid: Receipt[] = [];
+  const validLines: number[] = [];
   const rejected: { line: number; error: string }[] = [];
   for (const { line, result } of parseNdjson(body.toString('utf8'))) {
     if (!result.ok) {
@@ -127,8 +128,15 @@ async function postReceiptsAdmitted(req: IncomingMessage, res: ServerResponse, i
       continue;
     }
     valid.push(result.receipt);
+    validLines.push(line);
   }
-  const out = await ingestor.receipts(valid, auth.source);
+  // Run scope (run-level receipts and gaps from a bound token): src/ingest/trust.ts.
+  const { kept, refused } = ingestor.trust(valid, auth.source);
+  if (refused.length) {
+    for (const f of refused) rejected.push({ line: validLines[f.index], error: f.reason });
+    rejected.sort((a, b) => a.line - b.line);
+  }
+  const out = await ingestor.receipts(kept, auth.source);
   metrics.ingestRequest('ndjson', 200);
   return json(res, 200, { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, rejected });
 }

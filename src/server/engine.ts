@@ -269,6 +269,22 @@ export class AuditEngine extends EventEmitter {
     return [...m.values()];
   }
 
+  /**
+   * The contract the run-scope rule checks a run-level receipt against (src/ingest/trust.ts): the run's pinned
+   * contract; before any pin, the one its earliest run.start (stored, or among `batch`) names, else the default.
+   */
+  scopeContract(run: string, batch: readonly Receipt[] = []): Contract | null {
+    const live = this.runs.get(run);
+    const record = live?.pin ?? this.store.getPin(run);
+    if (record) return this.pinnedContracts.get(record.contractHash) ?? null;
+    const state = new RunState(run);
+    const first = live?.state.firstStart();
+    if (first) state.add(first);
+    for (const r of batch) if (r.run === run && r.type === 'run.start') state.add(r);
+    const p = resolvePin(state, this.registry, this.opts.defaultContract);
+    return p.ok ? p.contract : null;
+  }
+
   get liveRuns(): number {
     return this.runs.size;
   }

@@ -5,6 +5,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Contract } from '../core/contract.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
+import { sourceAgentsOf } from '../ingest/trust.js';
 import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
@@ -102,7 +103,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   const restored = engine.restore(Date.now());
   cfg.log('restored', restored);
   const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans });
-  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests });
+  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
   const replayed = await ingestor.replaySpanLog();
   if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending });

@@ -17,7 +17,7 @@
  * Pins, verdict states and contract content ride in the same queue: they are visible to reads at once and
  * durable no later than the next acknowledged append.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Pin, Receipt, Verdict } from '../core/types.js';
@@ -275,9 +275,11 @@ export class ReceiptStore {
 
   /** Opens (creating if needed) the store in `dir`. */
   static open(dir: string, opts: ReceiptStoreOptions = {}): ReceiptStore {
-    mkdirSync(dir, { recursive: true });
+    ReceiptStore.privateFiles(dir);
     const db = new Database(join(dir, DATABASE_FILE));
     try {
+      // Deleted rows (pruned runs, spent span log) are overwritten with zeros, not left in free pages.
+      db.pragma('secure_delete = ON');
       const mode = db.pragma('journal_mode = WAL', { simple: true });
       if (String(mode).toLowerCase() !== 'wal') throw new Error(`receipt store: WAL mode unavailable (got ${String(mode)})`);
       db.pragma(`synchronous = ${opts.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
@@ -400,6 +402,7 @@ export class ReceiptStore {
     })();
     this.receiptCount -= pruned.receipts;
     this.runCount -= pruned.runs;
+    if (pruned.runs > 0) this.scrubWal();
     return pruned.runs;
   }
 
@@ -427,7 +430,7 @@ export class ReceiptStore {
   /** Forget span log entries up to `seq` (after they were replayed and re-logged where still pending). */
   deleteSpanLogUpTo(seq: number): void {
     this.flush();
-    this.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq);
+    if (this.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq).changes > 0) this.scrubWal();
   }
 
   /** Forget span log entries older than `before` whose trace holds no pending work any more. Returns the count. */
@@ -438,6 +441,7 @@ export class ReceiptStore {
     this.db.transaction(() => {
       for (const { trace_id } of traces) if (!stillPending(trace_id)) n += del.run(trace_id, before).changes;
     })();
+    if (n > 0) this.scrubWal();
     return n;
   }
 
@@ -452,6 +456,26 @@ export class ReceiptStore {
     this.db.pragma(`max_page_count = ${pages}`);
   }
 
+  /**
+   * The data directory is the owner's alone: the directory 0700 and its files 0600. The database file is
+   * created 0600 before SQLite opens it, and SQLite gives its -wal and -shm files the database file's mode.
+   */
+  private static privateFiles(dir: string): void {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+    const file = join(dir, DATABASE_FILE);
+    if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
+    for (const name of readdirSync(dir)) if (name.startsWith(DATABASE_FILE)) chmodSync(join(dir, name), 0o600);
+  }
+
+  /**
+   * Copies the WAL into the database and truncates it to zero bytes, so the frames that held deleted rows are
+   * gone from the WAL file too (with secure_delete, their pages in the database are zeroed). After pruning and at close.
+   */
+  private scrubWal(): void {
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+
   /** Commits what is queued, then closes. Appends still queued are rejected if that commit fails. */
   close(): void {
     if (this.closed) return;
@@ -459,6 +483,11 @@ export class ReceiptStore {
     this.closed = true;
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    try {
+      this.scrubWal();
+    } catch {
+      // A checkpoint that cannot run (e.g. disk full) leaves the WAL for the next open; closing still proceeds.
+    }
     this.db.close();
   }
 
