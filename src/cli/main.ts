@@ -15,6 +15,7 @@ commands:
   experiment diff|compare MANIFEST [--json|--markdown]
   handoff admit HANDOFF.json --parent ENVELOPE.json --state STATE.json [--json]
   handoff return RESULT.json --handoff HANDOFF.json --state STATE.json [--json]
+  handoff board RUN --server URL [--json]
 `;
 
 type Command = (argv: string[], io: Io) => Promise<number>;

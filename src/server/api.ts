@@ -5,6 +5,7 @@ import { verdictJson } from '../core/meaning.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
 import type { AuditEngine } from './engine.js';
+import { handoffBoard } from '../handoff/board.js';
 import { HttpError, readBody } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
@@ -161,6 +162,10 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     const wait = Math.min(Math.max(Number(url.searchParams.get('wait') ?? 0) || 0, 0), opts.maxWaitSeconds);
     const v = await waitForSettled(engine, id, wait * 1000);
     return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
+  }
+  if (resource === 'runs' && id !== undefined && sub === 'handoffs') {
+    const r = engine.get(id); // the operator's handoff board (docs/handoffs.md)
+    return r ? json(res, 200, handoffBoard(id, r.receipts, Date.now())) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'contracts' && id === undefined) {
     return json(res, 200, {
