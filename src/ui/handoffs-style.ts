@@ -21,7 +21,7 @@ export const HANDOFF_CSS = `
 .ho-section h3{font-size:12px;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);margin:0 0 6px}
 .ho-section ul{margin:0;padding-left:18px}
 .ho-conflict{background:#fff7ed;border:1px solid #fed7aa;border-radius:6px;padding:6px 10px;margin:4px 0;list-style:none;overflow-wrap:anywhere}
-.ho-budget{width:auto;min-width:100%;font-size:12.5px}
+.ho-budget{width:100%;max-width:560px;font-size:12.5px}
 .ho-budget th,.ho-budget td{padding:5px 8px;text-align:right;font-variant-numeric:tabular-nums}
 .ho-budget th:first-child,.ho-budget td:first-child{text-align:left}
 .ho-budget tr.ho-over td{color:#9f1239;font-weight:650}
