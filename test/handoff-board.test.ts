@@ -3,7 +3,7 @@
  * fixture (receipts/handoffs/*.ndjson and the document fixtures of test/fixtures/handoff turned into runs), over
  * random lifecycles (fast-check), and through the real server's API and the CLI.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ import { renderBoard } from '../src/handoff/board-text.js';
 import { auditHandoffs } from '../src/handoff/lifecycle.js';
 import { parseReceiptLines } from '../src/handoff/ndjson.js';
 import { expectAgreement, fixtureRun, handoffCodes } from './helpers/handoff-board.js';
-import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { ROOT, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 
 const receiptDir = join(ROOT, 'receipts', 'handoffs');
 const receiptRuns: [string, Receipt[]][] = readdirSync(receiptDir)
@@ -274,5 +274,25 @@ describe('the board through the server API and the CLI', () => {
     expect(await main(['handoff', 'board', 'x', '--server', `${srv.api}/healthz?`], cap)).toBe(2);
     ({ out, cap } = io());
     expect(await main(['handoff', 'board', '--server', srv.api], cap)).toBe(2);
+  }, 60_000);
+
+  it('the board routes need the API token when one is configured; the CLI passes --token', async () => {
+    const dir = tempDir('ta-board-tokens-');
+    writeFileSync(join(dir, 'api'), 'board-api-token-0123456789abcdef\n');
+    const guarded = await startServerProcess({ args: ['--api-tokens', join(dir, 'api')] });
+    try {
+      expect((await fetch(`${guarded.api}/api/v1/runs/ho-happy/handoffs`)).status).toBe(401);
+      expect((await fetch(`${guarded.api}/ui/api/runs/ho-happy/handoffs`)).status).toBe(401);
+      const ok = await fetch(`${guarded.api}/api/v1/runs/ho-happy/handoffs`, { headers: { authorization: 'Bearer board-api-token-0123456789abcdef' } });
+      expect(ok.status).toBe(404); // authenticated; the run is simply unknown here
+      let { out, cap } = io();
+      expect(await main(['handoff', 'board', 'ho-happy', '--server', guarded.api], cap)).toBe(2);
+      expect(out.stderr).toContain('refused the token (401)');
+      ({ out, cap } = io());
+      expect(await main(['handoff', 'board', 'ho-happy', '--server', guarded.api, '--token', 'board-api-token-0123456789abcdef'], cap)).toBe(1);
+      expect(out.stderr).toContain('no run ho-happy');
+    } finally {
+      expect(await guarded.stop()).toBe(0);
+    }
   }, 60_000);
 });
