@@ -191,6 +191,8 @@ describe('board and findings never disagree over random lifecycles', () => {
   }
 
   it('each board field equals what the findings and the ledger say', () => {
+    // How often the generated runs reach each case, so the property cannot pass on trivial boards only.
+    const seen = { conflict: 0, openConflict: 0, live: 0, leaseExpired: 0, cancelledLive: 0, cancelledEnded: 0, admitted: 0, stale: 0, effects: 0, met: 0, overcommitted: 0, resurrection: 0 };
     fc.assert(
       fc.property(runArb, (g) => {
         const rs = receiptsOf(g);
@@ -198,9 +200,23 @@ describe('board and findings never disagree over random lifecycles', () => {
         const now = T0 + g.now;
         const board = handoffBoard('p', rs, now);
         expectAgreement(board, rs, auditHandoffs(rs, now));
+        const bs = board.branches;
+        if (board.conflicts.length) seen.conflict++;
+        if (board.conflicts.some((c) => c.open)) seen.openConflict++;
+        if (bs.some((b) => b.live)) seen.live++;
+        if (bs.some((b) => b.leaseExpired)) seen.leaseExpired++;
+        if (bs.some((b) => b.cancelPropagated === false)) seen.cancelledLive++;
+        if (bs.some((b) => b.cancelPropagated === true)) seen.cancelledEnded++;
+        if (bs.some((b) => b.admitted)) seen.admitted++;
+        if (bs.some((b) => b.stale)) seen.stale++;
+        if (board.effects.length) seen.effects++;
+        if (board.terminal.met) seen.met++;
+        if (board.findings.some((f) => f.code === 'budget_overcommitted')) seen.overcommitted++;
+        if (board.findings.some((f) => f.code === 'resurrection')) seen.resurrection++;
       }),
-      { numRuns: 300 },
+      { numRuns: 400 },
     );
+    for (const [k, n] of Object.entries(seen)) expect(n, k).toBeGreaterThan(0);
   });
 });
 

@@ -68,6 +68,8 @@ export function renderBoard(b: HandoffBoard): string {
   for (const e of b.effects) {
     out += `  ${e.branch}  ${e.effect ?? `(${e.units} effect unit${e.units === 1 ? '' : 's'}, from the ledger)`}  ${e.status}${e.mayHaveOccurred ? '  may have occurred: reconcile' : ''}\n`;
   }
+  const f = b.funnel;
+  out += `artifact funnel: dispatched ${f.dispatched} > completed before lease ${f.completedBeforeLease} > structurally valid ${f.structurallyValid} > in scope and current ${f.inScopeAndCurrent} > non-duplicate ${f.nonDuplicate} > admitted ${f.admitted}\n`;
   out += `terminal: ${b.terminal.met ? 'met' : 'NOT met'} (${b.terminal.predicate})\n`;
   for (const r of b.terminal.remaining) out += `  remaining: ${r}\n`;
   out += `findings: ${b.findings.length === 0 ? 'none' : ''}\n`;

@@ -9,6 +9,8 @@
  * with their branches, so the board and the verdict cannot disagree.
  */
 import type { EffectStatus, HandoffState, Receipt, Verdict } from '../core/types.js';
+import type { Funnel } from './funnel.js';
+import { runFunnel } from './funnel.js';
 import type { Units } from './ledger.js';
 import { attemptId, zeroUnits } from './ledger.js';
 import type { AttemptFacts, RunFacts } from './lifecycle.js';
@@ -111,6 +113,8 @@ export interface HandoffBoard {
   };
   effects: BoardEffect[];
   terminal: { predicate: string; met: boolean; remaining: string[]; result: 'completed' | 'failed' | 'cancelled' | null };
+  /** The artifact admission funnel (funnel.ts), counting attempts. */
+  funnel: Funnel;
   /** The run's handoff findings (the same ones the verdict holds), tagged with branches. */
   findings: BoardFinding[];
 }
@@ -248,6 +252,7 @@ export function runBoard(trace: RunTrace, now: number): HandoffBoard {
     budget: { root: l.root, reserved: l.reserved, consumed: l.consumed, released: l.released, rejected: l.rejected, outstanding: l.outstanding, peakCommitted: l.peakCommitted },
     effects: effectsOf(facts, branches),
     terminal: terminalOf(facts, branches, owner),
+    funnel: runFunnel(trace),
     findings: tagged
       .map((t) => ({ code: t.finding.code, verdict: t.finding.verdict, branches: [...t.attempts].sort(), events: t.finding.events, message: t.finding.message }))
       .sort((p, q) => (p.code < q.code ? -1 : p.code > q.code ? 1 : p.message < q.message ? -1 : p.message > q.message ? 1 : 0)),
@@ -264,6 +269,7 @@ export function handoffBoard(run: string, receipts: readonly Receipt[], now: num
     budget: { root: null, reserved: z(), consumed: z(), released: z(), rejected: z(), outstanding: z(), peakCommitted: z() },
     effects: [],
     terminal: { predicate: 'every branch terminal; the run ended by the final owner; if it ended completed, a verified outcome from the final owner', met: false, remaining: ['no receipts'], result: null },
+    funnel: { dispatched: 0, completedBeforeLease: 0, structurallyValid: 0, inScopeAndCurrent: 0, nonDuplicate: 0, admitted: 0 },
     findings: [],
   };
 }

@@ -9,6 +9,7 @@ import { expect } from 'vitest';
 import type { Finding, Receipt } from '../../src/core/types.js';
 import { admitHandoff } from '../../src/handoff/admit.js';
 import type { HandoffBoard } from '../../src/handoff/board.js';
+import { funnel } from '../../src/handoff/funnel.js';
 import { ledger } from '../../src/handoff/ledger.js';
 import { HANDOFF_FINDING_VERDICTS } from '../../src/handoff/lifecycle.js';
 import { admitReturn } from '../../src/handoff/return.js';
@@ -141,6 +142,8 @@ export function expectAgreement(board: HandoffBoard, receipts: Receipt[], findin
   for (const k of ['reserved', 'consumed', 'released', 'rejected'] as const) {
     for (const u of ['actions', 'contextUnits', 'effects'] as const) expect(board.branches.reduce((s, b) => s + b[k][u], 0)).toBe(board.budget[k][u]);
   }
+  expect(board.funnel).toEqual(funnel(rs));
+  expect(board.funnel.admitted).toBeLessThanOrEqual(board.branches.filter((b) => b.admitted).length);
   const over = l.root !== null && (['actions', 'contextUnits', 'effects'] as const).some((u) => l.peakCommitted[u] > l.root![u]);
   expect(findings.some((f) => f.code === 'budget_overcommitted')).toBe(over);
   // Terminal predicate: never met while a branch is live or the run has not ended.

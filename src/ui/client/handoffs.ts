@@ -132,6 +132,12 @@ export function handoffsCard(board: HandoffBoard | null): HTMLElement | null {
     h('div', { class: 'ho-section' }, h('h3', {}, 'Budget against the root'), budgetTable(board)),
     h(
       'div',
+      { class: 'ho-section', id: 'handoff-funnel' },
+      h('h3', {}, 'Artifact admission funnel'),
+      h('p', { class: 'mono' }, `dispatched ${board.funnel.dispatched} › before lease ${board.funnel.completedBeforeLease} › valid ${board.funnel.structurallyValid} › current ${board.funnel.inScopeAndCurrent} › non-duplicate ${board.funnel.nonDuplicate} › admitted ${board.funnel.admitted}`),
+    ),
+    h(
+      'div',
       { class: 'ho-section', id: 'handoff-effects' },
       h('h3', {}, 'Effects that may have happened'),
       board.effects.length
