@@ -17,6 +17,7 @@ commands:
   handoff return RESULT.json --handoff HANDOFF.json --state STATE.json [--json]
   propose FILE... | --server URL [--since DUR] [--contract-id ID] [--min-share 0.05]
   contract diff A@V1 B@V2 [--contracts DIR] [--json]
+  handoff board RUN --server URL [--json]
 `;
 
 type Command = (argv: string[], io: Io) => Promise<number>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EDGE_KINDS, HANDOFF_STATES, type Receipt } from './types.js';
+import { EDGE_KINDS, EFFECT_STATUSES, HANDOFF_STATES, type Receipt } from './types.js';
 import { EdgeSyntaxError, parseEdge } from './edge.js';
 import { canonicalReceiptJson } from './canonical.js';
 
@@ -81,6 +81,8 @@ export const ReceiptSchema = z.discriminatedUnion('type', [
     onTimeout: Id.optional().describe('the timeout disposition, as an id (e.g. cancel, retry, return-ownership)'),
     units: Units.optional(),
     budgetOp: z.enum(['root', 'reserve', 'consume', 'release', 'reject']).optional(),
+    capabilities: z.array(Id).max(32).optional().describe('capability names granted to the attempt; names only'),
+    effects: z.array(z.strictObject({ id: Id, status: z.enum(EFFECT_STATUSES) })).max(32).optional().describe('effect ids and statuses; never arguments'),
   }),
 ]);
 

@@ -6,6 +6,7 @@ import { shadowJson } from '../core/shadow.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
 import type { AuditEngine } from './engine.js';
+import { handoffBoard } from '../handoff/board.js';
 import { HttpError, readBody } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
@@ -173,6 +174,10 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
   }
   if (resource === 'shadow' && id === undefined) {
     return json(res, 200, { candidates: engine.shadowSummary() });
+  }
+  if (resource === 'runs' && id !== undefined && sub === 'handoffs') {
+    const r = engine.get(id); // the operator's handoff board (docs/handoffs.md)
+    return r ? json(res, 200, handoffBoard(id, r.receipts, Date.now())) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'contracts' && id === undefined) {
     return json(res, 200, {

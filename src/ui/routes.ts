@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { RunVerdict } from '../core/types.js';
 import type { AuditEngine } from '../server/engine.js';
 import { ICON_SVG, STYLE_CSS } from './style.js';
+import { handoffBoard } from '../handoff/board.js';
 import { contractView, contractsSummary, listRuns, rowOf, runView } from './view.js';
 
 export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
@@ -252,6 +253,12 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
       return true;
     }
     const [, api, resource, id, ...rest] = parts; // ui api <resource> <id>
+    if (api === 'api' && resource === 'runs' && id !== undefined && rest.length === 1 && rest[0] === 'handoffs') {
+      const r = engine.get(id); // the handoff board panel (src/ui/client/handoffs.ts)
+      if (r) sendJson(res, 200, handoffBoard(id, r.receipts, now()));
+      else sendJson(res, 404, { error: `unknown run ${id}` });
+      return true;
+    }
     if (api !== 'api' || rest.length) {
       sendJson(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
       return true;

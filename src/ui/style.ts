@@ -1,4 +1,5 @@
 /** The web view's stylesheet and icon, served from the process (no external fonts or assets). */
+import { HANDOFF_CSS } from './handoffs-style.js';
 
 export const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#0f172a"/><path d="M9 11 L23 9 M9 11 L16 23 M23 9 L16 23" stroke="#94a3b8" stroke-width="2" fill="none"/><path d="M16 23 L23 9" stroke="#f87171" stroke-width="2.4"/><circle cx="9" cy="11" r="3.6" fill="#e2e8f0"/><circle cx="23" cy="9" r="3.6" fill="#86efac"/><circle cx="16" cy="23" r="3.6" fill="#e2e8f0"/></svg>`;
 
@@ -164,4 +165,5 @@ svg.topology-graph g.edge:focus-visible path,svg.topology-graph g.edge:hover pat
 .noscript{max-width:640px;margin:40px auto;padding:16px;background:#fff;border:1px solid var(--line);border-radius:8px}
 .sr-only{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 @media (max-width: 900px){.summary-grid{grid-template-columns:1fr}.summary-grid > div{border-left:none;border-top:1px solid var(--line)}.timeline li{grid-template-columns:90px 1fr;}.finding{grid-template-columns:1fr}}
+${HANDOFF_CSS}
 `;

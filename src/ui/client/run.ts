@@ -2,6 +2,7 @@
 import type { Finding, Receipt } from '../../core/types.js';
 import type { EdgeRow, RunView } from '../view.js';
 import type { Ctx, View } from './app.js';
+import { fetchBoard, handoffsCard } from './handoffs.js';
 import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJson, h, legendEl, naiveBadge, stateChips, tick, utc, verdictBadge } from './dom.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -227,6 +228,7 @@ export function runPage(ctx: Ctx, params: { id?: string }): View {
 
   async function load(): Promise<void> {
     let v: RunView;
+    const board = fetchBoard(id); // the Handoffs panel (src/ui/client/handoffs.ts)
     try {
       v = await getJson<RunView>(`/ui/api/runs/${encodeURIComponent(id)}`);
     } catch (e) {
@@ -245,7 +247,9 @@ export function runPage(ctx: Ctx, params: { id?: string }): View {
     const focused = document.activeElement?.closest?.('[data-edge]')?.getAttribute('data-edge') ?? null;
     const details = content.querySelector('details.edge-details') as HTMLDetailsElement | null;
     const detailsOpen = details?.open ?? false;
-    content.replaceChildren(summary(v), shadowCard(v), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
+    const handoffs = handoffsCard(await board);
+    if (disposed) return;
+    content.replaceChildren(summary(v), shadowCard(v), ...(handoffs ? [handoffs] : []), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
     if (detailsOpen) (content.querySelector('details.edge-details') as HTMLDetailsElement | null)?.setAttribute('open', '');
     if (focused) (content.querySelector(`svg [data-edge="${CSS.escape(focused)}"]`) as SVGElement | null)?.focus();
     tick(content);
