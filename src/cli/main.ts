@@ -1,7 +1,4 @@
-import { contractJsonSchema, receiptJsonSchema } from '../core/index.js';
 import { type Io, processIo, UsageError } from './io.js';
-import { isInputError, replayCommand } from './replay.js';
-import { validateCommand } from './validate.js';
 import { renderHelp, specFor, allSpecs, wantsHelp } from './spec.js';
 import { topUsage } from './specs.js';
 import { VERSION } from './version.js';
@@ -9,8 +6,9 @@ import { VERSION } from './version.js';
 type Command = (argv: string[], io: Io) => Promise<number>;
 
 const commands: Record<string, () => Promise<Command>> = {
-  replay: async () => replayCommand,
-  validate: async () => validateCommand,
+  // Every command loads lazily, so `gate` in CI does not pay for the audit engine at start-up.
+  replay: async () => (await import('./replay.js')).replayCommand,
+  validate: async () => (await import('./validate.js')).validateCommand,
   schema: async () => schemaCommand,
   serve: async () => (await import('./serve.js')).serveCommand,
   gate: async () => (await import('./gate.js')).gateCommand,
@@ -28,6 +26,7 @@ export function registerCommand(name: string, load: () => Promise<Command>): voi
 async function schemaCommand(argv: string[], io: Io): Promise<number> {
   const which = argv[0] ?? 'contract';
   let schema: unknown;
+  const { contractJsonSchema, receiptJsonSchema } = await import('../core/index.js');
   if (which === 'contract') schema = contractJsonSchema();
   else if (which === 'receipt') schema = receiptJsonSchema();
   else if (which === 'handoff') schema = (await import('../handoff/schema.js')).handoffJsonSchemas();
@@ -73,7 +72,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     }
     return await command(rest, io);
   } catch (e) {
-    if (isInputError(e) || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') || (await import('./replay.js')).isInputError(e)) {
       io.stderr(errorLine(name, (e as Error).message));
       return 2;
     }
