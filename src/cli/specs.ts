@@ -33,7 +33,7 @@ export const GATE_SPEC = registerSpec({
     { name: 'quiet', short: 'q', type: 'boolean', default: false, help: 'no progress lines on stderr while waiting' },
     jsonFlag,
   ],
-  notes: ['While waiting, a progress line goes to stderr every 10 seconds; the verdict line goes to stdout.'],
+  notes: ['While waiting, a progress line goes to stderr every 10 seconds (TOPOLOGY_AUDIT_PROGRESS_MS sets the interval);\nthe verdict line goes to stdout.'],
   examples: ['topology-audit gate "$RUN_ID" --server http://127.0.0.1:9464 --timeout 10m', 'topology-audit gate run-42 -t 30s --json'],
   exits: [
     [0, 'healthy'],

@@ -205,6 +205,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
   const logIntervalMs = cfg.logIntervalMs ?? DEFAULTS.logIntervalMs;
   let lastSummary = Date.now();
+  let lastAlerting = 0;
   let summaryBase = ingestCounters(metrics);
 
   let lastPrune = Date.now();
@@ -237,9 +238,12 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
         engine.prune(now);
       }
       metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
-      const gauge = engine.gauge();
-      const al = engine.alerting(now, alertWindowMs, stallAfterMs);
-      metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...gauge.map((g) => g.contract)]), al.alerting, al.stalled);
+      // The alerting gauges move in seconds (window, stall): once a second is enough, halving the per-tick walk.
+      if (now - lastAlerting >= 1000) {
+        lastAlerting = now;
+        const al = engine.alerting(now, alertWindowMs, stallAfterMs);
+        metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...al.alerting.map((g) => g.contract), ...al.stalled.map((g) => g.contract)]), al.alerting, al.stalled);
+      }
       if (logIntervalMs > 0 && now - lastSummary >= logIntervalMs) {
         const cur = ingestCounters(metrics);
         cfg.log('ingest_summary', { intervalSeconds: Math.round((now - lastSummary) / 1000), ...diffCounters(cur, summaryBase), liveRuns: engine.liveRuns });
