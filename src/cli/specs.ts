@@ -25,7 +25,7 @@ const exit = (...codes: number[]) => EXIT_CODES.filter(([c]) => codes.includes(c
 export const GATE_SPEC = registerSpec({
   name: 'gate',
   summary: "wait for one run's verdict and turn it into an exit code (for CI)",
-  usage: ['gate RUN [--server URL] [--timeout DUR] [--token TOKEN] [--json]'],
+  usage: ['gate RUN [--server URL] [--timeout DUR] [--token TOKEN] [--quiet] [--json]'],
   flags: [
     serverFlag(),
     { name: 'timeout', short: 't', type: 'string', value: 'DUR', default: '5m', help: 'how long to wait for a settled or healthy verdict (ms, s, m, h or d)' },
