@@ -281,7 +281,8 @@ describe('replay', () => {
   });
 
   it('usage errors exit 2', async () => {
-    expect(await main(['replay', DRIFT], capture().io)).toBe(2);
+    // Without --contracts, replay uses the packaged example contracts (as serve does), so this is not a usage error.
+    expect(await main(['replay', DRIFT], capture().io)).toBe(0);
     expect(await main(['replay', '--contracts', CONTRACTS], capture().io)).toBe(2);
     expect(await main(['replay', DRIFT, '--contracts', CONTRACTS, '--now', 'noon'], capture().io)).toBe(2);
     expect(await main(['replay', join(tmp, 'missing.ndjson'), '--contracts', CONTRACTS], capture().io)).toBe(2);

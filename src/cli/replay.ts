@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { packagedContractsDir } from './paths.js';
+import { findingText, parseCommandArgs, specFor } from './spec.js';
+import './specs.js';
 import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseTimeArg, table } from './io.js';
 import { handoffFindings } from '../handoff/findings.js';
@@ -66,20 +68,11 @@ export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Ex
 }
 
 export async function replayCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      contracts: { type: 'string' },
-      contract: { type: 'string' },
-      now: { type: 'string' },
-      expect: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      shadow: { type: 'string', multiple: true, default: [] },
-    },
-  });
-  if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file');
-  if (!values.contracts) throw new UsageError('replay: --contracts DIR is required');
+  const parsed = parseCommandArgs(specFor('replay')!, argv);
+  const values = parsed.values as { contracts?: string; contract?: string; now?: string; expect?: string; json?: boolean; shadow?: string[] };
+  const positionals = parsed.positionals;
+  if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file; see topology-audit replay --help');
+  values.contracts ??= packagedContractsDir();
   const registry = ContractRegistry.loadDir(values.contracts);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`replay: --contract ${values.contract}: no such contract in ${values.contracts}`);
   let shadow: Contract[] = [];
@@ -107,7 +100,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   } else {
     const rows = verdicts.map((v) => {
       const f = firstFinding(v);
-      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? f.message : '-'];
+      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? findingText(f as { message: string; deadline?: string; since?: string }, at) : '-'];
     });
     io.stdout(`now ${Number.isFinite(at) ? new Date(at).toISOString() : '-'}, ${verdicts.length} run(s)\n`);
     io.stdout(table(['RUN', 'NAIVE', 'VERDICT', 'OPERATOR MEANING', 'FIRST FINDING'], rows));

@@ -7,7 +7,8 @@ import { DEFAULTS, startServer, type ServeConfig } from '../server/serve.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls.js';
 import { type Io, UsageError } from './io.js';
 
-const VERSION = '0.1.0';
+import { packagedContractsDir } from './paths.js';
+import { VERSION } from './version.js';
 
 function portArg(name: string, v: string | undefined, def: number): number {
   if (v === undefined) return def;
@@ -19,7 +20,7 @@ function portArg(name: string, v: string | undefined, def: number): number {
 function durationArg(name: string, v: string | undefined, def: number): number {
   if (v === undefined) return def;
   const ms = parseDuration(v);
-  if (ms === null) throw new UsageError(`${name}: not a duration (e.g. 10s, 5m, 7d): ${v}`);
+  if (ms === null) throw new UsageError(`${name}: "${v}" is not a duration; use a whole number with ms, s, m, h or d (e.g. 10s, 5m, 7d)`);
   return ms;
 }
 
@@ -47,15 +48,35 @@ function tlsArgs(cert: string | undefined, key: string | undefined, clientCa: st
 
 const isLoopback = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
 
-/** Structured, content-free log lines on stderr. */
-export const log = (io: Io) => (event: string, fields: Record<string, unknown> = {}) =>
-  io.stderr(JSON.stringify({ time: new Date().toISOString(), event, ...fields }) + '\n');
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The level of an event: warnings and failures are named so; everything else is info. */
+export function levelOf(event: string): LogLevel {
+  if (/(_failed|_error|^error)$/.test(event)) return 'error';
+  if (/^warn|_expired$|_refused$/.test(event)) return 'warn';
+  return 'info';
+}
+
+/** Structured, content-free log lines (JSON, one per line) on stderr, at or above `min`. */
+export const log =
+  (io: Io, min: LogLevel = 'info') =>
+  (event: string, fields: Record<string, unknown> = {}) => {
+    const level = (fields.level as LogLevel | undefined) ?? levelOf(event);
+    if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(min)) return;
+    const { level: _drop, ...rest } = fields;
+    io.stderr(JSON.stringify({ time: new Date().toISOString(), level, event, ...rest }) + '\n');
+  };
 
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      contracts: { type: 'string', default: 'contracts' },
+      contracts: { type: 'string' },
+      'log-level': { type: 'string', default: 'info' },
+      'log-interval': { type: 'string' },
+      'alert-window': { type: 'string' },
+      'stall-after': { type: 'string' },
       contract: { type: 'string' },
       data: { type: 'string', default: DEFAULTS.dataDir },
       'otlp-http-port': { type: 'string' },
@@ -79,11 +100,15 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       shadow: { type: 'string', multiple: true, default: [] },
     },
   });
-  const registry = ContractRegistry.loadDir(values.contracts!);
-  if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`serve: --contract ${values.contract}: no such contract in ${values.contracts}`);
+  const level = values['log-level'] as LogLevel;
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: "${level}" is not one of ${LOG_LEVELS.join(', ')}`);
+  const logger = log(io, level);
+  const contractsDir = values.contracts ?? packagedContractsDir();
+  const registry = ContractRegistry.loadDir(contractsDir);
+  if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`serve: --contract ${values.contract}: no such contract in ${contractsDir}`);
   let shadow;
   try {
-    shadow = resolveShadows(registry, values.shadow!);
+    shadow = resolveShadows(registry, values.shadow as string[]);
   } catch (e) {
     throw new UsageError(`serve: ${(e as Error).message}`);
   }
@@ -124,16 +149,24 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     ingestTokens,
     apiTokens,
     tls,
-    log: log(io),
+    log: logger,
     version: VERSION,
     shadow,
+    alertWindowMs: durationArg('--alert-window', values['alert-window'], DEFAULTS.alertWindowMs),
+    stallAfterMs: durationArg('--stall-after', values['stall-after'], DEFAULTS.stallAfterMs),
+    logIntervalMs: durationArg('--log-interval', values['log-interval'], DEFAULTS.logIntervalMs),
   };
+  // Start-up: which contracts (the packaged examples unless --contracts), counted; never file contents.
+  cfg.log('starting', { version: VERSION, contractsDir: values.contracts === undefined ? 'packaged examples' : 'given', contracts: registry.ids().length, logLevel: level });
+  if (values.contracts === undefined) io.stdout(`topology-audit: no --contracts given; using the packaged example contracts (${registry.ids().join(', ')}); pass --contracts DIR for your own\n`);
+  if (registry.ids().length === 0) cfg.log('warning', { message: 'the contract registry is empty: every run will be unpinned (add contract YAML files to --contracts DIR)' });
   const { createUiRoutes } = await import('../ui/routes.js');
   cfg.extraRoutes = (engine, opts) => createUiRoutes(engine, opts);
   if (!isLoopback(host) && ingestTokens && !tls) cfg.log('warning', { message: 'bearer tokens cross the network in clear text; pass --tls-cert and --tls-key' });
   if (shadow.length) cfg.log('shadow', { candidates: shadow.map((c) => `${c.contract}@${c.version}`) });
   const server = await startServer(registry, cfg);
   const { ports } = server;
+  cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, tls: tls !== undefined });
   const scheme = tls ? 'https' : 'http';
   io.stdout(`topology-audit serving: api+ui ${scheme}://${host}:${ports.api}/  otlp-http ${scheme}://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}${tls ? ' (TLS)' : ''}\n`);
   io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc }, tls: tls !== undefined, contracts: registry.ids(), data: cfg.dataDir }) + '\n');

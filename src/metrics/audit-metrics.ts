@@ -40,6 +40,8 @@ export const METRIC_NAMES = {
   ingestSaturated: 'topology_ingest_saturated',
   storeHealthy: 'topology_store_healthy',
   buildInfo: 'topology_build_info',
+  alertingRuns: 'topology_alerting_runs',
+  stalledRuns: 'topology_stalled_runs',
   seriesRefused: 'topology_metric_series_refused_total',
   shadowVerdicts: 'topology_shadow_verdicts_total',
   shadowDisagreements: 'topology_shadow_disagreements_total',
@@ -84,6 +86,9 @@ export const UNSAFE_VERDICTS: readonly Verdict[] = [
 ];
 
 /** Commit durations, 0.5 ms to 2.5 s: group commits of SQLite in WAL mode sit in the low milliseconds. */
+/** Verdicts with an alert rule (topology_alerting_runs carries a row for each). */
+export const ALERTING_VERDICTS: readonly Verdict[] = ['stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'incomplete', 'uncertain'];
+
 export const COMMIT_DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 /** Receipts per group commit. */
 export const COMMIT_BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
@@ -113,6 +118,12 @@ export interface AuditMetrics {
    * row says otherwise; pairs absent from the rows disappear from the exposition.
    */
   setRunsGauge(rows: Iterable<RunsGaugeRow>): void;
+  /**
+   * Replaces topology_alerting_runs (runs that entered an alerting verdict within the alert window and are not
+   * acknowledged) and topology_stalled_runs (unsettled runs with no receipt for --stall-after). Every contract in
+   * `contracts` gets a zero row for each alerting verdict so alerts resolve on a present 0, not on a vanished series.
+   */
+  setAlertingGauges(contracts: Iterable<string>, alerting: Iterable<{ contract: string; verdict: Verdict; count: number }>, stalled: Iterable<{ contract: string; count: number }>): void;
   /** n receipts ended in `result`; a type outside RECEIPT_TYPES is counted as "invalid". */
   receipt(type: string, result: ReceiptResult, n?: number): void;
   /** n OTLP spans, by transport, became a receipt, were dropped (no receipt), or were rejected. */
@@ -171,6 +182,16 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     name: METRIC_NAMES.runs,
     help: 'Runs currently in each verdict, by pinned contract and version.',
     labelNames: ['contract', 'version', 'verdict'],
+  });
+  const alertingRuns: Gauge = registry.gauge({
+    name: METRIC_NAMES.alertingRuns,
+    help: 'Runs that entered an alerting verdict within the alert window (serve --alert-window) and are not acknowledged.',
+    labelNames: ['contract', 'verdict'],
+  });
+  const stalledRuns: Gauge = registry.gauge({
+    name: METRIC_NAMES.stalledRuns,
+    help: 'Unsettled, unacknowledged runs whose latest receipt is older than serve --stall-after.',
+    labelNames: ['contract'],
   });
   const verdicts: Counter = registry.counter({
     name: METRIC_NAMES.verdicts,
@@ -292,6 +313,23 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
         for (const v of VERDICTS) entries.push([[pin.contract, pin.version, v], pin.counts.get(v) ?? 0]);
       }
       runs.replaceAll(entries);
+    },
+
+    setAlertingGauges(contracts, alerting, stalled) {
+      const a = new Map<string, number>();
+      const st = new Map<string, number>();
+      for (const c of contracts) {
+        for (const v of ALERTING_VERDICTS) a.set(`${nonEmpty(c)}\u0000${v}`, 0);
+        st.set(nonEmpty(c), 0);
+      }
+      for (const r of alerting) {
+        if (!VERDICT_SET.has(r.verdict)) throw new TypeError(`unknown verdict ${JSON.stringify(r.verdict)}`);
+        const k = `${nonEmpty(r.contract)}\u0000${r.verdict}`;
+        a.set(k, (a.get(k) ?? 0) + r.count);
+      }
+      for (const r of stalled) st.set(nonEmpty(r.contract), (st.get(nonEmpty(r.contract)) ?? 0) + r.count);
+      alertingRuns.replaceAll([...a].map(([k, n]) => [k.split('\u0000'), n] as const));
+      stalledRuns.replaceAll([...st].map(([c, n]) => [[c], n] as const));
     },
 
     receipt(type, result, n) {

@@ -22,6 +22,11 @@ export interface ApiOptions {
   /** Extra routes (e.g. the web view); return true when handled. */
   extraRoutes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
   ready: () => { ready: boolean; reasons: string[] };
+  /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
+  otlpHttpPort?: () => number;
+  /** Acknowledge a run (POST /api/v1/runs/{run}/ack): it leaves the alerting series. */
+  ack?: (run: string, by: string | undefined) => { acked: boolean; at: string } | null;
+  version?: string;
 }
 
 export function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
@@ -58,8 +63,10 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
+    // Lets clients (gate, ack) recognise the auditor's API, and tell it from its OTLP port.
+    res.setHeader('x-topology-audit', 'api');
     try {
-      if (path === '/healthz') return json(res, 200, { status: 'ok' });
+      if (path === '/healthz') return json(res, 200, { status: 'ok', service: 'topology-audit', version: opts.version });
       if (path === '/readyz') {
         const r = opts.ready();
         return json(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons });
@@ -80,9 +87,24 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
         }
         return await postReceipts(req, res, ingestor, metrics, opts, auth);
       }
+      if (path === '/v1/traces' || path.startsWith('/opentelemetry.proto.')) {
+        req.resume();
+        const port = opts.otlpHttpPort?.();
+        return json(res, 404, { error: `this is the auditor's API port; send OTLP spans to the OTLP/HTTP port${port ? ` ${port}` : ''} (POST /v1/traces) or the OTLP/gRPC port` });
+      }
       if (opts.extraRoutes && (await opts.extraRoutes(req, res, path))) return;
       if (path.startsWith('/api/')) {
         if (!opts.authenticateApi(req)) return json(res, 401, { error: 'missing or invalid bearer token' }, { 'www-authenticate': 'Bearer' });
+        const ackMatch = /^\/api\/v1\/runs\/([^/]+)\/ack$/.exec(path);
+        if (ackMatch && opts.ack) {
+          if (req.method !== 'POST') return json(res, 405, { error: 'use POST' }, { allow: 'POST' });
+          req.resume();
+          const by = url.searchParams.get('by') ?? undefined;
+          if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
+          const run = decodeURIComponent(ackMatch[1]);
+          const r = opts.ack(run, by);
+          return r ? json(res, 200, { run, acked: true, at: r.at, already: !r.acked }) : json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
+        }
         if (req.method !== 'GET') return json(res, 405, { error: 'use GET' }, { allow: 'GET' });
         return apiGet(url, res, engine, opts);
       }

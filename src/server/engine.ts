@@ -43,7 +43,15 @@ interface LiveRun {
   gaugeKey?: GaugeKey;
   /** Shadow verdicts under the candidates (with `shadow` configured). */
   shadow?: ShadowVerdict[];
+  /** When the run entered its current verdict (drives the alert window). */
+  enteredAt?: number;
+  /** The verdict an operator acknowledged (a new verdict alerts again). Held in memory only. */
+  ackedVerdict?: Verdict;
+  ackedAt?: number;
 }
+
+/** Verdicts that alert: unsafe topology, false completion, incomplete and uncertain. */
+export const ALERT_VERDICTS: ReadonlySet<Verdict> = new Set<Verdict>(['stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'incomplete', 'uncertain']);
 
 type GaugeKey = { contract: string; version: string; verdict: Verdict };
 
@@ -96,7 +104,7 @@ export class AuditEngine extends EventEmitter {
         receipts++;
       }
       if (state.size === 0 && state.conflicts.size === 0) continue;
-      const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt };
+      const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt };
       restored.verdict = this.evaluateRun(state, now, undefined, restored);
       this.runs.set(lr.run, restored);
       this.deadlines.set(lr.run, nextChange(restored));
@@ -190,6 +198,7 @@ export class AuditEngine extends EventEmitter {
     const a = key(after);
     const b = before ? key(before) : null;
     if (!b || a.verdict !== b.verdict || a.contract !== b.contract || a.version !== b.version) {
+      live.enteredAt = now;
       this.opts.hooks?.verdictEntered?.(run, a.contract, a.version, a.verdict, b);
     }
     if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length) {
@@ -283,6 +292,48 @@ export class AuditEngine extends EventEmitter {
     for (const r of batch) if (r.run === run && r.type === 'run.start') state.add(r);
     const p = resolvePin(state, this.registry, this.opts.defaultContract);
     return p.ok ? p.contract : null;
+  }
+
+  /** Acknowledge a run's current verdict: it leaves the alerting series until it enters another verdict. */
+  ack(run: string, now: number): { acked: boolean; at: string } | null {
+    const live = this.runs.get(run);
+    if (!live || !live.verdict) return null;
+    if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined) return { acked: false, at: new Date(live.ackedAt).toISOString() };
+    live.ackedVerdict = live.verdict.verdict;
+    live.ackedAt = now;
+    return { acked: true, at: new Date(now).toISOString() };
+  }
+
+  ackedOf(run: string): string | null {
+    const live = this.runs.get(run);
+    return live && live.ackedVerdict === live.verdict?.verdict && live.ackedAt !== undefined ? new Date(live.ackedAt).toISOString() : null;
+  }
+
+  /**
+   * Alerting rows: runs per (contract, verdict) that entered an alerting verdict within `windowMs` and are not
+   * acknowledged; stalled rows: unsettled runs per contract whose latest receipt is older than `stallMs`.
+   */
+  alerting(now: number, windowMs: number, stallMs: number): { alerting: { contract: string; verdict: Verdict; count: number }[]; stalled: { contract: string; count: number }[] } {
+    const a = new Map<string, { contract: string; verdict: Verdict; count: number }>();
+    const st = new Map<string, { contract: string; count: number }>();
+    for (const live of this.runs.values()) {
+      const v = live.verdict;
+      if (!v) continue;
+      const contract = v.pin?.contract ?? '';
+      const acked = live.ackedVerdict === v.verdict;
+      if (ALERT_VERDICTS.has(v.verdict) && !acked && now - (live.enteredAt ?? live.updatedAt) <= windowMs) {
+        const k = `${contract}\u0000${v.verdict}`;
+        const e = a.get(k);
+        if (e) e.count++;
+        else a.set(k, { contract, verdict: v.verdict, count: 1 });
+      }
+      if (!v.settled && !acked && Number.isFinite(live.state.lastAt) && now - live.state.lastAt > stallMs) {
+        const e = st.get(contract);
+        if (e) e.count++;
+        else st.set(contract, { contract, count: 1 });
+      }
+    }
+    return { alerting: [...a.values()], stalled: [...st.values()] };
   }
 
   get liveRuns(): number {

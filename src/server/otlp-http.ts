@@ -18,6 +18,8 @@ import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBindin
 export interface OtlpHttpOptions {
   maxBodyBytes: number;
   retryAfterSeconds: number;
+  /** The API port, named in the 404 hint when a receipt POST or API call reaches the OTLP port. */
+  apiPort?: () => number;
 }
 
 export type Authenticate = (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
@@ -33,7 +35,7 @@ function formatOf(contentType: string | undefined): Format | null {
 
 function send(res: ServerResponse, status: number, format: Format | null, body: Uint8Array | string, headers: Record<string, string> = {}): void {
   const ct = format === 'protobuf' ? 'application/x-protobuf' : 'application/json';
-  res.writeHead(status, { 'content-type': ct, ...headers });
+  res.writeHead(status, { 'content-type': ct, 'x-topology-audit': 'otlp-http', ...headers });
   res.end(body);
 }
 
@@ -54,7 +56,9 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
     };
     if (path !== '/v1/traces') {
       req.resume();
-      return answer(404, GrpcStatusCode.UNIMPLEMENTED, `no such endpoint ${path.slice(0, 80)}; OTLP traces go to POST /v1/traces`);
+      // A receipt POST or an API call sent to the OTLP port: name the port it belongs on.
+      const wrongPort = /^\/(v1\/receipts|api\/|healthz|readyz|metrics)/.test(path) && opts.apiPort?.() ? `; receipts, the API and /metrics are on the auditor's API port ${opts.apiPort!()}, not this OTLP/HTTP port` : '';
+      return answer(404, GrpcStatusCode.UNIMPLEMENTED, `no such endpoint ${path.slice(0, 80)}; OTLP traces go to POST /v1/traces${wrongPort}`);
     }
     if (req.method !== 'POST') {
       req.resume();

@@ -49,6 +49,12 @@ export interface ServeConfig {
   version: string;
   /** Candidate versions to shadow-evaluate (`--shadow CONTRACT@VERSION`). */
   shadow?: Contract[];
+  /** How long a new alerting verdict counts in topology_alerting_runs (unless acknowledged). */
+  alertWindowMs?: number;
+  /** Unsettled runs with no receipt for this long count in topology_stalled_runs. */
+  stallAfterMs?: number;
+  /** How often the content-free ingest summary is logged (0: never). */
+  logIntervalMs?: number;
 }
 
 export const DEFAULTS = {
@@ -67,6 +73,9 @@ export const DEFAULTS = {
   tickMs: 200,
   groupCommitDelayMs: 0,
   shutdownGraceMs: 5_000,
+  alertWindowMs: 3_600_000,
+  stallAfterMs: 30 * 60_000,
+  logIntervalMs: 60_000,
 };
 
 export interface RunningServer {
@@ -82,6 +91,42 @@ const listen = (srv: Listener, host: string, port: number) =>
     srv.listen(port, host, () => resolve((srv.address() as AddressInfo).port));
   });
 
+type Counters = Record<string, number>;
+
+/** The ingest counters, read back from the metrics registry (one source of truth for metrics and the log summary). */
+function ingestCounters(metrics: AuditMetrics): Counters {
+  const out: Counters = {};
+  for (const line of metrics.render('prometheus').split('\n')) {
+    let m = /^topology_receipts_total\{type="[^"]*",result="([^"]+)"\} (\S+)/.exec(line);
+    if (m) {
+      const k = m[1] === 'accepted' ? 'accepted' : m[1] === 'duplicate' ? 'duplicates' : m[1] === 'conflict' ? 'conflicts' : 'rejected';
+      out[k] = (out[k] ?? 0) + Number(m[2]);
+      continue;
+    }
+    m = /^topology_otlp_spans_total\{transport="[^"]*",result="(dropped|rejected)"\} (\S+)/.exec(line);
+    if (m) {
+      out[`spans_${m[1]}`] = (out[`spans_${m[1]}`] ?? 0) + Number(m[2]);
+      continue;
+    }
+    m = /^topology_ingest_rejected_requests_total\{transport="[^"]*",reason="([^"]+)"\} (\S+)/.exec(line);
+    if (m) out[`requests_rejected.${m[1]}`] = (out[`requests_rejected.${m[1]}`] ?? 0) + Number(m[2]);
+    m = /^topology_caller_unresolved_total (\S+)/.exec(line);
+    if (m) out.spans_caller_unresolved = Number(m[1]);
+    m = /^topology_pending_parent_spans_evicted_total (\S+)/.exec(line);
+    if (m) out.spans_evicted = Number(m[1]);
+  }
+  return out;
+}
+
+function diffCounters(cur: Counters, base: Counters) {
+  const d = (k: string) => (cur[k] ?? 0) - (base[k] ?? 0);
+  const rejectedRequests: Record<string, number> = {};
+  for (const k of Object.keys(cur)) if (k.startsWith('requests_rejected.') && d(k) > 0) rejectedRequests[k.slice(18)] = d(k);
+  const droppedSpans: Record<string, number> = {};
+  for (const [k, name] of [['spans_dropped', 'no_receipt'], ['spans_rejected', 'rejected'], ['spans_evicted', 'evicted'], ['spans_caller_unresolved', 'caller_unresolved']] as const) if (d(k) > 0) droppedSpans[name] = d(k);
+  return { accepted: d('accepted'), duplicates: d('duplicates'), conflicts: d('conflicts'), rejected: d('rejected'), rejectedRequests, droppedSpans };
+}
+
 export async function startServer(registry: ContractRegistry, cfg: ServeConfig): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
   const store = ReceiptStore.open(cfg.dataDir, {
@@ -94,7 +139,12 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     retentionMs: cfg.retentionMs,
     extraFindings: handoffFindings,
     hooks: {
-      verdictEntered: (run, contract, _version, verdict) => metrics.verdictEntered(contract, verdict, run),
+      verdictEntered: (run, contract, version, verdict, previous) => {
+        metrics.verdictEntered(contract, verdict, run);
+        // Content-free: run id, pin, verdict and the finding code that decided it.
+        const code = engine.verdictOf(run)?.findings.find((f) => f.verdict === verdict)?.code;
+        cfg.log('verdict_changed', { run, contract: contract || null, version: version || null, verdict, previous: previous?.verdict ?? null, ...(code ? { code } : {}) });
+      },
       receipts: (type, result, n) => metrics.receipt(type, result, n),
       shadowEntered: (_run, s, disagreed) => metrics.shadowVerdictEntered(s.contract, s.version, s.verdict, disagreed),
     },
@@ -127,7 +177,8 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     return { ready: reasons.length === 0, reasons };
   };
 
-  const otlpHttp = createListener(otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1 }, httpAuth), cfg.tls);
+  const bound = { api: 0, otlpHttp: 0 };
+  const otlpHttp = createListener(otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api }, httpAuth), cfg.tls);
   const api = createListener(
     apiHandler(engine, ingestor, metrics, {
       maxBodyBytes: cfg.maxBodyBytes,
@@ -137,6 +188,9 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
       authenticateApi: apiAuth,
       extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth }),
       ready,
+      otlpHttpPort: () => bound.otlpHttp,
+      ack: (run) => engine.ack(run, Date.now()),
+      version: cfg.version,
     }),
     cfg.tls,
   );
@@ -151,6 +205,14 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   };
   const grpcServer = await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls) }, grpcAuth);
   ports.otlpGrpc = grpcServer.port;
+  bound.api = ports.api;
+  bound.otlpHttp = ports.otlpHttp;
+  const alertWindowMs = cfg.alertWindowMs ?? DEFAULTS.alertWindowMs;
+  const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
+  const logIntervalMs = cfg.logIntervalMs ?? DEFAULTS.logIntervalMs;
+  let lastSummary = Date.now();
+  let lastAlerting = 0;
+  let summaryBase = ingestCounters(metrics);
 
   let lastPrune = Date.now();
   let lastSpanLogPrune = Date.now();
@@ -182,6 +244,18 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
         engine.prune(now);
       }
       metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
+      // The alerting gauges move in seconds (window, stall): once a second is enough, halving the per-tick walk.
+      if (now - lastAlerting >= 1000) {
+        lastAlerting = now;
+        const al = engine.alerting(now, alertWindowMs, stallAfterMs);
+        metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...al.alerting.map((g) => g.contract), ...al.stalled.map((g) => g.contract)]), al.alerting, al.stalled);
+      }
+      if (logIntervalMs > 0 && now - lastSummary >= logIntervalMs) {
+        const cur = ingestCounters(metrics);
+        cfg.log('ingest_summary', { intervalSeconds: Math.round((now - lastSummary) / 1000), ...diffCounters(cur, summaryBase), liveRuns: engine.liveRuns });
+        summaryBase = cur;
+        lastSummary = now;
+      }
       metrics.setLiveRuns(engine.liveRuns);
       metrics.setPendingParentSpans(pipeline.callers.stats().pending);
       metrics.setIngestQueueDepth(ingestor.queueDepth);

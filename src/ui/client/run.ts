@@ -174,7 +174,14 @@ function findingsCard(findings: Finding[]): HTMLElement {
               h(
                 'div',
                 {},
-                h('div', { class: 'what' }, f.message),
+                h(
+                  'div',
+                  { class: 'what' },
+                  f.message,
+                  // Countdowns are rendered now from the finding's times (optional fields), never frozen in the message.
+                  (f as { deadline?: string }).deadline ? h('span', { class: 'faint' }, ' (', countdownEl((f as { deadline?: string }).deadline!), ')') : null,
+                  (f as { since?: string }).since ? h('span', { class: 'faint' }, ' (since ', agoEl((f as { since?: string }).since!), ')') : null,
+                ),
                 h(
                   'div',
                   { class: 'meta' },
