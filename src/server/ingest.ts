@@ -12,7 +12,7 @@ import type { SpanLogEntry } from '../store/index.js';
 function toSpanLog(log: PendingTraceLog[], now: number): SpanLogEntry[] {
   return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans) }));
 }
-import type { AuditEngine, IngestOutcome } from './engine.js';
+import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
 
 export interface IngestLimits {
   /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */
@@ -68,11 +68,12 @@ export class Ingestor {
     };
   }
 
-  private async commit(receipts: Receipt[], source: string, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
+  private async commit(receipts: Receipt[], source: string, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     this.pendingReceipts += receipts.length;
     try {
-      return await this.engine.ingest(receipts, source, this.clock(), spanLog);
+      return await this.engine.ingest(receipts, source, this.clock(), spanLog, limits);
     } catch (e) {
+      if (e instanceof LiveLimitError) throw e;
       throw new StoreUnavailableError(`receipts could not be committed: ${(e as Error).message}`);
     } finally {
       this.pendingReceipts -= receipts.length;
@@ -146,8 +147,14 @@ export class Ingestor {
     if (entries.length === 0) return 0;
     for (const e of entries) {
       const now = this.clock();
-      const ex = this.pipeline.process(JSON.parse(e.body) as SpanRecord[], now);
-      await this.commit(ex.receipts, 'auditor', toSpanLog(ex.pendingLog, now));
+      let spans: SpanRecord[];
+      try {
+        spans = JSON.parse(e.body) as SpanRecord[];
+      } catch (err) {
+        throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
+      }
+      const ex = this.pipeline.process(spans, now);
+      await this.commit(ex.receipts, 'auditor', toSpanLog(ex.pendingLog, now), false);
     }
     store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
     return entries.length;
@@ -161,6 +168,6 @@ export class Ingestor {
 
   /** Derived receipts produced by the timer (e.g. gap receipts of unresolved callers). */
   async internal(receipts: Receipt[]): Promise<void> {
-    if (receipts.length) await this.commit(receipts, 'auditor');
+    if (receipts.length) await this.commit(receipts, 'auditor', undefined, false);
   }
 }
