@@ -21,8 +21,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const line = (o) => JSON.stringify(o) + '\n';
 const startLine = (run) => line({ run, event: 's', type: 'run.start', at: new Date().toISOString(), contract: 'research-publish', version: '3', phase: 'research' });
 
-async function serve(extra = [], env = process.env) {
-  const data = mkdtempSync(join(tmpdir(), 'ta-attack-'));
+async function serve(extra = [], env = process.env, dataDir = undefined) {
+  const data = dataDir ?? mkdtempSync(join(tmpdir(), 'ta-attack-'));
   const child = spawn(process.execPath, [join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--data', data, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env,
@@ -51,6 +51,7 @@ async function serve(extra = [], env = process.env) {
   };
   return {
     child,
+    data,
     ports,
     api: `http://127.0.0.1:${ports.api}`,
     rssMiB: () => status('VmRSS'),
@@ -81,19 +82,23 @@ const raw = (port, head = '') =>
   });
 
 const attacks = {
-  // 5,000 long-polls on an unsettled run, aborted at once: does ingest stay as fast as before?
+  // 20,000 long-polls on an unsettled run, aborted at once: does ingest (batches touching 200 runs) stay as fast?
   async longpolls() {
-    const srv = await serve();
+    const srv = await serve((await supports('--max-connections')) ? ['--max-connections', '30000'] : []);
     try {
       await post(srv.api, startLine('slow-run'));
       const lat = async () => {
         const xs = [];
-        for (let i = 0; i < 30; i++) xs.push((await post(srv.api, startLine(`lp-${Math.random()}`))).ms);
+        for (let i = 0; i < 15; i++) {
+          let body = '';
+          for (let k = 0; k < 200; k++) body += startLine(`lp-${Math.random()}`);
+          xs.push((await post(srv.api, body)).ms);
+        }
         return median(xs);
       };
       const before = await lat();
       const t0 = performance.now();
-      const N = 5000;
+      const N = 20000;
       const reqs = [];
       for (let i = 0; i < N; i++) {
         const r = request({ host: '127.0.0.1', port: srv.ports.api, path: '/api/v1/runs/slow-run/verdict?wait=300', agent: false });
@@ -106,7 +111,8 @@ const attacks = {
       for (const r of reqs) r.destroy();
       await sleep(2000);
       const after = await lat();
-      return { aborted: N, ingestMedianMsBefore: +before.toFixed(1), ingestMedianMsAfter: +after.toFixed(1), slowdown: +(after / before).toFixed(2), wallS: +((performance.now() - t0) / 1000).toFixed(1), peakRssMiB: Math.round(srv.peakMiB()) };
+      const waiting = /^topology_api_long_polls (\d+)$/m.exec(await (await fetch(`${srv.api}/metrics`)).text())?.[1] ?? 'n/a';
+      return { aborted: N, waitingAfterAbort: waiting, ingestMedianMsBefore: +before.toFixed(1), ingestMedianMsAfter: +after.toFixed(1), slowdown: +(after / before).toFixed(2), wallS: +((performance.now() - t0) / 1000).toFixed(1), peakRssMiB: Math.round(srv.peakMiB()) };
     } finally {
       await srv.stop();
     }
@@ -178,7 +184,7 @@ const attacks = {
     }
   },
 
-  // One event-stream reader that never reads, while 60 batches of 400 new runs arrive.
+  // One event-stream reader that never reads, while 160 batches of 150 new runs arrive (each batch one event batch).
   async sse() {
     const srv = await serve();
     try {
@@ -186,9 +192,9 @@ const attacks = {
       s.pause();
       await sleep(500);
       const rss0 = srv.rssMiB();
-      for (let b = 0; b < 60; b++) {
+      for (let b = 0; b < 160; b++) {
         let body = '';
-        for (let i = 0; i < 400; i++) body += startLine(`sse-${b}-${i}-${'x'.repeat(200)}`);
+        for (let i = 0; i < 150; i++) body += startLine(`sse-${b}-${i}-${'x'.repeat(200)}`);
         await post(srv.api, body);
         await sleep(200);
       }
@@ -204,13 +210,7 @@ const attacks = {
 
   // 40,000 new runs with a 96 MiB heap: with --max-live-runs 20000 (new code) the rest get 503 and the server lives.
   async liverun() {
-    const help = await new Promise((res) => {
-      const c = spawn(process.execPath, [join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--max-live-runs', 'x'], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let e = '';
-      c.stderr.on('data', (d) => (e += d));
-      c.on('exit', () => res(e));
-    });
-    const capped = /max-live-runs: expected/.test(help);
+    const capped = await supports('--max-live-runs');
     const srv = await serve(capped ? ['--max-live-runs', '20000'] : [], { ...process.env, NODE_OPTIONS: '--max-old-space-size=96' });
     try {
       const statuses = {};
@@ -221,12 +221,36 @@ const attacks = {
         const r = await post(srv.api, body).catch(() => ({ status: 'connection failed' }));
         statuses[r.status] = (statuses[r.status] ?? 0) + 1;
       }
-      return { capped, batchesOf400: statuses, wallS: +((performance.now() - t0) / 1000).toFixed(1), alive: srv.alive(), peakRssMiB: Math.round(srv.peakMiB()) };
+      const alive = srv.alive();
+      const peak = Math.round(srv.peakMiB());
+      await srv.stop();
+      // Restart on the same data directory with the same heap: does the restore fit?
+      let restart;
+      try {
+        const again = await serve(capped ? ['--max-live-runs', '20000'] : [], { ...process.env, NODE_OPTIONS: '--max-old-space-size=96' }, srv.data);
+        await sleep(2000);
+        const h = await fetch(`${again.api}/healthz`).then((r) => r.status, () => 'no answer');
+        restart = { healthz: h, alive: again.alive(), liveRuns: Number(/^topology_live_runs (\d+)$/m.exec(await (await fetch(`${again.api}/metrics`)).text())?.[1]), peakRssMiB: Math.round(again.peakMiB()) };
+        await again.stop();
+      } catch (e) {
+        restart = { failed: e.message.replace(/\s+/g, ' ').slice(0, 160) };
+      }
+      return { capped, batchesOf400: statuses, wallS: +((performance.now() - t0) / 1000).toFixed(1), alive, peakRssMiB: peak, restart };
     } finally {
       await srv.stop();
     }
   },
 };
+
+/** Whether the build in ROOT knows an integer flag of serve (an old build refuses it as unknown). */
+function supports(flag) {
+  return new Promise((res) => {
+    const c = spawn(process.execPath, [join(ROOT, 'bin', 'topology-audit.js'), 'serve', flag, 'x'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let e = '';
+    c.stderr.on('data', (d) => (e += d));
+    c.on('exit', () => res(e.includes(`${flag}: expected`)));
+  });
+}
 
 function countFds(pid) {
   return readdirSync(`/proc/${pid}/fd`).length;

@@ -108,7 +108,7 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
       if (path.startsWith('/api/')) {
         if (!opts.authenticateApi(req)) return json(res, 401, { error: 'missing or invalid bearer token' }, { 'www-authenticate': 'Bearer' });
         if (req.method !== 'GET') return json(res, 405, { error: 'use GET' }, { allow: 'GET' });
-        return await apiGet(url, req, res, engine, opts);
+        return await apiGet(url, res, engine, opts);
       }
       return json(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
     } catch (e) {
@@ -188,7 +188,7 @@ async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor:
   }
 }
 
-async function apiGet(url: URL, req: IncomingMessage, res: ServerResponse, engine: AuditEngine, opts: ApiOptions) {
+async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: ApiOptions) {
   const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent); // api v1 ...
   if (parts[0] !== 'api' || parts[1] !== 'v1') return json(res, 404, { error: 'unknown API version' });
   const [, , resource, id, sub] = parts;

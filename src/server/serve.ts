@@ -108,18 +108,16 @@ const listen = (srv: Listener, name: string, host: string, port: number) =>
     });
   });
 
-/** Per-listener limits: connections, header/request/keep-alive timeouts (checked every second). */
+/**
+ * Per-listener limits: connections, header/request/keep-alive timeouts (checked every second). Node answers a
+ * request that runs out of time with 408 and closes its connection.
+ */
 function limitListener(srv: Listener, name: ListenerName, cfg: ServeConfig, resources: ResourceMetrics): void {
   srv.maxConnections = cfg.maxConnections;
   srv.headersTimeout = cfg.headersTimeoutMs;
   srv.requestTimeout = cfg.requestTimeoutMs;
   srv.keepAliveTimeout = cfg.keepAliveTimeoutMs;
   srv.on('drop', () => resources.connectionDropped(name));
-  // A socket error (reset, timeout) is the client's problem, never the process's.
-  srv.on('clientError', (_e, socket) => {
-    if (socket.writable && !socket.destroyed) socket.end('HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-    else socket.destroy();
-  });
 }
 
 export async function startServer(registry: ContractRegistry, cfg: ServeConfig): Promise<RunningServer> {
@@ -163,6 +161,10 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   });
   const restored = engine.restore(Date.now());
   cfg.log('restored', restored);
+  if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
+    // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
+    cfg.log('warning', { message: 'restored live state is above --max-live-runs or --max-live-receipts: receipts of new runs are refused until settled runs are pruned', runs: restored.runs, receipts: engine.liveReceipts });
+  }
   const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans });
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests });
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
