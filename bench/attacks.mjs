@@ -194,7 +194,7 @@ const attacks = {
       const rss0 = srv.rssMiB();
       for (let b = 0; b < 160; b++) {
         let body = '';
-        for (let i = 0; i < 150; i++) body += startLine(`sse-${b}-${i}-${'x'.repeat(200)}`);
+        for (let i = 0; i < 150; i++) body += startLine(`sse-${b}-${i}-${'x'.repeat(100)}`);
         await post(srv.api, body);
         await sleep(200);
       }
