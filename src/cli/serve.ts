@@ -98,6 +98,14 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'tls-key': { type: 'string' },
       'tls-client-ca': { type: 'string' },
       shadow: { type: 'string', multiple: true, default: [] },
+      'max-connections': { type: 'string' },
+      'headers-timeout': { type: 'string' },
+      'request-timeout': { type: 'string' },
+      'keep-alive-timeout': { type: 'string' },
+      'max-grpc-streams': { type: 'string' },
+      'max-live-runs': { type: 'string' },
+      'max-live-receipts': { type: 'string' },
+      'max-event-streams': { type: 'string' },
     },
   });
   const level = values['log-level'] as LogLevel;
@@ -146,6 +154,13 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     maxInflightRequests: intArg('--max-inflight', values['max-inflight'], DEFAULTS.maxInflightRequests),
     groupCommitDelayMs: durationArg('--group-commit-delay', values['group-commit-delay'], DEFAULTS.groupCommitDelayMs),
     maxDbBytes: values['max-db-size'] !== undefined ? bytesArg('--max-db-size', values['max-db-size'], 0) : undefined,
+    maxConnections: intArg('--max-connections', values['max-connections'], DEFAULTS.maxConnections),
+    headersTimeoutMs: durationArg('--headers-timeout', values['headers-timeout'], DEFAULTS.headersTimeoutMs),
+    requestTimeoutMs: durationArg('--request-timeout', values['request-timeout'], DEFAULTS.requestTimeoutMs),
+    keepAliveTimeoutMs: durationArg('--keep-alive-timeout', values['keep-alive-timeout'], DEFAULTS.keepAliveTimeoutMs),
+    maxGrpcStreams: intArg('--max-grpc-streams', values['max-grpc-streams'], DEFAULTS.maxGrpcStreams),
+    maxLiveRuns: intArg('--max-live-runs', values['max-live-runs'], DEFAULTS.maxLiveRuns),
+    maxLiveReceipts: intArg('--max-live-receipts', values['max-live-receipts'], DEFAULTS.maxLiveReceipts),
     ingestTokens,
     apiTokens,
     tls,
@@ -160,11 +175,29 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   cfg.log('starting', { version: VERSION, contractsDir: values.contracts === undefined ? 'packaged examples' : 'given', contracts: registry.ids().length, logLevel: level });
   if (values.contracts === undefined) io.stdout(`topology-audit: no --contracts given; using the packaged example contracts (${registry.ids().join(', ')}); pass --contracts DIR for your own\n`);
   if (registry.ids().length === 0) cfg.log('warning', { message: 'the contract registry is empty: every run will be unpinned (add contract YAML files to --contracts DIR)' });
+  if (cfg.headersTimeoutMs <= 0 || cfg.requestTimeoutMs < cfg.headersTimeoutMs) throw new UsageError('serve: --request-timeout must be at least --headers-timeout, and both above zero');
+  const maxEventStreams = intArg('--max-event-streams', values['max-event-streams'], 64);
   const { createUiRoutes } = await import('../ui/routes.js');
-  cfg.extraRoutes = (engine, opts) => createUiRoutes(engine, opts);
+  cfg.extraRoutes = (engine, opts) =>
+    createUiRoutes(engine, {
+      authenticate: opts.authenticate,
+      maxStreams: maxEventStreams,
+      onStreams: (n) => opts.resources.setSseClients(n),
+      onStreamDropped: (why) => opts.resources.sseDropped(why),
+    });
   if (!isLoopback(host) && ingestTokens && !tls) cfg.log('warning', { message: 'bearer tokens cross the network in clear text; pass --tls-cert and --tls-key' });
   if (shadow.length) cfg.log('shadow', { candidates: shadow.map((c) => `${c.contract}@${c.version}`) });
-  const server = await startServer(registry, cfg);
+  let server;
+  try {
+    server = await startServer(registry, cfg);
+  } catch (e) {
+    // Any listener that cannot start, a locked data directory or an unreadable row: say why and exit non-zero
+    // (never half-started: whatever did open was closed again).
+    cfg.log('start_failed', { error: (e as Error).message });
+    io.stderr(`topology-audit serve: cannot start: ${(e as Error).message}\n`);
+    setTimeout(() => process.exit(1), 300).unref();
+    return 1;
+  }
   const { ports } = server;
   cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, tls: tls !== undefined });
   const scheme = tls ? 'https' : 'http';

@@ -68,6 +68,7 @@ export const INGEST_REJECT_REASONS = [
   'undecodable',
   'saturated',
   'store_unavailable',
+  'live_limit',
 ] as const;
 export type IngestRejectReason = (typeof INGEST_REJECT_REASONS)[number];
 

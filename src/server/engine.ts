@@ -29,7 +29,24 @@ export interface EngineOptions {
   hooks?: EngineHooks;
   /** Candidate versions every run of their contract is also evaluated against (never changes the pinned verdict). */
   shadow?: Contract[];
+  /** Live runs held in memory beyond which receipts of new runs are refused (LiveLimitError). */
+  maxLiveRuns?: number;
+  /**
+   * Receipts held in memory by live runs beyond which receipts of new runs are refused; receipts of runs already
+   * live are refused too once 10% above it (so running runs can finish, but memory stays bounded).
+   */
+  maxLiveReceipts?: number;
 }
+
+/** Refused because a live-state cap is reached: nothing of the request was stored; retry later. */
+export class LiveLimitError extends Error {
+  constructor(readonly limit: 'runs' | 'receipts', message: string, readonly retryAfterSeconds = 30) {
+    super(message);
+  }
+}
+
+/** A row of the store that cannot be read back, named by table and row. */
+export class RestoreError extends Error {}
 
 interface LiveRun {
   state: RunState;
@@ -48,6 +65,8 @@ interface LiveRun {
   /** The verdict an operator acknowledged (a new verdict alerts again). Held in memory only. */
   ackedVerdict?: Verdict;
   ackedAt?: number;
+  /** Receipts this run holds in memory (distinct contents). */
+  held: number;
 }
 
 /** Verdicts that alert: unsafe topology, false completion, incomplete and uncertain. */
@@ -74,6 +93,10 @@ export class AuditEngine extends EventEmitter {
   private readonly runs = new Map<string, LiveRun>();
   private readonly deadlines = new DeadlineHeap();
   private readonly pinnedContracts = new Map<string, Contract>(); // by content hash
+  private heldReceipts = 0;
+  /** New runs and receipts of ingests that passed the live caps and have not landed yet. */
+  private reservedRuns = 0;
+  private reservedReceipts = 0;
 
   constructor(
     readonly registry: ContractRegistry,
@@ -85,34 +108,91 @@ export class AuditEngine extends EventEmitter {
     for (const c of registry.all()) this.pinnedContracts.set(c.hash, c);
   }
 
-  /** Rebuild live state from the store; refuses a contract file changed under a version a run is pinned to. */
+  /**
+   * Rebuild live state from the store; refuses a contract file changed under a version a run is pinned to.
+   * Streams the runs page by page (never every row at once). A row that cannot be read back stops the start with
+   * an error naming its table and row.
+   */
   restore(now: number): { runs: number; receipts: number } {
     let receipts = 0;
     const changed: string[] = [];
-    for (const lr of this.store.liveRuns()) {
-      if (lr.pin && lr.contractHash) {
-        const current = this.registry.get(lr.pin.contract, lr.pin.version);
-        if (current && current.hash !== lr.contractHash) changed.push(`${lr.pin.contract}@${lr.pin.version} (pinned by run ${lr.run})`);
-        if (!this.pinnedContracts.has(lr.contractHash)) {
-          const content = this.store.getContractContent(lr.contractHash);
-          if (content) this.pinnedContracts.set(lr.contractHash, contractFromCanonical(content, `pinned ${lr.pin.contract}@${lr.pin.version}`));
+    for (const lr of this.store.iterateLiveRuns()) {
+      try {
+        if (lr.pin && lr.contractHash) {
+          const current = this.registry.get(lr.pin.contract, lr.pin.version);
+          if (current && current.hash !== lr.contractHash) changed.push(`${lr.pin.contract}@${lr.pin.version} (pinned by run ${lr.run})`);
+          if (!this.pinnedContracts.has(lr.contractHash)) {
+            const content = this.store.getContractContent(lr.contractHash);
+            if (content) {
+              try {
+                this.pinnedContracts.set(lr.contractHash, contractFromCanonical(content, `pinned ${lr.pin.contract}@${lr.pin.version}`));
+              } catch (e) {
+                throw new RestoreError(`store table contracts, row hash ${lr.contractHash} (pinned by run ${lr.run}): ${(e as Error).message}`);
+              }
+            }
+          }
         }
+        const state = new RunState(lr.run);
+        let held = 0;
+        for (const r of this.store.runReceipts(lr.run)) {
+          if (state.add(r) !== 'duplicate') held++;
+          receipts++;
+        }
+        if (state.size === 0 && state.conflicts.size === 0) continue;
+        const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held };
+        restored.verdict = this.evaluateRun(state, now, undefined, restored);
+        this.runs.set(lr.run, restored);
+        this.heldReceipts += held;
+        this.deadlines.set(lr.run, nextChange(restored));
+      } catch (e) {
+        if (e instanceof RestoreError || (e as Error).name === 'StoreRowError') throw e;
+        throw new RestoreError(`store tables runs/receipts, run ${JSON.stringify(lr.run)}: ${(e as Error).message}`);
       }
-      const state = new RunState(lr.run);
-      for (const r of this.store.runReceipts(lr.run)) {
-        state.add(r);
-        receipts++;
-      }
-      if (state.size === 0 && state.conflicts.size === 0) continue;
-      const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt };
-      restored.verdict = this.evaluateRun(state, now, undefined, restored);
-      this.runs.set(lr.run, restored);
-      this.deadlines.set(lr.run, nextChange(restored));
     }
     if (changed.length) {
       throw new Error(`contract file changed under an existing version: ${[...new Set(changed)].join(', ')}; publish a new version instead (running runs keep their pinned content)`);
     }
     return { runs: this.runs.size, receipts };
+  }
+
+  /**
+   * The live caps: throws LiveLimitError when the receipts would start new runs past --max-live-runs, or hold
+   * receipts past --max-live-receipts. Otherwise reserves room until `done` is called (after the ingest landed).
+   */
+  private reserve(receipts: readonly Receipt[]): () => void {
+    const maxRuns = this.opts.maxLiveRuns ?? Infinity;
+    const maxReceipts = this.opts.maxLiveReceipts ?? Infinity;
+    if (maxRuns === Infinity && maxReceipts === Infinity) return () => {};
+    let newRuns = 0;
+    let seen: Set<string> | undefined;
+    for (const r of receipts) {
+      if (this.runs.has(r.run)) continue;
+      seen ??= new Set();
+      if (!seen.has(r.run)) {
+        seen.add(r.run);
+        newRuns++;
+      }
+    }
+    const held = this.heldReceipts + this.reservedReceipts;
+    if (newRuns > 0 && this.runs.size + this.reservedRuns + newRuns > maxRuns) {
+      throw new LiveLimitError('runs', `live-run limit reached (${maxRuns} runs held; --max-live-runs): receipts of new runs are refused until settled runs are pruned; retry later`);
+    }
+    if (receipts.length > 0 && held + receipts.length > (newRuns > 0 ? maxReceipts : maxReceipts * 1.1)) {
+      throw new LiveLimitError('receipts', `live-receipt limit reached (${maxReceipts} receipts held; --max-live-receipts): retry later`);
+    }
+    this.reservedRuns += newRuns;
+    this.reservedReceipts += receipts.length;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.reservedRuns -= newRuns;
+      this.reservedReceipts -= receipts.length;
+    };
+  }
+
+  get liveReceipts(): number {
+    return this.heldReceipts;
   }
 
   private pinningFor(state: RunState, live?: LiveRun): Pinning {
@@ -153,19 +233,29 @@ export class AuditEngine extends EventEmitter {
    * Durably store receipts, then update the touched runs. Resolves only after the commit (an acknowledged receipt
    * is never lost); rejects when the store cannot commit (nothing is acknowledged then).
    */
-  async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
+  async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
-    const res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
+    const release = limits ? this.reserve(receipts) : () => {};
+    let res;
+    try {
+      res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
+    } finally {
+      release();
+    }
     const touched = new Set<string>();
     const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
     receipts.forEach((r, i) => {
       let live = this.runs.get(r.run);
       if (!live) {
         const state = new RunState(r.run);
-        live = { state, verdict: null as unknown as RunVerdict, updatedAt: now };
+        live = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
         this.runs.set(r.run, live);
       }
       const result = live.state.add(r);
+      if (result !== 'duplicate') {
+        live.held++;
+        this.heldReceipts++;
+      }
       const outcome = res.results[i] === 'conflict' || result === 'conflict' ? 'conflict' : result;
       if (outcome !== 'duplicate') touched.add(r.run);
       const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
@@ -220,6 +310,7 @@ export class AuditEngine extends EventEmitter {
     for (const [run, live] of this.runs) {
       if (live.verdict.settled && now - live.updatedAt > this.opts.retentionMs) {
         this.runs.delete(run);
+        this.heldReceipts -= live.held;
         this.deadlines.set(run, null);
         n++;
       }

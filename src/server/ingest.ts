@@ -13,7 +13,7 @@ import type { SpanLogEntry } from '../store/index.js';
 function toSpanLog(log: PendingTraceLog[], now: number): SpanLogEntry[] {
   return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans) }));
 }
-import type { AuditEngine, IngestOutcome } from './engine.js';
+import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
 
 export interface IngestLimits {
   /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */
@@ -109,11 +109,12 @@ export class Ingestor {
     };
   }
 
-  private async commit(receipts: Receipt[], source: string, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
+  private async commit(receipts: Receipt[], source: string, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     this.pendingReceipts += receipts.length;
     try {
-      return await this.engine.ingest(receipts, source, this.clock(), spanLog);
+      return await this.engine.ingest(receipts, source, this.clock(), spanLog, limits);
     } catch (e) {
+      if (e instanceof LiveLimitError) throw e;
       throw new StoreUnavailableError(`receipts could not be committed: ${(e as Error).message}`);
     } finally {
       this.pendingReceipts -= receipts.length;
@@ -182,10 +183,16 @@ export class Ingestor {
       // Every field is validated again: an entry that does not read as logged spans (e.g. an older format) is dropped.
       let spans: LoggedSpan[] = [];
       try {
-        const body: unknown = JSON.parse(e.body);
+        let body: unknown;
+        try {
+          body = JSON.parse(e.body);
+        } catch (err) {
+          throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
+        }
         const parsed = Array.isArray(body) ? body.map(parseLoggedSpan) : [null];
         if (parsed.every((x): x is LoggedSpan => x !== null)) spans = parsed;
-      } catch {
+      } catch (err) {
+        if ((err as Error).message.startsWith('store table span_log')) throw err;
         spans = [];
       }
       if (spans.length === 0) continue;
@@ -193,7 +200,7 @@ export class Ingestor {
       for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
       // Resolved receipts keep the binding of the sources that sent their spans before the restart.
       const { kept } = this.trust(ex.receipts, 'auditor');
-      await this.commit(kept, 'auditor', toSpanLog(ex.pendingLog, now));
+      await this.commit(kept, 'auditor', toSpanLog(ex.pendingLog, now), false);
     }
     store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
     return entries.length;
@@ -208,6 +215,6 @@ export class Ingestor {
   /** Derived receipts produced by the timer (e.g. gap receipts of unresolved callers). */
   async internal(receipts: Receipt[]): Promise<void> {
     const { kept } = this.trust(receipts, 'auditor');
-    if (kept.length) await this.commit(kept, 'auditor');
+    if (kept.length) await this.commit(kept, 'auditor', undefined, false);
   }
 }

@@ -14,12 +14,15 @@ import {
 } from '../otlp/index.js';
 import { BodyBuffers, HttpError, readBodyInto } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+import { LiveLimitError } from './engine.js';
 
 export interface OtlpHttpOptions {
   maxBodyBytes: number;
   retryAfterSeconds: number;
   /** The API port, named in the 404 hint when a receipt POST or API call reaches the OTLP port. */
   apiPort?: () => number;
+  /** An export was refused by a live-state cap. */
+  onLiveLimit?: (limit: 'runs' | 'receipts') => void;
 }
 
 export type Authenticate = (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
@@ -75,8 +78,19 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
     }
     let release: (() => void) | undefined;
     try {
-      release = ingestor.admit();
+      // Refuse early when saturated, but take the admission slot only once the body is complete: a slow body
+      // holds its connection (bounded by --max-connections and --request-timeout), never a slot.
+      if (ingestor.saturated) {
+        req.resume();
+        throw new SaturatedError('the auditor is saturated; retry later');
+      }
       const { body, release: releaseBody } = await readBodyInto(req, opts.maxBodyBytes, bodies);
+      try {
+        release = ingestor.admit();
+      } catch (e) {
+        releaseBody();
+        throw e;
+      }
       let decoded: DecodedExport | undefined;
       try {
         // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
@@ -98,6 +112,10 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
       if (e instanceof HttpError) return answer(e.status, e.status === 413 ? GrpcStatusCode.RESOURCE_EXHAUSTED : GrpcStatusCode.INVALID_ARGUMENT, e.message, e.reason === 'bad_request' ? undefined : e.reason);
       if (e instanceof SaturatedError) return answer(429, GrpcStatusCode.UNAVAILABLE, e.message, 'saturated', retry);
       if (e instanceof StoreUnavailableError) return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'store_unavailable', retry);
+      if (e instanceof LiveLimitError) {
+        opts.onLiveLimit?.(e.limit);
+        return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'live_limit', { 'retry-after': String(e.retryAfterSeconds) });
+      }
       return answer(500, GrpcStatusCode.INTERNAL, 'internal error');
     } finally {
       release?.();

@@ -77,6 +77,14 @@ export interface ReceiptStoreOptions {
 }
 
 /** A commit that did not land (disk full, read-only, I/O error). The affected appends are not acknowledged. */
+/** A stored row that cannot be read back, named by table and row (never by content). */
+export class StoreRowError extends Error {
+  override name = 'StoreRowError';
+  constructor(readonly table: string, readonly row: string, reason: string) {
+    super(`store table ${table}, row ${row}: ${reason}`);
+  }
+}
+
 export class StoreCommitError extends Error {
   readonly code: string | undefined;
   constructor(cause: unknown) {
@@ -319,9 +327,53 @@ export class ReceiptStore {
     return failure === null ? Promise.resolve() : Promise.reject(failure);
   }
 
-  /** A run's receipts in insertion order; both versions of a conflicting (run, event) are returned. */
+  /**
+   * A run's receipts in insertion order; both versions of a conflicting (run, event) are returned. A body that is
+   * not JSON throws a StoreRowError naming the table and row.
+   */
   runReceipts(run: string): Receipt[] {
-    return this.stmt.runReceipts.all(run).map((row) => JSON.parse(row.body) as Receipt);
+    return this.db
+      .prepare<[string], { seq: number; event: string; body: string }>('SELECT seq, event, body FROM receipts WHERE run = ? ORDER BY seq')
+      .all(run)
+      .map((row) => {
+        try {
+          return JSON.parse(row.body) as Receipt;
+        } catch (e) {
+          throw new StoreRowError('receipts', `seq ${row.seq} (run ${JSON.stringify(run)}, event ${JSON.stringify(row.event)})`, (e as Error).message);
+        }
+      });
+  }
+
+  /**
+   * liveRuns, streamed: read page by page (keyset pagination, no cursor held open), so a restart never holds
+   * every row at once and the caller may write to the store between pages.
+   */
+  *iterateLiveRuns(pageSize = 1000): Generator<LiveRun> {
+    this.flush();
+    const page = this.db.prepare<[number, number, string, number], Row>(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled,
+              p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run
+       WHERE r.first_at > ? OR (r.first_at = ? AND r.run > ?) ORDER BY r.first_at, r.run LIMIT ?`);
+    let after: [number, string] = [Number.MIN_SAFE_INTEGER, ''];
+    for (;;) {
+      const rows = page.all(after[0], after[0], after[1], pageSize);
+      for (const row of rows) {
+        const hasPin = row.contract !== null;
+        yield {
+          run: row.run as string,
+          firstAt: row.first_at as number,
+          updatedAt: row.updated_at as number,
+          verdict: (row.verdict as Verdict | null) ?? null,
+          settled: row.settled === 1,
+          pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
+          contractHash: hasPin ? (row.contract_hash as string) : null,
+        };
+      }
+      if (rows.length < pageSize) return;
+      const last = rows[rows.length - 1];
+      after = [last.first_at as number, last.run as string];
+    }
   }
 
   /**

@@ -27,6 +27,14 @@ export interface UiOptions {
   keepAliveMs?: number;
   /** Above this many changed runs in one batch, clients are told to refetch instead. */
   maxBatch?: number;
+  /** Open event streams at most; more are answered 503 with Retry-After. */
+  maxStreams?: number;
+  /** A stream whose unsent output exceeds this many bytes (a reader that stopped reading) is closed. */
+  maxStreamBufferBytes?: number;
+  /** Open event streams changed. */
+  onStreams?: (open: number) => void;
+  /** A stream was refused (too_many) or closed because its reader fell behind (slow_reader). */
+  onStreamDropped?: (why: 'slow_reader' | 'too_many') => void;
 }
 
 export const CSP = [
@@ -108,10 +116,36 @@ class RunEvents {
 
   constructor(
     private readonly engine: AuditEngine,
-    private readonly opts: Required<Pick<UiOptions, 'flushMs' | 'keepAliveMs' | 'maxBatch'>>,
+    private readonly opts: Required<Pick<UiOptions, 'flushMs' | 'keepAliveMs' | 'maxBatch' | 'maxStreams' | 'maxStreamBufferBytes'>> & Pick<UiOptions, 'onStreams' | 'onStreamDropped'>,
   ) {}
 
+  /**
+   * Write to one stream, respecting backpressure: output the socket has not taken yet is buffered up to
+   * maxStreamBufferBytes; a reader that falls further behind is disconnected (it reconnects and refetches).
+   */
+  private send(c: ServerResponse, payload: string): void {
+    if (c.destroyed) return;
+    if (c.writableLength + payload.length > this.opts.maxStreamBufferBytes) {
+      this.opts.onStreamDropped?.('slow_reader');
+      this.drop(c);
+      c.destroy();
+      return;
+    }
+    c.write(payload);
+  }
+
+  private drop(c: ServerResponse): void {
+    if (!this.clients.delete(c)) return;
+    this.opts.onStreams?.(this.clients.size);
+    if (this.clients.size === 0) this.idle();
+  }
+
   open(req: IncomingMessage, res: ServerResponse): void {
+    if (this.clients.size >= this.opts.maxStreams) {
+      this.opts.onStreamDropped?.('too_many');
+      send(res, 503, 'text/plain; charset=utf-8', 'too many open event streams; retry later', { 'retry-after': '5', 'cache-control': 'no-store' });
+      return;
+    }
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
@@ -124,13 +158,11 @@ class RunEvents {
     res.write(`retry: 1500\nevent: hello\ndata: ${JSON.stringify({ now: new Date().toISOString() })}\n\n`);
     if (this.clients.size === 0) this.engine.on('run', this.onRun);
     this.clients.add(res);
+    this.opts.onStreams?.(this.clients.size);
     const server = (req.socket as unknown as { server?: Server }).server;
     if (server) this.servers.add(server);
     this.watch();
-    const close = () => {
-      if (!this.clients.delete(res)) return;
-      if (this.clients.size === 0) this.idle();
-    };
+    const close = () => this.drop(res);
     req.on('close', close);
     res.on('close', close);
   }
@@ -144,13 +176,14 @@ class RunEvents {
       if ([...this.servers].some((s) => !s.listening)) {
         for (const c of [...this.clients]) c.end();
         this.clients.clear();
+        this.opts.onStreams?.(0);
         this.idle();
         return;
       }
       sinceKeepAlive += step;
       if (sinceKeepAlive >= this.opts.keepAliveMs) {
         sinceKeepAlive = 0;
-        for (const c of this.clients) c.write(': keep-alive\n\n');
+        for (const c of [...this.clients]) this.send(c, ': keep-alive\n\n');
       }
     }, step);
     this.watchTimer.unref();
@@ -181,7 +214,7 @@ class RunEvents {
         if (row) payload += `event: run\ndata: ${JSON.stringify(row)}\n\n`;
       }
     }
-    for (const c of this.clients) c.write(payload);
+    for (const c of [...this.clients]) this.send(c, payload);
   }
 }
 
@@ -196,7 +229,15 @@ function segments(path: string): string[] | null {
 /** The web view's routes. Returns false for paths it does not own (the API handles them). */
 export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Route {
   const now = options.now ?? Date.now;
-  const events = new RunEvents(engine, { flushMs: options.flushMs ?? 150, keepAliveMs: options.keepAliveMs ?? 15_000, maxBatch: options.maxBatch ?? 200 });
+  const events = new RunEvents(engine, {
+    flushMs: options.flushMs ?? 150,
+    keepAliveMs: options.keepAliveMs ?? 15_000,
+    maxBatch: options.maxBatch ?? 200,
+    maxStreams: options.maxStreams ?? 64,
+    maxStreamBufferBytes: options.maxStreamBufferBytes ?? 1024 * 1024,
+    onStreams: options.onStreams,
+    onStreamDropped: options.onStreamDropped,
+  });
   const clientDir = findClientDir();
   const assets = new Map<string, Buffer>();
   const shell = shellHtml();
