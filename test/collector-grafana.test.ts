@@ -13,6 +13,7 @@ const DATASOURCE_UID = 'topology-audit-prometheus';
 function exposedSampleNames(): Set<string> {
   const m = createAuditMetrics({ version: 'test' });
   m.setRunsGauge([{ contract: 'c', version: '1', verdict: 'healthy', runs: 1 }]);
+  m.setAlertingGauges(['c'], [{ contract: 'c', verdict: 'forbidden_edge', count: 1 }], [{ contract: 'c', count: 1 }]);
   m.verdictEntered('c', 'healthy', 'r');
   m.receipt('edge', 'accepted');
   m.otlpSpans('http', 'receipt');
@@ -26,6 +27,7 @@ function exposedSampleNames(): Set<string> {
   m.setIngestQueueDepth(1);
   m.setIngestSaturated(false);
   m.setStoreHealthy(true);
+  m.shadowVerdictEntered('c', '2', 'forbidden_edge', true);
   const names = new Set<string>();
   for (const line of m.render('prometheus').split('\n')) {
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]/.exec(line);

@@ -35,9 +35,9 @@ afterEach(async () => {
 describe('Prometheus with the shipped rules', () => {
   it('fires TopologyForbiddenEdge from a static exposition', { timeout: 60_000 }, async () => {
     const body = [
-      '# HELP topology_runs Runs currently in each verdict.',
-      '# TYPE topology_runs gauge',
-      'topology_runs{contract="c",version="1",verdict="forbidden_edge"} 1',
+      '# HELP topology_alerting_runs Runs that entered an alerting verdict within the alert window and are not acknowledged.',
+      '# TYPE topology_alerting_runs gauge',
+      'topology_alerting_runs{contract="c",verdict="forbidden_edge"} 1',
       '',
     ].join('\n');
     const s = await serve((req, res) => {
@@ -78,6 +78,7 @@ describe('Prometheus with the shipped rules', () => {
         { contract: 'research-publish', version: '3', verdict: 'working', runs: 4 },
       ]);
       metrics.verdictEntered('research-publish', 'forbidden_edge', 'run-e2e-1');
+      metrics.setAlertingGauges(['research-publish'], [{ contract: 'research-publish', verdict: 'forbidden_edge', count: 1 }], []);
       const served: string[] = [];
       const s = await serve((req, res) => {
         const { format, contentType } = contentTypeFor(req.headers.accept);
@@ -121,6 +122,7 @@ describe('Prometheus with the shipped rules', () => {
         { contract: 'research-publish', version: '3', verdict: 'working', runs: 4 },
       ]);
       metrics.verdictEntered('research-publish', 'healthy', 'run-e2e-1');
+      metrics.setAlertingGauges(['research-publish'], [], []);
       await waitFor(
         async () => {
           const all = await prometheus!.alerts();

@@ -109,7 +109,20 @@ describe('versions', () => {
 describe('content-free ids', () => {
   const bad = ['please summarise the contract', 'line one\nline two', '/home/alice/secrets.txt', 'C:\\Users\\alice', '', 'x'.repeat(201), 'tab\there'];
   it.each(['run', 'event', 'from', 'to'])('%s refuses sentences, multi-line text, paths and empty or huge values', (field) => {
-    for (const v of bad) expect(refusal(make('edge', { [field]: v })), JSON.stringify(v)).toMatch(new RegExp(field));
+    // Run and event ids may hold "/" (semantics.md 2a: `tenant-7/run-42`); agent ids may not.
+    const refused = field === 'run' || field === 'event' ? bad.filter((v) => !/^[A-Za-z0-9_.:@#+=/-]{1,200}$/.test(v)) : bad;
+    expect(refused.length).toBeGreaterThanOrEqual(field === 'run' || field === 'event' ? 6 : 7);
+    for (const v of refused) expect(refusal(make('edge', { [field]: v })), JSON.stringify(v)).toMatch(new RegExp(field));
+  });
+
+  it('run and event ids may hold "/" (URL-encoded in API paths); agent ids may not', () => {
+    for (const v of ['tenant-7/run-42', 'run-42/3']) {
+      expect(validateReceipt(make('edge', { run: v })).ok, v).toBe(true);
+      expect(validateReceipt(make('edge', { event: v })).ok, v).toBe(true);
+      expect(validateReceipt(make('edge', { from: v })).ok, v).toBe(false);
+    }
+    expect(validateReceipt(make('edge', { run: 'patient Jane Doe has HIV' })).ok).toBe(false);
+    expect(validateReceipt(make('edge', { run: 'r'.repeat(100_000) })).ok).toBe(false);
   });
 
   it('ids elsewhere too: contract, phase, on, reason, and the agents of a wait edge', () => {
@@ -268,7 +281,8 @@ describe('replay', () => {
   });
 
   it('usage errors exit 2', async () => {
-    expect(await main(['replay', DRIFT], capture().io)).toBe(2);
+    // Without --contracts, replay uses the packaged example contracts (as serve does), so this is not a usage error.
+    expect(await main(['replay', DRIFT], capture().io)).toBe(0);
     expect(await main(['replay', '--contracts', CONTRACTS], capture().io)).toBe(2);
     expect(await main(['replay', DRIFT, '--contracts', CONTRACTS, '--now', 'noon'], capture().io)).toBe(2);
     expect(await main(['replay', join(tmp, 'missing.ndjson'), '--contracts', CONTRACTS], capture().io)).toBe(2);

@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseReceiptFile } from '../src/core/index.js';
-import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { ROOT, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { startPrometheus, waitFor, type RunningPrometheus } from './helpers/prometheus.js';
 
 const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
@@ -60,4 +60,66 @@ describe('a real Prometheus scraping a running topology-audit serve', () => {
     const series = await prom.api('/api/v1/series?match[]=' + encodeURIComponent('{__name__=~"topology_.*"}'));
     expect(JSON.stringify(series)).not.toMatch(/drift-/);
   });
+});
+
+/**
+ * The alert lifecycle on a real Prometheus: a new bad verdict goes pending -> firing -> resolved by itself when the
+ * auditor's alert window passes (while topology_runs still counts the run), and an acknowledged run's alert resolves
+ * at once. The shipped rules are used with one change: `for: 0s` becomes `for: 3s`, so the pending state is visible.
+ */
+describe('alert lifecycle on a real Prometheus: pending -> firing -> resolved', () => {
+  let srv: ServerProcess;
+  let prom: RunningPrometheus;
+  const WINDOW_S = 20;
+  beforeAll(async () => {
+    srv = await startServerProcess({ args: ['--alert-window', `${WINDOW_S}s`] });
+    const rules = readFileSync(join(ROOT, 'collector', 'prometheus', 'topology-audit.rules.yml'), 'utf8').replaceAll('for: 0s', 'for: 3s');
+    expect(rules).toContain('for: 3s');
+    const dir = tempDir('ta-rules-');
+    writeFileSync(join(dir, 'rules.yml'), rules);
+    prom = await startPrometheus({ scrapeUrl: `${srv.api}/metrics`, rulesFiles: [join(dir, 'rules.yml')] });
+    // Wait for the first scrape before any bad verdict exists, so the whole lifecycle is observed.
+    await waitFor(async () => (await prom.query('up{job="topology-audit"}')).result[0]?.value[1] === '1', { timeoutMs: 30_000, what: 'first scrape' });
+  }, 90_000);
+  afterAll(async () => {
+    await prom?.stop();
+    await srv?.stop();
+  });
+
+  it('fires on a new forbidden_edge, resolves when the window passes; an acknowledged false_complete resolves at once', async () => {
+    const lines = shiftedNdjson().split('\n').filter((l) => /"run":"drift-(direct-route|premature)"/.test(l));
+    const posted = Date.now();
+    const res = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body: lines.join('\n') + '\n', headers: { 'content-type': 'application/x-ndjson' } });
+    expect(res.status).toBe(200);
+    const seen: Record<string, string[]> = { TopologyForbiddenEdge: [], TopologyFalseComplete: [] };
+    const note = async () => {
+      const alerts = await prom.alerts();
+      for (const name of Object.keys(seen)) {
+        const a = alerts.find((x: any) => x.labels.alertname === name);
+        const state = a ? a.state : 'inactive';
+        if (seen[name].at(-1) !== state) seen[name].push(state);
+      }
+    };
+    // Until both fire.
+    await waitFor(async () => (await note(), seen.TopologyForbiddenEdge.at(-1) === 'firing' && seen.TopologyFalseComplete.at(-1) === 'firing'), { timeoutMs: 30_000, intervalMs: 200, what: 'both alerts firing' });
+    // Acknowledge the false-complete run with the CLI: its alert resolves well before the window ends.
+    const ack = await runCli(['ack', 'drift-premature', '--server', srv.api, '--by', 'oncall']);
+    expect(ack.code, ack.stderr).toBe(0);
+    expect(ack.stdout).toContain('drift-premature: acknowledged');
+    const ackedAt = Date.now();
+    await waitFor(async () => (await note(), seen.TopologyFalseComplete.at(-1) === 'inactive'), { timeoutMs: 15_000, intervalMs: 200, what: 'acked alert resolved' });
+    expect(Date.now() - ackedAt).toBeLessThan(WINDOW_S * 1000);
+    // The forbidden edge resolves on its own once the alert window passes.
+    await waitFor(async () => (await note(), seen.TopologyForbiddenEdge.at(-1) === 'inactive'), { timeoutMs: WINDOW_S * 1000 + 30_000, intervalMs: 250, what: 'forbidden_edge alert resolved' });
+    expect(Date.now() - posted).toBeGreaterThanOrEqual(WINDOW_S * 1000);
+    expect(seen.TopologyForbiddenEdge).toEqual(['inactive', 'pending', 'firing', 'inactive']);
+    expect(seen.TopologyFalseComplete.slice(-2)).toEqual(['firing', 'inactive']);
+    // The run is still forbidden_edge (topology_runs keeps it until retention); only the alerting series dropped it.
+    const runs = await prom.query('sum(topology_runs{verdict="forbidden_edge"})');
+    expect(Number(runs.result[0].value[1])).toBe(1);
+    const alerting = await prom.query('sum(topology_alerting_runs{verdict="forbidden_edge"})');
+    expect(Number(alerting.result[0].value[1])).toBe(0);
+    // Resolved alerts are gone from Prometheus' active list.
+    expect((await prom.alerts()).filter((a: any) => a.labels.alertname === 'TopologyForbiddenEdge')).toEqual([]);
+  }, 120_000);
 });

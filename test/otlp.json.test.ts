@@ -56,16 +56,16 @@ describe('decodeExportTraceJson', () => {
       startTimeUnixNano: '1767225600123456789',
       endTimeUnixNano: 1767225600200000000,
       attributes: [
-        { key: 'topology.a', value: { intValue: '-9007199254740993' } },
-        { key: 'topology.b', value: { intValue: 12 } },
-        { key: 'topology.c', value: { doubleValue: 'Infinity' } },
-        { key: 'topology.d', value: { doubleValue: 2.5 } },
-        { key: 'topology.e', value: { boolValue: false } },
+        { key: 'topology.run.id', value: { intValue: '-9007199254740993' } },
+        { key: 'topology.outcome.verified', value: { intValue: 12 } },
+        { key: 'topology.edge.from', value: { doubleValue: 'Infinity' } },
+        { key: 'topology.phase', value: { doubleValue: 2.5 } },
+        { key: 'topology.edge.to', value: { boolValue: false } },
       ],
     });
     expect(s.startMs).toBe(1_767_225_600_123.456789);
     expect(s.endMs).toBeCloseTo(1_767_225_600_200, 3);
-    expect(s.attrs).toEqual({ 'topology.a': -9007199254740992, 'topology.b': 12, 'topology.c': Infinity, 'topology.d': 2.5, 'topology.e': false });
+    expect(s.attrs).toEqual({ 'topology.run.id': -9007199254740992, 'topology.outcome.verified': 12, 'topology.edge.from': Infinity, 'topology.phase': 2.5, 'topology.edge.to': false });
   });
 
   it('gives the same time double as the protobuf decoder for the same nanoseconds', () => {
@@ -88,7 +88,7 @@ describe('decodeExportTraceJson', () => {
         attributes: [
           { key: 'gen_ai.input.messages', value: { stringValue: MARKER } },
           { key: 'gen_ai.tool.call.arguments', value: { kvlistValue: { values: [] } } },
-          { key: 'topology.tags', value: { arrayValue: { values: [{ stringValue: 'a' }] } } },
+          { key: 'topology.edge.kind', value: { arrayValue: { values: [{ stringValue: 'a' }] } } },
           { key: 'topology.run.id', value: { stringValue: 'span-run' } },
           { key: 'gen_ai.agent.name', value: {} },
           { key: 'gen_ai.agent.id' },
@@ -101,11 +101,11 @@ describe('decodeExportTraceJson', () => {
       },
       [
         { key: 'topology.run.id', value: { stringValue: 'resource-run' } },
-        { key: 'service.name', value: { stringValue: 'svc' } },
+        { key: 'gen_ai.conversation.id', value: { stringValue: 'svc' } },
         { key: 'process.command_line', value: { stringValue: MARKER } },
       ],
     );
-    expect(s.attrs).toEqual({ 'topology.run.id': 'span-run', 'service.name': 'svc' });
+    expect(s.attrs).toEqual({ 'topology.run.id': 'span-run', 'gen_ai.conversation.id': 'svc' });
     expect(s.events).toEqual([{ name: 'wait', timeMs: 2, attrs: { 'topology.event.type': 'wait' } }]);
     expect(s.links).toEqual([{ traceId: TRACE, spanId: PARENT }]);
     expect(JSON.stringify(s)).not.toContain(MARKER);
@@ -150,9 +150,9 @@ describe('decodeExportTraceJson', () => {
     expectJsonError(requestWith({ name: 5 }), /name must be a string/);
     expectJsonError(requestWith({ attributes: [{ key: 1 }] }), /attributes\[0\]\.key must be a string/);
     expectJsonError(requestWith({ attributes: [null] }), /attributes\[0\] must be an object/);
-    expectJsonError(requestWith({ attributes: [{ key: 'topology.x', value: { stringValue: 5 } }] }), /stringValue must be a string/);
-    expectJsonError(requestWith({ attributes: [{ key: 'topology.x', value: { intValue: '1.5' } }] }), /intValue must be an integer/);
-    expectJsonError(requestWith({ attributes: [{ key: 'topology.x', value: { boolValue: 'true' } }] }), /boolValue must be a boolean/);
+    expectJsonError(requestWith({ attributes: [{ key: 'topology.event.type', value: { stringValue: 5 } }] }), /stringValue must be a string/);
+    expectJsonError(requestWith({ attributes: [{ key: 'topology.event.type', value: { intValue: '1.5' } }] }), /intValue must be an integer/);
+    expectJsonError(requestWith({ attributes: [{ key: 'topology.event.type', value: { boolValue: 'true' } }] }), /boolValue must be a boolean/);
     expectJsonError(requestWith({ links: [{ traceId: TRACE }] }), /links\[0\]\.spanId must be 16 hex digits/);
     expectJsonError(requestWith({ events: {} }), /events must be an array/);
     expectJsonError(requestWith({ status: [] }), /status must be an object/);

@@ -2,7 +2,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { keptKeyAt } from '../src/otlp/keys.js';
-import { isKeptAttributeKey, KEPT_ATTRIBUTE_KEYS, KEPT_ATTRIBUTE_PREFIXES } from '../src/otlp/types.js';
+import { isKeptAttributeKey, KEPT_ATTRIBUTE_KEYS, KEPT_ATTRIBUTE_PREFIXES, TOPOLOGY_ATTRIBUTE_KEYS } from '../src/otlp/types.js';
 
 const utf8 = new TextEncoder();
 
@@ -19,10 +19,14 @@ const ALLOWED = [...KEPT_ATTRIBUTE_KEYS, ...KEPT_ATTRIBUTE_PREFIXES];
 describe('keptKeyAt', () => {
   it('keeps every listed key and prefixed key, returning the key itself', () => {
     for (const key of KEPT_ATTRIBUTE_KEYS) expect(matchInBuffer(key)).toBe(key);
-    for (const p of KEPT_ATTRIBUTE_PREFIXES) {
-      expect(matchInBuffer(p)).toBe(p);
-      expect(matchInBuffer(`${p}run.id`)).toBe(`${p}run.id`);
-      expect(matchInBuffer(`${p}ü`)).toBe(`${p}ü`);
+    expect(KEPT_ATTRIBUTE_PREFIXES).toEqual([]);
+    for (const key of TOPOLOGY_ATTRIBUTE_KEYS) expect(matchInBuffer(key)).toBe(key);
+  });
+
+  it('keeps topology.* keys by exact name only: an invented topology key is content and is dropped', () => {
+    for (const key of ['topology.note', 'topology.', 'topology.run.idx', 'topology.run.id.', 'topology.ü', 'topology.x', 'service.name']) {
+      expect(matchInBuffer(key)).toBeNull();
+      expect(isKeptAttributeKey(key)).toBe(false);
     }
   });
 

@@ -107,37 +107,37 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
   it('decodes kept scalar values: string, bool, int64 (signed, large), double', () => {
     const s = decodeOne((p) =>
       p
-        .message(9, keyValue('topology.s', str('x')))
-        .message(9, keyValue('topology.b', (v) => v.uint(2, 1)))
-        .message(9, keyValue('topology.f', (v) => v.uint(2, 0)))
-        .message(9, keyValue('topology.i', (v) => v.uint(3, 42)))
-        .message(9, keyValue('topology.neg', (v) => v.uint(3, -7n)))
-        .message(9, keyValue('topology.min', (v) => v.uint(3, -(2n ** 63n))))
-        .message(9, keyValue('topology.max', (v) => v.uint(3, 2n ** 63n - 1n)))
-        .message(9, keyValue('topology.d', (v) => v.double(4, -1.5)))
-        .message(9, keyValue('topology.utf8', str('agent ✓ é'))),
+        .message(9, keyValue('topology.run.id', str('x')))
+        .message(9, keyValue('topology.outcome.verified', (v) => v.uint(2, 1)))
+        .message(9, keyValue('topology.edge.kind', (v) => v.uint(2, 0)))
+        .message(9, keyValue('topology.contract.version', (v) => v.uint(3, 42)))
+        .message(9, keyValue('topology.wait.on', (v) => v.uint(3, -7n)))
+        .message(9, keyValue('topology.wait.edge', (v) => v.uint(3, -(2n ** 63n))))
+        .message(9, keyValue('topology.wait.deadline', (v) => v.uint(3, 2n ** 63n - 1n)))
+        .message(9, keyValue('topology.phase', (v) => v.double(4, -1.5)))
+        .message(9, keyValue('gen_ai.agent.name', str('agent ✓ é'))),
     );
     expect(s.attrs).toEqual({
-      'topology.s': 'x',
-      'topology.b': true,
-      'topology.f': false,
-      'topology.i': 42,
-      'topology.neg': -7,
-      'topology.min': -(2 ** 63),
-      'topology.max': 2 ** 63,
-      'topology.d': -1.5,
-      'topology.utf8': 'agent ✓ é',
+      'topology.run.id': 'x',
+      'topology.outcome.verified': true,
+      'topology.edge.kind': false,
+      'topology.contract.version': 42,
+      'topology.wait.on': -7,
+      'topology.wait.edge': -(2 ** 63),
+      'topology.wait.deadline': 2 ** 63,
+      'topology.phase': -1.5,
+      'gen_ai.agent.name': 'agent ✓ é',
     });
   });
 
   it('leaves out kept keys whose value is an array, kvlist, bytes or empty', () => {
     const s = decodeOne((p) =>
       p
-        .message(9, keyValue('topology.arr', (v) => v.message(5, (a) => a.message(1, str('a')))))
-        .message(9, keyValue('topology.kv', (v) => v.message(6, (l) => l.message(1, keyValue('k', str('v'))))))
-        .message(9, keyValue('topology.bytes', (v) => v.bytesField(7, [1, 2, 3])))
-        .message(9, keyValue('topology.empty', () => {}))
-        .message(9, (kv) => kv.string(1, 'topology.novalue')),
+        .message(9, keyValue('topology.edge.from', (v) => v.message(5, (a) => a.message(1, str('a')))))
+        .message(9, keyValue('topology.edge.to', (v) => v.message(6, (l) => l.message(1, keyValue('k', str('v'))))))
+        .message(9, keyValue('topology.contract.id', (v) => v.bytesField(7, [1, 2, 3])))
+        .message(9, keyValue('topology.phase', () => {}))
+        .message(9, (kv) => kv.string(1, 'topology.run.result')),
     );
     expect(s.attrs).toEqual({});
   });
@@ -145,27 +145,27 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
   it('AnyValue is a oneof: the last member present wins', () => {
     const s = decodeOne((p) =>
       p
-        .message(9, keyValue('topology.a', (v) => v.string(1, 'first').uint(3, 5)))
-        .message(9, keyValue('topology.b', (v) => v.uint(3, 5).message(5, () => {}))),
+        .message(9, keyValue('topology.run.id', (v) => v.string(1, 'first').uint(3, 5)))
+        .message(9, keyValue('topology.outcome.verified', (v) => v.uint(3, 5).message(5, () => {}))),
     );
-    expect(s.attrs).toEqual({ 'topology.a': 5 });
+    expect(s.attrs).toEqual({ 'topology.run.id': 5 });
   });
 
   it('accepts KeyValue fields in any order, and the last key wins', () => {
     const s = decodeOne((p) =>
       p
-        .message(9, (kv) => kv.message(2, str('value first')).string(1, 'topology.order'))
-        .message(9, (kv) => kv.string(1, 'topology.renamed').string(1, 'gen_ai.input.messages').message(2, str(CONTENT)))
-        .message(9, (kv) => kv.string(1, 'gen_ai.input.messages').string(1, 'topology.kept').message(2, str('k'))),
+        .message(9, (kv) => kv.message(2, str('value first')).string(1, 'topology.phase'))
+        .message(9, (kv) => kv.string(1, 'topology.edge.to').string(1, 'gen_ai.input.messages').message(2, str(CONTENT)))
+        .message(9, (kv) => kv.string(1, 'gen_ai.input.messages').string(1, 'topology.gap.reason').message(2, str('k'))),
     );
-    expect(s.attrs).toEqual({ 'topology.order': 'value first', 'topology.kept': 'k' });
+    expect(s.attrs).toEqual({ 'topology.phase': 'value first', 'topology.gap.reason': 'k' });
   });
 
   it('merges kept resource attributes under span attributes, even when the resource comes after the spans', () => {
     const resource: Build = (r) =>
       r
         .message(1, keyValue('topology.run.id', str('from-resource')))
-        .message(1, keyValue('service.name', str('svc')))
+        .message(1, keyValue('gen_ai.conversation.id', str('svc')))
         .message(1, keyValue('process.command_line', str(CONTENT)))
         .uint(2, 0);
     const spanBuild = span((p) => p.message(9, keyValue('topology.run.id', str('from-span'))));
@@ -173,7 +173,7 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
       req.message(1, (rs) => rs.message(2, (ss) => ss.message(2, spanBuild)).message(1, resource)),
     );
     for (const bytes of [request([spanBuild], resource), resourceLast]) {
-      expect(decodeExportTraceRequest(bytes).spans[0].attrs).toEqual({ 'topology.run.id': 'from-span', 'service.name': 'svc' });
+      expect(decodeExportTraceRequest(bytes).spans[0].attrs).toEqual({ 'topology.run.id': 'from-span', 'gen_ai.conversation.id': 'svc' });
     }
   });
 
@@ -199,7 +199,7 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
           unknown(r);
           r.message(1, (kv) => {
             unknown(kv);
-            kv.string(1, 'service.name').message(2, (v) => {
+            kv.string(1, 'gen_ai.conversation.id').message(2, (v) => {
               unknown(v);
               v.string(1, 'svc');
             });
@@ -216,7 +216,7 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
               });
               p.message(11, (e) => {
                 unknown(e);
-                e.message(3, keyValue('topology.x', str('y')));
+                e.message(3, keyValue('topology.event.type', str('y')));
               });
               p.message(13, (l) => {
                 unknown(l);
@@ -228,7 +228,7 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
       });
     });
     const s = decodeExportTraceRequest(bytes).spans[0];
-    expect(s.attrs).toEqual({ 'service.name': 'svc' });
+    expect(s.attrs).toEqual({ 'gen_ai.conversation.id': 'svc' });
     expect(s.statusCode).toBe(1);
     expect(s.events).toHaveLength(1);
     expect(s.links).toHaveLength(1);
@@ -257,11 +257,11 @@ describe('decodeExportTraceRequest: content is never materialised', () => {
     const s = decodeOne((p) =>
       p
         .message(9, keyValue('gen_ai.input.messages', str(CONTENT)))
-        .message(9, keyValue('topology.note', str('kept ' + 'x'.repeat(60))))
+        .message(9, keyValue('topology.gap.reason', str('kept ' + 'x'.repeat(60))))
         .message(11, (e) => e.string(2, CONTENT).message(3, keyValue('gen_ai.prompt', str(CONTENT))))
         .message(15, (st) => st.string(2, CONTENT).uint(3, 2)),
     );
-    expect(s.attrs['topology.note']).toMatch(/^kept x+$/);
+    expect(s.attrs['topology.gap.reason']).toMatch(/^kept x+$/);
     expect(made.some((t) => t.startsWith('kept '))).toBe(true); // the spy does see what is decoded
     expect(made.filter((t) => t.includes('CONTENT-MARKER'))).toEqual([]);
   });
@@ -299,7 +299,7 @@ describe('decodeExportTraceRequest: malformed input throws OtlpDecodeError', () 
     expectDecodeError(Uint8Array.of(0x08, 0x01), /resource_spans \(field 1\) has wire type 0, expected 2/);
     expectDecodeError(request([span((p) => p.tag(5, 0).varint(1))]), /Span.name/);
     expectDecodeError(request([span((p) => p.tag(7, 5).raw([0, 0, 0, 0]))]), /start_time_unix_nano/);
-    expectDecodeError(request([span((p) => p.message(9, keyValue('topology.x', (v) => v.tag(1, 0).varint(1))))]), /AnyValue field 1/);
+    expectDecodeError(request([span((p) => p.message(9, keyValue('topology.event.type', (v) => v.tag(1, 0).varint(1))))]), /AnyValue field 1/);
   });
 
   it('rejects ids of the wrong length, all-zero ids, and spans or links without ids', () => {

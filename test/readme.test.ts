@@ -14,3 +14,28 @@ describe('README', () => {
     for (const line of out.trim().split('\n')) expect(readme).toContain(line);
   });
 });
+
+describe('README as a fast start', () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+
+  it('stays short and leaves reference material to docs/, every link resolving', () => {
+    expect(readme.split('\n').length).toBeLessThan(250);
+    const links = [...readme.matchAll(/\]\((docs\/[^)#]+)(#[^)]*)?\)/g)];
+    expect(links.length).toBeGreaterThanOrEqual(10);
+    for (const [, file, anchor] of links) {
+      const doc = readFileSync(join(ROOT, file), 'utf8');
+      if (anchor) {
+        const slugs = [...doc.matchAll(/^#+ (.+)$/gm)].map((m) => '#' + m[1].toLowerCase().replace(/[^a-z0-9 -]/g, '').replace(/ /g, '-'));
+        expect(slugs, `${file}${anchor}`).toContain(anchor);
+      }
+    }
+  });
+
+  it('documents every topology.* attribute the emitter writes and the gate exit codes the CLI uses', async () => {
+    const { receiptSpanAttributes } = await import('../src/emitter/attributes.js');
+    const attrs = receiptSpanAttributes({ run: 'r', event: 'e', type: 'edge', at: '2026-01-01T00:00:00Z', version: '3', contract: 'c', phase: 'p', from: 'a', to: 'b', kind: 'delegate', on: 'a', edge: 'a -> b : delegate', deadline: '2026-01-01T00:00:00Z', verified: true, result: 'completed', reason: 'x' } as never);
+    for (const key of Object.keys(attrs)) expect(readme, key).toContain(`\`${key}\``);
+    const { GATE_SPEC } = await import('../src/cli/specs.js');
+    for (const [code] of GATE_SPEC.exits!) expect(readme).toMatch(new RegExp(`^\\| ${code} \\|`, 'm'));
+  });
+});

@@ -113,7 +113,7 @@ describe('web view routes', () => {
       expect(js).not.toMatch(/from ['"](?!\.\/)/); // only relative imports of sibling modules
       for (const m of js.matchAll(/from '\.\/([a-z-]+\.js)'/g)) queue.push(m[1]);
     }
-    expect([...seen].sort()).toEqual(['app.js', 'contracts.js', 'dom.js', 'list.js', 'run.js']);
+    expect([...seen].sort()).toEqual(['app.js', 'contracts.js', 'dom.js', 'handoffs.js', 'list.js', 'run.js', 'shadow.js']);
     for (const bad of ['/ui/client/../routes.js', '/ui/client/%2e%2e%2froutes.js', '/ui/client/App.js', '/ui/client/nope.js', '/ui/other']) {
       expect((await fetch(`${base}${bad}`)).status, bad).toBe(404);
     }

@@ -1,73 +1,89 @@
-import { parseArgs } from 'node:util';
-import { parseDuration } from '../core/edge.js';
 import { type Io, UsageError } from './io.js';
+import { colorEnabled, durationFlag, findingText, paintVerdict, parseCommandArgs } from './spec.js';
+import { GATE_SPEC } from './specs.js';
+import { probeAuditor, ServerUnusable } from './server-probe.js';
 
 export const EXIT_TEMPFAIL = 75;
+/** EX_NOINPUT: the run was never seen by the timeout. */
+export const EXIT_NEVER_SEEN = 66;
 
 interface VerdictBody {
   run: string;
   verdict: string;
   settled: boolean;
-  findings: { verdict: string; message: string; settled: boolean }[];
+  findings: { verdict: string; message: string; settled: boolean; deadline?: string; since?: string }[];
 }
 
-/** `gate RUN [--server URL] [--timeout DUR]`: 0 healthy; 1 settled and not healthy; 75 still open at the timeout; 2 usage or unreachable. */
-export async function gateCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      server: { type: 'string', default: process.env.TOPOLOGY_AUDIT_SERVER ?? 'http://127.0.0.1:9464' },
-      timeout: { type: 'string', default: '5m' },
-      token: { type: 'string', default: process.env.TOPOLOGY_AUDIT_TOKEN },
-      json: { type: 'boolean', default: false },
-    },
-  });
-  if (positionals.length !== 1) throw new UsageError('gate: give exactly one run id');
+const PROGRESS_EVERY_MS = 10_000;
+
+/** `gate RUN [--server URL] [--timeout DUR]`: 0 healthy; 1 settled and not healthy; 66 never seen; 75 still open at the timeout; 2 usage or unusable server. */
+export async function gateCommand(argv: string[], io: Io, opts: { progressEveryMs?: number } = {}): Promise<number> {
+  const { values, positionals } = parseCommandArgs(GATE_SPEC, argv);
+  if (positionals.length !== 1) throw new UsageError('give exactly one run id; see topology-audit gate --help');
   const run = positionals[0];
-  const timeoutMs = parseDuration(values.timeout!);
-  if (timeoutMs === null) throw new UsageError(`gate: --timeout: not a duration: ${values.timeout}`);
-  const base = values.server!.replace(/\/+$/, '');
-  const deadline = Date.now() + timeoutMs;
-  const headers: Record<string, string> = values.token ? { authorization: `Bearer ${values.token}` } : {};
+  const timeoutMs = durationFlag('timeout', values.timeout as string);
+  const base = (values.server as string).replace(/\/+$/, '');
+  const token = values.token as string | undefined;
+  const quiet = values.quiet === true;
+  const progressEvery = opts.progressEveryMs ?? (Number(process.env.TOPOLOGY_AUDIT_PROGRESS_MS) || PROGRESS_EVERY_MS);
+  const started = Date.now();
+  const deadline = started + timeoutMs;
+  const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  try {
+    await probeAuditor(base);
+  } catch (e) {
+    if (e instanceof ServerUnusable) throw new UsageError(e.message);
+    throw e;
+  }
   let last: VerdictBody | null = null;
+  let lastProgress = started;
+  const progress = () => {
+    if (quiet) return;
+    const now = Date.now();
+    if (now - lastProgress < progressEvery) return;
+    lastProgress = now;
+    const waited = Math.round((now - started) / 1000);
+    const left = Math.max(0, Math.round((deadline - now) / 1000));
+    io.stderr(`topology-audit gate: ${run}: ${last ? `${last.verdict}${last.settled ? ' (settled)' : ''}` : 'not seen yet'} after ${waited}s, ${left}s left\n`);
+  };
   for (;;) {
     const left = deadline - Date.now();
-    const wait = Math.max(0, Math.min(30, Math.floor(left / 1000)));
+    // Short long-polls so progress lines keep coming while waiting.
+    const wait = Math.max(0, Math.min(Math.ceil(progressEvery / 1000), 30, Math.floor(left / 1000)));
     let res: Response;
     try {
       res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/verdict?wait=${wait}`, { headers, signal: AbortSignal.timeout(wait * 1000 + 10_000) });
     } catch (e) {
-      io.stderr(`gate: server ${base} unreachable: ${(e as Error).message}\n`);
-      return 2;
+      throw new UsageError(`server ${base} unreachable: ${(e as Error).message}`);
     }
-    if (res.status === 401) {
-      io.stderr('gate: the server refused the token (401)\n');
-      return 2;
-    }
+    if (res.status === 401) throw new UsageError(`the server refused the token (401); pass --token or set TOPOLOGY_AUDIT_TOKEN`);
     if (res.status === 200) {
       last = (await res.json()) as VerdictBody;
       if (last.settled || last.verdict === 'healthy') break;
     } else if (res.status !== 404) {
-      io.stderr(`gate: unexpected answer ${res.status} from ${base}\n`);
-      return 2;
+      throw new UsageError(`unexpected answer ${res.status} from ${base}`);
     } else {
       await res.arrayBuffer().catch(() => undefined);
       if (wait === 0) await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, left))));
     }
     if (Date.now() >= deadline) break;
+    progress();
   }
+  const color = colorEnabled();
+  const now = Date.now();
   const first = last ? last.findings.find((f) => f.verdict === last!.verdict) ?? last.findings[0] : null;
-  const line = last ? `${run}: ${last.verdict}${first ? ` — ${first.message}` : ''}` : `${run}: unknown run (no receipts yet)`;
-  if (values.json) io.stdout(JSON.stringify(last ?? { run, verdict: null }) + '\n');
-  else {
-    io.stdout(line + '\n');
-    const settledBy = last && last.settled && last.verdict !== 'healthy' ? last.findings.find((f) => f.settled) : undefined;
-    if (settledBy && settledBy !== first) io.stdout(`settled by ${settledBy.verdict}: ${settledBy.message}\n`);
+  if (values.json) io.stdout(JSON.stringify(last ?? { run, verdict: null, seen: false }) + '\n');
+  else if (last) {
+    io.stdout(`${run}: ${paintVerdict(last.verdict, color)}${first ? ` — ${findingText(first, now)}` : ''}\n`);
+    const settledBy = last.settled && last.verdict !== 'healthy' ? last.findings.find((f) => f.settled) : undefined;
+    if (settledBy && settledBy !== first) io.stdout(`settled by ${paintVerdict(settledBy.verdict, color)}: ${findingText(settledBy, now)}\n`);
+  } else io.stdout(`${run}: never seen (no receipts for this run reached ${base} within ${values.timeout})\n`);
+  if (!last) {
+    io.stderr(`topology-audit gate: run ${run} was never seen by the timeout; check the run id and that the agents' exporter points at this auditor's OTLP port\n`);
+    return EXIT_NEVER_SEEN;
   }
-  if (!last) return EXIT_TEMPFAIL;
   if (last.verdict === 'healthy') return 0;
   if (last.settled) return 1;
-  io.stderr(`gate: still ${last.verdict} at the timeout\n`);
+  io.stderr(`topology-audit gate: ${run} still ${last.verdict} at the timeout (${values.timeout}); retry later or raise --timeout\n`);
   return EXIT_TEMPFAIL;
 }

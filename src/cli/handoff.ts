@@ -6,9 +6,11 @@
  *   handoff aggregate RESULT.json... [--json]
  *   handoff audit RECEIPTS.ndjson... [--now RFC3339] [--json]
  *   handoff schema [handoff|parent|state|result|handoff-receipt]
+ *   handoff board RUN [--server URL] [--token T] [--json]
  *
  * Exit codes: admit/return 0 admitted, 1 denied; aggregate 0 aggregated, 1 conflict escalated;
- * audit 0 no handoff finding, 1 findings; all: 2 bad input or usage.
+ * audit 0 no handoff finding, 1 findings; board 0 shown, 1 unknown run; all: 2 bad input, usage or
+ * (board) a server that is unreachable, refuses the token or is not an auditor.
  * Output is content-free: identities, names, codes, times and counts; never a task slice,
  * completion text or passage.
  */
@@ -27,6 +29,8 @@ import type { LedgerSummary, Units } from '../handoff/ledger.js';
 import { runFunnel } from '../handoff/funnel.js';
 import type { Funnel } from '../handoff/funnel.js';
 import { traceRuns } from '../handoff/trace.js';
+import { renderBoard } from '../handoff/board-text.js';
+import type { HandoffBoard } from '../handoff/board.js';
 import { ReceiptLineError, parseReceiptLines } from '../handoff/ndjson.js';
 import type { HandoffSchemaName } from '../handoff/schema.js';
 import {
@@ -51,6 +55,7 @@ export const USAGE = `usage:
   topology-audit handoff aggregate RESULT.json... [--json]
   topology-audit handoff audit RECEIPTS.ndjson... [--now RFC3339] [--json]
   topology-audit handoff schema [${Object.keys(HANDOFF_SCHEMAS).join('|')}]
+  topology-audit handoff board RUN [--server URL] [--token TOKEN] [--json]
 `;
 
 /** Bad input: an unreadable file, bad JSON, or a document that fails its schema. Exit 2. */
@@ -223,7 +228,47 @@ function schema(args: string[], io: CliIO): number {
   return 0;
 }
 
+/** `handoff board RUN`: the operator's board from a running auditor (GET /api/v1/runs/{run}/handoffs). */
+async function boardCommand(args: string[], io: CliIO): Promise<number> {
+  const { values, positionals } = parse(args, { server: { type: 'string' }, token: { type: 'string' }, json: { type: 'boolean' } });
+  const run = one(positionals, 'RUN');
+  const base = (typeof values.server === 'string' ? values.server : process.env.TOPOLOGY_AUDIT_SERVER ?? 'http://127.0.0.1:9464').replace(/\/+$/, '');
+  const token = typeof values.token === 'string' ? values.token : process.env.TOPOLOGY_AUDIT_TOKEN;
+  let res: Response;
+  try {
+    res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/handoffs`, {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (e) {
+    io.stderr(`handoff board: server ${base} unreachable: ${(e as Error).message}\n`);
+    return 2;
+  }
+  if (res.status === 401) {
+    io.stderr('handoff board: the server refused the token (401)\n');
+    return 2;
+  }
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch {
+    body = null;
+  }
+  if (res.status === 404 && body !== null && typeof body === 'object' && /^unknown run /.test(String((body as { error?: unknown }).error))) {
+    io.stderr(`handoff board: the server has no run ${run}\n`);
+    return 1;
+  }
+  const board = body as HandoffBoard | null;
+  if (res.status !== 200 || board === null || typeof board !== 'object' || board.run !== run || !Array.isArray(board.branches)) {
+    io.stderr(`handoff board: ${base} did not answer as a topology auditor (HTTP ${res.status})\n`);
+    return 2;
+  }
+  io.stdout(values.json === true ? `${JSON.stringify(board)}\n` : renderBoard(board));
+  return 0;
+}
+
 const COMMANDS: Record<string, (args: string[], io: CliIO) => Promise<number> | number> = {
+  board: (args, io) => boardCommand(args, io),
   admit,
   return: returned,
   aggregate,

@@ -1,34 +1,23 @@
-import { contractJsonSchema, receiptJsonSchema } from '../core/index.js';
 import { type Io, processIo, UsageError } from './io.js';
-import { isInputError, replayCommand } from './replay.js';
-import { validateCommand } from './validate.js';
-
-const USAGE = `usage: topology-audit <command> [options]
-
-commands:
-  serve [--contracts DIR] [--contract ID] [--data DIR] [--otlp-http-port 4318] [--otlp-grpc-port 4317] [--port 9464] [--host 127.0.0.1]
-  replay FILE... --contracts DIR [--contract ID] [--now RFC3339] [--expect FILE] [--json]
-  gate RUN [--server URL] [--timeout DUR]
-  validate FILE...
-  diff RUN|FILE [--contracts DIR] [--format mermaid|dot|svg] [--run ID] [--now RFC3339] [--server URL]
-  schema [contract|receipt|handoff|experiment]
-  experiment diff|compare MANIFEST [--json|--markdown]
-  handoff admit HANDOFF.json --parent ENVELOPE.json --state STATE.json [--json]
-  handoff return RESULT.json --handoff HANDOFF.json --state STATE.json [--json]
-  explain FILE [--json] [--run-key explicit,invocation,trace[,conversation]]
-`;
+import { renderHelp, specFor, allSpecs, wantsHelp } from './spec.js';
+import { topUsage } from './specs.js';
+import { VERSION } from './version.js';
 
 type Command = (argv: string[], io: Io) => Promise<number>;
 
 const commands: Record<string, () => Promise<Command>> = {
-  replay: async () => replayCommand,
-  validate: async () => validateCommand,
+  // Every command loads lazily, so `gate` in CI does not pay for the audit engine at start-up.
+  replay: async () => (await import('./replay.js')).replayCommand,
+  validate: async () => (await import('./validate.js')).validateCommand,
   schema: async () => schemaCommand,
   serve: async () => (await import('./serve.js')).serveCommand,
   gate: async () => (await import('./gate.js')).gateCommand,
   experiment: async () => (await import('./experiment.js')).experimentCommand,
   handoff: async () => (await import('./handoff.js')).handoffCommand,
   diff: async () => (await import('./diff.js')).diffCommand,
+  propose: async () => (await import('./propose.js')).proposeCommand,
+  contract: async () => (await import('./contract.js')).contractCommand,
+  ack: async () => (await import('./ack.js')).ackCommand,
   explain: async () => (await import('./explain.js')).explainCommand,
 };
 
@@ -40,6 +29,7 @@ export function registerCommand(name: string, load: () => Promise<Command>): voi
 async function schemaCommand(argv: string[], io: Io): Promise<number> {
   const which = argv[0] ?? 'contract';
   let schema: unknown;
+  const { contractJsonSchema, receiptJsonSchema } = await import('../core/index.js');
   if (which === 'contract') schema = contractJsonSchema();
   else if (which === 'receipt') schema = receiptJsonSchema();
   else if (which === 'handoff') schema = (await import('../handoff/schema.js')).handoffJsonSchemas();
@@ -49,22 +39,44 @@ async function schemaCommand(argv: string[], io: Io): Promise<number> {
   return 0;
 }
 
+/** Strip a leading "cmd: " the message already carries, so errors read "topology-audit gate: ...", never "gate: gate: ...". */
+export function errorLine(name: string, message: string): string {
+  let m = message;
+  for (const p of [`topology-audit ${name}: `, `${name}: `]) if (m.startsWith(p)) m = m.slice(p.length);
+  return `topology-audit ${name}: ${m}\n`;
+}
+
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
   const [name, ...rest] = argv;
+  const usage = () => topUsage(allSpecs().filter((s) => !s.name.includes(' ') && s.name in commands));
   if (!name || name === '--help' || name === '-h' || name === 'help') {
-    io.stdout(USAGE);
+    if (name === 'help' && rest[0] && specFor(rest[0])) {
+      io.stdout(renderHelp(specFor(rest[0])!));
+      return 0;
+    }
+    io.stdout(usage());
     return name ? 0 : 2;
+  }
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.stdout(`topology-audit ${VERSION}\n`);
+    return 0;
   }
   const load = commands[name];
   if (!load) {
-    io.stderr(`topology-audit: unknown command "${name}"\n${USAGE}`);
+    io.stderr(`topology-audit: unknown command "${name}"\n${usage()}`);
     return 2;
   }
   try {
-    return await (await load())(rest, io);
+    const command = await load();
+    // A command module may register its own spec when loaded; help is rendered from the table.
+    if (wantsHelp(rest) && specFor(name)) {
+      io.stdout(renderHelp(specFor(name)!));
+      return 0;
+    }
+    return await command(rest, io);
   } catch (e) {
-    if (isInputError(e) || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      io.stderr(`topology-audit ${name}: ${(e as Error).message}\n`);
+    if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') || (await import('./replay.js')).isInputError(e)) {
+      io.stderr(errorLine(name, (e as Error).message));
       return 2;
     }
     throw e;

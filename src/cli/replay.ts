@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
-import { ContractError, ContractRegistry, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
+import { packagedContractsDir } from './paths.js';
+import { findingText, parseCommandArgs, specFor } from './spec.js';
+import './specs.js';
+import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseTimeArg, table } from './io.js';
 import { handoffFindings } from '../handoff/findings.js';
 
@@ -29,16 +31,25 @@ export function parseExpectFile(text: string, file: string): Map<string, Expecta
 export interface ReplayResult {
   verdicts: RunVerdict[];
   now: number;
+  /** Shadow verdicts per run (only with `shadow` candidates). */
+  shadows: Map<string, ShadowVerdict[]>;
 }
 
 /** Audit receipts offline. Pure apart from the registry passed in. */
-export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number; defaultContract?: string }): ReplayResult {
+export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number; defaultContract?: string; shadow?: Contract[] }): ReplayResult {
   const runs = groupByRun(receipts);
   let now = opts.now ?? -Infinity;
   if (opts.now === undefined) for (const s of runs.values()) now = Math.max(now, s.lastAt);
-  const verdicts = [...runs.values()].map((s) => evaluate(s, resolvePin(s, registry, opts.defaultContract), now, { registry, extraFindings: handoffFindings }));
+  const shadows = new Map<string, ShadowVerdict[]>();
+  const evalOpts = { registry, extraFindings: handoffFindings };
+  const verdicts = [...runs.values()].map((s) => {
+    const pinning = resolvePin(s, registry, opts.defaultContract);
+    const v = evaluate(s, pinning, now, evalOpts);
+    if (opts.shadow?.length) shadows.set(s.run, shadowEvaluate(s, pinning, v, opts.shadow, now, evalOpts));
+    return v;
+  });
   verdicts.sort((a, b) => (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
-  return { verdicts, now };
+  return { verdicts, now, shadows };
 }
 
 export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Expectation>): string[] {
@@ -57,21 +68,19 @@ export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Ex
 }
 
 export async function replayCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      contracts: { type: 'string' },
-      contract: { type: 'string' },
-      now: { type: 'string' },
-      expect: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
-  if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file');
-  if (!values.contracts) throw new UsageError('replay: --contracts DIR is required');
+  const parsed = parseCommandArgs(specFor('replay')!, argv);
+  const values = parsed.values as { contracts?: string; contract?: string; now?: string; expect?: string; json?: boolean; shadow?: string[] };
+  const positionals = parsed.positionals;
+  if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file; see topology-audit replay --help');
+  values.contracts ??= packagedContractsDir();
   const registry = ContractRegistry.loadDir(values.contracts);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`replay: --contract ${values.contract}: no such contract in ${values.contracts}`);
+  let shadow: Contract[] = [];
+  try {
+    shadow = resolveShadows(registry, values.shadow!);
+  } catch (e) {
+    throw new UsageError(`replay: ${(e as Error).message}`);
+  }
   const now = values.now !== undefined ? parseTimeArg('--now', values.now) : undefined;
   const expect = values.expect ? parseExpectFile(readFileSync(values.expect, 'utf8'), values.expect) : null;
   const receipts: Receipt[] = [];
@@ -85,16 +94,21 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
     // Not push(...list): spreading a million receipts as call arguments overflows the stack.
     for (const r of parseReceiptFile(text, file)) receipts.push(r);
   }
-  const { verdicts, now: at } = replayReceipts(receipts, registry, { now, defaultContract: values.contract });
+  const { verdicts, now: at, shadows } = replayReceipts(receipts, registry, { now, defaultContract: values.contract, shadow });
   if (values.json) {
-    for (const v of verdicts) io.stdout(JSON.stringify(verdictJson(v)) + '\n');
+    for (const v of verdicts) io.stdout(JSON.stringify(shadow.length ? { ...verdictJson(v), shadow: (shadows.get(v.run) ?? []).map(shadowJson) } : verdictJson(v)) + '\n');
   } else {
     const rows = verdicts.map((v) => {
       const f = firstFinding(v);
-      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? f.message : '-'];
+      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? findingText(f as { message: string; deadline?: string; since?: string }, at) : '-'];
     });
     io.stdout(`now ${Number.isFinite(at) ? new Date(at).toISOString() : '-'}, ${verdicts.length} run(s)\n`);
     io.stdout(table(['RUN', 'NAIVE', 'VERDICT', 'OPERATOR MEANING', 'FIRST FINDING'], rows));
+    for (const s of summarizeShadows(shadow, verdicts.map((v) => ({ verdict: v, shadow: shadows.get(v.run) ?? [] })))) {
+      const counts = Object.entries(s.verdicts).map(([k, n]) => `${k} ${n}`).join(', ') || 'no runs';
+      io.stdout(`\nshadow ${s.contract}@${s.version}: ${s.runs} run(s) (${counts}); ${s.disagreements} disagree with the pinned verdict\n`);
+      if (s.disagreeing.length) io.stdout(table(['RUN', 'PINNED', 'SHADOW', 'EDGES'], s.disagreeing.map((d) => [d.run, d.pinned, d.shadow, d.edges.join('; ')])));
+    }
   }
   if (expect) {
     const problems = checkExpectations(verdicts, expect);

@@ -1,13 +1,15 @@
 import { parseArgs } from 'node:util';
 import { ContractRegistry } from '../core/registry.js';
 import { parseRunKey, type RunKeyPart } from '../ingest/runkey.js';
+import { resolveShadows } from '../core/shadow.js';
 import { parseDuration } from '../core/edge.js';
 import { loadTokenFile } from '../server/auth.js';
 import { DEFAULTS, startServer, type ServeConfig } from '../server/serve.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls.js';
 import { type Io, UsageError } from './io.js';
 
-const VERSION = '0.1.0';
+import { packagedContractsDir } from './paths.js';
+import { VERSION } from './version.js';
 
 function portArg(name: string, v: string | undefined, def: number): number {
   if (v === undefined) return def;
@@ -19,7 +21,7 @@ function portArg(name: string, v: string | undefined, def: number): number {
 function durationArg(name: string, v: string | undefined, def: number): number {
   if (v === undefined) return def;
   const ms = parseDuration(v);
-  if (ms === null) throw new UsageError(`${name}: not a duration (e.g. 10s, 5m, 7d): ${v}`);
+  if (ms === null) throw new UsageError(`${name}: "${v}" is not a duration; use a whole number with ms, s, m, h or d (e.g. 10s, 5m, 7d)`);
   return ms;
 }
 
@@ -47,9 +49,25 @@ function tlsArgs(cert: string | undefined, key: string | undefined, clientCa: st
 
 const isLoopback = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
 
-/** Structured, content-free log lines on stderr. */
-export const log = (io: Io) => (event: string, fields: Record<string, unknown> = {}) =>
-  io.stderr(JSON.stringify({ time: new Date().toISOString(), event, ...fields }) + '\n');
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The level of an event: warnings and failures are named so; everything else is info. */
+export function levelOf(event: string): LogLevel {
+  if (/(_failed|_error|^error)$/.test(event)) return 'error';
+  if (/^warn|_expired$|_refused$/.test(event)) return 'warn';
+  return 'info';
+}
+
+/** Structured, content-free log lines (JSON, one per line) on stderr, at or above `min`. */
+export const log =
+  (io: Io, min: LogLevel = 'info') =>
+  (event: string, fields: Record<string, unknown> = {}) => {
+    const level = (fields.level as LogLevel | undefined) ?? levelOf(event);
+    if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(min)) return;
+    const { level: _drop, ...rest } = fields;
+    io.stderr(JSON.stringify({ time: new Date().toISOString(), level, event, ...rest }) + '\n');
+  };
 
 /** --run-key explicit,invocation,trace[,conversation] (src/ingest/runkey.ts). */
 function runKeyArg(v: string | undefined): RunKeyPart[] | undefined {
@@ -65,7 +83,11 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      contracts: { type: 'string', default: 'contracts' },
+      contracts: { type: 'string' },
+      'log-level': { type: 'string', default: 'info' },
+      'log-interval': { type: 'string' },
+      'alert-window': { type: 'string' },
+      'stall-after': { type: 'string' },
       contract: { type: 'string' },
       data: { type: 'string', default: DEFAULTS.dataDir },
       'otlp-http-port': { type: 'string' },
@@ -87,10 +109,29 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'tls-key': { type: 'string' },
       'tls-client-ca': { type: 'string' },
       'run-key': { type: 'string' },
+      shadow: { type: 'string', multiple: true, default: [] },
+      'max-connections': { type: 'string' },
+      'headers-timeout': { type: 'string' },
+      'request-timeout': { type: 'string' },
+      'keep-alive-timeout': { type: 'string' },
+      'max-grpc-streams': { type: 'string' },
+      'max-live-runs': { type: 'string' },
+      'max-live-receipts': { type: 'string' },
+      'max-event-streams': { type: 'string' },
     },
   });
-  const registry = ContractRegistry.loadDir(values.contracts!);
-  if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`serve: --contract ${values.contract}: no such contract in ${values.contracts}`);
+  const level = values['log-level'] as LogLevel;
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: "${level}" is not one of ${LOG_LEVELS.join(', ')}`);
+  const logger = log(io, level);
+  const contractsDir = values.contracts ?? packagedContractsDir();
+  const registry = ContractRegistry.loadDir(contractsDir);
+  if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`serve: --contract ${values.contract}: no such contract in ${contractsDir}`);
+  let shadow;
+  try {
+    shadow = resolveShadows(registry, values.shadow as string[]);
+  } catch (e) {
+    throw new UsageError(`serve: ${(e as Error).message}`);
+  }
   let ingestTokens, apiTokens;
   try {
     ingestTokens = values['ingest-tokens'] ? loadTokenFile(values['ingest-tokens'], true) : undefined;
@@ -125,18 +166,53 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     maxInflightRequests: intArg('--max-inflight', values['max-inflight'], DEFAULTS.maxInflightRequests),
     groupCommitDelayMs: durationArg('--group-commit-delay', values['group-commit-delay'], DEFAULTS.groupCommitDelayMs),
     maxDbBytes: values['max-db-size'] !== undefined ? bytesArg('--max-db-size', values['max-db-size'], 0) : undefined,
+    maxConnections: intArg('--max-connections', values['max-connections'], DEFAULTS.maxConnections),
+    headersTimeoutMs: durationArg('--headers-timeout', values['headers-timeout'], DEFAULTS.headersTimeoutMs),
+    requestTimeoutMs: durationArg('--request-timeout', values['request-timeout'], DEFAULTS.requestTimeoutMs),
+    keepAliveTimeoutMs: durationArg('--keep-alive-timeout', values['keep-alive-timeout'], DEFAULTS.keepAliveTimeoutMs),
+    maxGrpcStreams: intArg('--max-grpc-streams', values['max-grpc-streams'], DEFAULTS.maxGrpcStreams),
+    maxLiveRuns: intArg('--max-live-runs', values['max-live-runs'], DEFAULTS.maxLiveRuns),
+    maxLiveReceipts: intArg('--max-live-receipts', values['max-live-receipts'], DEFAULTS.maxLiveReceipts),
     ingestTokens,
     apiTokens,
     tls,
     runKey: runKeyArg(values['run-key']),
-    log: log(io),
+    log: logger,
     version: VERSION,
+    shadow,
+    alertWindowMs: durationArg('--alert-window', values['alert-window'], DEFAULTS.alertWindowMs),
+    stallAfterMs: durationArg('--stall-after', values['stall-after'], DEFAULTS.stallAfterMs),
+    logIntervalMs: durationArg('--log-interval', values['log-interval'], DEFAULTS.logIntervalMs),
   };
+  // Start-up: which contracts (the packaged examples unless --contracts), counted; never file contents.
+  cfg.log('starting', { version: VERSION, contractsDir: values.contracts === undefined ? 'packaged examples' : 'given', contracts: registry.ids().length, logLevel: level });
+  if (values.contracts === undefined) io.stdout(`topology-audit: no --contracts given; using the packaged example contracts (${registry.ids().join(', ')}); pass --contracts DIR for your own\n`);
+  if (registry.ids().length === 0) cfg.log('warning', { message: 'the contract registry is empty: every run will be unpinned (add contract YAML files to --contracts DIR)' });
+  if (cfg.headersTimeoutMs <= 0 || cfg.requestTimeoutMs < cfg.headersTimeoutMs) throw new UsageError('serve: --request-timeout must be at least --headers-timeout, and both above zero');
+  const maxEventStreams = intArg('--max-event-streams', values['max-event-streams'], 64);
   const { createUiRoutes } = await import('../ui/routes.js');
-  cfg.extraRoutes = (engine, opts) => createUiRoutes(engine, opts);
+  cfg.extraRoutes = (engine, opts) =>
+    createUiRoutes(engine, {
+      authenticate: opts.authenticate,
+      maxStreams: maxEventStreams,
+      onStreams: (n) => opts.resources.setSseClients(n),
+      onStreamDropped: (why) => opts.resources.sseDropped(why),
+    });
   if (!isLoopback(host) && ingestTokens && !tls) cfg.log('warning', { message: 'bearer tokens cross the network in clear text; pass --tls-cert and --tls-key' });
-  const server = await startServer(registry, cfg);
+  if (shadow.length) cfg.log('shadow', { candidates: shadow.map((c) => `${c.contract}@${c.version}`) });
+  let server;
+  try {
+    server = await startServer(registry, cfg);
+  } catch (e) {
+    // Any listener that cannot start, a locked data directory or an unreadable row: say why and exit non-zero
+    // (never half-started: whatever did open was closed again).
+    cfg.log('start_failed', { error: (e as Error).message });
+    io.stderr(`topology-audit serve: cannot start: ${(e as Error).message}\n`);
+    setTimeout(() => process.exit(1), 300).unref();
+    return 1;
+  }
   const { ports } = server;
+  cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, tls: tls !== undefined });
   const scheme = tls ? 'https' : 'http';
   io.stdout(`topology-audit serving: api+ui ${scheme}://${host}:${ports.api}/  otlp-http ${scheme}://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}${tls ? ' (TLS)' : ''}\n`);
   io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc }, tls: tls !== undefined, contracts: registry.ids(), data: cfg.dataDir }) + '\n');

@@ -1,10 +1,31 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { ContractError, ContractRegistry, formatIssue, parseContract, type Contract } from '../core/index.js';
 import { type Io, UsageError } from './io.js';
 
 export async function validateCommand(argv: string[], io: Io): Promise<number> {
-  const files = argv.filter((a) => !a.startsWith('--'));
-  if (files.length === 0) throw new UsageError('validate: give at least one contract file');
+  const args = argv.filter((a) => !a.startsWith('--'));
+  if (args.length === 0) throw new UsageError('validate: give at least one contract file or directory; see topology-audit validate --help');
+  // A directory stands for its *.yaml / *.yml files (as serve --contracts reads them).
+  const files: string[] = [];
+  for (const a of args) {
+    let isDir = false;
+    try {
+      isDir = statSync(a).isDirectory();
+    } catch {
+      /* reported as unreadable below */
+    }
+    if (!isDir) {
+      files.push(a);
+      continue;
+    }
+    const inDir = readdirSync(a).filter((f) => /\.(ya?ml|json)$/i.test(f)).sort().map((f) => join(a, f));
+    if (inDir.length === 0) {
+      io.stderr(`${a}: no contract files (*.yaml, *.yml, *.json) in this directory\n`);
+      return 1;
+    }
+    files.push(...inDir);
+  }
   let bad = 0;
   const ok: Contract[] = [];
   for (const file of files) {

@@ -14,7 +14,7 @@ const RECEIPT_FIELDS: Record<keyof Receipt, true> = {
   run: true, event: true, type: true, at: true, version: true, status: true, contract: true, phase: true,
   from: true, to: true, kind: true, on: true, edge: true, deadline: true, verified: true, result: true,
   reason: true, handoff: true, attempt: true, state: true, duplicateKey: true, leaseExpiresAt: true,
-  stateVersion: true, finalOwner: true, onTimeout: true, units: true, budgetOp: true,
+  stateVersion: true, finalOwner: true, onTimeout: true, units: true, budgetOp: true, capabilities: true, effects: true,
 };
 const UNIT_FIELDS = ['actions', 'contextUnits', 'effects'] as const;
 

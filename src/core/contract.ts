@@ -47,6 +47,7 @@ export const ContractFileSchema = z
       .transform((v) => String(v))
       .describe('(contract, version) names exactly one content; quote it in YAML'),
     retired: z.boolean().default(false),
+    candidate: z.boolean().default(false).describe('a draft under review (e.g. from `propose`): never pinned, only shadow-evaluated'),
     owner: Agent.describe('the final accountable owner (the run\'s parent)'),
     agents: z.array(Agent).min(1),
     allow: z.array(AllowEntrySchema).default([]),
@@ -92,6 +93,8 @@ export interface Contract {
   contract: string;
   version: string;
   retired: boolean;
+  /** A draft under review: never a pin (default or by run.start), only shadow-evaluated. */
+  candidate: boolean;
   owner: string;
   agents: string[];
   agentSet: ReadonlySet<string>;
@@ -421,6 +424,8 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
     contract: f.contract,
     version: f.version,
     retired: f.retired,
+    // Only when set, so the hashes of existing contracts do not change.
+    ...(f.candidate ? { candidate: true } : {}),
     owner: f.owner,
     agents: f.agents,
     allow: allow.map((r) => ({ edge: r.key, max: r.max })),
@@ -435,6 +440,7 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
     contract: f.contract,
     version: f.version,
     retired: f.retired,
+    candidate: f.candidate,
     owner: f.owner,
     agents: f.agents,
     agentSet,
@@ -491,6 +497,7 @@ export function contractFromCanonical(canonical: string, file = '<pinned>'): Con
     contract: d.contract,
     version: d.version,
     retired: d.retired,
+    ...(d.candidate ? { candidate: true } : {}),
     owner: d.owner,
     agents: d.agents,
     allow: d.allow.map((a: any) => ({ edge: a.edge, max: a.max })),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EDGE_KINDS, HANDOFF_STATES, type Receipt } from './types.js';
+import { EDGE_KINDS, EFFECT_STATUSES, HANDOFF_STATES, type Receipt } from './types.js';
 import { EdgeSyntaxError, parseEdge } from './edge.js';
 import { canonicalReceiptJson } from './canonical.js';
 
@@ -10,10 +10,18 @@ import { canonicalReceiptJson } from './canonical.js';
 export const ID_PATTERN = /^[A-Za-z0-9_.:@#+=-]{1,200}$/;
 export const Id = z.string().regex(ID_PATTERN, 'an id: 1-200 of letters, digits and _ . : @ # + = - (no spaces, no paths)');
 /**
+ * Run and event ids (semantics.md 2a): the id set plus "/" (`tenant-7/run-42`). The one rule every path uses:
+ * explicit receipts, every span dialect, span-log replay and the API (`isRunId`, `isAgentId` below).
+ */
+export const RUN_ID_PATTERN = /^[A-Za-z0-9_.:@#+=\/-]{1,200}$/;
+export const RunId = z.string().regex(RUN_ID_PATTERN, 'a run or event id: 1-200 of letters, digits and _ . : @ # + = - / (no spaces, no control characters)');
+export const isRunId = (v: unknown): v is string => typeof v === 'string' && v.length <= 200 && RUN_ID_PATTERN.test(v);
+/**
  * Agent ids also appear inside edge strings (`a -> b : kind`), so they hold no ":" and do not start with "-".
  */
 export const AGENT_ID_PATTERN = /^[A-Za-z0-9_.@#+=][A-Za-z0-9_.@#+=-]{0,199}$/;
 export const AgentId = z.string().regex(AGENT_ID_PATTERN, 'an agent id: 1-200 of letters, digits and _ . @ # + = - (no ":", no leading "-", no spaces, no paths)');
+export const isAgentId = (v: unknown): v is string => typeof v === 'string' && v.length <= 200 && AGENT_ID_PATTERN.test(v);
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 export const Time = z
@@ -39,8 +47,8 @@ const EdgeString = z
   });
 
 const common = {
-  run: Id,
-  event: Id,
+  run: RunId,
+  event: RunId,
   at: Time,
   version: Version.optional(),
   status: z.enum(['ok', 'error', 'unset']).optional(),
@@ -73,6 +81,8 @@ export const ReceiptSchema = z.discriminatedUnion('type', [
     onTimeout: Id.optional().describe('the timeout disposition, as an id (e.g. cancel, retry, return-ownership)'),
     units: Units.optional(),
     budgetOp: z.enum(['root', 'reserve', 'consume', 'release', 'reject']).optional(),
+    capabilities: z.array(Id).max(32).optional().describe('capability names granted to the attempt; names only'),
+    effects: z.array(z.strictObject({ id: Id, status: z.enum(EFFECT_STATUSES) })).max(32).optional().describe('effect ids and statuses; never arguments'),
   }),
 ]);
 

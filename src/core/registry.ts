@@ -78,11 +78,11 @@ export class ContractRegistry {
     return this.byId.get(contract)?.find((c) => c.version === version);
   }
 
-  /** The newest non-retired version, never a retired one. */
+  /** The newest non-retired version, never a retired one nor a candidate. */
   newest(contract: string): Contract | undefined {
     const list = this.byId.get(contract);
     if (!list) return undefined;
-    for (let i = list.length - 1; i >= 0; i--) if (!list[i].retired) return list[i];
+    for (let i = list.length - 1; i >= 0; i--) if (!list[i].retired && !list[i].candidate) return list[i];
     return undefined;
   }
 
@@ -106,9 +106,10 @@ export class ContractRegistry {
     if (ref.version !== undefined) {
       contract = list.find((c) => c.version === ref.version);
       if (!contract) return { ok: false, reason: `contract "${ref.contract}" has no version "${ref.version}"` };
+      if (contract.candidate) return { ok: false, reason: `contract "${ref.contract}" version "${ref.version}" is a candidate (candidate: true): never pinned, only shadow-evaluated; remove the mark and publish it to adopt it` };
     } else {
       contract = this.newest(ref.contract);
-      if (!contract) return { ok: false, reason: `contract "${ref.contract}" has no non-retired version` };
+      if (!contract) return { ok: false, reason: `contract "${ref.contract}" has no non-retired, non-candidate version` };
     }
     const phase = ref.phase ?? contract.phases[0].name;
     if (!contract.phases.some((p) => p.name === phase)) {

@@ -36,6 +36,10 @@ export const HANDOFF_STATES = [
 ] as const;
 export type HandoffState = (typeof HANDOFF_STATES)[number];
 
+/** Status of an external effect a handoff branch may have caused (ids only, never arguments). */
+export const EFFECT_STATUSES = ['attempted', 'committed', 'failed', 'compensated', 'unknown'] as const;
+export type EffectStatus = (typeof EFFECT_STATUSES)[number];
+
 /**
  * One content-free receipt, as in the NDJSON format of interfaces.md.
  * Only the fields listed for a type may be present (validated in src/core/receipt.ts).
@@ -77,6 +81,10 @@ export interface Receipt {
   /** budget units reserved / consumed / released by this transition (content-free counts). */
   units?: { actions?: number; contextUnits?: number; effects?: number };
   budgetOp?: 'root' | 'reserve' | 'consume' | 'release' | 'reject';
+  /** Capability names granted to the attempt (names only; see docs/handoffs.md). */
+  capabilities?: string[];
+  /** Effects the attempt caused or may have caused: effect ids and statuses, never arguments. */
+  effects?: { id: string; status: EffectStatus }[];
 }
 
 /** The pin a run is audited against. */

@@ -8,3 +8,4 @@ export * from './funnel.js';
 export * from './aggregate.js';
 export * from './ndjson.js';
 export * from './findings.js';
+export * from './board.js';

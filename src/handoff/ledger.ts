@@ -79,14 +79,14 @@ export interface LedgerSummary {
   attempts: AttemptLedger[];
 }
 
-interface Walk {
+export interface LedgerWalk {
   summary: LedgerSummary;
   /** First receipt at which the commitment exceeded the root on some dimension. */
   overcommitAt: Receipt | null;
   reserveEvents: Map<string, string[]>;
 }
 
-const attemptId = (a: { handoff: string; attempt: number }): string => `${a.handoff}#${a.attempt}`;
+export const attemptId = (a: { handoff: string; attempt: number }): string => `${a.handoff}#${a.attempt}`;
 
 /** Whether attempt `a` started while `b` held an active lease on the same work key. */
 export function startedDuringLeaseOf(a: AttemptTrace, b: AttemptTrace): boolean {
@@ -107,7 +107,8 @@ function isLate(a: AttemptTrace): boolean {
   return a.receipts.some((r) => (r.budgetOp === 'consume' || r.budgetOp === 'reject') && (afterLease(at(r)) || afterCancel(at(r))));
 }
 
-function walk(trace: RunTrace): Walk {
+/** The ledger walk of one run: the state both the budget findings and the operator's board read. */
+export function ledgerWalk(trace: RunTrace): LedgerWalk {
   const root = trace.root ? addUnits(zeroUnits(), trace.root.units) : null;
   const rows = new Map<string, AttemptLedger>();
   for (const a of trace.attempts) {
@@ -170,7 +171,7 @@ function walk(trace: RunTrace): Walk {
 }
 
 export function runLedger(trace: RunTrace): LedgerSummary {
-  return walk(trace).summary;
+  return ledgerWalk(trace).summary;
 }
 
 /** The ledger of one run's receipts (receipts of several runs: use `ledgerByRun`). */
@@ -197,42 +198,66 @@ function emptyLedger(): LedgerSummary {
 const LABEL = { actions: 'actions', contextUnits: 'context units', effects: 'effects' } as const;
 const fmt = (u: Units): string => UNIT_KEYS.map((k) => `${u[k]} ${LABEL[k]}`).join(', ');
 
-/** budget_overcommitted and budget_copied findings of one run (verdict: ambiguous_route). */
-export function ledgerFindings(trace: RunTrace): Finding[] {
+/** A finding with the attempts (`handoff#attempt`) it concerns, so the board can show it on their rows. */
+export interface TaggedFinding {
+  finding: Finding;
+  attempts: string[];
+}
+
+/** Attempts whose reservation copies the whole root work budget (`budget_copied`). */
+export function copiedReservations(trace: RunTrace, w: LedgerWalk): AttemptTrace[] {
+  const root = w.summary.root;
+  if (trace.root === null || root === null || !(root.actions > 0 || root.contextUnits > 0)) return [];
+  return trace.attempts.filter((a) => {
+    if (!w.reserveEvents.has(attemptId(a))) return false;
+    const row = w.summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt)!;
+    return row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits;
+  });
+}
+
+/** budget_overcommitted and budget_copied findings of one ledger walk, tagged with their attempts. */
+export function ledgerFindingsOf(trace: RunTrace, w: LedgerWalk): TaggedFinding[] {
   if (trace.root === null) return [];
-  const { summary, overcommitAt, reserveEvents } = walk(trace);
+  const { summary, overcommitAt, reserveEvents } = w;
   const root = summary.root!;
   const owner = trace.root.from;
-  const findings: Finding[] = [];
+  const findings: TaggedFinding[] = [];
   const holders = trace.attempts.filter((a) => reserveEvents.has(attemptId(a)));
   if (overcommitAt !== null) {
     const over = UNIT_KEYS.filter((k) => summary.peakCommitted[k] > root[k]);
     findings.push({
-      verdict: 'ambiguous_route',
-      code: 'budget_overcommitted',
-      agents: uniq([owner, ...holders.map((a) => a.target)]),
-      events: uniq([trace.root.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a))!), overcommitAt.event]),
-      message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${LABEL[k]}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
-      settled: true,
+      attempts: holders.map(attemptId),
+      finding: {
+        verdict: 'ambiguous_route',
+        code: 'budget_overcommitted',
+        agents: uniq([owner, ...holders.map((a) => a.target)]),
+        events: uniq([trace.root.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a))!), overcommitAt.event]),
+        message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${LABEL[k]}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
+        settled: true,
+      },
     });
   }
-  if (root.actions > 0 || root.contextUnits > 0) {
-    for (const a of holders) {
-      const row = summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt)!;
-      if (row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits) {
-        findings.push({
-          verdict: 'ambiguous_route',
-          code: 'budget_copied',
-          edge: edgeOf(a),
-          agents: uniq([owner, a.source, a.target]),
-          events: uniq([trace.root.event, ...reserveEvents.get(attemptId(a))!]),
-          message: `${a.handoff} attempt ${a.attempt} reserves ${fmt(row.reserved)}, a copy of the whole root work budget (${root.actions} actions, ${root.contextUnits} context units): the parent keeps no continuation allowance`,
-          settled: true,
-        });
-      }
-    }
+  for (const a of copiedReservations(trace, w)) {
+    const row = summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt)!;
+    findings.push({
+      attempts: [attemptId(a)],
+      finding: {
+        verdict: 'ambiguous_route',
+        code: 'budget_copied',
+        edge: edgeOf(a),
+        agents: uniq([owner, a.source, a.target]),
+        events: uniq([trace.root.event, ...reserveEvents.get(attemptId(a))!]),
+        message: `${a.handoff} attempt ${a.attempt} reserves ${fmt(row.reserved)}, a copy of the whole root work budget (${root.actions} actions, ${root.contextUnits} context units): the parent keeps no continuation allowance`,
+        settled: true,
+      },
+    });
   }
   return findings;
+}
+
+/** budget_overcommitted and budget_copied findings of one run (verdict: ambiguous_route). */
+export function ledgerFindings(trace: RunTrace): Finding[] {
+  return ledgerFindingsOf(trace, ledgerWalk(trace)).map((t) => t.finding);
 }
 
 export function uniq(xs: readonly (string | undefined)[]): string[] {

@@ -37,7 +37,8 @@ import type { Finding, HandoffState, Receipt, Verdict } from '../core/types.js';
 import { compareVersions } from './schema.js';
 import type { AttemptTrace, RunTrace } from './trace.js';
 import { CHAIN, at, edgeOf, isTerminal, traceRuns } from './trace.js';
-import { ledgerFindings, uniq } from './ledger.js';
+import type { LedgerWalk, TaggedFinding } from './ledger.js';
+import { attemptId, ledgerFindingsOf, ledgerWalk, uniq } from './ledger.js';
 
 export const HANDOFF_FINDING_VERDICTS = {
   lifecycle_gap: 'uncertain',
@@ -77,9 +78,59 @@ const iso = (t: number): string => new Date(t).toISOString().replace('.000Z', 'Z
 const label = (a: AttemptTrace): string => `${a.handoff} attempt ${a.attempt}`;
 const parties = (a: AttemptTrace): (string | undefined)[] => [a.source, a.target];
 
-/** Walks the attempt's receipts through the state machine; reports leaving a terminal state. */
-export function resurrection(a: AttemptTrace): Finding[] {
+/**
+ * What the audit established about one attempt. The findings below and the operator's board
+ * (board.ts) both read these facts, so the board cannot say something the verdict does not.
+ */
+export interface AttemptFacts {
+  id: string;
+  trace: AttemptTrace;
+  /** The state the state machine is in after the attempt's receipts (a terminal state stays). */
+  state: HandoffState;
+  /** When that state was recorded. */
+  stateAt: number;
+  /** The first terminal receipt, and the receipts that tried to leave it (resurrection). */
+  terminal: Receipt | null;
+  leftTerminal: Receipt[];
+  /** States beyond admission reached with no ADMITTED record (lifecycle_gap). */
+  beyondAdmissionWithoutAdmitted: HandoffState[];
+  /** An ACCEPTED/REJECTED decision with no RETURNED record (lifecycle_gap). */
+  decidedWithoutReturn: Receipt | null;
+  acceptedAfterCancel: boolean;
+  acceptedAfterExpiry: boolean;
+  /** Accepted under a version other than the one observed: {observed, current}. */
+  acceptedStale: { observed: string; current: string } | null;
+  /** Open, not returned and past its lease at `now`. */
+  leaseExpiredOpen: boolean;
+}
+
+export interface HandoffFacts {
+  handoff: string;
+  attempts: AttemptTrace[];
+  /** Some attempt was admitted (or went further). */
+  admitted: boolean;
+  missingFinalOwner: boolean;
+  missingTimeout: boolean;
+}
+
+export interface RunFacts {
+  trace: RunTrace;
+  now: number;
+  attempts: AttemptFacts[];
+  handoffs: HandoffFacts[];
+  /** Pairs of attempts with one work key whose active leases overlapped (first started first). */
+  overlaps: [AttemptTrace, AttemptTrace][];
+  /** The final owners of the root-level handoffs. */
+  finalOwners: string[];
+  /** Run completions (completed run.end, verified outcome) sent by a target that is not a final owner. */
+  targetCompletions: Receipt[];
+  ledger: LedgerWalk;
+}
+
+/** Walks the attempt's receipts through the state machine. */
+function walkStates(a: AttemptTrace): Pick<AttemptFacts, 'state' | 'stateAt' | 'terminal' | 'leftTerminal'> {
   let current: HandoffState | null = null;
+  let currentAt = a.firstAt;
   let terminal: Receipt | null = null;
   const offending: Receipt[] = [];
   for (const r of a.receipts) {
@@ -90,159 +141,194 @@ export function resurrection(a: AttemptTrace): Finding[] {
     }
     if (isTerminal(s)) {
       current = s;
+      currentAt = at(r);
       terminal = r;
     } else if (current === null || CHAIN.indexOf(s) > CHAIN.indexOf(current)) {
       current = s;
+      currentAt = at(r);
     }
   }
-  if (terminal === null || offending.length === 0) return [];
-  return [finding('resurrection', {
-    edge: edgeOf(a),
-    agents: parties(a),
-    events: [terminal.event, ...offending.map((r) => r.event)],
-    message: `${label(a)} left terminal ${terminal.state} (${terminal.at}) for ${offending.map((r) => `${r.state} at ${r.at}`).join(', ')}: late work cannot revive a handoff`,
-  })];
+  return { state: current ?? a.receipts[0].state!, stateAt: currentAt, terminal, leftTerminal: offending };
 }
 
-export function lifecycleGap(a: AttemptTrace): Finding[] {
+export function attemptFacts(a: AttemptTrace, now: number): AttemptFacts {
   const has = (s: HandoffState): boolean => a.states.has(s);
-  const out: Finding[] = [];
-  const beyondAdmission = (['DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'] as const).filter(has);
-  if (beyondAdmission.length > 0 && !has('ADMITTED')) {
-    out.push(finding('lifecycle_gap', {
-      edge: edgeOf(a), agents: parties(a),
-      events: a.receipts.filter((r) => beyondAdmission.includes(r.state as never)).map((r) => r.event).slice(0, 1),
-      message: `${label(a)} reached ${beyondAdmission.at(-1)} with no ADMITTED record: the admission evidence is missing`,
-    }));
-  }
-  const decidedWithoutReturn = has('ACCEPTED') || (has('REJECTED') && (['ADMITTED', 'DISPATCHED', 'RUNNING'] as const).some(has));
-  if (decidedWithoutReturn && !has('RETURNED')) {
-    const decided = a.receipts.find((r) => r.state === 'ACCEPTED' || r.state === 'REJECTED')!;
-    out.push(finding('lifecycle_gap', {
-      edge: edgeOf(a), agents: parties(a), events: [decided.event],
-      message: `${label(a)} was ${decided.state} with no RETURNED record: no artifact was recorded for the decision`,
-    }));
-  }
-  return out;
-}
-
-export function acceptedTooLate(a: AttemptTrace): Finding[] {
-  if (a.accepted === null || a.returnAt === null) return [];
-  const out: Finding[] = [];
-  const returnEvent = (a.returned ?? a.accepted).event;
-  if (a.cancelAt !== null && a.returnAt >= a.cancelAt) {
-    const cancel = a.receipts.find((r) => r.state === 'CANCELLED' && at(r) === a.cancelAt);
-    out.push(finding('accepted_after_cancel', {
-      edge: edgeOf(a), agents: parties(a),
-      events: [returnEvent, a.accepted.event, ...(cancel ? [cancel.event] : [])],
-      message: `${label(a)} returned at ${iso(a.returnAt)}, not before the cancellation at ${iso(a.cancelAt)}, and was accepted: cancelled work is diagnostic only`,
-    }));
-  }
-  if (a.lease !== null && a.returnAt > a.lease) {
-    out.push(finding('accepted_after_expiry', {
-      edge: edgeOf(a), agents: parties(a), events: [returnEvent, a.accepted.event],
-      message: `${label(a)} returned at ${iso(a.returnAt)}, after its lease expired at ${iso(a.lease)}, and was accepted`,
-    }));
-  }
+  const beyond = (['DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'] as const).filter(has);
+  const decidedWithoutReturn =
+    (has('ACCEPTED') || (has('REJECTED') && (['ADMITTED', 'DISPATCHED', 'RUNNING'] as const).some(has))) && !has('RETURNED')
+      ? a.receipts.find((r) => r.state === 'ACCEPTED' || r.state === 'REJECTED')!
+      : null;
+  const accepted = a.accepted !== null && a.returnAt !== null;
   const observed = a.returned?.stateVersion;
-  const current = a.accepted.stateVersion;
-  if (observed !== undefined && current !== undefined && compareVersions(observed, current) !== 0) {
-    out.push(finding('accepted_stale', {
-      edge: edgeOf(a), agents: parties(a), events: [a.returned!.event, a.accepted.event],
-      message: `${label(a)} observed state version ${observed} and was accepted at version ${current}: revalidate or reject, never merge`,
-    }));
-  }
-  return out;
-}
-
-export function leaseExpiredOpen(a: AttemptTrace, now: number): Finding[] {
-  if (a.terminal !== null || a.lease === null || a.activeFrom === null || now < a.lease) return [];
-  if (a.states.has('RETURNED')) return []; // the parent holds the artifact; its decision is pending
-  const last = a.receipts[a.receipts.length - 1];
-  return [finding('lease_expired_open', {
-    edge: edgeOf(a), agents: parties(a), events: [last.event],
-    message: `${label(a)} is still open at ${iso(now)}; its lease expired at ${iso(a.lease)} and no timeout disposition was applied`,
-  })];
-}
-
-/** Per logical handoff: an admitted handoff must name its final owner and timeout disposition. */
-export function ownership(attempts: AttemptTrace[]): Finding[] {
-  const out: Finding[] = [];
-  const byHandoff = new Map<string, AttemptTrace[]>();
-  for (const a of attempts) byHandoff.set(a.handoff, [...(byHandoff.get(a.handoff) ?? []), a]);
-  for (const [handoff, as] of byHandoff) {
-    const admitted = as.filter((a) => a.activeFrom !== null);
-    if (admitted.length === 0) continue;
-    const firstActive = admitted.flatMap((a) => a.receipts.filter((r) => at(r) === a.activeFrom).slice(0, 1)).map((r) => r.event);
-    const agents = as.flatMap(parties);
-    if (as[0].finalOwner === undefined) {
-      out.push(finding('missing_final_owner', {
-        edge: edgeOf(as[0]), agents, events: firstActive,
-        message: `handoff ${handoff} was admitted with no final accountable owner on any receipt: the branch is orphaned`,
-      }));
-    }
-    if (as[0].onTimeout === undefined) {
-      out.push(finding('missing_timeout_disposition', {
-        edge: edgeOf(as[0]), agents, events: firstActive,
-        message: `handoff ${handoff} was admitted with no timeout disposition on any receipt: nobody is responsible when its lease ends`,
-      }));
-    }
-  }
-  return out;
+  const current = a.accepted?.stateVersion;
+  return {
+    id: attemptId(a),
+    trace: a,
+    ...walkStates(a),
+    beyondAdmissionWithoutAdmitted: beyond.length > 0 && !has('ADMITTED') ? beyond : [],
+    decidedWithoutReturn,
+    acceptedAfterCancel: accepted && a.cancelAt !== null && a.returnAt! >= a.cancelAt,
+    acceptedAfterExpiry: accepted && a.lease !== null && a.returnAt! > a.lease,
+    acceptedStale:
+      accepted && observed !== undefined && current !== undefined && compareVersions(observed, current) !== 0 ? { observed, current } : null,
+    leaseExpiredOpen: a.terminal === null && a.lease !== null && a.activeFrom !== null && now >= a.lease && !has('RETURNED'),
+  };
 }
 
 /** Two active leases on one work key: two owners of one route. */
-export function duplicateActive(attempts: AttemptTrace[]): Finding[] {
+export function leaseOverlaps(attempts: AttemptTrace[]): [AttemptTrace, AttemptTrace][] {
   const active = attempts
     .filter((a) => a.activeFrom !== null && a.duplicateKey !== undefined)
     .sort((x, y) => x.activeFrom! - y.activeFrom! || (x.handoff < y.handoff ? -1 : x.handoff > y.handoff ? 1 : x.attempt - y.attempt));
-  const out: Finding[] = [];
+  const out: [AttemptTrace, AttemptTrace][] = [];
   for (let i = 0; i < active.length; i++) {
     for (let j = i + 1; j < active.length; j++) {
       const [a, b] = [active[i], active[j]];
       if (a.duplicateKey !== b.duplicateKey) continue;
       if (!(a.activeFrom! < b.activeUntil && b.activeFrom! < a.activeUntil)) continue;
-      const firstActive = (x: AttemptTrace): string => x.receipts.find((r) => at(r) === x.activeFrom)!.event;
-      out.push(finding('duplicate_active', {
-        edge: edgeOf(b), agents: [...parties(a), ...parties(b)], events: [firstActive(a), firstActive(b)],
-        message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso(a.activeFrom!)} and ${label(b)} from ${iso(b.activeFrom!)}`,
-      }));
+      out.push([a, b]);
     }
   }
   return out;
 }
 
-/** A target completion never directly completes the parent run. */
-export function targetCompletedParent(trace: RunTrace): Finding[] {
+/** Final owners of the root-level handoffs (those whose source is not itself a target). */
+export function finalOwnersOf(trace: RunTrace): string[] {
   const targets = new Set(trace.attempts.map((a) => a.target).filter((t): t is string => t !== undefined));
-  if (targets.size === 0) return [];
   const rootLevel = trace.attempts.filter((a) => a.source === undefined || !targets.has(a.source));
-  const owners = new Set((rootLevel.length > 0 ? rootLevel : trace.attempts).map((a) => a.finalOwner).filter((o) => o !== undefined));
-  const completions = trace.receipts.filter(
-    (r) => (r.type === 'run.end' && r.result === 'completed') || (r.type === 'outcome' && r.verified === true),
-  );
-  const out: Finding[] = [];
-  for (const r of completions) {
-    if (r.from === undefined || !targets.has(r.from) || owners.has(r.from)) continue;
-    const own = trace.attempts.filter((a) => a.target === r.from);
-    out.push(finding('target_completed_parent', {
+  return uniq((rootLevel.length > 0 ? rootLevel : trace.attempts).map((a) => a.finalOwner));
+}
+
+/** Everything the audit establishes about one run at `now`. */
+export function runFacts(trace: RunTrace, now: number): RunFacts {
+  const byHandoff = new Map<string, AttemptTrace[]>();
+  for (const a of trace.attempts) byHandoff.set(a.handoff, [...(byHandoff.get(a.handoff) ?? []), a]);
+  const targets = new Set(trace.attempts.map((a) => a.target).filter((t): t is string => t !== undefined));
+  const finalOwners = finalOwnersOf(trace);
+  const owners = new Set(finalOwners);
+  return {
+    trace,
+    now,
+    attempts: trace.attempts.map((a) => attemptFacts(a, now)),
+    handoffs: [...byHandoff].map(([handoff, as]) => ({
+      handoff,
+      attempts: as,
+      admitted: as.some((a) => a.activeFrom !== null),
+      missingFinalOwner: as[0].finalOwner === undefined,
+      missingTimeout: as[0].onTimeout === undefined,
+    })),
+    overlaps: leaseOverlaps(trace.attempts),
+    finalOwners,
+    targetCompletions:
+      targets.size === 0
+        ? []
+        : trace.receipts.filter(
+            (r) =>
+              ((r.type === 'run.end' && r.result === 'completed') || (r.type === 'outcome' && r.verified === true)) &&
+              r.from !== undefined && targets.has(r.from) && !owners.has(r.from),
+          ),
+    ledger: ledgerWalk(trace),
+  };
+}
+
+/** The findings of a run's facts, each tagged with the attempts it concerns. */
+export function factFindings(f: RunFacts): TaggedFinding[] {
+  const out: TaggedFinding[] = [];
+  const push = (attempts: AttemptTrace[], code: HandoffFindingCode, x: Parameters<typeof finding>[1]): void => {
+    out.push({ attempts: attempts.map(attemptId), finding: finding(code, x) });
+  };
+  for (const x of f.attempts) {
+    const a = x.trace;
+    if (x.terminal !== null && x.leftTerminal.length > 0) {
+      const t = x.terminal;
+      push([a], 'resurrection', {
+        edge: edgeOf(a), agents: parties(a), events: [t.event, ...x.leftTerminal.map((r) => r.event)],
+        message: `${label(a)} left terminal ${t.state} (${t.at}) for ${x.leftTerminal.map((r) => `${r.state} at ${r.at}`).join(', ')}: late work cannot revive a handoff`,
+      });
+    }
+    if (x.beyondAdmissionWithoutAdmitted.length > 0) {
+      const beyond = x.beyondAdmissionWithoutAdmitted;
+      push([a], 'lifecycle_gap', {
+        edge: edgeOf(a), agents: parties(a),
+        events: a.receipts.filter((r) => beyond.includes(r.state!)).map((r) => r.event).slice(0, 1),
+        message: `${label(a)} reached ${beyond.at(-1)} with no ADMITTED record: the admission evidence is missing`,
+      });
+    }
+    if (x.decidedWithoutReturn !== null) {
+      const decided = x.decidedWithoutReturn;
+      push([a], 'lifecycle_gap', {
+        edge: edgeOf(a), agents: parties(a), events: [decided.event],
+        message: `${label(a)} was ${decided.state} with no RETURNED record: no artifact was recorded for the decision`,
+      });
+    }
+    const returnEvent = (a.returned ?? a.accepted)?.event;
+    if (x.acceptedAfterCancel) {
+      const cancel = a.receipts.find((r) => r.state === 'CANCELLED' && at(r) === a.cancelAt);
+      push([a], 'accepted_after_cancel', {
+        edge: edgeOf(a), agents: parties(a),
+        events: [returnEvent!, a.accepted!.event, ...(cancel ? [cancel.event] : [])],
+        message: `${label(a)} returned at ${iso(a.returnAt!)}, not before the cancellation at ${iso(a.cancelAt!)}, and was accepted: cancelled work is diagnostic only`,
+      });
+    }
+    if (x.acceptedAfterExpiry) {
+      push([a], 'accepted_after_expiry', {
+        edge: edgeOf(a), agents: parties(a), events: [returnEvent!, a.accepted!.event],
+        message: `${label(a)} returned at ${iso(a.returnAt!)}, after its lease expired at ${iso(a.lease!)}, and was accepted`,
+      });
+    }
+    if (x.acceptedStale !== null) {
+      push([a], 'accepted_stale', {
+        edge: edgeOf(a), agents: parties(a), events: [a.returned!.event, a.accepted!.event],
+        message: `${label(a)} observed state version ${x.acceptedStale.observed} and was accepted at version ${x.acceptedStale.current}: revalidate or reject, never merge`,
+      });
+    }
+    if (x.leaseExpiredOpen) {
+      push([a], 'lease_expired_open', {
+        edge: edgeOf(a), agents: parties(a), events: [a.receipts[a.receipts.length - 1].event],
+        message: `${label(a)} is still open at ${iso(f.now)}; its lease expired at ${iso(a.lease!)} and no timeout disposition was applied`,
+      });
+    }
+  }
+  for (const h of f.handoffs) {
+    if (!h.admitted) continue;
+    const admitted = h.attempts.filter((a) => a.activeFrom !== null);
+    const firstActive = admitted.flatMap((a) => a.receipts.filter((r) => at(r) === a.activeFrom).slice(0, 1)).map((r) => r.event);
+    const agents = h.attempts.flatMap(parties);
+    if (h.missingFinalOwner) {
+      push(h.attempts, 'missing_final_owner', {
+        edge: edgeOf(h.attempts[0]), agents, events: firstActive,
+        message: `handoff ${h.handoff} was admitted with no final accountable owner on any receipt: the branch is orphaned`,
+      });
+    }
+    if (h.missingTimeout) {
+      push(h.attempts, 'missing_timeout_disposition', {
+        edge: edgeOf(h.attempts[0]), agents, events: firstActive,
+        message: `handoff ${h.handoff} was admitted with no timeout disposition on any receipt: nobody is responsible when its lease ends`,
+      });
+    }
+  }
+  const firstActive = (x: AttemptTrace): string => x.receipts.find((r) => at(r) === x.activeFrom)!.event;
+  for (const [a, b] of f.overlaps) {
+    push([a, b], 'duplicate_active', {
+      edge: edgeOf(b), agents: [...parties(a), ...parties(b)], events: [firstActive(a), firstActive(b)],
+      message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso(a.activeFrom!)} and ${label(b)} from ${iso(b.activeFrom!)}`,
+    });
+  }
+  for (const r of f.targetCompletions) {
+    const own = f.trace.attempts.filter((a) => a.target === r.from);
+    push(own, 'target_completed_parent', {
       edge: edgeOf(own[0]),
       agents: [r.from, ...own.map((a) => a.finalOwner)],
       events: [r.event],
-      message: `handoff target ${r.from} sent the run's ${r.type === 'run.end' ? 'completed end' : 'verified outcome'}; only the final owner (${[...owners].sort().join(', ') || 'none named'}) completes the run`,
-    }));
+      message: `handoff target ${r.from} sent the run's ${r.type === 'run.end' ? 'completed end' : 'verified outcome'}; only the final owner (${f.finalOwners.join(', ') || 'none named'}) completes the run`,
+    });
   }
+  out.push(...ledgerFindingsOf(f.trace, f.ledger));
   return out;
 }
 
 export function auditRun(trace: RunTrace, now: number): Finding[] {
-  return [
-    ...trace.attempts.flatMap((a) => [...resurrection(a), ...lifecycleGap(a), ...acceptedTooLate(a), ...leaseExpiredOpen(a, now)]),
-    ...ownership(trace.attempts),
-    ...duplicateActive(trace.attempts),
-    ...targetCompletedParent(trace),
-    ...ledgerFindings(trace),
-  ];
+  return factFindings(runFacts(trace, now)).map((t) => t.finding);
 }
 
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);

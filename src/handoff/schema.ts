@@ -8,7 +8,7 @@
  * code, not rejected as bad input.
  */
 import { z } from 'zod';
-import { HANDOFF_STATES } from '../core/types.js';
+import { EFFECT_STATUSES, HANDOFF_STATES } from '../core/types.js';
 
 /** RFC 3339 time with a `Z` or numeric offset. */
 export const rfc3339 = z.iso.datetime({ offset: true });
@@ -18,6 +18,8 @@ export const stateVersion = z.union([z.int().nonnegative(), z.string().min(1)]);
 export type StateVersion = z.infer<typeof stateVersion>;
 
 const identity = z.string().min(1);
+/** Capability names and effect ids on receipts: ids, never text (same pattern as core receipt ids). */
+const receiptId = z.string().regex(/^[A-Za-z0-9_.:@#+=-]{1,200}$/, 'an id: 1-200 of letters, digits and _ . : @ # + = -');
 const count = z.int().nonnegative();
 
 export const budgetsSchema = z.strictObject({
@@ -154,6 +156,8 @@ export const handoffReceiptSchema = z
     onTimeout: identity.optional(),
     units: unitsSchema.optional(),
     budgetOp: z.enum(['root', 'reserve', 'consume', 'release', 'reject']).optional(),
+    capabilities: z.array(receiptId).max(32).optional(),
+    effects: z.array(z.strictObject({ id: receiptId, status: z.enum(EFFECT_STATUSES) })).max(32).optional(),
   })
   .superRefine((r, ctx) => {
     if (r.budgetOp !== 'root') {

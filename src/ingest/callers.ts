@@ -18,6 +18,10 @@
 import type { Receipt } from '../core/types.js';
 import type { SpanLinkRecord, SpanRecord } from '../otlp/types.js';
 import { localStatus } from './extract.js';
+import { withEvidence } from './trust.js';
+
+/** What the resolver reads of a span that is neither an agent nor a handoff: its place in the trace. */
+export type SpanPlace = Pick<SpanRecord, 'traceId' | 'spanId' | 'parentSpanId'>;
 
 /** The agent of a span whose identity is not an id (or is absent): it stops the walk, so no caller is guessed past it. */
 export const UNNAMED_AGENT = '';
@@ -41,6 +45,8 @@ export interface AgentSpan {
   edges?: 'call' | 'none';
   /** Senders arrive through these links instead of the parent: each resolved sender yields a handoff to this agent. */
   links?: SpanLinkRecord[];
+  /** The source that sent the span (binding evidence for this agent); absent: unchecked (the auditor itself). */
+  source?: string;
 }
 
 /** A transfer of control whose source or target may be named on another span. */
@@ -56,6 +62,8 @@ export interface HandoffSpan {
   from: string | null;
   /** The receiving agent; null: the next agent invocation in the trace (the earliest agent span starting at or after this span). */
   to: string | null;
+  /** The source that sent the span. */
+  source?: string;
 }
 
 interface AgentInfo {
@@ -63,6 +71,7 @@ interface AgentInfo {
   names: string[];
   run: string;
   startMs: number;
+  source?: string;
 }
 
 interface Node {
@@ -97,24 +106,31 @@ export interface CallerResolverOptions {
 export interface BatchExtras {
   handoffs?: HandoffSpan[];
   /** Non-agent spans that must be indexed even before their trace shows an agent span (e.g. MAF `message.send`, the target of links). */
-  relays?: SpanRecord[];
+  relays?: SpanPlace[];
 }
 
 type Walk = AgentInfo | 'entry' | null;
 
 const iso = (ms: number) => new Date(ms).toISOString();
+const srcs = (...s: (string | undefined)[]): string[] => s.filter((x): x is string => x !== undefined);
 
 /** The receipts a resolved agent span stands for: a delegate at its start and, unless it failed, a return at its end. */
-export function callReceipts(s: AgentSpan, caller: string): Receipt[] {
-  const out: Receipt[] = [{ run: s.run, event: `${s.spanId}:delegate`, type: 'edge', at: iso(s.startMs), from: caller, to: s.agent, kind: 'delegate' }];
-  if (localStatus(s.statusCode) !== 'error') out.push({ run: s.run, event: `${s.spanId}:return`, type: 'edge', at: iso(s.endMs), from: s.agent, to: caller, kind: 'return' });
+export function callReceipts(s: AgentSpan, caller: string, callerSource?: string): Receipt[] {
+  const callee = srcs(s.source);
+  const callerSrc = srcs(callerSource);
+  const out: Receipt[] = [
+    withEvidence({ run: s.run, event: `${s.spanId}:delegate`, type: 'edge', at: iso(s.startMs), from: caller, to: s.agent, kind: 'delegate' }, { from: callerSrc, to: callee, span: s.source }),
+  ];
+  if (localStatus(s.statusCode) !== 'error') {
+    out.push(withEvidence({ run: s.run, event: `${s.spanId}:return`, type: 'edge', at: iso(s.endMs), from: s.agent, to: caller, kind: 'return' }, { from: callee, to: callerSrc, span: s.source }));
+  }
   return out;
 }
 
 function agentGap(s: AgentSpan, reason: string, suffix = 'gap'): Receipt {
   const r: Receipt = { run: s.run, event: `${s.spanId}:${suffix}`, type: 'gap', at: iso(s.startMs), reason };
   if (s.agent !== UNNAMED_AGENT) r.to = s.agent;
-  return r;
+  return withEvidence(r, { span: s.source });
 }
 
 export function unresolvedGap(s: AgentSpan): Receipt {
@@ -122,24 +138,28 @@ export function unresolvedGap(s: AgentSpan): Receipt {
 }
 
 /** A handoff edge at the handoff span's start. */
-export function handoffEdge(h: HandoffSpan, run: string, from: string, to: string): Receipt {
+/**
+ * A handoff edge at the handoff span's start. Evidence: the handoff span's source vouches for `from` (and for
+ * `to` when the span names it); an enclosing agent span (`fromSource`) and an inferred target's span (`toSource`) too.
+ */
+export function handoffEdge(h: HandoffSpan, run: string, from: string, to: string, fromSource?: string, toSource?: string): Receipt {
   const r: Receipt = { run, event: `${h.spanId}:handoff`, type: 'edge', at: iso(h.startMs), from, to, kind: 'handoff' };
   if (localStatus(h.statusCode) === 'error') r.status = 'error';
-  return r;
+  return withEvidence(r, { from: srcs(h.source, fromSource), to: h.to !== null ? srcs(h.source) : srcs(toSource), span: h.source });
 }
 
 export function handoffGap(h: HandoffSpan, run: string, reason: string, ends: { from?: string | null; to?: string | null } = {}): Receipt {
   const r: Receipt = { run, event: `${h.spanId}:gap`, type: 'gap', at: iso(h.startMs), reason };
   if (ends.from) r.from = ends.from;
   if (ends.to) r.to = ends.to;
-  return r;
+  return withEvidence(r, { from: srcs(h.source), span: h.source });
 }
 
 /** A handoff from a linked sender (MAF executor -> executor). One per link; the index keeps fan-in apart. */
-function linkHandoff(s: AgentSpan, from: string, i: number): Receipt {
+function linkHandoff(s: AgentSpan, from: string, i: number, senderSource?: string): Receipt {
   const r: Receipt = { run: s.run, event: `${s.spanId}:handoff.${i}`, type: 'edge', at: iso(s.startMs), from, to: s.agent, kind: 'handoff' };
   if (localStatus(s.statusCode) === 'error') r.status = 'error';
-  return r;
+  return withEvidence(r, { from: srcs(senderSource), to: srcs(s.source), span: s.source });
 }
 
 const namesOf = (s: AgentSpan) => (s.aliases?.length ? [s.agent, ...s.aliases] : [s.agent]);
@@ -163,10 +183,10 @@ export class CallerResolver {
    * mapped by dialects); `spans` the whole batch, whose other spans are indexed only for traces that hold
    * agent or handoff spans (to walk through them). Returns the receipts that became derivable.
    */
-  addBatch(agentSpans: AgentSpan[], spans: SpanRecord[], now: number, extras: BatchExtras = {}): Receipt[] {
+  addBatch(agentSpans: AgentSpan[], spans: readonly SpanPlace[], now: number, extras: BatchExtras = {}): Receipt[] {
     const handoffs = extras.handoffs ?? [];
     for (const a of agentSpans) {
-      this.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs }, now);
+      this.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs, source: a.source }, now);
     }
     for (const h of handoffs) this.index(h.traceId, h.spanId, h.parentSpanId, null, now);
     for (const r of extras.relays ?? []) if (!this.traces.get(r.traceId)?.nodes.has(r.spanId)) this.index(r.traceId, r.spanId, r.parentSpanId, null, now);
@@ -261,23 +281,25 @@ export class CallerResolver {
   private tryHandoff(h: HandoffSpan): Receipt[] | null {
     let from = h.from;
     let run = h.run;
+    let fromSource: string | undefined;
     if (from === null) {
       const c = this.walk(h.traceId, h.parentSpanId);
       if (c === null) return null;
       if (c === 'entry' || c.id === UNNAMED_AGENT) return [handoffGap(h, run ?? (c === 'entry' ? h.traceId : c.run), 'handoff_source_unidentified', { to: h.to })];
       from = c.id;
+      fromSource = c.source;
       run ??= c.run;
     }
     const t = this.traces.get(h.traceId)!;
     if (h.to !== null) {
       t.claims.push({ agent: h.to, afterMs: h.startMs });
-      return [handoffEdge(h, run ?? h.traceId, from, h.to)];
+      return [handoffEdge(h, run ?? h.traceId, from, h.to, fromSource)];
     }
     const next = this.nextInvocation(h);
     if (next === null) return null;
     t.claimed.add(next.spanId);
     if (next.agent.id === UNNAMED_AGENT) return [handoffGap(h, run ?? next.agent.run, 'handoff_target_unidentified', { from })];
-    return [handoffEdge(h, run ?? next.agent.run, from, next.agent.id)];
+    return [handoffEdge(h, run ?? next.agent.run, from, next.agent.id, fromSource, next.agent.source)];
   }
 
   /** An invocation a still-undecided handoff may claim waits for that decision. */
@@ -300,7 +322,7 @@ export class CallerResolver {
       const out: Receipt[] = [];
       senders.forEach((c, i) => {
         if (c === 'entry' || c === null) return; // the message came from outside any agent (the workflow's input)
-        out.push(c.id === UNNAMED_AGENT ? agentGap(a, 'sender_unidentified', `gap.${i}`) : linkHandoff(a, c.id, i));
+        out.push(c.id === UNNAMED_AGENT ? agentGap(a, 'sender_unidentified', `gap.${i}`) : linkHandoff(a, c.id, i, c.source));
       });
       return out;
     }
@@ -318,7 +340,7 @@ export class CallerResolver {
     if (c === 'entry') return []; // the entry agent
     if (c.names.some((n) => names.includes(n))) return []; // the same invocation seen from client and server side
     if (c.id === UNNAMED_AGENT || a.agent === UNNAMED_AGENT) return [agentGap(a, 'caller_unidentified')];
-    return callReceipts(a, c.id);
+    return callReceipts(a, c.id, c.source);
   }
 
   private resolvePending(): Receipt[] {

@@ -3,7 +3,7 @@
  * edges. Each mapping is a small named function (one module per framework under ./dialects/) from one span
  * to an agent span (whose caller is resolved through parentage or links), a handoff (whose source or target
  * may be resolved on other spans), direct receipts, or nothing. Where an end cannot be determined, the
- * result is a `gap` receipt (the run becomes uncertain), never an invented edge. The README section "Framework dialects" has the table.
+ * result is a `gap` receipt (the run becomes uncertain), never an invented edge. docs/dialects.md ("Framework dialects") has the table.
  */
 import type { Dialect } from './dialects/common.js';
 import { adkTransfer } from './dialects/adk.js';

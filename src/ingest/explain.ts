@@ -76,7 +76,7 @@ export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunK
   const pipeline = new SpanPipeline({ waitMs, maxSpans: Math.max(200_000, spans.length * 2), runKey: opts.runKey });
   const now = spans.reduce((m, s) => Math.max(m, s.endMs, s.startMs), 0);
   const observed: SpanObservation[] = [];
-  const out = pipeline.process(spans, now, (o) => observed.push(o));
+  const out = pipeline.process(spans, now, 'auditor', (o) => observed.push(o));
   const receipts = [...out.receipts, ...pipeline.expire(now + waitMs * 3)];
   const reports: UnmappedTrace[] = pipeline.unmapped.snapshot().traces;
   const bySpan = new Map<string, Receipt[]>();

@@ -3,13 +3,25 @@
  * receipts come from agent-framework dialects (src/ingest/dialects.ts) such as GenAI `invoke_agent` spans.
  * Only ids, enums and times are read; nothing else on a span can reach a receipt.
  */
-import { validateReceipt } from '../core/receipt.js';
+import { isAgentId, isRunId, validateReceipt } from '../core/receipt.js';
 import type { Receipt } from '../core/types.js';
 import type { AttrValue, SpanRecord } from '../otlp/types.js';
+import type { RejectReason } from './trust.js';
 
 export interface SpanRejection {
   spanId: string;
+  /** A content-free message for the sender. */
   reason: string;
+  /** The reason, from a small fixed set (the metric label). */
+  code: RejectReason;
+}
+
+/** The reason code of a receipt-shaped object that failed validation. */
+export function rejectCode(raw: Record<string, unknown>): RejectReason {
+  if (!isRunId(raw.run)) return 'run_id_invalid';
+  if (!isRunId(raw.event)) return 'event_id_invalid';
+  for (const k of ['from', 'to', 'on']) if (raw[k] !== undefined && !isAgentId(raw[k])) return 'agent_id_invalid';
+  return 'receipt_invalid';
 }
 
 const str = (v: AttrValue | undefined): string | undefined => (v === undefined ? undefined : typeof v === 'string' ? v : String(v));
@@ -35,7 +47,7 @@ export function explicitReceipt(
   ids: { run: string; event: string },
   atMs: number,
   statusCode: number,
-): { receipt: Receipt } | { reason: string } {
+): { receipt: Receipt } | { reason: string; code: RejectReason } {
   const type = str(attrs['topology.event.type']);
   const raw: Record<string, unknown> = { run: ids.run, event: ids.event, type, at: iso(atMs) };
   const status = localStatus(statusCode);
@@ -78,10 +90,10 @@ export function explicitReceipt(
       set('from', 'topology.edge.from');
       break;
     default:
-      return { reason: `topology.event.type ${JSON.stringify(type)} is not one of run.start, edge, wait, outcome, run.end, gap` };
+      return { reason: 'topology.event.type is not one of run.start, edge, wait, outcome, run.end, gap', code: 'receipt_invalid' };
   }
   const r = validateReceipt(raw);
-  return r.ok ? { receipt: r.receipt } : { reason: r.error };
+  return r.ok ? { receipt: r.receipt } : { reason: r.error, code: rejectCode(raw) };
 }
 
 export interface ExtractResult {
@@ -98,7 +110,7 @@ export function explicitReceiptsOf(span: SpanRecord, out: ExtractResult): boolea
     produced = true;
     const r = explicitReceipt(span.attrs, { run: runIdOf(span.attrs, span.traceId), event: span.spanId }, span.startMs, span.statusCode);
     if ('receipt' in r) out.receipts.push(r.receipt);
-    else out.rejected.push({ spanId: span.spanId, reason: r.reason });
+    else out.rejected.push({ spanId: span.spanId, reason: r.reason, code: r.code });
   }
   span.events.forEach((ev, i) => {
     if (ev.attrs['topology.event.type'] === undefined) return;
@@ -106,7 +118,7 @@ export function explicitReceiptsOf(span: SpanRecord, out: ExtractResult): boolea
     const attrs = { ...span.attrs, ...ev.attrs };
     const r = explicitReceipt(attrs, { run: runIdOf(attrs, span.traceId), event: `${span.spanId}.${i}` }, ev.timeMs, span.statusCode);
     if ('receipt' in r) out.receipts.push(r.receipt);
-    else out.rejected.push({ spanId: span.spanId, reason: r.reason });
+    else out.rejected.push({ spanId: span.spanId, reason: r.reason, code: r.code });
   });
   return produced;
 }

@@ -1,26 +1,63 @@
+import { isAgentId, isRunId } from '../core/receipt.js';
 import type { Receipt } from '../core/types.js';
-import type { SpanRecord } from '../otlp/types.js';
-import { CallerResolver, type AgentSpan, type CallerResolverOptions, type HandoffSpan } from './callers.js';
+import type { AttrValue, SpanRecord } from '../otlp/types.js';
+import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptions, type HandoffSpan, type SpanPlace } from './callers.js';
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
-import { LangGraphAssembler, LANGGRAPH_DIALECT } from './dialects/langgraph.js';
+import { idReason, withEvidence } from './trust.js';
+import { INVALID_NAME, LangGraphAssembler, LANGGRAPH_DIALECT, type LgSpan } from './dialects/langgraph.js';
 import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
 import { UnmappedTracker } from './unmapped.js';
 
 /** What became of one span, for `explain`: the dialect that claimed it (or 'explicit'), or none. */
 export interface SpanObservation {
   span: SpanRecord;
-  /** 'explicit', a dialect name, or null when nothing read it. */
+  /** 'explicit', a dialect name, or null when nothing read it (or the span was refused). */
   claimedBy: string | null;
   /** Receipts derived from this span alone (more may come once its caller or root arrives). */
   receipts: Receipt[];
   agent: boolean;
 }
 
-/** One trace's spans of one batch, as logged while the trace holds pending work (content-free span records). */
+/**
+ * One span as the span log keeps it while its trace waits for a caller, target or LangGraph root: only what
+ * resolution needs (ids, agent id, operation, times, status, source), every field validated on write and on
+ * replay. Never a span name, an event name or any attribute text: a LangGraph node or transfer is logged with
+ * its agent id only when that is a valid id, else as the empty string.
+ */
+export interface LoggedSpan {
+  /** trace id, span id, parent span id (lowercase hex) */
+  t: string;
+  s: string;
+  p: string | null;
+  /** the source that sent the span (binding evidence) */
+  src: string;
+  /**
+   * what the span is for resolution: an agent invocation, a handoff, a link target (relay), a LangGraph span
+   * waiting for its graph root (`langgraph`), or a plain node
+   */
+  op: 'agent' | 'handoff' | 'relay' | 'span' | 'langgraph';
+  st?: number;
+  en?: number;
+  sc?: number;
+  /** agent: its run; handoff: its named run or null */
+  run?: string | null;
+  agent?: string;
+  aliases?: string[];
+  edges?: 'none';
+  links?: { t: string; s: string }[];
+  from?: string | null;
+  to?: string | null;
+  /** langgraph: the node's agent id ('' when its name is not an id), null when the span is not a node */
+  node?: string | null;
+  /** langgraph: the agent a `transfer_to_<agent>` span names ('' when not an id), else null */
+  xfer?: string | null;
+}
+
+/** One trace's spans of one batch, as logged while the trace holds pending work. */
 export interface PendingTraceLog {
   traceId: string;
-  spans: SpanRecord[];
+  spans: LoggedSpan[];
 }
 
 export interface PipelineOptions extends CallerResolverOptions {
@@ -31,7 +68,80 @@ export interface PipelineOptions extends CallerResolverOptions {
   unmappedQuietMs?: number;
 }
 
-/** spans -> receipts, for one server. Keeps the caller-resolution buffer between batches. */
+const TRACE_HEX = /^[0-9a-f]{32}$/;
+const SPAN_HEX = /^[0-9a-f]{16}$/;
+/** Source names are the server's own (`token-3-ab12cd34`, `anonymous`, `auditor`). */
+const SOURCE = /^[A-Za-z0-9_.:-]{1,100}$/;
+const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+const isAgentOrUnnamed = (v: unknown): v is string => v === UNNAMED_AGENT || isAgentId(v);
+const optAgent = (v: unknown) => v === null || isAgentId(v);
+const lgName = (v: unknown): v is string | null => v === null || v === INVALID_NAME || isAgentId(v);
+
+/** Validates one logged span (as read back from the store); null when any field fails. */
+export function parseLoggedSpan(v: unknown): LoggedSpan | null {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return null;
+  const x = v as Record<string, unknown>;
+  if (typeof x.t !== 'string' || !TRACE_HEX.test(x.t) || typeof x.s !== 'string' || !SPAN_HEX.test(x.s)) return null;
+  if (!(x.p === null || (typeof x.p === 'string' && SPAN_HEX.test(x.p)))) return null;
+  if (typeof x.src !== 'string' || !SOURCE.test(x.src)) return null;
+  const base: LoggedSpan = { t: x.t, s: x.s, p: x.p, src: x.src, op: 'span' };
+  if (x.op === 'span' || x.op === 'relay') return { ...base, op: x.op };
+  if (!isTime(x.st) || !(x.sc === 0 || x.sc === 1 || x.sc === 2)) return null;
+  if (x.op === 'agent') {
+    if (!isTime(x.en) || !isRunId(x.run) || !isAgentOrUnnamed(x.agent)) return null;
+    if (x.aliases !== undefined && !(Array.isArray(x.aliases) && x.aliases.length <= 8 && x.aliases.every(isAgentId))) return null;
+    if (x.edges !== undefined && x.edges !== 'none') return null;
+    if (x.links !== undefined) {
+      if (!Array.isArray(x.links) || x.links.length > 1000) return null;
+      for (const l of x.links as unknown[]) {
+        const ll = l as Record<string, unknown> | null;
+        if (!ll || typeof ll.t !== 'string' || !TRACE_HEX.test(ll.t) || typeof ll.s !== 'string' || !SPAN_HEX.test(ll.s)) return null;
+      }
+    }
+    const out: LoggedSpan = { ...base, op: 'agent', st: x.st, en: x.en, sc: x.sc, run: x.run, agent: x.agent };
+    if (x.aliases !== undefined) out.aliases = x.aliases as string[];
+    if (x.edges === 'none') out.edges = 'none';
+    if (x.links !== undefined) out.links = (x.links as { t: string; s: string }[]).map((l) => ({ t: l.t, s: l.s }));
+    return out;
+  }
+  if (x.op === 'handoff') {
+    if (!(x.run === null || isRunId(x.run)) || !optAgent(x.from) || !optAgent(x.to)) return null;
+    return { ...base, op: 'handoff', st: x.st, sc: x.sc, run: x.run as string | null, from: x.from as string | null, to: x.to as string | null };
+  }
+  if (x.op === 'langgraph') {
+    if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer)) return null;
+    return { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
+  }
+  return null;
+}
+
+function logLangGraph(traceId: string, spanId: string, l: LgSpan): LoggedSpan {
+  return { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
+}
+
+function logAgent(a: AgentSpan, src: string): LoggedSpan {
+  const l: LoggedSpan = { t: a.traceId, s: a.spanId, p: a.parentSpanId, src, op: 'agent', st: a.startMs, en: a.endMs, sc: a.statusCode, run: a.run, agent: a.agent };
+  if (a.aliases?.length) l.aliases = a.aliases;
+  if (a.edges === 'none') l.edges = 'none';
+  if (a.links?.length) l.links = a.links.map((k) => ({ t: k.traceId, s: k.spanId }));
+  return l;
+}
+
+function logHandoff(h: HandoffSpan, src: string): LoggedSpan {
+  return { t: h.traceId, s: h.spanId, p: h.parentSpanId, src, op: 'handoff', st: h.startMs, sc: h.statusCode, run: h.run, from: h.from, to: h.to };
+}
+
+/**
+ * The run id a span names, checked by the id rule: `topology.run.id`, else `gen_ai.conversation.id` (as
+ * runIdOf reads them). 'invalid' when the named one fails; null when the span names none (the trace id is used).
+ */
+function namedRun(attrs: Record<string, AttrValue>): 'ok' | 'invalid' {
+  const v = attrs['topology.run.id'] ?? attrs['gen_ai.conversation.id'];
+  if (v === undefined) return 'ok';
+  return isRunId(typeof v === 'string' ? v : String(v)) ? 'ok' : 'invalid';
+}
+
+/** spans -> receipts, for one server. Keeps the caller-resolution and LangGraph buffers between batches. */
 export class SpanPipeline {
   readonly callers: CallerResolver;
   readonly langgraph: LangGraphAssembler;
@@ -47,26 +157,49 @@ export class SpanPipeline {
     this.runKey = opts.runKey ?? DEFAULT_RUN_KEY;
   }
 
-  process(input: SpanRecord[], now: number, observe?: (o: SpanObservation) => void): ExtractResult & { pendingLog: PendingTraceLog[] } {
-    const out: ExtractResult & { pendingLog: PendingTraceLog[] } = { receipts: [], rejected: [], dropped: 0, pendingLog: [] };
-    const spans = input.map((s) => withRun(s, this.runKey));
-    const mappedSpans = new Set<SpanRecord>();
+  /**
+   * One export's spans from `source`. The run key is applied first (withRun); a span whose run id then fails
+   * the id rule is refused whole (no receipt, not indexed: a descendant waiting on it ends as a gap, never a
+   * guessed edge); every receipt, derived ones included (LangGraph's too), passes the same id rule before it
+   * leaves and carries the sources of the spans it was derived from. `observe` sees what became of each span
+   * (explain).
+   */
+  process(
+    input: SpanRecord[],
+    now: number,
+    source = 'auditor',
+    observe?: (o: SpanObservation) => void,
+  ): ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } {
+    const out: ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } = { receipts: [], rejected: [], dropped: 0, pendingLog: [], agentIdsRefused: 0 };
     const agentSpans: AgentSpan[] = [];
     const handoffs: HandoffSpan[] = [];
     const relays: SpanRecord[] = [];
-    const lg = this.langgraph.addBatch(spans, now, (root) => String(root.attrs['topology.run.id'] ?? root.traceId));
-    for (const r of lg.receipts) out.receipts.push(r);
-    for (const o of this.langgraph.lastOutcomes) for (const r of o.receipts) this.unmapped.receipt(r.event, o.traceId);
-    for (const span of spans) {
-      const before = out.receipts.length;
+    const places: SpanRecord[] = [];
+    const logged = new Map<SpanRecord, LoggedSpan>();
+    const produced: Receipt[] = [];
+    const evidence = { from: [source], to: [source], span: source };
+    for (const raw of input) {
+      const span = withRun(raw, this.runKey);
+      if (namedRun(span.attrs) === 'invalid') {
+        out.rejected.push({ spanId: span.spanId, reason: 'the span names a run id that is not an id (1-200 of letters, digits and _ . : @ # + = - /)', code: 'run_id_invalid' });
+        observe?.({ span, claimedBy: null, receipts: [], agent: false });
+        continue;
+      }
+      places.push(span);
+    }
+    const lg = this.langgraph.addBatch(places, now, (root) => String(root.attrs['topology.run.id'] ?? root.traceId), source);
+    for (const [span, l] of lg.kept) logged.set(span, logLangGraph(span.traceId, span.spanId, l));
+    this.langGraphReceipts(produced, out);
+    for (const span of places) {
+      const before = produced.length;
+      const explicitBefore = out.receipts.length;
       if (explicitReceiptsOf(span, out)) {
         this.unmapped.span(span, now, true, false);
-        for (let i = before; i < out.receipts.length; i++) this.unmapped.receipt(out.receipts[i].event, span.traceId);
-        observe?.({ span, claimedBy: 'explicit', receipts: out.receipts.slice(before), agent: false });
+        for (let i = explicitBefore; i < out.receipts.length; i++) this.unmapped.receipt(out.receipts[i].event, span.traceId);
+        observe?.({ span, claimedBy: 'explicit', receipts: out.receipts.slice(explicitBefore), agent: false });
         continue;
       }
       if (lg.claimed.has(span)) {
-        mappedSpans.add(span);
         this.unmapped.span(span, now, true, false);
         observe?.({ span, claimedBy: LANGGRAPH_DIALECT, receipts: [], agent: false });
         continue;
@@ -77,42 +210,98 @@ export class SpanPipeline {
         const r = d(span);
         if (!r) continue;
         claimedBy = r.dialect;
-        mappedSpans.add(span);
-        for (const x of r.receipts) out.receipts.push(x);
+        for (const x of r.receipts) {
+          // An agent named by text that is not an id: the span stands for an unnamed agent (a gap, no id stored).
+          if (x.type === 'gap' && (x.reason === 'agent_id_invalid' || x.reason === 'handoff_agent_invalid')) out.agentIdsRefused++;
+          produced.push(withEvidence(x, evidence));
+        }
         if (r.agentSpan) {
+          r.agentSpan.source = source;
           agentSpans.push(r.agentSpan);
+          logged.set(span, logAgent(r.agentSpan, source));
           agent = true;
         }
-        if (r.handoff) handoffs.push(r.handoff);
-        if (r.relay) relays.push(span);
+        if (r.handoff) {
+          r.handoff.source = source;
+          handoffs.push(r.handoff);
+          logged.set(span, logHandoff(r.handoff, source));
+        }
+        if (r.relay) {
+          relays.push(span);
+          logged.set(span, { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'relay' });
+        }
         break;
       }
       this.unmapped.span(span, now, claimedBy !== null, agent);
-      for (let i = before; i < out.receipts.length; i++) this.unmapped.receipt(out.receipts[i].event, span.traceId);
-      observe?.({ span, claimedBy, receipts: out.receipts.slice(before), agent });
+      for (let i = before; i < produced.length; i++) this.unmapped.receipt(produced[i].event, span.traceId);
+      observe?.({ span, claimedBy, receipts: produced.slice(before), agent });
       if (claimedBy === null) out.dropped++;
     }
-    if (agentSpans.length > 0 || spans.length > 0) {
-      for (const r of this.callers.addBatch(agentSpans, spans, now, { handoffs, relays })) {
-        out.receipts.push(r);
+    if (agentSpans.length > 0 || places.length > 0) {
+      for (const r of this.callers.addBatch(agentSpans, places, now, { handoffs, relays })) {
+        produced.push(r);
         this.unmapped.receipt(r.event);
       }
     }
-    // Traces that still wait for a caller, target or graph root: log this batch's spans of them (names only
-    // where a dialect read them; attributes are the decoder's allow-list already), so the wait survives a crash.
-    if (this.callers.stats().pending > 0 || this.langgraph.waiting > 0) {
-      const pendingTraces = this.callers.pendingTraceIds();
-      for (const id of this.langgraph.traceIds()) pendingTraces.add(id);
-      const byTrace = new Map<string, SpanRecord[]>();
-      for (const span of spans) {
-        if (!pendingTraces.has(span.traceId)) continue;
-        const kept = mappedSpans.has(span) ? span : { ...span, name: '' };
-        const list = byTrace.get(span.traceId);
-        if (list) list.push(kept);
-        else byTrace.set(span.traceId, [kept]);
+    this.checked(produced, out);
+    // Traces that still wait for a caller, target or graph root: log this batch's spans of them (resolution
+    // fields only, never names or text), so the wait survives a crash.
+    out.pendingLog = this.pendingLogOf(places.map((span) => logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const }));
+    return out;
+  }
+
+  /** LangGraph receipts of the last addBatch/expire, counted for the unmapped report and the refusal metric. */
+  private langGraphReceipts(produced: Receipt[], out: { agentIdsRefused: number }): void {
+    for (const o of this.langgraph.lastOutcomes) {
+      for (const r of o.receipts) {
+        this.unmapped.receipt(r.event, o.traceId);
+        if (r.type === 'gap' && r.reason === 'agent_id_invalid') out.agentIdsRefused++;
+        produced.push(r);
       }
-      for (const [traceId, list] of byTrace) out.pendingLog.push({ traceId, spans: list });
     }
+  }
+
+  /** The logged spans of traces still holding pending work (callers, targets or a LangGraph root). */
+  private pendingLogOf(spans: LoggedSpan[]): PendingTraceLog[] {
+    if (this.callers.stats().pending === 0 && this.langgraph.waiting === 0) return [];
+    const pendingTraces = this.pendingTraceIds();
+    const byTrace = new Map<string, LoggedSpan[]>();
+    for (const l of spans) {
+      if (!pendingTraces.has(l.t)) continue;
+      const list = byTrace.get(l.t);
+      if (list) list.push(l);
+      else byTrace.set(l.t, [l]);
+    }
+    return [...byTrace].map(([traceId, list]) => ({ traceId, spans: list }));
+  }
+
+  /**
+   * Replay logged spans after a restart (validated with parseLoggedSpan): each keeps the source that sent it, so
+   * binding is checked as if the resolution had completed before the restart.
+   */
+  replay(spans: LoggedSpan[], now: number): ExtractResult & { pendingLog: PendingTraceLog[] } {
+    const out: ExtractResult & { pendingLog: PendingTraceLog[] } = { receipts: [], rejected: [], dropped: 0, pendingLog: [] };
+    const agentSpans: AgentSpan[] = [];
+    const handoffs: HandoffSpan[] = [];
+    const relays: SpanPlace[] = [];
+    const places: SpanPlace[] = spans.map((l) => ({ traceId: l.t, spanId: l.s, parentSpanId: l.p }));
+    spans.forEach((l, i) => {
+      if (l.op === 'agent') {
+        const a: AgentSpan = { run: l.run as string, traceId: l.t, spanId: l.s, parentSpanId: l.p, agent: l.agent!, startMs: l.st!, endMs: l.en!, statusCode: l.sc!, source: l.src };
+        if (l.aliases) a.aliases = l.aliases;
+        if (l.edges) a.edges = l.edges;
+        if (l.links) a.links = l.links.map((k) => ({ traceId: k.t, spanId: k.s }));
+        agentSpans.push(a);
+      } else if (l.op === 'handoff') {
+        handoffs.push({ run: l.run ?? null, traceId: l.t, spanId: l.s, parentSpanId: l.p, startMs: l.st!, statusCode: l.sc!, from: l.from ?? null, to: l.to ?? null, source: l.src });
+      } else if (l.op === 'relay') relays.push(places[i]);
+      else if (l.op === 'langgraph') {
+        // The trace waits for its graph root again, with the sources that sent its spans.
+        this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
+      }
+    });
+    this.checked(this.callers.addBatch(agentSpans, places, now, { handoffs, relays }), out);
+    out.pendingLog = this.pendingLogOf(spans);
     return out;
   }
 
@@ -123,14 +312,25 @@ export class SpanPipeline {
     return out;
   }
 
-  /** Gap receipts for agent spans whose caller never arrived, and handoffs whose end never showed. */
+  /** The id rule on every derived receipt: a receipt that fails it is refused with its reason, never stored. */
+  private checked(receipts: Receipt[], out: ExtractResult): void {
+    for (const r of receipts) {
+      const why = idReason(r);
+      if (why === null) out.receipts.push(r);
+      else out.rejected.push({ spanId: r.event.length <= 64 ? r.event.split(':')[0] : '', reason: `a derived ${r.type} receipt failed the id rule (${why})`, code: why });
+    }
+  }
+
+  /**
+   * Gap receipts for agent spans whose caller never arrived, handoffs whose end never showed and LangGraph
+   * traces whose root never came (id rule applied); then traces quiet for long enough are judged unmapped.
+   */
   expire(now: number): Receipt[] {
     const out = this.callers.expire(now);
     for (const r of out) this.unmapped.receipt(r.event);
-    const lg = this.langgraph.expire(now, (traceId) => traceId);
-    for (const o of this.langgraph.lastOutcomes) for (const r of o.receipts) this.unmapped.receipt(r.event, o.traceId);
-    out.push(...lg);
+    this.langgraph.expire(now, (traceId) => traceId);
+    this.langGraphReceipts(out, { agentIdsRefused: 0 });
     this.unmapped.sweep(now, (traceId) => this.callers.isPending(traceId) || this.langgraph.has(traceId));
-    return out;
+    return out.filter((r) => idReason(r) === null);
   }
 }

@@ -10,6 +10,8 @@
  */
 import { RECEIPT_TYPES, VERDICTS, type Verdict } from '../core/types.js';
 import { UNMAPPED_DIALECTS, UNMAPPED_REASONS } from '../ingest/unmapped.js';
+import { isRunId } from '../core/receipt.js';
+import { REJECT_REASONS, type RejectReason } from '../ingest/trust.js';
 import {
   MetricsRegistry,
   contentTypeFor,
@@ -39,8 +41,13 @@ export const METRIC_NAMES = {
   ingestSaturated: 'topology_ingest_saturated',
   storeHealthy: 'topology_store_healthy',
   buildInfo: 'topology_build_info',
+  alertingRuns: 'topology_alerting_runs',
+  stalledRuns: 'topology_stalled_runs',
   seriesRefused: 'topology_metric_series_refused_total',
   unmappedTraces: 'topology_unmapped_traces_total',
+  shadowVerdicts: 'topology_shadow_verdicts_total',
+  shadowDisagreements: 'topology_shadow_disagreements_total',
+  ingestRefused: 'topology_ingest_refused_total',
 } as const;
 
 export const RECEIPT_RESULTS = ['accepted', 'duplicate', 'conflict', 'rejected'] as const;
@@ -63,6 +70,7 @@ export const INGEST_REJECT_REASONS = [
   'undecodable',
   'saturated',
   'store_unavailable',
+  'live_limit',
 ] as const;
 export type IngestRejectReason = (typeof INGEST_REJECT_REASONS)[number];
 
@@ -81,6 +89,9 @@ export const UNSAFE_VERDICTS: readonly Verdict[] = [
 ];
 
 /** Commit durations, 0.5 ms to 2.5 s: group commits of SQLite in WAL mode sit in the low milliseconds. */
+/** Verdicts with an alert rule (topology_alerting_runs carries a row for each). */
+export const ALERTING_VERDICTS: readonly Verdict[] = ['stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'incomplete', 'uncertain'];
+
 export const COMMIT_DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 /** Receipts per group commit. */
 export const COMMIT_BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
@@ -110,6 +121,12 @@ export interface AuditMetrics {
    * row says otherwise; pairs absent from the rows disappear from the exposition.
    */
   setRunsGauge(rows: Iterable<RunsGaugeRow>): void;
+  /**
+   * Replaces topology_alerting_runs (runs that entered an alerting verdict within the alert window and are not
+   * acknowledged) and topology_stalled_runs (unsettled runs with no receipt for --stall-after). Every contract in
+   * `contracts` gets a zero row for each alerting verdict so alerts resolve on a present 0, not on a vanished series.
+   */
+  setAlertingGauges(contracts: Iterable<string>, alerting: Iterable<{ contract: string; verdict: Verdict; count: number }>, stalled: Iterable<{ contract: string; count: number }>): void;
   /** n receipts ended in `result`; a type outside RECEIPT_TYPES is counted as "invalid". */
   receipt(type: string, result: ReceiptResult, n?: number): void;
   /** n OTLP spans, by transport, became a receipt, were dropped (no receipt), or were rejected. */
@@ -129,9 +146,13 @@ export interface AuditMetrics {
   callerUnresolved(n?: number): void;
   /** A trace with agent-framework markers that yielded no receipt (labels from closed sets: src/ingest/unmapped.ts). */
   unmappedTrace(dialect: string, reason: string): void;
+  /** n spans or receipts refused at the trust boundary (id rule, source binding, run scope), by reason. */
+  ingestRefused(reason: RejectReason, n?: number): void;
   setIngestQueueDepth(n: number): void;
   setIngestSaturated(saturated: boolean): void;
   setStoreHealthy(healthy: boolean): void;
+  /** A run entered `verdict` under a shadow candidate; `disagreed`: it started to disagree with its pinned verdict. */
+  shadowVerdictEntered(contract: string, version: string, verdict: Verdict, disagreed: boolean): void;
   render(format?: ExpositionFormat): string;
 }
 
@@ -166,6 +187,16 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     name: METRIC_NAMES.runs,
     help: 'Runs currently in each verdict, by pinned contract and version.',
     labelNames: ['contract', 'version', 'verdict'],
+  });
+  const alertingRuns: Gauge = registry.gauge({
+    name: METRIC_NAMES.alertingRuns,
+    help: 'Runs that entered an alerting verdict within the alert window (serve --alert-window) and are not acknowledged.',
+    labelNames: ['contract', 'verdict'],
+  });
+  const stalledRuns: Gauge = registry.gauge({
+    name: METRIC_NAMES.stalledRuns,
+    help: 'Unsettled, unacknowledged runs whose latest receipt is older than serve --stall-after.',
+    labelNames: ['contract'],
   });
   const verdicts: Counter = registry.counter({
     name: METRIC_NAMES.verdicts,
@@ -221,6 +252,12 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     help: 'Traces that carried agent-framework markers but yielded no receipt, by dialect family and reason.',
     labelNames: ['dialect', 'reason'],
   });
+  const ingestRefused: Counter = registry.counter({
+    name: METRIC_NAMES.ingestRefused,
+    help: 'Spans and receipts refused at the trust boundary, by reason (id rule, source binding, run scope); never stored.',
+    labelNames: ['reason'],
+  });
+  for (const r of REJECT_REASONS) ingestRefused.touch([r]);
   const queueDepth: Gauge = registry.gauge({
     name: METRIC_NAMES.ingestQueueDepth,
     help: 'Receipts accepted by ingest and waiting for the next group commit.',
@@ -232,6 +269,16 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   const storeHealthy: Gauge = registry.gauge({
     name: METRIC_NAMES.storeHealthy,
     help: '1 while the store accepts commits, else 0.',
+  });
+  const shadowVerdicts: Counter = registry.counter({
+    name: METRIC_NAMES.shadowVerdicts,
+    help: 'Runs entering each verdict under a shadow-evaluated candidate version (never the pinned verdict).',
+    labelNames: ['contract', 'version', 'verdict'],
+  });
+  const shadowDisagreements: Counter = registry.counter({
+    name: METRIC_NAMES.shadowDisagreements,
+    help: 'Runs starting to disagree with their pinned verdict under a shadow-evaluated candidate version.',
+    labelNames: ['contract', 'version'],
   });
   const buildInfo = registry.info({ name: METRIC_NAMES.buildInfo, help: 'Build of topology-audit.', labelNames: ['version'] });
 
@@ -252,7 +299,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
 
     verdictEntered(contract, verdict, runId) {
       oneOf(verdict, VERDICTS, 'verdict');
-      verdicts.inc([nonEmpty(contract), verdict], 1, { labels: { run_id: runId }, value: 1, timestampMs: now() });
+      // Exemplars carry only ids that pass the id rule (every stored run does; this keeps /metrics safe regardless).
+      if (isRunId(runId)) verdicts.inc([nonEmpty(contract), verdict], 1, { labels: { run_id: runId }, value: 1, timestampMs: now() });
+      else verdicts.inc([nonEmpty(contract), verdict], 1);
     },
 
     setRunsGauge(rows) {
@@ -274,6 +323,23 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
         for (const v of VERDICTS) entries.push([[pin.contract, pin.version, v], pin.counts.get(v) ?? 0]);
       }
       runs.replaceAll(entries);
+    },
+
+    setAlertingGauges(contracts, alerting, stalled) {
+      const a = new Map<string, number>();
+      const st = new Map<string, number>();
+      for (const c of contracts) {
+        for (const v of ALERTING_VERDICTS) a.set(`${nonEmpty(c)}\u0000${v}`, 0);
+        st.set(nonEmpty(c), 0);
+      }
+      for (const r of alerting) {
+        if (!VERDICT_SET.has(r.verdict)) throw new TypeError(`unknown verdict ${JSON.stringify(r.verdict)}`);
+        const k = `${nonEmpty(r.contract)}\u0000${r.verdict}`;
+        a.set(k, (a.get(k) ?? 0) + r.count);
+      }
+      for (const r of stalled) st.set(nonEmpty(r.contract), (st.get(nonEmpty(r.contract)) ?? 0) + r.count);
+      alertingRuns.replaceAll([...a].map(([k, n]) => [k.split('\u0000'), n] as const));
+      stalledRuns.replaceAll([...st].map(([c, n]) => [[c], n] as const));
     },
 
     receipt(type, result, n) {
@@ -316,6 +382,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     callerUnresolved(n) {
       callerUnresolved.inc([], count(n));
     },
+    ingestRefused(reason, n) {
+      ingestRefused.inc([oneOf(reason, REJECT_REASONS, 'refusal reason')], count(n));
+    },
     setIngestQueueDepth(n) {
       queueDepth.set([], n);
     },
@@ -324,6 +393,12 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     },
     setStoreHealthy(healthy) {
       storeHealthy.set([], healthy ? 1 : 0);
+    },
+
+    shadowVerdictEntered(contract, version, verdict, disagreed) {
+      oneOf(verdict, VERDICTS, 'verdict');
+      shadowVerdicts.inc([contract, version, verdict]);
+      if (disagreed) shadowDisagreements.inc([contract, version]);
     },
 
     render(format: ExpositionFormat = 'prometheus') {

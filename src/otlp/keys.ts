@@ -1,11 +1,11 @@
-import { KEPT_ATTRIBUTE_KEYS, KEPT_ATTRIBUTE_PREFIXES } from './types.js';
+import { KEPT_ATTRIBUTE_KEYS } from './types.js';
 import { utf8Text } from './wire.js';
 
 /**
  * Decides from the UTF-8 bytes of an attribute key whether the decoder keeps it, without making a string of
- * keys it drops. Built once from the shared allow-list (KEPT_ATTRIBUTE_KEYS / KEPT_ATTRIBUTE_PREFIXES), so it
- * agrees with isKeptAttributeKey by construction: exact keys are bucketed by byte length, prefixes compared
- * byte by byte. Kept exact keys return their canonical string, so even kept keys are not decoded.
+ * keys it drops. Built once from the shared allow-list (KEPT_ATTRIBUTE_KEYS: exact keys only, no prefixes, so an
+ * unknown `topology.x` key is dropped like any content key), so it agrees with isKeptAttributeKey by construction:
+ * keys are bucketed by byte length. Kept keys return their canonical string, so even kept keys are not decoded.
  */
 interface KeptKey {
   readonly bytes: Uint8Array;
@@ -24,7 +24,6 @@ function bucketKeysByLength(keys: Iterable<string>): KeptKey[][] {
 }
 
 const keysByLength: KeptKey[][] = bucketKeysByLength(KEPT_ATTRIBUTE_KEYS);
-const keptPrefixes: Uint8Array[] = KEPT_ATTRIBUTE_PREFIXES.map((p) => utf8.encode(p));
 
 function bytesEqualAt(buf: Uint8Array, start: number, expected: Uint8Array): boolean {
   for (let i = 0; i < expected.length; i++) if (buf[start + i] !== expected[i]) return false;
@@ -47,12 +46,6 @@ export function keptKeyAt(buf: Uint8Array, start: number, length: number): strin
     for (let i = 0; i < bucket.length; i++) {
       const candidate = bucket[i];
       if (bytesEqualBackwards(buf, start, candidate.bytes)) return candidate.key;
-    }
-  }
-  for (let i = 0; i < keptPrefixes.length; i++) {
-    const prefix = keptPrefixes[i];
-    if (length >= prefix.length && bytesEqualAt(buf, start, prefix)) {
-      return utf8Text(buf, start, start + length);
     }
   }
   return null;

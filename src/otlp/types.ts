@@ -1,6 +1,6 @@
 /**
  * The internal span record every OTLP transport (protobuf over HTTP or gRPC, JSON over HTTP) decodes into.
- * It holds only allow-listed attributes (see KEPT_ATTRIBUTE_KEYS / KEPT_ATTRIBUTE_PREFIXES): content such as
+ * It holds only allow-listed attributes (see KEPT_ATTRIBUTE_KEYS, exact keys): content such as
  * prompts, outputs and tool arguments is skipped by the decoder and never exists here.
  */
 export type AttrValue = string | number | boolean;
@@ -36,7 +36,11 @@ export interface SpanRecord {
   scope?: string;
 }
 
-/** The explicit-receipt attributes (src/ingest/extract.ts, src/emitter/attributes.ts). */
+/**
+ * The `topology.*` keys a receipt is made of (interfaces.md "Span attributes", plus `topology.gap.reason`, the
+ * reason of an explicit gap): an exact list, not a prefix, so that an invented `topology.note` is content and is
+ * skipped like any other attribute.
+ */
 export const TOPOLOGY_ATTRIBUTE_KEYS: readonly string[] = [
   'topology.run.id',
   'topology.event.type',
@@ -54,9 +58,12 @@ export const TOPOLOGY_ATTRIBUTE_KEYS: readonly string[] = [
   'topology.gap.reason',
 ];
 
-/** Attribute keys the decoder keeps; everything else is skipped without being materialised. */
+/**
+ * Attribute keys the decoder keeps (exact keys only); everything else is skipped without being materialised.
+ * Only what receipts and dialects read: not `service.name`, not names of spans' content.
+ */
 export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
-  'service.name',
+  ...TOPOLOGY_ATTRIBUTE_KEYS,
   'gen_ai.operation.name',
   'gen_ai.agent.id',
   'gen_ai.agent.name',
@@ -79,7 +86,8 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
   // Google ADK: the invocation (one user turn), on model-call spans (run key `invocation`).
   'gcp.vertex.agent.invocation_id',
 ]);
-export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = ['topology.'];
+/** No prefix is kept: `topology.*` is the exact list above (kept as an export for callers of the old API). */
+export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = [];
 /**
  * Attributes the decoder derives from a dropped one instead of keeping it: `metadata` (OpenInference, a JSON
  * string) yields only its `langgraph_node` field as `metadata.langgraph_node` (src/otlp/metadata.ts).
@@ -87,9 +95,7 @@ export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = ['topology.'];
 export const DERIVED_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set(['metadata.langgraph_node']);
 
 export function isKeptAttributeKey(key: string): boolean {
-  if (KEPT_ATTRIBUTE_KEYS.has(key)) return true;
-  for (const p of KEPT_ATTRIBUTE_PREFIXES) if (key.startsWith(p)) return true;
-  return false;
+  return KEPT_ATTRIBUTE_KEYS.has(key);
 }
 
 /** Result of decoding one export request. */

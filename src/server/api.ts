@@ -1,10 +1,12 @@
 /** The HTTP API, /metrics, health endpoints and the web view, on --port. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseNdjson } from '../core/receipt.js';
+import { parseReceiptLine } from '../core/receipt.js';
 import { verdictJson } from '../core/meaning.js';
+import { shadowJson } from '../core/shadow.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
-import type { AuditEngine } from './engine.js';
+import { LiveLimitError, type AuditEngine } from './engine.js';
+import { handoffBoard } from '../handoff/board.js';
 import { HttpError, readBody } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
@@ -22,7 +24,21 @@ export interface ApiOptions {
   ready: () => { ready: boolean; reasons: string[] };
   /** Recent traces that looked like an agent framework's but gave no receipt (GET /api/v1/ingest/unmapped). */
   unmapped?: () => unknown;
+  /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
+  otlpHttpPort?: () => number;
+  /** Acknowledge a run (POST /api/v1/runs/{run}/ack): it leaves the alerting series. */
+  ack?: (run: string, by: string | undefined) => { acked: boolean; at: string } | null;
+  version?: string;
+  /** Waiting long-polls changed (for the topology_api_long_polls gauge). */
+  onLongPolls?: (waiting: number) => void;
+  /** An ingest request was refused by a live-state cap. */
+  onLiveLimit?: (limit: 'runs' | 'receipts') => void;
 }
+
+/** At most this many rejected lines are listed in an NDJSON answer (the rest are only counted). */
+export const MAX_LISTED_REJECTIONS = 100;
+/** A listed rejection's reason is cut to this many characters. */
+const MAX_REJECTION_CHARS = 300;
 
 export function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
@@ -32,34 +48,53 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
 export function runJson(engine: AuditEngine, run: string) {
   const r = engine.get(run);
   if (!r) return null;
-  return { ...verdictJson(r.verdict), receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
+  return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
 }
 
-/** Wait until the run's verdict is settled or `ms` pass; resolves with the latest verdict (or null if the run is unknown). */
-export function waitForSettled(engine: AuditEngine, run: string, ms: number): Promise<RunVerdict | null> {
+/**
+ * Wait until the run's verdict is settled or `ms` pass; resolves with the latest verdict (or null if the run is
+ * unknown). When `signal` aborts (the client went away), the listener and timer are released at once and the
+ * promise resolves with null.
+ */
+export function waitForSettled(engine: AuditEngine, run: string, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
   const now = engine.verdictOf(run);
   if ((now && now.settled) || ms <= 0) return Promise.resolve(now);
+  if (signal?.aborted) return Promise.resolve(null);
   return new Promise((resolve) => {
     const onRun = (id: string, v: RunVerdict) => {
       if (id !== run || !v.settled) return;
       done(v);
     };
+    const onAbort = () => done(null);
     const timer = setTimeout(() => done(engine.verdictOf(run)), ms);
     const done = (v: RunVerdict | null) => {
       clearTimeout(timer);
       engine.off('run', onRun);
+      signal?.removeEventListener('abort', onAbort);
+      waitingPolls--;
       resolve(v);
     };
+    waitingPolls++;
     engine.on('run', onRun);
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+let waitingPolls = 0;
+/** Long-polls currently waiting in this process. */
+export const longPollsWaiting = () => waitingPolls;
+
+/** Yield to the event loop (other connections, /healthz) between slices of CPU-bound work. */
+const yieldNow = () => new Promise<void>((r) => setImmediate(r));
 
 export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
+    // Lets clients (gate, ack) recognise the auditor's API, and tell it from its OTLP port.
+    res.setHeader('x-topology-audit', 'api');
     try {
-      if (path === '/healthz') return json(res, 200, { status: 'ok' });
+      if (path === '/healthz') return json(res, 200, { status: 'ok', service: 'topology-audit', version: opts.version });
       if (path === '/readyz') {
         const r = opts.ready();
         return json(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons });
@@ -80,58 +115,109 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
         }
         return await postReceipts(req, res, ingestor, metrics, opts, auth);
       }
+      if (path === '/v1/traces' || path.startsWith('/opentelemetry.proto.')) {
+        req.resume();
+        const port = opts.otlpHttpPort?.();
+        return json(res, 404, { error: `this is the auditor's API port; send OTLP spans to the OTLP/HTTP port${port ? ` ${port}` : ''} (POST /v1/traces) or the OTLP/gRPC port` });
+      }
       if (opts.extraRoutes && (await opts.extraRoutes(req, res, path))) return;
       if (path.startsWith('/api/')) {
         if (!opts.authenticateApi(req)) return json(res, 401, { error: 'missing or invalid bearer token' }, { 'www-authenticate': 'Bearer' });
+        const ackMatch = /^\/api\/v1\/runs\/([^/]+)\/ack$/.exec(path);
+        if (ackMatch && opts.ack) {
+          if (req.method !== 'POST') return json(res, 405, { error: 'use POST' }, { allow: 'POST' });
+          req.resume();
+          const by = url.searchParams.get('by') ?? undefined;
+          if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
+          const run = decodeURIComponent(ackMatch[1]);
+          const r = opts.ack(run, by);
+          return r ? json(res, 200, { run, acked: true, at: r.at, already: !r.acked }) : json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
+        }
         if (req.method !== 'GET') return json(res, 405, { error: 'use GET' }, { allow: 'GET' });
-        return apiGet(url, res, engine, opts);
+        return await apiGet(url, res, engine, opts);
       }
       return json(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
     } catch (e) {
       if (e instanceof HttpError) return json(res, e.status, { error: e.message });
       if (e instanceof SaturatedError) return json(res, 429, { error: e.message }, { 'retry-after': String(opts.retryAfterSeconds) });
       if (e instanceof StoreUnavailableError) return json(res, 503, { error: e.message }, { 'retry-after': String(opts.retryAfterSeconds) });
+      if (e instanceof LiveLimitError) {
+        metrics.ingestRejected('ndjson', 'live_limit');
+        opts.onLiveLimit?.(e.limit);
+        return json(res, 503, { error: e.message }, { 'retry-after': String(e.retryAfterSeconds) });
+      }
       return json(res, 500, { error: 'internal error' });
     }
   };
 }
 
+/**
+ * POST /v1/receipts. The admission slot is taken only once the body is complete (a slow body holds a connection,
+ * never a slot); the body is parsed in slices that yield to the event loop; the answer lists at most the first
+ * MAX_LISTED_REJECTIONS rejected lines and counts the rest.
+ */
 async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions, auth: { source: string; bind?: SourceBinding }) {
-  const release = ingestor.admit();
-  try {
-    return await postReceiptsAdmitted(req, res, ingestor, metrics, opts, auth);
-  } finally {
-    release();
-  }
-}
-
-async function postReceiptsAdmitted(req: IncomingMessage, res: ServerResponse, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions, auth: { source: string; bind?: SourceBinding }) {
   const ct = String(req.headers['content-type'] ?? 'application/x-ndjson').split(';')[0].trim().toLowerCase();
   if (!['application/x-ndjson', 'application/ndjson', 'application/jsonl', 'application/json', 'text/plain'].includes(ct)) {
     req.resume();
     metrics.ingestRejected('ndjson', 'bad_content_type');
     return json(res, 415, { error: 'send NDJSON receipts as application/x-ndjson' });
   }
-  const body = await readBody(req, opts.maxBodyBytes);
-  const valid: Receipt[] = [];
-  const rejected: { line: number; error: string }[] = [];
-  for (const { line, result } of parseNdjson(body.toString('utf8'))) {
-    if (!result.ok) {
-      rejected.push({ line, error: result.error });
-      metrics.receipt('invalid', 'rejected');
-      continue;
-    }
-    const why = auth.bind?.(result.receipt);
-    if (why) {
-      rejected.push({ line, error: why });
-      metrics.receipt(result.receipt.type, 'rejected');
-      continue;
-    }
-    valid.push(result.receipt);
+  if (ingestor.saturated) {
+    req.resume();
+    throw new SaturatedError('the auditor is saturated; retry later');
   }
-  const out = await ingestor.receipts(valid, auth.source);
-  metrics.ingestRequest('ndjson', 200);
-  return json(res, 200, { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, rejected });
+  const body = await readBody(req, opts.maxBodyBytes);
+  const release = ingestor.admit();
+  try {
+    const text = body.toString('utf8');
+    const valid: Receipt[] = [];
+    const validLines: number[] = [];
+    const rejected: { line: number; error: string }[] = [];
+    let rejectedCount = 0;
+    const reject = (line: number, error: string) => {
+      rejectedCount++;
+      if (rejected.length < MAX_LISTED_REJECTIONS) rejected.push({ line, error: error.length > MAX_REJECTION_CHARS ? `${error.slice(0, MAX_REJECTION_CHARS)}…` : error });
+    };
+    let start = 0;
+    let lineNo = 0;
+    let sliceStart = performance.now();
+    while (start < text.length) {
+      let end = text.indexOf('\n', start);
+      if (end < 0) end = text.length;
+      lineNo++;
+      const l = text.slice(start, end).trim();
+      start = end + 1;
+      if ((lineNo & 63) === 0 && performance.now() - sliceStart > 8) {
+        await yieldNow();
+        sliceStart = performance.now();
+      }
+      if (l === '') continue;
+      const result = parseReceiptLine(l);
+      if (!result.ok) {
+        reject(lineNo, result.error);
+        metrics.receipt('invalid', 'rejected');
+        continue;
+      }
+      const why = auth.bind?.(result.receipt);
+      if (why) {
+        reject(lineNo, why);
+        metrics.receipt(result.receipt.type, 'rejected');
+        continue;
+      }
+      valid.push(result.receipt);
+      validLines.push(lineNo);
+    }
+    // Run scope (run-level receipts and gaps from a bound token): src/ingest/trust.ts.
+    const { kept, refused } = ingestor.trust(valid, auth.source);
+    for (const f of refused) reject(validLines[f.index], f.reason);
+    if (refused.length) rejected.sort((a, b) => a.line - b.line);
+    const out = await ingestor.receipts(kept, auth.source);
+    metrics.ingestRequest('ndjson', 200);
+    return json(res, 200, { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, rejected, rejectedCount, rejectedTruncated: rejectedCount > rejected.length });
+  } finally {
+    release();
+  }
 }
 
 async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: ApiOptions) {
@@ -161,10 +247,29 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
   }
   if (resource === 'runs' && id !== undefined && sub === 'verdict') {
     const wait = Math.min(Math.max(Number(url.searchParams.get('wait') ?? 0) || 0, 0), opts.maxWaitSeconds);
-    const v = await waitForSettled(engine, id, wait * 1000);
+    // A client that goes away releases its wait (listener and timer) at once.
+    const gone = new AbortController();
+    const onClose = () => gone.abort();
+    res.once('close', onClose);
+    opts.onLongPolls?.(waitingPolls + 1);
+    let v: RunVerdict | null;
+    try {
+      v = await waitForSettled(engine, id, wait * 1000, gone.signal);
+    } finally {
+      res.off('close', onClose);
+      opts.onLongPolls?.(waitingPolls);
+    }
+    if (gone.signal.aborted) return;
     return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'ingest' && id === 'unmapped' && sub === undefined && opts.unmapped) return json(res, 200, opts.unmapped());
+  if (resource === 'shadow' && id === undefined) {
+    return json(res, 200, { candidates: engine.shadowSummary() });
+  }
+  if (resource === 'runs' && id !== undefined && sub === 'handoffs') {
+    const r = engine.get(id); // the operator's handoff board (docs/handoffs.md)
+    return r ? json(res, 200, handoffBoard(id, r.receipts, Date.now())) : json(res, 404, { error: `unknown run ${id}` });
+  }
   if (resource === 'contracts' && id === undefined) {
     return json(res, 200, {
       contracts: engine.registry.all().map((c) => ({ contract: c.contract, version: c.version, retired: c.retired, hash: c.hash, owner: c.owner, phases: c.phases.map((p) => p.name) })),

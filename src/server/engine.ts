@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
+import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
@@ -15,6 +16,8 @@ export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
   verdictEntered?: (run: string, contract: string, version: string, verdict: Verdict, previous: { contract: string; version: string; verdict: Verdict } | null) => void;
   receipts?: (type: string, result: 'accepted' | 'duplicate' | 'conflict', n: number) => void;
+  /** A run's shadow verdict under a candidate changed (also on first evaluation); `disagreed`: it started to disagree. */
+  shadowEntered?: (run: string, shadow: ShadowVerdict, disagreed: boolean) => void;
 }
 
 export interface EngineOptions {
@@ -24,7 +27,26 @@ export interface EngineOptions {
   /** Extra findings (e.g. the handoff lifecycle audit). */
   extraFindings?: (state: RunState, now: number) => Finding[];
   hooks?: EngineHooks;
+  /** Candidate versions every run of their contract is also evaluated against (never changes the pinned verdict). */
+  shadow?: Contract[];
+  /** Live runs held in memory beyond which receipts of new runs are refused (LiveLimitError). */
+  maxLiveRuns?: number;
+  /**
+   * Receipts held in memory by live runs beyond which receipts of new runs are refused; receipts of runs already
+   * live are refused too once 10% above it (so running runs can finish, but memory stays bounded).
+   */
+  maxLiveReceipts?: number;
 }
+
+/** Refused because a live-state cap is reached: nothing of the request was stored; retry later. */
+export class LiveLimitError extends Error {
+  constructor(readonly limit: 'runs' | 'receipts', message: string, readonly retryAfterSeconds = 30) {
+    super(message);
+  }
+}
+
+/** A row of the store that cannot be read back, named by table and row. */
+export class RestoreError extends Error {}
 
 interface LiveRun {
   state: RunState;
@@ -36,7 +58,19 @@ interface LiveRun {
   gaugeOf?: RunVerdict;
   gaugeId?: string;
   gaugeKey?: GaugeKey;
+  /** Shadow verdicts under the candidates (with `shadow` configured). */
+  shadow?: ShadowVerdict[];
+  /** When the run entered its current verdict (drives the alert window). */
+  enteredAt?: number;
+  /** The verdict an operator acknowledged (a new verdict alerts again). Held in memory only. */
+  ackedVerdict?: Verdict;
+  ackedAt?: number;
+  /** Receipts this run holds in memory (distinct contents). */
+  held: number;
 }
+
+/** Verdicts that alert: unsafe topology, false completion, incomplete and uncertain. */
+export const ALERT_VERDICTS: ReadonlySet<Verdict> = new Set<Verdict>(['stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'incomplete', 'uncertain']);
 
 type GaugeKey = { contract: string; version: string; verdict: Verdict };
 
@@ -46,12 +80,23 @@ export interface IngestOutcome {
   conflicts: number;
 }
 
+/** The earliest time the run's verdict or a shadow verdict may change with time alone. */
+function nextChange(live: LiveRun): number | null {
+  let t = live.verdict.nextChangeAt ?? Infinity;
+  for (const s of live.shadow ?? []) if (s.nextChangeAt !== null && s.nextChangeAt < t) t = s.nextChangeAt;
+  return Number.isFinite(t) ? t : null;
+}
+
 const key = (v: RunVerdict) => (v.pin ? { contract: v.pin.contract, version: v.pin.version, verdict: v.verdict } : { contract: '', version: '', verdict: v.verdict });
 
 export class AuditEngine extends EventEmitter {
   private readonly runs = new Map<string, LiveRun>();
   private readonly deadlines = new DeadlineHeap();
   private readonly pinnedContracts = new Map<string, Contract>(); // by content hash
+  private heldReceipts = 0;
+  /** New runs and receipts of ingests that passed the live caps and have not landed yet. */
+  private reservedRuns = 0;
+  private reservedReceipts = 0;
 
   constructor(
     readonly registry: ContractRegistry,
@@ -63,33 +108,91 @@ export class AuditEngine extends EventEmitter {
     for (const c of registry.all()) this.pinnedContracts.set(c.hash, c);
   }
 
-  /** Rebuild live state from the store; refuses a contract file changed under a version a run is pinned to. */
+  /**
+   * Rebuild live state from the store; refuses a contract file changed under a version a run is pinned to.
+   * Streams the runs page by page (never every row at once). A row that cannot be read back stops the start with
+   * an error naming its table and row.
+   */
   restore(now: number): { runs: number; receipts: number } {
     let receipts = 0;
     const changed: string[] = [];
-    for (const lr of this.store.liveRuns()) {
-      if (lr.pin && lr.contractHash) {
-        const current = this.registry.get(lr.pin.contract, lr.pin.version);
-        if (current && current.hash !== lr.contractHash) changed.push(`${lr.pin.contract}@${lr.pin.version} (pinned by run ${lr.run})`);
-        if (!this.pinnedContracts.has(lr.contractHash)) {
-          const content = this.store.getContractContent(lr.contractHash);
-          if (content) this.pinnedContracts.set(lr.contractHash, contractFromCanonical(content, `pinned ${lr.pin.contract}@${lr.pin.version}`));
+    for (const lr of this.store.iterateLiveRuns()) {
+      try {
+        if (lr.pin && lr.contractHash) {
+          const current = this.registry.get(lr.pin.contract, lr.pin.version);
+          if (current && current.hash !== lr.contractHash) changed.push(`${lr.pin.contract}@${lr.pin.version} (pinned by run ${lr.run})`);
+          if (!this.pinnedContracts.has(lr.contractHash)) {
+            const content = this.store.getContractContent(lr.contractHash);
+            if (content) {
+              try {
+                this.pinnedContracts.set(lr.contractHash, contractFromCanonical(content, `pinned ${lr.pin.contract}@${lr.pin.version}`));
+              } catch (e) {
+                throw new RestoreError(`store table contracts, row hash ${lr.contractHash} (pinned by run ${lr.run}): ${(e as Error).message}`);
+              }
+            }
+          }
         }
+        const state = new RunState(lr.run);
+        let held = 0;
+        for (const r of this.store.runReceipts(lr.run)) {
+          if (state.add(r) !== 'duplicate') held++;
+          receipts++;
+        }
+        if (state.size === 0 && state.conflicts.size === 0) continue;
+        const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held };
+        restored.verdict = this.evaluateRun(state, now, undefined, restored);
+        this.runs.set(lr.run, restored);
+        this.heldReceipts += held;
+        this.deadlines.set(lr.run, nextChange(restored));
+      } catch (e) {
+        if (e instanceof RestoreError || (e as Error).name === 'StoreRowError') throw e;
+        throw new RestoreError(`store tables runs/receipts, run ${JSON.stringify(lr.run)}: ${(e as Error).message}`);
       }
-      const state = new RunState(lr.run);
-      for (const r of this.store.runReceipts(lr.run)) {
-        state.add(r);
-        receipts++;
-      }
-      if (state.size === 0 && state.conflicts.size === 0) continue;
-      const verdict = this.evaluateRun(state, now);
-      this.runs.set(lr.run, { state, verdict, updatedAt: lr.updatedAt });
-      this.deadlines.set(lr.run, verdict.nextChangeAt);
     }
     if (changed.length) {
       throw new Error(`contract file changed under an existing version: ${[...new Set(changed)].join(', ')}; publish a new version instead (running runs keep their pinned content)`);
     }
     return { runs: this.runs.size, receipts };
+  }
+
+  /**
+   * The live caps: throws LiveLimitError when the receipts would start new runs past --max-live-runs, or hold
+   * receipts past --max-live-receipts. Otherwise reserves room until `done` is called (after the ingest landed).
+   */
+  private reserve(receipts: readonly Receipt[]): () => void {
+    const maxRuns = this.opts.maxLiveRuns ?? Infinity;
+    const maxReceipts = this.opts.maxLiveReceipts ?? Infinity;
+    if (maxRuns === Infinity && maxReceipts === Infinity) return () => {};
+    let newRuns = 0;
+    let seen: Set<string> | undefined;
+    for (const r of receipts) {
+      if (this.runs.has(r.run)) continue;
+      seen ??= new Set();
+      if (!seen.has(r.run)) {
+        seen.add(r.run);
+        newRuns++;
+      }
+    }
+    const held = this.heldReceipts + this.reservedReceipts;
+    if (newRuns > 0 && this.runs.size + this.reservedRuns + newRuns > maxRuns) {
+      throw new LiveLimitError('runs', `live-run limit reached (${maxRuns} runs held; --max-live-runs): receipts of new runs are refused until settled runs are pruned; retry later`);
+    }
+    if (receipts.length > 0 && held + receipts.length > (newRuns > 0 ? maxReceipts : maxReceipts * 1.1)) {
+      throw new LiveLimitError('receipts', `live-receipt limit reached (${maxReceipts} receipts held; --max-live-receipts): retry later`);
+    }
+    this.reservedRuns += newRuns;
+    this.reservedReceipts += receipts.length;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.reservedRuns -= newRuns;
+      this.reservedReceipts -= receipts.length;
+    };
+  }
+
+  get liveReceipts(): number {
+    return this.heldReceipts;
   }
 
   private pinningFor(state: RunState, live?: LiveRun): Pinning {
@@ -117,27 +220,42 @@ export class AuditEngine extends EventEmitter {
     return p;
   }
 
-  private evaluateRun(state: RunState, now: number, live?: LiveRun): RunVerdict {
-    return evaluate(state, this.pinningFor(state, live), now, { registry: this.registry, extraFindings: this.opts.extraFindings });
+  /** Evaluates the run; with candidates configured, also its shadow verdicts, kept on `shadowInto`. */
+  private evaluateRun(state: RunState, now: number, live?: LiveRun, shadowInto: LiveRun | undefined = live): RunVerdict {
+    const pinning = this.pinningFor(state, live);
+    const opts = { registry: this.registry, extraFindings: this.opts.extraFindings };
+    const verdict = evaluate(state, pinning, now, opts);
+    if (this.opts.shadow?.length && shadowInto) shadowInto.shadow = shadowEvaluate(state, pinning, verdict, this.opts.shadow, now, opts);
+    return verdict;
   }
 
   /**
    * Durably store receipts, then update the touched runs. Resolves only after the commit (an acknowledged receipt
    * is never lost); rejects when the store cannot commit (nothing is acknowledged then).
    */
-  async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
+  async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
-    const res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
+    const release = limits ? this.reserve(receipts) : () => {};
+    let res;
+    try {
+      res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
+    } finally {
+      release();
+    }
     const touched = new Set<string>();
     const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
     receipts.forEach((r, i) => {
       let live = this.runs.get(r.run);
       if (!live) {
         const state = new RunState(r.run);
-        live = { state, verdict: null as unknown as RunVerdict, updatedAt: now };
+        live = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
         this.runs.set(r.run, live);
       }
       const result = live.state.add(r);
+      if (result !== 'duplicate') {
+        live.held++;
+        this.heldReceipts++;
+      }
       const outcome = res.results[i] === 'conflict' || result === 'conflict' ? 'conflict' : result;
       if (outcome !== 'duplicate') touched.add(r.run);
       const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
@@ -155,13 +273,22 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(run);
     if (!live) return;
     const before = live.verdict;
+    const shadowBefore = live.shadow;
     const after = this.evaluateRun(live.state, now, live);
     live.verdict = after;
     live.updatedAt = now;
-    this.deadlines.set(run, after.nextChangeAt);
+    this.deadlines.set(run, nextChange(live));
+    if (live.shadow && this.opts.hooks?.shadowEntered) {
+      for (const sv of live.shadow) {
+        const prev = shadowBefore?.find((x) => x.contract === sv.contract && x.version === sv.version);
+        const disagreed = sv.disagrees && !prev?.disagrees;
+        if (!prev || prev.verdict !== sv.verdict || disagreed) this.opts.hooks.shadowEntered(run, sv, disagreed);
+      }
+    }
     const a = key(after);
     const b = before ? key(before) : null;
     if (!b || a.verdict !== b.verdict || a.contract !== b.contract || a.version !== b.version) {
+      live.enteredAt = now;
       this.opts.hooks?.verdictEntered?.(run, a.contract, a.version, a.verdict, b);
     }
     if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length) {
@@ -183,6 +310,7 @@ export class AuditEngine extends EventEmitter {
     for (const [run, live] of this.runs) {
       if (live.verdict.settled && now - live.updatedAt > this.opts.retentionMs) {
         this.runs.delete(run);
+        this.heldReceipts -= live.held;
         this.deadlines.set(run, null);
         n++;
       }
@@ -191,10 +319,21 @@ export class AuditEngine extends EventEmitter {
     return n;
   }
 
-  get(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number } | null {
+  get(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null {
     const live = this.runs.get(run);
     if (!live) return null;
-    return { verdict: live.verdict, receipts: [...live.state.byEvent.values(), ...[...live.state.conflicts.values()].flat()], updatedAt: live.updatedAt };
+    return { verdict: live.verdict, receipts: [...live.state.byEvent.values(), ...[...live.state.conflicts.values()].flat()], updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
+  }
+
+  /** The candidates shadow-evaluated by this engine. */
+  get shadowCandidates(): readonly Contract[] {
+    return this.opts.shadow ?? [];
+  }
+
+  /** Per candidate: shadow verdicts counted over the live runs, disagreements and the edges behind them. */
+  shadowSummary(limit = 200) {
+    const runs = [...this.runs.values()].filter((l) => l.verdict).map((l) => ({ verdict: l.verdict, shadow: l.shadow ?? [] }));
+    return summarizeShadows(this.opts.shadow ?? [], runs, limit);
   }
 
   verdictOf(run: string): RunVerdict | null {
@@ -228,6 +367,64 @@ export class AuditEngine extends EventEmitter {
       else m.set(live.gaugeId!, { ...live.gaugeKey!, count: 1 });
     }
     return [...m.values()];
+  }
+
+  /**
+   * The contract the run-scope rule checks a run-level receipt against (src/ingest/trust.ts): the run's pinned
+   * contract; before any pin, the one its earliest run.start (stored, or among `batch`) names, else the default.
+   */
+  scopeContract(run: string, batch: readonly Receipt[] = []): Contract | null {
+    const live = this.runs.get(run);
+    const record = live?.pin ?? this.store.getPin(run);
+    if (record) return this.pinnedContracts.get(record.contractHash) ?? null;
+    const state = new RunState(run);
+    const first = live?.state.firstStart();
+    if (first) state.add(first);
+    for (const r of batch) if (r.run === run && r.type === 'run.start') state.add(r);
+    const p = resolvePin(state, this.registry, this.opts.defaultContract);
+    return p.ok ? p.contract : null;
+  }
+
+  /** Acknowledge a run's current verdict: it leaves the alerting series until it enters another verdict. */
+  ack(run: string, now: number): { acked: boolean; at: string } | null {
+    const live = this.runs.get(run);
+    if (!live || !live.verdict) return null;
+    if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined) return { acked: false, at: new Date(live.ackedAt).toISOString() };
+    live.ackedVerdict = live.verdict.verdict;
+    live.ackedAt = now;
+    return { acked: true, at: new Date(now).toISOString() };
+  }
+
+  ackedOf(run: string): string | null {
+    const live = this.runs.get(run);
+    return live && live.ackedVerdict === live.verdict?.verdict && live.ackedAt !== undefined ? new Date(live.ackedAt).toISOString() : null;
+  }
+
+  /**
+   * Alerting rows: runs per (contract, verdict) that entered an alerting verdict within `windowMs` and are not
+   * acknowledged; stalled rows: unsettled runs per contract whose latest receipt is older than `stallMs`.
+   */
+  alerting(now: number, windowMs: number, stallMs: number): { alerting: { contract: string; verdict: Verdict; count: number }[]; stalled: { contract: string; count: number }[] } {
+    const a = new Map<string, { contract: string; verdict: Verdict; count: number }>();
+    const st = new Map<string, { contract: string; count: number }>();
+    for (const live of this.runs.values()) {
+      const v = live.verdict;
+      if (!v) continue;
+      const contract = v.pin?.contract ?? '';
+      const acked = live.ackedVerdict === v.verdict;
+      if (ALERT_VERDICTS.has(v.verdict) && !acked && now - (live.enteredAt ?? live.updatedAt) <= windowMs) {
+        const k = `${contract}\u0000${v.verdict}`;
+        const e = a.get(k);
+        if (e) e.count++;
+        else a.set(k, { contract, verdict: v.verdict, count: 1 });
+      }
+      if (!v.settled && !acked && Number.isFinite(live.state.lastAt) && now - live.state.lastAt > stallMs) {
+        const e = st.get(contract);
+        if (e) e.count++;
+        else st.set(contract, { contract, count: 1 });
+      }
+    }
+    return { alerting: [...a.values()], stalled: [...st.values()] };
   }
 
   get liveRuns(): number {

@@ -5,14 +5,15 @@
 import type { Receipt } from '../core/types.js';
 import type { SpanPipeline } from '../ingest/pipeline.js';
 import type { AuditMetrics } from '../metrics/index.js';
-import type { DecodedExport, SpanRecord } from '../otlp/types.js';
-import type { PendingTraceLog } from '../ingest/pipeline.js';
+import type { DecodedExport } from '../otlp/types.js';
+import { parseLoggedSpan, type LoggedSpan, type PendingTraceLog } from '../ingest/pipeline.js';
+import { derivedBinding, evidenceOf, runScope, UNBOUND, type RejectReason, type SourceAgents } from '../ingest/trust.js';
 import type { SpanLogEntry } from '../store/index.js';
 
 function toSpanLog(log: PendingTraceLog[], now: number): SpanLogEntry[] {
   return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans) }));
 }
-import type { AuditEngine, IngestOutcome } from './engine.js';
+import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
 
 export interface IngestLimits {
   /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */
@@ -23,6 +24,12 @@ export interface IngestLimits {
 
 export class SaturatedError extends Error {}
 export class StoreUnavailableError extends Error {}
+
+/** A receipt refused by the trust rules: its index in the batch and a content-free reason. */
+export interface Refusal {
+  index: number;
+  reason: string;
+}
 
 export interface SpanIngestResult {
   rejectedSpans: number;
@@ -42,7 +49,41 @@ export class Ingestor {
     readonly metrics: AuditMetrics,
     readonly limits: IngestLimits,
     private readonly clock: () => number = Date.now,
+    /** The agents each ingest source is bound to (`--ingest-tokens`); unbound when absent. */
+    private readonly sources: SourceAgents = UNBOUND,
   ) {}
+
+  /**
+   * The trust rules every receipt passes before it is stored (docs/security.md): a derived receipt's ends are
+   * vouched for by the sources of the spans naming them (whichever request or restart completed it), an
+   * explicit one's `from` by the sending token (`bind`); run-level receipts and gaps from a bound source are
+   * in the scope of the run's pinned contract. Returns the kept receipts and the refusals (counted by reason).
+   */
+  trust(receipts: Receipt[], source: string, bind?: SourceBinding): { kept: Receipt[]; refused: Refusal[] } {
+    const kept: Receipt[] = [];
+    const refused: Refusal[] = [];
+    receipts.forEach((r, index) => {
+      const ev = evidenceOf(r);
+      let code: RejectReason = 'source_not_bound';
+      let why = ev ? derivedBinding(r, ev, this.sources) : (bind?.(r) ?? null);
+      if (!why) {
+        const from = ev ? ev.span : source;
+        if (from !== undefined) {
+          const agents = this.sources(from);
+          if (agents !== null) {
+            why = runScope(r, agents, from, () => this.engine.scopeContract(r.run, receipts));
+            code = 'run_scope';
+          }
+        }
+      }
+      if (why) {
+        refused.push({ index, reason: why });
+        this.metrics.receipt(r.type, 'rejected');
+        this.metrics.ingestRefused(code);
+      } else kept.push(r);
+    });
+    return { kept, refused };
+  }
 
   get saturated(): boolean {
     return this.inflight >= this.limits.maxInflightRequests || this.pendingReceipts >= this.limits.maxPendingReceipts;
@@ -68,11 +109,12 @@ export class Ingestor {
     };
   }
 
-  private async commit(receipts: Receipt[], source: string, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
+  private async commit(receipts: Receipt[], source: string, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     this.pendingReceipts += receipts.length;
     try {
-      return await this.engine.ingest(receipts, source, this.clock(), spanLog);
+      return await this.engine.ingest(receipts, source, this.clock(), spanLog, limits);
     } catch (e) {
+      if (e instanceof LiveLimitError) throw e;
       throw new StoreUnavailableError(`receipts could not be committed: ${(e as Error).message}`);
     } finally {
       this.pendingReceipts -= receipts.length;
@@ -88,20 +130,12 @@ export class Ingestor {
   spans(decoded: DecodedExport, transport: 'http' | 'grpc', source: string, bind?: SourceBinding): Promise<SpanIngestResult> {
     try {
       const now = this.clock();
-      const ex = this.pipeline.process(decoded.spans, now);
-      let receipts = ex.receipts;
+      const ex = this.pipeline.process(decoded.spans, now, source);
       const rejected = ex.rejected.map((r) => r.reason);
-      if (bind) {
-        const kept: Receipt[] = [];
-        for (const r of receipts) {
-          const why = bind(r);
-          if (why) {
-            rejected.push(why);
-            this.metrics.receipt(r.type, 'rejected');
-          } else kept.push(r);
-        }
-        receipts = kept;
-      }
+      for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
+      if (ex.agentIdsRefused) this.metrics.ingestRefused('agent_id_invalid', ex.agentIdsRefused);
+      const { kept: receipts, refused } = this.trust(ex.receipts, source, bind);
+      for (const r of refused) rejected.push(r.reason);
       if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
       const producing = decoded.spanCount - ex.dropped - ex.rejected.length;
       const spanLog = toSpanLog(ex.pendingLog, now);
@@ -146,8 +180,27 @@ export class Ingestor {
     if (entries.length === 0) return 0;
     for (const e of entries) {
       const now = this.clock();
-      const ex = this.pipeline.process(JSON.parse(e.body) as SpanRecord[], now);
-      await this.commit(ex.receipts, 'auditor', toSpanLog(ex.pendingLog, now));
+      // Every field is validated again: an entry that does not read as logged spans (e.g. an older format) is dropped.
+      let spans: LoggedSpan[] = [];
+      try {
+        let body: unknown;
+        try {
+          body = JSON.parse(e.body);
+        } catch (err) {
+          throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
+        }
+        const parsed = Array.isArray(body) ? body.map(parseLoggedSpan) : [null];
+        if (parsed.every((x): x is LoggedSpan => x !== null)) spans = parsed;
+      } catch (err) {
+        if ((err as Error).message.startsWith('store table span_log')) throw err;
+        spans = [];
+      }
+      if (spans.length === 0) continue;
+      const ex = this.pipeline.replay(spans, now);
+      for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
+      // Resolved receipts keep the binding of the sources that sent their spans before the restart.
+      const { kept } = this.trust(ex.receipts, 'auditor');
+      await this.commit(kept, 'auditor', toSpanLog(ex.pendingLog, now), false);
     }
     store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
     return entries.length;
@@ -161,6 +214,7 @@ export class Ingestor {
 
   /** Derived receipts produced by the timer (e.g. gap receipts of unresolved callers). */
   async internal(receipts: Receipt[]): Promise<void> {
-    if (receipts.length) await this.commit(receipts, 'auditor');
+    const { kept } = this.trust(receipts, 'auditor');
+    if (kept.length) await this.commit(kept, 'auditor', undefined, false);
   }
 }

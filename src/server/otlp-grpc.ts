@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { AuditMetrics } from '../metrics/index.js';
 import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+import { LiveLimitError } from './engine.js';
 
 export const TRACE_SERVICE = {
   Export: {
@@ -21,12 +22,23 @@ export type GrpcAuthenticate = (md: grpc.Metadata) => { source: string; bind?: S
 export interface GrpcOptions {
   maxMessageBytes: number;
   credentials?: grpc.ServerCredentials;
+  /** Concurrent calls per HTTP/2 connection (grpc.max_concurrent_streams). */
+  maxConcurrentStreams?: number;
+  /** A connection idle this long is closed (grpc.max_connection_idle_ms). */
+  maxConnectionIdleMs?: number;
+  /** Memory one HTTP/2 session may buffer before new streams are refused (grpc-node.max_session_memory, MiB). */
+  maxSessionMemoryMiB?: number;
+  /** An export was refused by a live-state cap. */
+  onLiveLimit?: (limit: 'runs' | 'receipts') => void;
 }
 
 export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: string, port: number, opts: GrpcOptions, authenticate: GrpcAuthenticate): Promise<{ server: grpc.Server; port: number }> {
   const server = new grpc.Server({
     'grpc.max_receive_message_length': opts.maxMessageBytes,
     'grpc.max_send_message_length': 1024 * 1024,
+    'grpc.max_concurrent_streams': opts.maxConcurrentStreams ?? 100,
+    'grpc.max_connection_idle_ms': opts.maxConnectionIdleMs ?? 300_000,
+    'grpc-node.max_session_memory': opts.maxSessionMemoryMiB ?? 64,
   });
   const fail = (cb: grpc.sendUnaryData<Buffer>, code: grpc.status, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1]) => {
     if (reason) metrics.ingestRejected('grpc', reason);
@@ -62,6 +74,14 @@ export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: strin
         },
         (e) => {
           if (e instanceof StoreUnavailableError) fail(cb, grpc.status.UNAVAILABLE, e.message, 'store_unavailable');
+          else if (e instanceof LiveLimitError) {
+            opts.onLiveLimit?.(e.limit);
+            const md = new grpc.Metadata();
+            md.set('retry-after', String(e.retryAfterSeconds));
+            metrics.ingestRejected('grpc', 'live_limit');
+            metrics.ingestRequest('grpc', grpc.status[grpc.status.UNAVAILABLE]);
+            cb({ code: grpc.status.UNAVAILABLE, details: e.message, metadata: md });
+          }
           else fail(cb, grpc.status.INTERNAL, 'internal error');
         },
       );

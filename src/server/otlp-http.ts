@@ -14,10 +14,15 @@ import {
 } from '../otlp/index.js';
 import { BodyBuffers, HttpError, readBodyInto } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+import { LiveLimitError } from './engine.js';
 
 export interface OtlpHttpOptions {
   maxBodyBytes: number;
   retryAfterSeconds: number;
+  /** The API port, named in the 404 hint when a receipt POST or API call reaches the OTLP port. */
+  apiPort?: () => number;
+  /** An export was refused by a live-state cap. */
+  onLiveLimit?: (limit: 'runs' | 'receipts') => void;
 }
 
 export type Authenticate = (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
@@ -33,7 +38,7 @@ function formatOf(contentType: string | undefined): Format | null {
 
 function send(res: ServerResponse, status: number, format: Format | null, body: Uint8Array | string, headers: Record<string, string> = {}): void {
   const ct = format === 'protobuf' ? 'application/x-protobuf' : 'application/json';
-  res.writeHead(status, { 'content-type': ct, ...headers });
+  res.writeHead(status, { 'content-type': ct, 'x-topology-audit': 'otlp-http', ...headers });
   res.end(body);
 }
 
@@ -54,7 +59,9 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
     };
     if (path !== '/v1/traces') {
       req.resume();
-      return answer(404, GrpcStatusCode.UNIMPLEMENTED, `no such endpoint ${path.slice(0, 80)}; OTLP traces go to POST /v1/traces`);
+      // A receipt POST or an API call sent to the OTLP port: name the port it belongs on.
+      const wrongPort = /^\/(v1\/receipts|api\/|healthz|readyz|metrics)/.test(path) && opts.apiPort?.() ? `; receipts, the API and /metrics are on the auditor's API port ${opts.apiPort!()}, not this OTLP/HTTP port` : '';
+      return answer(404, GrpcStatusCode.UNIMPLEMENTED, `no such endpoint ${path.slice(0, 80)}; OTLP traces go to POST /v1/traces${wrongPort}`);
     }
     if (req.method !== 'POST') {
       req.resume();
@@ -71,8 +78,19 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
     }
     let release: (() => void) | undefined;
     try {
-      release = ingestor.admit();
+      // Refuse early when saturated, but take the admission slot only once the body is complete: a slow body
+      // holds its connection (bounded by --max-connections and --request-timeout), never a slot.
+      if (ingestor.saturated) {
+        req.resume();
+        throw new SaturatedError('the auditor is saturated; retry later');
+      }
       const { body, release: releaseBody } = await readBodyInto(req, opts.maxBodyBytes, bodies);
+      try {
+        release = ingestor.admit();
+      } catch (e) {
+        releaseBody();
+        throw e;
+      }
       let decoded: DecodedExport | undefined;
       try {
         // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
@@ -94,6 +112,10 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
       if (e instanceof HttpError) return answer(e.status, e.status === 413 ? GrpcStatusCode.RESOURCE_EXHAUSTED : GrpcStatusCode.INVALID_ARGUMENT, e.message, e.reason === 'bad_request' ? undefined : e.reason);
       if (e instanceof SaturatedError) return answer(429, GrpcStatusCode.UNAVAILABLE, e.message, 'saturated', retry);
       if (e instanceof StoreUnavailableError) return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'store_unavailable', retry);
+      if (e instanceof LiveLimitError) {
+        opts.onLiveLimit?.(e.limit);
+        return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'live_limit', { 'retry-after': String(e.retryAfterSeconds) });
+      }
       return answer(500, GrpcStatusCode.INTERNAL, 'internal error');
     } finally {
       release?.();

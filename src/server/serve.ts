@@ -3,12 +3,16 @@ import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
+import type { Contract } from '../core/contract.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
 import type { RunKeyPart } from '../ingest/runkey.js';
+import { sourceAgentsOf } from '../ingest/trust.js';
 import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
+import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
+import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
 import { AuditEngine } from './engine.js';
 import type { Route } from '../ui/routes.js';
@@ -42,12 +46,34 @@ export interface ServeConfig {
   maxDbBytes?: number;
   ingestTokens?: TokenEntry[];
   apiTokens?: TokenEntry[];
+  /** Open connections per HTTP listener (API, OTLP/HTTP); more are closed at accept. */
+  maxConnections: number;
+  /** Time a client has to send a request's headers (and, with TLS, to finish its handshake). */
+  headersTimeoutMs: number;
+  /** Time a client has to send a whole request, body included (the body-time limit). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this long. */
+  keepAliveTimeoutMs: number;
+  /** Concurrent gRPC calls per connection. */
+  maxGrpcStreams: number;
+  /** Live runs held in memory; receipts of new runs beyond it are refused with 503 + Retry-After. */
+  maxLiveRuns: number;
+  /** Receipts held in memory by live runs (see EngineOptions.maxLiveReceipts). */
+  maxLiveReceipts: number;
   /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
   tls?: TlsMaterial;
   /** Extra routes on the API port (e.g. the web view), given the engine. */
-  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean }) => Route;
+  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; resources: ResourceMetrics }) => Route;
   log: (event: string, fields?: Record<string, unknown>) => void;
   version: string;
+  /** Candidate versions to shadow-evaluate (`--shadow CONTRACT@VERSION`). */
+  shadow?: Contract[];
+  /** How long a new alerting verdict counts in topology_alerting_runs (unless acknowledged). */
+  alertWindowMs?: number;
+  /** Unsettled runs with no receipt for this long count in topology_stalled_runs. */
+  stallAfterMs?: number;
+  /** How often the content-free ingest summary is logged (0: never). */
+  logIntervalMs?: number;
 }
 
 export const DEFAULTS = {
@@ -66,7 +92,20 @@ export const DEFAULTS = {
   tickMs: 200,
   groupCommitDelayMs: 0,
   shutdownGraceMs: 5_000,
+  alertWindowMs: 3_600_000,
+  stallAfterMs: 30 * 60_000,
+  logIntervalMs: 60_000,
+  maxConnections: 1024,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 5_000,
+  maxGrpcStreams: 100,
+  maxLiveRuns: 100_000,
+  maxLiveReceipts: 2_000_000,
 };
+
+/** A listener could not start (port taken, address not available, ...): the message names it and its port. */
+export class ListenerError extends Error {}
 
 export interface RunningServer {
   engine: AuditEngine;
@@ -75,33 +114,119 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-const listen = (srv: Listener, host: string, port: number) =>
+const listen = (srv: Listener, name: string, host: string, port: number) =>
   new Promise<number>((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(port, host, () => resolve((srv.address() as AddressInfo).port));
+    const onError = (e: NodeJS.ErrnoException) => reject(new ListenerError(`${name} listener cannot listen on ${host}:${port}: ${e.code ?? e.message}`));
+    srv.once('error', onError);
+    srv.listen(port, host, () => {
+      srv.off('error', onError);
+      resolve((srv.address() as AddressInfo).port);
+    });
   });
 
+type Counters = Record<string, number>;
+
+/** The ingest counters, read back from the metrics registry (one source of truth for metrics and the log summary). */
+function ingestCounters(metrics: AuditMetrics): Counters {
+  const out: Counters = {};
+  for (const line of metrics.render('prometheus').split('\n')) {
+    let m = /^topology_receipts_total\{type="[^"]*",result="([^"]+)"\} (\S+)/.exec(line);
+    if (m) {
+      const k = m[1] === 'accepted' ? 'accepted' : m[1] === 'duplicate' ? 'duplicates' : m[1] === 'conflict' ? 'conflicts' : 'rejected';
+      out[k] = (out[k] ?? 0) + Number(m[2]);
+      continue;
+    }
+    m = /^topology_otlp_spans_total\{transport="[^"]*",result="(dropped|rejected)"\} (\S+)/.exec(line);
+    if (m) {
+      out[`spans_${m[1]}`] = (out[`spans_${m[1]}`] ?? 0) + Number(m[2]);
+      continue;
+    }
+    m = /^topology_ingest_rejected_requests_total\{transport="[^"]*",reason="([^"]+)"\} (\S+)/.exec(line);
+    if (m) out[`requests_rejected.${m[1]}`] = (out[`requests_rejected.${m[1]}`] ?? 0) + Number(m[2]);
+    m = /^topology_caller_unresolved_total (\S+)/.exec(line);
+    if (m) out.spans_caller_unresolved = Number(m[1]);
+    m = /^topology_pending_parent_spans_evicted_total (\S+)/.exec(line);
+    if (m) out.spans_evicted = Number(m[1]);
+  }
+  return out;
+}
+
+function diffCounters(cur: Counters, base: Counters) {
+  const d = (k: string) => (cur[k] ?? 0) - (base[k] ?? 0);
+  const rejectedRequests: Record<string, number> = {};
+  for (const k of Object.keys(cur)) if (k.startsWith('requests_rejected.') && d(k) > 0) rejectedRequests[k.slice(18)] = d(k);
+  const droppedSpans: Record<string, number> = {};
+  for (const [k, name] of [['spans_dropped', 'no_receipt'], ['spans_rejected', 'rejected'], ['spans_evicted', 'evicted'], ['spans_caller_unresolved', 'caller_unresolved']] as const) if (d(k) > 0) droppedSpans[name] = d(k);
+  return { accepted: d('accepted'), duplicates: d('duplicates'), conflicts: d('conflicts'), rejected: d('rejected'), rejectedRequests, droppedSpans };
+}
+
+/**
+ * Per-listener limits: connections, header/request/keep-alive timeouts (checked every second). Node answers a
+ * request that runs out of time with 408 and closes its connection.
+ */
+function limitListener(srv: Listener, name: ListenerName, cfg: ServeConfig, resources: ResourceMetrics): void {
+  srv.maxConnections = cfg.maxConnections;
+  srv.headersTimeout = cfg.headersTimeoutMs;
+  srv.requestTimeout = cfg.requestTimeoutMs;
+  srv.keepAliveTimeout = cfg.keepAliveTimeoutMs;
+  srv.on('drop', () => resources.connectionDropped(name));
+}
+
 export async function startServer(registry: ContractRegistry, cfg: ServeConfig): Promise<RunningServer> {
+  // One server per data directory: a second one refuses, naming the holder's pid.
+  const lock = lockDataDir(cfg.dataDir);
+  const cleanup: (() => void | Promise<void>)[] = [() => lock.release()];
+  try {
+    return await startLocked(registry, cfg, lock, cleanup);
+  } catch (e) {
+    // Nothing half-started stays behind: every listener that did open is closed, the store and lock released.
+    for (const c of cleanup.reverse()) {
+      try {
+        await c();
+      } catch {
+        /* best effort */
+      }
+    }
+    throw e;
+  }
+}
+
+async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
+  const resources = createResourceMetrics(metrics);
   const store = ReceiptStore.open(cfg.dataDir, {
     groupCommitMaxDelayMs: cfg.groupCommitDelayMs,
     maxDbBytes: cfg.maxDbBytes,
     onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
   });
+  cleanup.push(() => store.close());
   const engine = new AuditEngine(registry, store, {
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
     extraFindings: handoffFindings,
+    maxLiveRuns: cfg.maxLiveRuns,
+    maxLiveReceipts: cfg.maxLiveReceipts,
     hooks: {
-      verdictEntered: (run, contract, _version, verdict) => metrics.verdictEntered(contract, verdict, run),
+      verdictEntered: (run, contract, version, verdict, previous) => {
+        metrics.verdictEntered(contract, verdict, run);
+        // Content-free: run id, pin, verdict and the finding code that decided it.
+        const code = engine.verdictOf(run)?.findings.find((f) => f.verdict === verdict)?.code;
+        cfg.log('verdict_changed', { run, contract: contract || null, version: version || null, verdict, previous: previous?.verdict ?? null, ...(code ? { code } : {}) });
+      },
       receipts: (type, result, n) => metrics.receipt(type, result, n),
+      shadowEntered: (_run, s, disagreed) => metrics.shadowVerdictEntered(s.contract, s.version, s.verdict, disagreed),
     },
+    shadow: cfg.shadow,
   });
   const restored = engine.restore(Date.now());
   cfg.log('restored', restored);
+  if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
+    // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
+    cfg.log('warning', { message: 'restored live state is above --max-live-runs or --max-live-receipts: receipts of new runs are refused until settled runs are pruned', runs: restored.runs, receipts: engine.liveReceipts });
+  }
   const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, runKey: cfg.runKey });
   pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
-  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests });
+  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
   const replayed = await ingestor.replaySpanLog();
   if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending });
@@ -125,7 +250,13 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     return { ready: reasons.length === 0, reasons };
   };
 
-  const otlpHttp = createListener(otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1 }, httpAuth), cfg.tls);
+  const bound = { api: 0, otlpHttp: 0 };
+  const listenerOptions = { connectionsCheckingInterval: Math.min(1000, cfg.headersTimeoutMs), ...(cfg.tls ? { handshakeTimeout: cfg.headersTimeoutMs } : {}) };
+  const otlpHttp = createListener(
+    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http') }, httpAuth),
+    cfg.tls,
+    listenerOptions,
+  );
   const api = createListener(
     apiHandler(engine, ingestor, metrics, {
       maxBodyBytes: cfg.maxBodyBytes,
@@ -133,23 +264,56 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
       maxWaitSeconds: 300,
       authenticateIngest: httpAuth,
       authenticateApi: apiAuth,
-      extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth }),
+      extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources }),
       ready,
       unmapped: () => pipeline.unmapped.snapshot(),
+      otlpHttpPort: () => bound.otlpHttp,
+      ack: (run) => engine.ack(run, Date.now()),
+      version: cfg.version,
+      onLongPolls: (n) => resources.setLongPolls(n),
+      onLiveLimit: (l) => resources.liveLimited(l, 'ndjson'),
     }),
     cfg.tls,
+    listenerOptions,
   );
+  limitListener(api, 'api', cfg, resources);
+  limitListener(otlpHttp, 'otlp_http', cfg, resources);
   const grpcAuth = (md: grpc.Metadata) => {
     const v = md.get('authorization')[0];
     return ingestAuth(bearerOf(typeof v === 'string' ? v : v?.toString()));
   };
-  const ports = {
-    api: await listen(api, cfg.host, cfg.port),
-    otlpHttp: await listen(otlpHttp, cfg.host, cfg.otlpHttpPort),
-    otlpGrpc: 0,
+  const closeNow = (s: Listener) => () => {
+    s.closeAllConnections();
+    return new Promise<void>((r) => s.close(() => r()));
   };
-  const grpcServer = await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls) }, grpcAuth);
+  const ports = { api: 0, otlpHttp: 0, otlpGrpc: 0 };
+  ports.api = await listen(api, 'API', cfg.host, cfg.port);
+  cleanup.push(closeNow(api));
+  ports.otlpHttp = await listen(otlpHttp, 'OTLP/HTTP', cfg.host, cfg.otlpHttpPort);
+  cleanup.push(closeNow(otlpHttp));
+  let grpcServer: Awaited<ReturnType<typeof startGrpc>>;
+  try {
+    grpcServer = await startGrpc(
+      ingestor,
+      metrics,
+      cfg.host,
+      cfg.otlpGrpcPort,
+      { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls), maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') },
+      grpcAuth,
+    );
+  } catch (e) {
+    const m = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(String((e as { errors?: unknown[] }).errors ?? '') + (e as Error).message);
+    throw new ListenerError(`OTLP/gRPC listener cannot listen on ${cfg.host}:${cfg.otlpGrpcPort}: ${m ? m[0] : (e as Error).message}`);
+  }
   ports.otlpGrpc = grpcServer.port;
+  bound.api = ports.api;
+  bound.otlpHttp = ports.otlpHttp;
+  const alertWindowMs = cfg.alertWindowMs ?? DEFAULTS.alertWindowMs;
+  const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
+  const logIntervalMs = cfg.logIntervalMs ?? DEFAULTS.logIntervalMs;
+  let lastSummary = Date.now();
+  let lastAlerting = 0;
+  let summaryBase = ingestCounters(metrics);
 
   let lastPrune = Date.now();
   let lastSpanLogPrune = Date.now();
@@ -181,7 +345,20 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
         engine.prune(now);
       }
       metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
+      // The alerting gauges move in seconds (window, stall): once a second is enough, halving the per-tick walk.
+      if (now - lastAlerting >= 1000) {
+        lastAlerting = now;
+        const al = engine.alerting(now, alertWindowMs, stallAfterMs);
+        metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...al.alerting.map((g) => g.contract), ...al.stalled.map((g) => g.contract)]), al.alerting, al.stalled);
+      }
+      if (logIntervalMs > 0 && now - lastSummary >= logIntervalMs) {
+        const cur = ingestCounters(metrics);
+        cfg.log('ingest_summary', { intervalSeconds: Math.round((now - lastSummary) / 1000), ...diffCounters(cur, summaryBase), liveRuns: engine.liveRuns });
+        summaryBase = cur;
+        lastSummary = now;
+      }
       metrics.setLiveRuns(engine.liveRuns);
+      resources.setLiveReceipts(engine.liveReceipts);
       metrics.setPendingParentSpans(pipeline.callers.stats().pending);
       metrics.setIngestQueueDepth(ingestor.queueDepth);
       metrics.setIngestSaturated(ingestor.saturated);
@@ -231,6 +408,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
         cfg.log('final_sync_failed', { error: (e as Error).message });
       }
       store.close();
+      lock.release();
     },
   };
 }

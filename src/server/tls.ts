@@ -4,7 +4,7 @@
  * bearer tokens still apply on top.
  */
 import { readFileSync } from 'node:fs';
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerOptions as HttpOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
@@ -59,8 +59,8 @@ export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void
 export type Listener = HttpServer | HttpsServer;
 
 /** An HTTP server, or an HTTPS one with the same handler when TLS material is given. */
-export function createListener(handler: RequestHandler, tls?: TlsMaterial): Listener {
-  return tls ? createHttpsServer(httpsOptions(tls), handler) : createHttpServer(handler);
+export function createListener(handler: RequestHandler, tls?: TlsMaterial, options: HttpOptions = {}): Listener {
+  return tls ? createHttpsServer({ ...options, ...httpsOptions(tls) }, handler) : createHttpServer(options, handler);
 }
 
 /** gRPC server credentials: SSL with the same material (client certificates checked when a client CA is given). */

@@ -1,6 +1,7 @@
 export {
   ReceiptStore,
   StoreCommitError,
+  StoreRowError,
   DATABASE_FILE,
   type StoredReceipt,
   type SpanLogEntry,

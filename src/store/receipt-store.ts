@@ -17,7 +17,7 @@
  * Pins, verdict states and contract content ride in the same queue: they are visible to reads at once and
  * durable no later than the next acknowledged append.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Pin, Receipt, Verdict } from '../core/types.js';
@@ -77,6 +77,14 @@ export interface ReceiptStoreOptions {
 }
 
 /** A commit that did not land (disk full, read-only, I/O error). The affected appends are not acknowledged. */
+/** A stored row that cannot be read back, named by table and row (never by content). */
+export class StoreRowError extends Error {
+  override name = 'StoreRowError';
+  constructor(readonly table: string, readonly row: string, reason: string) {
+    super(`store table ${table}, row ${row}: ${reason}`);
+  }
+}
+
 export class StoreCommitError extends Error {
   readonly code: string | undefined;
   constructor(cause: unknown) {
@@ -275,9 +283,11 @@ export class ReceiptStore {
 
   /** Opens (creating if needed) the store in `dir`. */
   static open(dir: string, opts: ReceiptStoreOptions = {}): ReceiptStore {
-    mkdirSync(dir, { recursive: true });
+    ReceiptStore.privateFiles(dir);
     const db = new Database(join(dir, DATABASE_FILE));
     try {
+      // Deleted rows (pruned runs, spent span log) are overwritten with zeros, not left in free pages.
+      db.pragma('secure_delete = ON');
       const mode = db.pragma('journal_mode = WAL', { simple: true });
       if (String(mode).toLowerCase() !== 'wal') throw new Error(`receipt store: WAL mode unavailable (got ${String(mode)})`);
       db.pragma(`synchronous = ${opts.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
@@ -317,9 +327,53 @@ export class ReceiptStore {
     return failure === null ? Promise.resolve() : Promise.reject(failure);
   }
 
-  /** A run's receipts in insertion order; both versions of a conflicting (run, event) are returned. */
+  /**
+   * A run's receipts in insertion order; both versions of a conflicting (run, event) are returned. A body that is
+   * not JSON throws a StoreRowError naming the table and row.
+   */
   runReceipts(run: string): Receipt[] {
-    return this.stmt.runReceipts.all(run).map((row) => JSON.parse(row.body) as Receipt);
+    return this.db
+      .prepare<[string], { seq: number; event: string; body: string }>('SELECT seq, event, body FROM receipts WHERE run = ? ORDER BY seq')
+      .all(run)
+      .map((row) => {
+        try {
+          return JSON.parse(row.body) as Receipt;
+        } catch (e) {
+          throw new StoreRowError('receipts', `seq ${row.seq} (run ${JSON.stringify(run)}, event ${JSON.stringify(row.event)})`, (e as Error).message);
+        }
+      });
+  }
+
+  /**
+   * liveRuns, streamed: read page by page (keyset pagination, no cursor held open), so a restart never holds
+   * every row at once and the caller may write to the store between pages.
+   */
+  *iterateLiveRuns(pageSize = 1000): Generator<LiveRun> {
+    this.flush();
+    const page = this.db.prepare<[number, number, string, number], Row>(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled,
+              p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run
+       WHERE r.first_at > ? OR (r.first_at = ? AND r.run > ?) ORDER BY r.first_at, r.run LIMIT ?`);
+    let after: [number, string] = [Number.MIN_SAFE_INTEGER, ''];
+    for (;;) {
+      const rows = page.all(after[0], after[0], after[1], pageSize);
+      for (const row of rows) {
+        const hasPin = row.contract !== null;
+        yield {
+          run: row.run as string,
+          firstAt: row.first_at as number,
+          updatedAt: row.updated_at as number,
+          verdict: (row.verdict as Verdict | null) ?? null,
+          settled: row.settled === 1,
+          pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
+          contractHash: hasPin ? (row.contract_hash as string) : null,
+        };
+      }
+      if (rows.length < pageSize) return;
+      const last = rows[rows.length - 1];
+      after = [last.first_at as number, last.run as string];
+    }
   }
 
   /**
@@ -400,6 +454,7 @@ export class ReceiptStore {
     })();
     this.receiptCount -= pruned.receipts;
     this.runCount -= pruned.runs;
+    if (pruned.runs > 0) this.scrubWal();
     return pruned.runs;
   }
 
@@ -427,7 +482,7 @@ export class ReceiptStore {
   /** Forget span log entries up to `seq` (after they were replayed and re-logged where still pending). */
   deleteSpanLogUpTo(seq: number): void {
     this.flush();
-    this.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq);
+    if (this.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq).changes > 0) this.scrubWal();
   }
 
   /** Forget span log entries older than `before` whose trace holds no pending work any more. Returns the count. */
@@ -438,6 +493,7 @@ export class ReceiptStore {
     this.db.transaction(() => {
       for (const { trace_id } of traces) if (!stillPending(trace_id)) n += del.run(trace_id, before).changes;
     })();
+    if (n > 0) this.scrubWal();
     return n;
   }
 
@@ -452,6 +508,26 @@ export class ReceiptStore {
     this.db.pragma(`max_page_count = ${pages}`);
   }
 
+  /**
+   * The data directory is the owner's alone: the directory 0700 and its files 0600. The database file is
+   * created 0600 before SQLite opens it, and SQLite gives its -wal and -shm files the database file's mode.
+   */
+  private static privateFiles(dir: string): void {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+    const file = join(dir, DATABASE_FILE);
+    if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
+    for (const name of readdirSync(dir)) if (name.startsWith(DATABASE_FILE)) chmodSync(join(dir, name), 0o600);
+  }
+
+  /**
+   * Copies the WAL into the database and truncates it to zero bytes, so the frames that held deleted rows are
+   * gone from the WAL file too (with secure_delete, their pages in the database are zeroed). After pruning and at close.
+   */
+  private scrubWal(): void {
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+
   /** Commits what is queued, then closes. Appends still queued are rejected if that commit fails. */
   close(): void {
     if (this.closed) return;
@@ -459,6 +535,11 @@ export class ReceiptStore {
     this.closed = true;
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    try {
+      this.scrubWal();
+    } catch {
+      // A checkpoint that cannot run (e.g. disk full) leaves the WAL for the next open; closing still proceeds.
+    }
     this.db.close();
   }
 

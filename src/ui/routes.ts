@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { RunVerdict } from '../core/types.js';
 import type { AuditEngine } from '../server/engine.js';
 import { ICON_SVG, STYLE_CSS } from './style.js';
+import { handoffBoard } from '../handoff/board.js';
 import { contractView, contractsSummary, listRuns, rowOf, runView } from './view.js';
 
 export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
@@ -26,6 +27,14 @@ export interface UiOptions {
   keepAliveMs?: number;
   /** Above this many changed runs in one batch, clients are told to refetch instead. */
   maxBatch?: number;
+  /** Open event streams at most; more are answered 503 with Retry-After. */
+  maxStreams?: number;
+  /** A stream whose unsent output exceeds this many bytes (a reader that stopped reading) is closed. */
+  maxStreamBufferBytes?: number;
+  /** Open event streams changed. */
+  onStreams?: (open: number) => void;
+  /** A stream was refused (too_many) or closed because its reader fell behind (slow_reader). */
+  onStreamDropped?: (why: 'slow_reader' | 'too_many') => void;
 }
 
 export const CSP = [
@@ -65,6 +74,7 @@ export function shellHtml(): string {
     <nav aria-label="Main">
       <a href="/" data-nav data-section="runs">Runs</a>
       <a href="/contracts" data-nav data-section="contracts">Contracts</a>
+      <a href="/shadow" data-nav data-section="shadow">Shadow</a>
     </nav>
     <span id="live" class="live" role="status" aria-live="polite" data-state="connecting">Connecting…</span>
   </div>
@@ -106,10 +116,36 @@ class RunEvents {
 
   constructor(
     private readonly engine: AuditEngine,
-    private readonly opts: Required<Pick<UiOptions, 'flushMs' | 'keepAliveMs' | 'maxBatch'>>,
+    private readonly opts: Required<Pick<UiOptions, 'flushMs' | 'keepAliveMs' | 'maxBatch' | 'maxStreams' | 'maxStreamBufferBytes'>> & Pick<UiOptions, 'onStreams' | 'onStreamDropped'>,
   ) {}
 
+  /**
+   * Write to one stream, respecting backpressure: output the socket has not taken yet is buffered up to
+   * maxStreamBufferBytes; a reader that falls further behind is disconnected (it reconnects and refetches).
+   */
+  private send(c: ServerResponse, payload: string): void {
+    if (c.destroyed) return;
+    if (c.writableLength + payload.length > this.opts.maxStreamBufferBytes) {
+      this.opts.onStreamDropped?.('slow_reader');
+      this.drop(c);
+      c.destroy();
+      return;
+    }
+    c.write(payload);
+  }
+
+  private drop(c: ServerResponse): void {
+    if (!this.clients.delete(c)) return;
+    this.opts.onStreams?.(this.clients.size);
+    if (this.clients.size === 0) this.idle();
+  }
+
   open(req: IncomingMessage, res: ServerResponse): void {
+    if (this.clients.size >= this.opts.maxStreams) {
+      this.opts.onStreamDropped?.('too_many');
+      send(res, 503, 'text/plain; charset=utf-8', 'too many open event streams; retry later', { 'retry-after': '5', 'cache-control': 'no-store' });
+      return;
+    }
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
@@ -122,13 +158,11 @@ class RunEvents {
     res.write(`retry: 1500\nevent: hello\ndata: ${JSON.stringify({ now: new Date().toISOString() })}\n\n`);
     if (this.clients.size === 0) this.engine.on('run', this.onRun);
     this.clients.add(res);
+    this.opts.onStreams?.(this.clients.size);
     const server = (req.socket as unknown as { server?: Server }).server;
     if (server) this.servers.add(server);
     this.watch();
-    const close = () => {
-      if (!this.clients.delete(res)) return;
-      if (this.clients.size === 0) this.idle();
-    };
+    const close = () => this.drop(res);
     req.on('close', close);
     res.on('close', close);
   }
@@ -142,13 +176,14 @@ class RunEvents {
       if ([...this.servers].some((s) => !s.listening)) {
         for (const c of [...this.clients]) c.end();
         this.clients.clear();
+        this.opts.onStreams?.(0);
         this.idle();
         return;
       }
       sinceKeepAlive += step;
       if (sinceKeepAlive >= this.opts.keepAliveMs) {
         sinceKeepAlive = 0;
-        for (const c of this.clients) c.write(': keep-alive\n\n');
+        for (const c of [...this.clients]) this.send(c, ': keep-alive\n\n');
       }
     }, step);
     this.watchTimer.unref();
@@ -179,7 +214,7 @@ class RunEvents {
         if (row) payload += `event: run\ndata: ${JSON.stringify(row)}\n\n`;
       }
     }
-    for (const c of this.clients) c.write(payload);
+    for (const c of [...this.clients]) this.send(c, payload);
   }
 }
 
@@ -194,12 +229,20 @@ function segments(path: string): string[] | null {
 /** The web view's routes. Returns false for paths it does not own (the API handles them). */
 export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Route {
   const now = options.now ?? Date.now;
-  const events = new RunEvents(engine, { flushMs: options.flushMs ?? 150, keepAliveMs: options.keepAliveMs ?? 15_000, maxBatch: options.maxBatch ?? 200 });
+  const events = new RunEvents(engine, {
+    flushMs: options.flushMs ?? 150,
+    keepAliveMs: options.keepAliveMs ?? 15_000,
+    maxBatch: options.maxBatch ?? 200,
+    maxStreams: options.maxStreams ?? 64,
+    maxStreamBufferBytes: options.maxStreamBufferBytes ?? 1024 * 1024,
+    onStreams: options.onStreams,
+    onStreamDropped: options.onStreamDropped,
+  });
   const clientDir = findClientDir();
   const assets = new Map<string, Buffer>();
   const shell = shellHtml();
 
-  const isShell = (p: string) => p === '/' || p === '/runs' || p.startsWith('/runs/') || p === '/contracts' || p.startsWith('/contracts/');
+  const isShell = (p: string) => p === '/' || p === '/runs' || p.startsWith('/runs/') || p === '/contracts' || p.startsWith('/contracts/') || p === '/shadow';
   const isUi = (p: string) => p === '/ui' || p.startsWith('/ui/');
 
   return async (req, res, path) => {
@@ -251,6 +294,12 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
       return true;
     }
     const [, api, resource, id, ...rest] = parts; // ui api <resource> <id>
+    if (api === 'api' && resource === 'runs' && id !== undefined && rest.length === 1 && rest[0] === 'handoffs') {
+      const r = engine.get(id); // the handoff board panel (src/ui/client/handoffs.ts)
+      if (r) sendJson(res, 200, handoffBoard(id, r.receipts, now()));
+      else sendJson(res, 404, { error: `unknown run ${id}` });
+      return true;
+    }
     if (api !== 'api' || rest.length) {
       sendJson(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
       return true;
@@ -265,6 +314,10 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
       const view = await runView(engine, id, now());
       if (view) sendJson(res, 200, view);
       else sendJson(res, 404, { error: `unknown run ${id}` });
+      return true;
+    }
+    if (resource === 'shadow' && id === undefined) {
+      sendJson(res, 200, { candidates: engine.shadowSummary() });
       return true;
     }
     if (resource === 'contracts' && id === undefined) {

@@ -1,4 +1,5 @@
 /** The web view's stylesheet and icon, served from the process (no external fonts or assets). */
+import { HANDOFF_CSS } from './handoffs-style.js';
 
 export const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#0f172a"/><path d="M9 11 L23 9 M9 11 L16 23 M23 9 L16 23" stroke="#94a3b8" stroke-width="2" fill="none"/><path d="M16 23 L23 9" stroke="#f87171" stroke-width="2.4"/><circle cx="9" cy="11" r="3.6" fill="#e2e8f0"/><circle cx="23" cy="9" r="3.6" fill="#86efac"/><circle cx="16" cy="23" r="3.6" fill="#e2e8f0"/></svg>`;
 
@@ -163,5 +164,24 @@ svg.topology-graph g.edge:focus-visible path,svg.topology-graph g.edge:hover pat
 .list-plain{list-style:none;margin:0;padding:0}
 .noscript{max-width:640px;margin:40px auto;padding:16px;background:#fff;border:1px solid var(--line);border-radius:8px}
 .sr-only{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
+.stale-banner{background:#fef3c7;color:#78350f;border-bottom:1px solid #f59e0b;padding:10px 24px;font-weight:600;text-align:center}
+.stale-banner[hidden]{display:none}
+@media (max-width: 640px){
+.topbar-inner{padding:0 12px;gap:12px;height:auto;min-height:52px;flex-wrap:wrap}
+.topbar nav a{padding:6px 8px}
+main{padding-left:12px!important;padding-right:12px!important}
+table.cards-narrow,table.cards-narrow tbody,table.cards-narrow tr,table.cards-narrow td{display:block;width:auto}
+table.cards-narrow thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+table.cards-narrow tr{border:1px solid var(--line);border-radius:8px;margin:10px;padding:8px 10px}
+table.cards-narrow td{border:none;padding:3px 0;white-space:normal;overflow-wrap:anywhere}
+table.cards-narrow td::before{content:attr(data-label);display:block;font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted,#64748b)}
+.table-wrap{overflow-x:visible}
+.graph-panel{overflow:auto;-webkit-overflow-scrolling:touch}
+.graph-panel svg{max-width:none;min-width:560px;margin:0}
+.filters{flex-wrap:wrap}
+.page-head{flex-wrap:wrap}
+.versions{grid-auto-columns:minmax(300px,1fr)}
+}
 @media (max-width: 900px){.summary-grid{grid-template-columns:1fr}.summary-grid > div{border-left:none;border-top:1px solid var(--line)}.timeline li{grid-template-columns:90px 1fr;}.finding{grid-template-columns:1fr}}
+${HANDOFF_CSS}
 `;

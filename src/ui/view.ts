@@ -4,6 +4,7 @@
  */
 import type { Contract } from '../core/contract.js';
 import { OPERATOR_MEANING, firstFinding, verdictJson } from '../core/meaning.js';
+import { shadowJson } from '../core/shadow.js';
 import { instant } from '../core/receipt.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/types.js';
@@ -139,7 +140,7 @@ async function graphView(o: Overlay, now: number | undefined, idPrefix: string, 
 }
 
 export interface RunView {
-  run: ReturnType<typeof verdictJson> & { receipts: Receipt[]; updatedAt: string; startedAt: string | null };
+  run: ReturnType<typeof verdictJson> & { receipts: Receipt[]; updatedAt: string; startedAt: string | null; shadow?: ReturnType<typeof shadowJson>[] };
   meaning: string;
   naiveMeaning: string;
   nextChangeAt: string | null;
@@ -169,6 +170,7 @@ export async function runView(engine: AuditEngine, run: string, now: number): Pr
       receipts,
       updatedAt: new Date(r.updatedAt).toISOString(),
       startedAt: receipts.length ? receipts[0].at : null,
+      ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}),
     },
     meaning: OPERATOR_MEANING[v.verdict],
     naiveMeaning:
@@ -197,6 +199,8 @@ export function contractsSummary(registry: ContractRegistry): ContractSummary[] 
 export interface ContractVersionView {
   version: string;
   retired: boolean;
+  /** A draft under review: never pinned (optional so older answers still type-check). */
+  candidate?: boolean;
   hash: string;
   owner: string;
   agents: string[];
@@ -221,6 +225,7 @@ async function versionView(c: Contract, prev: Contract | null): Promise<Contract
   return {
     version: c.version,
     retired: c.retired,
+    ...(c.candidate ? { candidate: true } : {}),
     hash: c.hash,
     owner: c.owner,
     agents: c.agents,

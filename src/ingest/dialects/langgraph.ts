@@ -21,27 +21,43 @@
  * - nodes that overlap in time (a superstep fanning out with `Send` or parallel edges) are not ordered by
  *   anything on the spans: a gap, never a guessed edge. So is a node or transfer target that is not an id.
  * A root that never arrives (the wait ends) is a gap too.
+ *
+ * Trust: every kept span remembers the source that sent it. A node span vouches for the agent it is named
+ * after, a transfer span for the agent it names; each derived receipt carries those sources as its evidence
+ * (src/ingest/trust.ts `withEvidence`), so the ingest's binding check treats a LangGraph edge exactly like one
+ * derived from `invoke_agent` spans. A node or transfer name that is not an agent id is kept only as the empty
+ * string (never the text itself), so a waiting trace's span log records hold ids only (src/ingest/pipeline.ts).
  */
 import { AGENT_ID_PATTERN } from '../../core/receipt.js';
 import type { EdgeKind, Receipt } from '../../core/types.js';
 import { LANGGRAPH_NODE_ATTRIBUTE } from '../../otlp/metadata.js';
 import type { SpanRecord } from '../../otlp/types.js';
 import { localStatus } from '../extract.js';
+import { withEvidence } from '../trust.js';
 
 export const LANGGRAPH_DIALECT = 'langgraph';
 const INTERNAL_NODES = new Set(['__start__', '__end__']);
 const TRANSFER_PREFIX = 'transfer_to_';
 
-interface LgSpan {
+/** A kept LangGraph span: ids, validated names, times, status and the sending source; no other text. */
+export interface LgSpan {
   parent: string | null;
-  /** The node name when the span is named after its `langgraph_node` (a node or a subgraph), else null. */
+  /**
+   * The node name when the span is named after its `langgraph_node` (a node or a subgraph), else null; the
+   * empty string when that name is not an agent id (the text itself is never kept).
+   */
   node: string | null;
-  /** `transfer_to_<agent>` TOOL span: the agent. */
+  /** `transfer_to_<agent>` TOOL span: the agent ('' when not an id), else null. */
   transferTo: string | null;
   startMs: number;
   endMs: number;
   status: number;
+  /** The source that sent the span (binding evidence for the agent it names). */
+  source: string;
 }
+
+/** Stands for a node or transfer name that is not an agent id. */
+export const INVALID_NAME = '';
 
 interface LgTrace {
   spans: Map<string, LgSpan>;
@@ -108,24 +124,32 @@ export class LangGraphAssembler {
    * Take a batch: keeps its LangGraph spans and reads every trace whose root arrived. Returns the spans it
    * claimed and the receipts (`run` is the run of the root span, decided by the caller's run key).
    */
-  addBatch(spans: SpanRecord[], now: number, runOf: (root: SpanRecord) => string): { claimed: Set<SpanRecord>; receipts: Receipt[] } {
+  addBatch(
+    spans: SpanRecord[],
+    now: number,
+    runOf: (root: SpanRecord) => string,
+    source = 'auditor',
+  ): { claimed: Set<SpanRecord>; kept: Map<SpanRecord, LgSpan>; receipts: Receipt[] } {
     const claimed = new Set<SpanRecord>();
+    const kept = new Map<SpanRecord, LgSpan>();
     const receipts: Receipt[] = [];
     this.lastOutcomes = [];
     for (const s of spans) {
       if (!isLangGraphSpan(s)) continue;
       claimed.add(s);
-      let t = this.traces.get(s.traceId);
-      if (!t) {
-        if (this.traces.size >= this.maxTraces) this.evictOldest();
-        this.traces.set(s.traceId, (t = { spans: new Map(), lastSeen: now }));
-      }
-      t.lastSeen = now;
-      if (t.spans.size >= this.maxSpansPerTrace) continue;
       const node = s.attrs[LANGGRAPH_NODE_ATTRIBUTE] as string;
       const transferTo =
         s.attrs['openinference.span.kind'] === 'TOOL' && s.name.startsWith(TRANSFER_PREFIX) && s.name.length > TRANSFER_PREFIX.length ? s.name.slice(TRANSFER_PREFIX.length) : null;
-      t.spans.set(s.spanId, { parent: s.parentSpanId, node: s.name === node ? node : null, transferTo, startMs: s.startMs, endMs: s.endMs, status: s.statusCode });
+      const lg: LgSpan = {
+        parent: s.parentSpanId,
+        node: s.name === node ? (isId(node) ? node : INVALID_NAME) : null,
+        transferTo: transferTo === null ? null : isId(transferTo) ? transferTo : INVALID_NAME,
+        startMs: s.startMs,
+        endMs: s.endMs,
+        status: s.statusCode,
+        source,
+      };
+      if (this.keep(s.traceId, s.spanId, lg, now)) kept.set(s, lg);
     }
     for (const s of spans) {
       if (!isRootCandidate(s)) continue;
@@ -140,19 +164,36 @@ export class LangGraphAssembler {
       this.lastOutcomes.push(outcome);
       receipts.push(...outcome.receipts);
     }
-    return { claimed, receipts };
+    return { claimed, kept, receipts };
+  }
+
+  /** Keep one span of a trace waiting for its root (also used to restore a logged span after a restart). */
+  keep(traceId: string, spanId: string, lg: LgSpan, now: number): boolean {
+    let t = this.traces.get(traceId);
+    if (!t) {
+      if (this.traces.size >= this.maxTraces) this.evictOldest();
+      this.traces.set(traceId, (t = { spans: new Map(), lastSeen: now }));
+    }
+    t.lastSeen = now;
+    if (t.spans.size >= this.maxSpansPerTrace) return false;
+    t.spans.set(spanId, lg);
+    return true;
   }
 
   /** Traces whose root did not arrive within the wait: a gap each. */
   expire(now: number, runOfTrace: (traceId: string) => string = (id) => id): Receipt[] {
     const out: Receipt[] = [];
+    this.lastOutcomes = [];
     for (const [traceId, t] of this.traces) {
       if (now - t.lastSeen < this.opts.waitMs) continue;
       this.traces.delete(traceId);
       let first: [string, LgSpan] | null = null;
       for (const e of t.spans) if (!first || e[1].startMs < first[1].startMs) first = e;
       const run = runOfTrace(traceId);
-      const gap: Receipt = { run, event: `${first ? first[0] : traceId}:langgraph.gap`, type: 'gap', at: iso(first ? first[1].startMs : now), reason: 'langgraph_root_unseen' };
+      const gap: Receipt = withEvidence(
+        { run, event: `${first ? first[0] : traceId}:langgraph.gap`, type: 'gap', at: iso(first ? first[1].startMs : now), reason: 'langgraph_root_unseen' },
+        { span: first ? first[1].source : undefined },
+      );
       out.push(gap);
       this.lastOutcomes.push({ traceId, run, receipts: [gap], nodes: [], reason: 'langgraph_root_unseen' });
     }
@@ -177,13 +218,13 @@ function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome 
   nodes.sort((a, b) => a.s.startMs - b.s.startMs || (a.spanId < b.spanId ? -1 : 1));
   const outcome: LangGraphOutcome = { traceId: root.traceId, run, receipts: [], nodes: nodes.map((n) => ({ spanId: n.spanId, agent: n.agent })) };
   const gapCount = new Map<string, number>();
-  const gap = (spanId: string, atMs: number, reason: string, ends: { from?: string; to?: string } = {}) => {
+  const gap = (spanId: string, atMs: number, reason: string, source: string, ends: { from?: string; to?: string } = {}) => {
     const k = gapCount.get(spanId) ?? 0;
     gapCount.set(spanId, k + 1);
     const r: Receipt = { run, event: k === 0 ? `${spanId}:gap` : `${spanId}:gap.${k}`, type: 'gap', at: iso(atMs), reason };
     if (ends.from && isId(ends.from)) r.from = ends.from;
     if (ends.to && isId(ends.to)) r.to = ends.to;
-    outcome.receipts.push(r);
+    outcome.receipts.push(withEvidence(r, { span: source }));
     outcome.reason ??= reason;
   };
   if (nodes.length === 0) {
@@ -208,6 +249,7 @@ function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome 
     return null;
   };
   const transfers = new Map<string, string[]>(); // node span id -> transfer targets beneath it
+  const transferSources = new Map<string, string[]>(); // `${node span id} ${target}` -> sources of the transfer spans naming it
   for (const [spanId, s] of t.spans) {
     if (s.transferTo === null) continue;
     const n = top(spanId);
@@ -215,25 +257,32 @@ function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome 
     const list = transfers.get(n);
     if (list) list.push(s.transferTo);
     else transfers.set(n, [s.transferTo]);
+    const k = `${n} ${s.transferTo}`;
+    const srcs = transferSources.get(k);
+    if (srcs) srcs.push(s.source);
+    else transferSources.set(k, [s.source]);
   }
-  for (const n of nodes) if (!isId(n.agent)) gap(n.spanId, n.s.startMs, 'agent_id_invalid');
+  for (const n of nodes) if (!isId(n.agent)) gap(n.spanId, n.s.startMs, 'agent_id_invalid', n.s.source);
   // Transitions.
-  type Step = { from: (typeof nodes)[number]; to: (typeof nodes)[number]; transfer: boolean };
+  type Node = (typeof nodes)[number];
+  type Step = { from: Node; to: Node; transfer: boolean };
   const steps: Step[] = [];
   for (let i = 1; i < nodes.length; i++) {
     const prev = nodes[i - 1];
     const cur = nodes[i];
     if (cur.s.startMs < prev.s.endMs) {
-      gap(cur.spanId, cur.s.startMs, 'langgraph_parallel_nodes', { to: cur.agent });
+      gap(cur.spanId, cur.s.startMs, 'langgraph_parallel_nodes', cur.s.source, { to: cur.agent });
       continue;
     }
     steps.push({ from: prev, to: cur, transfer: (transfers.get(prev.spanId) ?? []).includes(cur.agent) });
   }
-  const edge = (spanId: string, suffix: string, atMs: number, from: string, to: string, kind: EdgeKind, status: number) => {
-    if (!isId(from) || !isId(to)) return;
-    const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at: iso(atMs), from, to, kind };
+  // Evidence: the node span of each end vouches for its agent, and a transfer span for the agent it names.
+  const edge = (spanId: string, suffix: string, atMs: number, from: Node, to: Node, kind: EdgeKind, status: number, transferred = false) => {
+    if (!isId(from.agent) || !isId(to.agent)) return;
+    const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at: iso(atMs), from: from.agent, to: to.agent, kind };
     if (localStatus(status) === 'error') r.status = 'error';
-    outcome.receipts.push(r);
+    const toSources = [to.s.source, ...(transferred ? (transferSources.get(`${from.spanId} ${to.agent}`) ?? []) : [])];
+    outcome.receipts.push(withEvidence(r, { from: [from.s.source], to: [...new Set(toSources)], span: spanId === from.spanId ? from.s.source : to.s.source }));
   };
   const callers: string[] = []; // delegation stack of agents
   for (let i = 0; i < steps.length; i++) {
@@ -242,19 +291,19 @@ function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome 
       const next = steps[i + 1];
       const returns = next !== undefined && next.from === st.to && next.to.agent === st.from.agent && !next.transfer;
       if (returns) callers.push(st.from.agent);
-      edge(st.to.spanId, returns ? 'delegate' : 'handoff', st.to.s.startMs, st.from.agent, st.to.agent, returns ? 'delegate' : 'handoff', st.to.s.status);
+      edge(st.to.spanId, returns ? 'delegate' : 'handoff', st.to.s.startMs, st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
     } else if (callers.length > 0 && callers[callers.length - 1] === st.to.agent) {
       callers.pop();
-      edge(st.from.spanId, 'return', st.from.s.endMs, st.from.agent, st.to.agent, 'return', st.from.s.status);
+      edge(st.from.spanId, 'return', st.from.s.endMs, st.from, st.to, 'return', st.from.s.status);
     } else {
-      edge(st.to.spanId, 'handoff', st.to.s.startMs, st.from.agent, st.to.agent, 'handoff', st.to.s.status);
+      edge(st.to.spanId, 'handoff', st.to.s.startMs, st.from, st.to, 'handoff', st.to.s.status);
     }
   }
   // A transfer whose target never ran (the graph stopped, or the target is not a node): a gap.
   for (const n of nodes) {
     for (const target of transfers.get(n.spanId) ?? []) {
       const ran = steps.some((st) => st.from === n && st.to.agent === target);
-      if (!ran) gap(n.spanId, n.s.endMs, 'handoff_target_unresolved', { from: n.agent, to: target });
+      if (!ran) gap(n.spanId, n.s.endMs, 'handoff_target_unresolved', n.s.source, { from: n.agent, to: target });
     }
   }
   return outcome;

@@ -7,6 +7,7 @@ import { tick } from './dom.js';
 import { contractPage, contractsPage } from './contracts.js';
 import { listPage } from './list.js';
 import { runPage } from './run.js';
+import { shadowPage } from './shadow.js';
 
 export interface View {
   /** A run changed (verdict, findings or receipts). */
@@ -29,6 +30,7 @@ function match(path: string): { page: Page; id?: string; section: string } | nul
   let m = /^\/runs\/([^/]+)$/.exec(path);
   if (m) return { page: runPage, id: decodeURIComponent(m[1]), section: 'runs' };
   if (path === '/contracts' || path === '/contracts/') return { page: contractsPage, section: 'contracts' };
+  if (path === '/shadow') return { page: shadowPage, section: 'shadow' };
   m = /^\/contracts\/(.+)$/.exec(path);
   if (m) return { page: contractPage, id: decodeURIComponent(m[1]), section: 'contracts' };
   return null;
@@ -93,17 +95,38 @@ function setLive(state: 'live' | 'reconnecting' | 'connecting'): void {
   live.textContent = state === 'live' ? 'Live' : state === 'reconnecting' ? 'Reconnecting…' : 'Connecting…';
 }
 let dropped = false;
+// A visible banner while the event stream is down: what is on screen may be stale since the last good moment.
+const stale = document.createElement('div');
+stale.id = 'stale-banner';
+stale.className = 'stale-banner';
+stale.setAttribute('role', 'alert');
+stale.hidden = true;
+main.before(stale);
+let lastLive = Date.now();
+function showStale(): void {
+  if (!stale.hidden) return;
+  const t = new Date(lastLive);
+  const hhmm = `${String(t.getHours()).padStart(2, '0')}:${String(t.getMinutes()).padStart(2, '0')}`;
+  stale.textContent = `Data may be stale since ${hhmm}: the live connection to the auditor dropped. Reconnecting…`;
+  stale.hidden = false;
+}
 const events = new EventSource('/ui/events');
 events.addEventListener('open', () => {
   setLive('live');
+  stale.hidden = true;
+  lastLive = Date.now();
   if (dropped) current?.onRefresh?.();
   dropped = false;
 });
 events.addEventListener('error', () => {
+  if (!dropped) lastLive = Date.now();
   dropped = true;
   setLive('reconnecting');
+  showStale();
 });
+events.addEventListener('message', () => (lastLive = Date.now()));
 events.addEventListener('run', (ev) => {
+  lastLive = Date.now();
   try {
     current?.onRun?.(JSON.parse((ev as MessageEvent<string>).data) as RunRow);
   } catch {

@@ -92,6 +92,7 @@ function versionCard(v: ContractVersionView, newest: boolean): HTMLElement {
         'span',
         { class: 'states' },
         v.retired ? h('span', { class: 'badge retired' }, 'retired') : null,
+        v.candidate ? h('span', { class: 'badge candidate', title: 'A draft under review: never pinned, only shadow-evaluated' }, 'candidate') : null,
         newest ? h('span', { class: 'badge v-healthy' }, 'newest') : null,
         h('span', { class: 'badge mono', title: `sha256 ${v.hash}` }, v.hash.slice(0, 10)),
       ),
@@ -150,7 +151,7 @@ export function contractPage(ctx: Ctx, params: { id?: string }): View {
   void getJson<ContractView>(`/ui/api/contracts/${encodeURIComponent(id)}`).then(
     (d) => {
       if (disposed) return;
-      const newest = [...d.versions].reverse().find((v) => !v.retired)?.version;
+      const newest = [...d.versions].reverse().find((v) => !v.retired && !v.candidate)?.version;
       body.replaceChildren(h('section', { class: 'card legend-card', 'aria-label': 'Legend' }, legendEl(d.legend)), h('div', { class: 'versions' }, d.versions.map((v) => versionCard(v, v.version === newest))));
     },
     (e) => {

@@ -71,13 +71,14 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
     return h(
       'tr',
       { 'data-run': r.run, class: changed.has(r.run) ? 'flash' : undefined },
-      h('td', { class: 'run' }, h('a', { href: runHref(r.run) }, r.run)),
-      h('td', {}, verdictBadge(r.verdict)),
-      h('td', {}, naiveBadge(r.naive)),
-      h('td', { class: 'nowrap' }, r.pin ? h('a', { href: contractHref(r.pin.contract) }, `${r.pin.contract}@${r.pin.version}`) : h('span', { class: 'faint' }, 'no pin'), r.pin ? h('div', { class: 'faint' }, r.pin.phase) : null),
-      h('td', { class: 'msg' }, r.firstFinding ?? h('span', { class: 'faint' }, 'no findings')),
-      h('td', { class: 'time' }, agoEl(r.startedAt)),
-      h('td', { class: 'time' }, agoEl(r.updatedAt)),
+      // data-label names the column when a narrow screen shows each row as a card.
+      h('td', { class: 'run', 'data-label': 'Run' }, h('a', { href: runHref(r.run) }, r.run)),
+      h('td', { 'data-label': 'Verdict' }, verdictBadge(r.verdict)),
+      h('td', { 'data-label': 'Naive rule' }, naiveBadge(r.naive)),
+      h('td', { class: 'nowrap', 'data-label': 'Contract' }, r.pin ? h('a', { href: contractHref(r.pin.contract) }, `${r.pin.contract}@${r.pin.version}`) : h('span', { class: 'faint' }, 'no pin'), r.pin ? h('div', { class: 'faint' }, r.pin.phase) : null),
+      h('td', { class: 'msg', 'data-label': 'First finding' }, r.firstFinding ?? h('span', { class: 'faint' }, 'no findings')),
+      h('td', { class: 'time', 'data-label': 'Started' }, agoEl(r.startedAt)),
+      h('td', { class: 'time', 'data-label': 'Updated' }, agoEl(r.updatedAt)),
     );
   }
 
@@ -99,7 +100,7 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
     body.replaceChildren(
       h(
         'table',
-        { 'aria-label': 'Runs' },
+        { 'aria-label': 'Runs', class: 'cards-narrow' },
         h('thead', {}, h('tr', {}, ['Run', 'Verdict', 'Naive rule', 'Contract', 'First finding', 'Started', 'Updated'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, d.runs.map(row)),
       ),

@@ -2,6 +2,7 @@
 import type { Finding, Receipt } from '../../core/types.js';
 import type { EdgeRow, RunView } from '../view.js';
 import type { Ctx, View } from './app.js';
+import { fetchBoard, handoffsCard } from './handoffs.js';
 import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJson, h, legendEl, naiveBadge, stateChips, tick, utc, verdictBadge } from './dom.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -25,6 +26,33 @@ function receiptDetail(r: Receipt): string {
     default:
       return '';
   }
+}
+
+/** Candidate versions shadow-evaluated for this run, beside its pinned verdict (which they never change). */
+function shadowCard(v: RunView): HTMLElement | string {
+  const shadow = v.run.shadow ?? [];
+  if (!shadow.length) return '';
+  return h(
+    'section',
+    { class: 'card run-shadow', 'aria-label': 'Shadow evaluation' },
+    h('h2', {}, 'Shadow evaluation'),
+    h('p', { class: 'muted' }, 'What candidate versions would say about this run. The pinned verdict above is unchanged.'),
+    h(
+      'ul',
+      {},
+      shadow.map((s) =>
+        h(
+          'li',
+          { 'data-candidate': `${s.contract}@${s.version}`, 'data-disagrees': String(s.disagrees) },
+          h('a', { href: contractHref(s.contract) }, `${s.contract} v${s.version}`),
+          ': ',
+          verdictBadge(s.verdict),
+          s.disagrees ? ` disagrees with the pinned ${v.run.verdict}` : ' agrees',
+          s.findings.find((f) => f.verdict === s.verdict) ? ` — ${s.findings.find((f) => f.verdict === s.verdict)!.message}` : '',
+        ),
+      ),
+    ),
+  );
 }
 
 function summary(v: RunView): HTMLElement {
@@ -146,7 +174,14 @@ function findingsCard(findings: Finding[]): HTMLElement {
               h(
                 'div',
                 {},
-                h('div', { class: 'what' }, f.message),
+                h(
+                  'div',
+                  { class: 'what' },
+                  f.message,
+                  // Countdowns are rendered now from the finding's times (optional fields), never frozen in the message.
+                  (f as { deadline?: string }).deadline ? h('span', { class: 'faint' }, ' (', countdownEl((f as { deadline?: string }).deadline!), ')') : null,
+                  (f as { since?: string }).since ? h('span', { class: 'faint' }, ' (since ', agoEl((f as { since?: string }).since!), ')') : null,
+                ),
                 h(
                   'div',
                   { class: 'meta' },
@@ -200,6 +235,7 @@ export function runPage(ctx: Ctx, params: { id?: string }): View {
 
   async function load(): Promise<void> {
     let v: RunView;
+    const board = fetchBoard(id); // the Handoffs panel (src/ui/client/handoffs.ts)
     try {
       v = await getJson<RunView>(`/ui/api/runs/${encodeURIComponent(id)}`);
     } catch (e) {
@@ -218,7 +254,9 @@ export function runPage(ctx: Ctx, params: { id?: string }): View {
     const focused = document.activeElement?.closest?.('[data-edge]')?.getAttribute('data-edge') ?? null;
     const details = content.querySelector('details.edge-details') as HTMLDetailsElement | null;
     const detailsOpen = details?.open ?? false;
-    content.replaceChildren(summary(v), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
+    const handoffs = handoffsCard(await board);
+    if (disposed) return;
+    content.replaceChildren(summary(v), shadowCard(v), ...(handoffs ? [handoffs] : []), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
     if (detailsOpen) (content.querySelector('details.edge-details') as HTMLDetailsElement | null)?.setAttribute('open', '');
     if (focused) (content.querySelector(`svg [data-edge="${CSS.escape(focused)}"]`) as SVGElement | null)?.focus();
     tick(content);

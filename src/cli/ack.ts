@@ -1,0 +1,38 @@
+import { type Io, UsageError } from './io.js';
+import { parseCommandArgs, specFor } from './spec.js';
+import { probeAuditor, ServerUnusable } from './server-probe.js';
+import './specs.js';
+
+/** `ack RUN [--server URL]`: POST /api/v1/runs/{run}/ack; the run leaves topology_alerting_runs until its verdict changes. */
+export async function ackCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseCommandArgs(specFor('ack')!, argv);
+  if (positionals.length !== 1) throw new UsageError('give exactly one run id; see topology-audit ack --help');
+  const run = positionals[0];
+  const base = (values.server as string).replace(/\/+$/, '');
+  const by = values.by as string | undefined;
+  if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) throw new UsageError('--by: at most 64 of A-Z a-z 0-9 . _ @ -');
+  try {
+    await probeAuditor(base);
+  } catch (e) {
+    if (e instanceof ServerUnusable) throw new UsageError(e.message);
+    throw e;
+  }
+  const token = values.token as string | undefined;
+  let res: Response;
+  try {
+    res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/ack${by ? `?by=${encodeURIComponent(by)}` : ''}`, {
+      method: 'POST',
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch (e) {
+    throw new UsageError(`server ${base} unreachable: ${(e as Error).message}`);
+  }
+  const body = (await res.json().catch(() => ({}))) as { error?: string; at?: string; already?: boolean };
+  if (res.status === 401) throw new UsageError('the server refused the token (401); pass --token or set TOPOLOGY_AUDIT_TOKEN');
+  if (res.status === 404) throw new UsageError(`unknown run ${run} on ${base}`);
+  if (res.status !== 200) throw new UsageError(`unexpected answer ${res.status} from ${base}: ${body.error ?? ''}`);
+  if (values.json) io.stdout(JSON.stringify(body) + '\n');
+  else io.stdout(`${run}: acknowledged${body.already ? ' (already, ' : ' at '}${body.at}${body.already ? ')' : ''}; it leaves topology_alerting_runs until its verdict changes\n`);
+  return 0;
+}

@@ -1,0 +1,192 @@
+/** Help specs of the built-in commands (one entry each; new commands call registerSpec the same way). */
+import { type CommandSpec, type FlagSpec, EXIT_CODES, registerSpec } from './spec.js';
+
+const DEFAULT_SERVER = 'http://127.0.0.1:9464';
+export const serverFlag = (): FlagSpec => ({
+  name: 'server',
+  short: 's',
+  type: 'string',
+  value: 'URL',
+  default: process.env.TOPOLOGY_AUDIT_SERVER ?? DEFAULT_SERVER,
+  shown: `$TOPOLOGY_AUDIT_SERVER or ${DEFAULT_SERVER}`,
+  help: "the auditor's API address (the --port of serve, not an OTLP port)",
+});
+export const tokenFlag = (): FlagSpec => ({
+  name: 'token',
+  type: 'string',
+  value: 'TOKEN',
+  default: process.env.TOPOLOGY_AUDIT_TOKEN,
+  shown: '$TOPOLOGY_AUDIT_TOKEN',
+  help: 'API bearer token when serve runs with --api-tokens',
+});
+const jsonFlag: FlagSpec = { name: 'json', type: 'boolean', default: false, help: 'print JSON instead of text' };
+const exit = (...codes: number[]) => EXIT_CODES.filter(([c]) => codes.includes(c));
+
+export const GATE_SPEC = registerSpec({
+  name: 'gate',
+  summary: "wait for one run's verdict and turn it into an exit code (for CI)",
+  usage: ['gate RUN [--server URL] [--timeout DUR] [--token TOKEN] [--quiet] [--json]'],
+  flags: [
+    serverFlag(),
+    { name: 'timeout', short: 't', type: 'string', value: 'DUR', default: '5m', help: 'how long to wait for a settled or healthy verdict (ms, s, m, h or d)' },
+    tokenFlag(),
+    { name: 'quiet', short: 'q', type: 'boolean', default: false, help: 'no progress lines on stderr while waiting' },
+    jsonFlag,
+  ],
+  notes: ['While waiting, a progress line goes to stderr every 10 seconds (TOPOLOGY_AUDIT_PROGRESS_MS sets the interval);\nthe verdict line goes to stdout.'],
+  examples: ['topology-audit gate "$RUN_ID" --server http://127.0.0.1:9464 --timeout 10m', 'topology-audit gate run-42 -t 30s --json'],
+  exits: [
+    [0, 'healthy'],
+    [1, 'settled and not healthy (unsafe, false complete, incomplete)'],
+    [2, 'usage error; server unreachable, not an auditor API (e.g. an OTLP port), or token refused'],
+    [66, 'the run was never seen by the timeout'],
+    [75, 'the run was seen but is still working, waiting or uncertain at the timeout'],
+  ],
+});
+
+export const SERVE_SPEC = registerSpec({
+  name: 'serve',
+  summary: 'run the live auditor: OTLP receivers, API, web view and /metrics',
+  usage: ['serve [--contracts DIR] [--contract ID] [--data DIR] [--port N] [--otlp-http-port N] [--otlp-grpc-port N] [--host ADDR] [options]'],
+  flags: [
+    { name: 'contracts', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
+    { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
+    { name: 'data', type: 'string', value: 'DIR', default: './data', help: 'SQLite data directory' },
+    { name: 'port', type: 'string', value: 'N', default: '9464', help: 'API, web view and /metrics port' },
+    { name: 'otlp-http-port', type: 'string', value: 'N', default: '4318', help: 'OTLP/HTTP receiver port (POST /v1/traces)' },
+    { name: 'otlp-grpc-port', type: 'string', value: 'N', default: '4317', help: 'OTLP/gRPC receiver port' },
+    { name: 'host', type: 'string', value: 'ADDR', default: '127.0.0.1', help: 'listen address (non-loopback needs tokens or --insecure)' },
+    { name: 'log-level', type: 'string', value: 'LEVEL', default: 'info', help: 'debug, info, warn or error (JSON lines on stderr)' },
+    { name: 'log-interval', type: 'string', value: 'DUR', default: '60s', help: 'how often the ingest summary is logged' },
+    { name: 'alert-window', type: 'string', value: 'DUR', default: '1h', help: 'how long a new bad verdict stays in topology_alerting_runs (unless acknowledged)' },
+    { name: 'stall-after', type: 'string', value: 'DUR', default: '30m', help: 'an unsettled run with no receipt for this long counts in topology_stalled_runs' },
+    { name: 'retention', type: 'string', value: 'DUR', default: '7d', help: 'settled runs idle this long are pruned' },
+    { name: 'parent-wait', type: 'string', value: 'DUR', default: '10s', help: "how long an agent span waits for its caller's span" },
+    { name: 'max-body', type: 'string', value: 'SIZE', default: '20MiB', help: 'largest HTTP request body' },
+    { name: 'max-grpc-message', type: 'string', value: 'SIZE', default: '4MiB', help: 'largest gRPC message' },
+    { name: 'max-pending-receipts', type: 'string', value: 'N', default: '200000', help: 'receipts queued before ingest answers 429' },
+    { name: 'max-inflight', type: 'string', value: 'N', default: '256', help: 'concurrent ingest requests' },
+    { name: 'group-commit-delay', type: 'string', value: 'DUR', default: '0ms', help: 'longest wait before a group commit' },
+    { name: 'max-db-size', type: 'string', value: 'SIZE', help: 'cap on the database size (commits past it fail like a full disk)' },
+    { name: 'ingest-tokens', type: 'string', value: 'FILE', help: 'ingest bearer tokens (JSON, with source bindings)' },
+    { name: 'api-tokens', type: 'string', value: 'FILE', help: 'API bearer tokens' },
+    { name: 'insecure', type: 'boolean', default: false, help: 'allow a non-loopback --host without tokens' },
+    { name: 'tls-cert', type: 'string', value: 'FILE', help: 'PEM certificate (with --tls-key): every listener speaks TLS' },
+    { name: 'tls-key', type: 'string', value: 'FILE', help: 'PEM private key' },
+    { name: 'tls-client-ca', type: 'string', value: 'FILE', help: 'require client certificates signed by this CA' },
+    { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
+  ],
+  examples: ['topology-audit serve', 'topology-audit serve --contracts ./contracts --data /var/lib/topology-audit --log-level warn'],
+  exits: exit(0, 2),
+});
+
+registerSpec({
+  name: 'replay',
+  summary: 'audit NDJSON receipts offline and print one verdict per run',
+  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--json]'],
+  flags: [
+    { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
+    { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
+    { name: 'now', type: 'string', value: 'RFC3339', shown: "the file's latest receipt", help: 'audit as of this time' },
+    { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails' },
+    jsonFlag,
+  ],
+  examples: ['topology-audit replay receipts/drift.ndjson --contracts contracts', 'topology-audit replay run.ndjson --expect expected.json --json'],
+  exits: exit(0, 1, 2),
+});
+
+registerSpec({
+  name: 'validate',
+  summary: 'check contract files (or every contract in a directory) and their versions together',
+  usage: ['validate FILE|DIR...'],
+  flags: [],
+  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.v3.yaml'],
+  exits: exit(0, 1, 2),
+});
+
+registerSpec({
+  name: 'ack',
+  summary: 'acknowledge a run: it leaves topology_alerting_runs so its alert resolves',
+  usage: ['ack RUN [--server URL] [--token TOKEN] [--by NAME]'],
+  flags: [serverFlag(), tokenFlag(), { name: 'by', type: 'string', value: 'NAME', help: 'who acknowledged (an identity, not free text; at most 64 of [A-Za-z0-9._@-])' }, jsonFlag],
+  examples: ['topology-audit ack run-42 --server http://127.0.0.1:9464 --by oncall'],
+  exits: [
+    [0, 'acknowledged (or already acknowledged)'],
+    [2, 'usage error; unknown run, server unreachable or not an auditor API'],
+  ],
+});
+
+registerSpec({
+  name: 'diff',
+  summary: "draw the pinned contract's graph with one run laid over it",
+  usage: ['diff RUN|FILE [--contracts DIR] [--format mermaid|dot|svg] [--run ID] [--now RFC3339] [--server URL]'],
+  flags: [
+    { name: 'contracts', type: 'string', value: 'DIR', help: 'directory of contract YAML files (offline, or instead of the server contract API)' },
+    { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
+    { name: 'format', type: 'string', value: 'FMT', default: 'mermaid', help: 'mermaid, dot or svg' },
+    { name: 'server', type: 'string', value: 'URL', help: "read the run from this auditor's API" },
+    tokenFlag(),
+    { name: 'now', type: 'string', value: 'RFC3339', help: 'audit as of this time (file input)' },
+    { name: 'run', type: 'string', value: 'ID', help: 'the run to draw when the file holds several' },
+  ],
+  examples: ['topology-audit diff receipts/drift.ndjson --contracts contracts --run drift-direct-route --format svg > run.svg'],
+  exits: exit(0, 2),
+});
+
+registerSpec({
+  name: 'schema',
+  summary: 'print a JSON Schema',
+  usage: ['schema [contract|receipt|handoff|experiment]'],
+  flags: [],
+  examples: ['topology-audit schema receipt > receipt.schema.json'],
+  exits: exit(0, 2),
+});
+
+registerSpec({
+  name: 'experiment',
+  summary: 'compare a baseline and a candidate configuration (diff) or their paired case records (compare)',
+  usage: ['experiment diff MANIFEST [--json]', 'experiment compare MANIFEST [--json | --markdown] [--fail-on DISPOSITION[,DISPOSITION]]'],
+  flags: [jsonFlag, { name: 'markdown', type: 'boolean', default: false, help: 'compare: print Markdown' }, { name: 'fail-on', type: 'string', value: 'LIST', help: 'compare: exit 1 when the disposition is one of these' }],
+  examples: ['topology-audit experiment compare experiments/manifest.yaml --markdown'],
+  exits: [
+    [0, 'diff: only the declared slice changed; compare: a disposition was reached'],
+    [1, 'diff: more changed or authority widened; compare: the disposition is in --fail-on'],
+    [2, 'bad input, unpaired or mismatched cases'],
+  ],
+});
+
+registerSpec({
+  name: 'handoff',
+  summary: 'admit, return, aggregate and audit delegated handoffs',
+  usage: [
+    'handoff admit HANDOFF.json --parent ENVELOPE.json --state STATE.json [--json]',
+    'handoff return RESULT.json --handoff HANDOFF.json --state STATE.json [--json]',
+    'handoff aggregate RESULT.json... [--json]',
+    'handoff audit RECEIPTS.ndjson... [--now RFC3339] [--json]',
+    'handoff schema [handoff|parent|state|result|handoff-receipt]',
+  ],
+  flags: [
+    { name: 'parent', type: 'string', value: 'FILE', help: 'admit: the parent envelope' },
+    { name: 'state', type: 'string', value: 'FILE', help: 'admit/return: the handoff state document' },
+    { name: 'handoff', type: 'string', value: 'FILE', help: 'return: the admitted handoff' },
+    { name: 'now', type: 'string', value: 'RFC3339', help: 'audit: as of this time' },
+    jsonFlag,
+  ],
+  examples: ['topology-audit handoff audit receipts/handoffs.ndjson --json'],
+  exits: [
+    [0, 'admitted / aggregated / no handoff finding'],
+    [1, 'denied / conflict escalated / findings'],
+    [2, 'bad input or usage'],
+  ],
+});
+
+/** Top-level usage: one line per registered command. */
+export function topUsage(specs: CommandSpec[]): string {
+  const width = Math.max(...specs.map((s) => s.name.length));
+  const lines = ['usage: topology-audit <command> [options]', '       topology-audit <command> --help', '       topology-audit --version', '', 'commands:'];
+  for (const s of specs) lines.push(`  ${s.name.padEnd(width)}  ${s.summary}`);
+  lines.push('', 'exit codes:');
+  for (const [c, m] of EXIT_CODES) lines.push(`  ${String(c).padStart(3)}  ${m}`);
+  lines.push('', 'Environment: TOPOLOGY_AUDIT_SERVER, TOPOLOGY_AUDIT_TOKEN, NO_COLOR. Docs: docs/cli.md');
+  return lines.join('\n') + '\n';
+}
