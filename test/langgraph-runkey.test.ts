@@ -30,7 +30,7 @@ describe('metadata: only langgraph_node is kept', () => {
     const { pb, json } = exported(meta);
     for (const d of [decodeExportTraceRequest(pb), decodeExportTraceJson(json)]) {
       expect(d.spans[0].attrs).toMatchObject({ 'metadata.langgraph_node': 'researcher', 'openinference.span.kind': 'CHAIN' });
-      expect(Object.keys(d.spans[0].attrs).sort()).toEqual(['metadata.langgraph_node', 'openinference.span.kind', 'service.name']);
+      expect(Object.keys(d.spans[0].attrs).sort()).toEqual(['metadata.langgraph_node', 'openinference.span.kind']); // service.name is not kept either
       expect(d.spans[0].scope).toBe('@arizeai/openinference-instrumentation-langchain');
       expect(JSON.stringify(d.spans)).not.toContain(SECRET);
     }

@@ -74,6 +74,15 @@ export const SERVE_SPEC = registerSpec({
     { name: 'tls-cert', type: 'string', value: 'FILE', help: 'PEM certificate (with --tls-key): every listener speaks TLS' },
     { name: 'tls-key', type: 'string', value: 'FILE', help: 'PEM private key' },
     { name: 'tls-client-ca', type: 'string', value: 'FILE', help: 'require client certificates signed by this CA' },
+    { name: 'shadow', type: 'string', value: 'ID@VERSION', help: 'also audit every run against this candidate contract version, reported apart (repeatable; docs/contracts.md)' },
+    { name: 'max-connections', type: 'string', value: 'N', default: '1024', help: 'open connections per HTTP listener' },
+    { name: 'headers-timeout', type: 'string', value: 'DUR', default: '10s', help: 'time allowed for request headers' },
+    { name: 'request-timeout', type: 'string', value: 'DUR', default: '60s', help: 'time allowed for a whole request (at least --headers-timeout)' },
+    { name: 'keep-alive-timeout', type: 'string', value: 'DUR', default: '5s', help: 'idle keep-alive connections close after this' },
+    { name: 'max-grpc-streams', type: 'string', value: 'N', default: '100', help: 'concurrent gRPC streams per connection' },
+    { name: 'max-live-runs', type: 'string', value: 'N', default: '100000', help: 'runs held in memory; receipts of new runs are refused beyond it' },
+    { name: 'max-live-receipts', type: 'string', value: 'N', default: '2000000', help: 'receipts held in memory by live runs' },
+    { name: 'max-event-streams', type: 'string', value: 'N', default: '64', help: 'concurrent web view event streams (SSE)' },
     { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
   ],
   examples: ['topology-audit serve', 'topology-audit serve --contracts ./contracts --data /var/lib/topology-audit --log-level warn'],
@@ -190,3 +199,22 @@ export function topUsage(specs: CommandSpec[]): string {
   lines.push('', 'Environment: TOPOLOGY_AUDIT_SERVER, TOPOLOGY_AUDIT_TOKEN, NO_COLOR. Docs: docs/cli.md');
   return lines.join('\n') + '\n';
 }
+
+registerSpec({
+  name: 'explain',
+  summary: 'say, for every span of an OTLP trace dump, which dialect read it and what it became (or why nothing)',
+  usage: ['explain FILE [--json] [--run-key ORDER] [--parent-wait DUR]'],
+  flags: [
+    jsonFlag,
+    { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, as serve --run-key: explicit, invocation, trace, conversation" },
+    { name: 'parent-wait', type: 'string', value: 'DUR', default: '10s', help: 'as serve --parent-wait: how long a span waits for its caller or graph root' },
+  ],
+  notes: [
+    'FILE is an OTLP trace export request: protobuf, or JSON (one request, or one per line). Nothing is sent\nanywhere and nothing is stored; span names appear in the output (it is your own file).',
+  ],
+  examples: ['topology-audit explain dump.json', 'topology-audit explain traces.pb --json --run-key explicit,conversation,trace'],
+  exits: [
+    [0, 'explained (also when no span became a receipt)'],
+    [2, 'usage error, unreadable file, or not an OTLP trace dump'],
+  ],
+});
