@@ -9,7 +9,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { describe, expect, it } from 'vitest';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../src/otlp/index.js';
 import { langgraphNodeOf, MAX_NODE_BYTES } from '../src/otlp/metadata.js';
-import { SpanPipeline } from '../src/ingest/pipeline.js';
+import { parseLoggedSpan, SpanPipeline } from '../src/ingest/pipeline.js';
+import { derivedBinding, evidenceOf } from '../src/ingest/trust.js';
 import { parseRunKey } from '../src/ingest/runkey.js';
 import type { SpanRecord } from '../src/otlp/types.js';
 
@@ -93,6 +94,77 @@ describe('LangGraph reading: refusals are gaps, never guesses', () => {
     expect(p.process([node(t, id(16), 'planner', 1, 10)], 0).receipts).toEqual([]);
     expect(p.expire(500)).toEqual([]);
     expect(p.expire(5000).map((r) => [r.type, r.reason, r.run])).toEqual([['gap', 'langgraph_root_unseen', t]]);
+  });
+});
+
+describe('LangGraph spans carry their source and wait in the span log without content', () => {
+  const MARK = 'MARK-lg-unit-77aa';
+  const node = (traceId: string, parent: string, name: string, startMs: number, endMs: number) =>
+    rec({ traceId, parentSpanId: parent, name, startMs, endMs, attrs: { 'openinference.span.kind': 'CHAIN', 'metadata.langgraph_node': name } });
+  function supervisorGraph(worker: string) {
+    const t = id(32);
+    const root = rec({ traceId: t, name: 'LangGraph', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
+    const n1 = node(t, root.spanId, 'supervisor', 1, 10);
+    const xfer = rec({ traceId: t, parentSpanId: n1.spanId, name: `transfer_to_${worker}`, startMs: 5, endMs: 6, attrs: { 'openinference.span.kind': 'TOOL', 'metadata.langgraph_node': 'tools' } });
+    return { root, n1, xfer, n2: node(t, root.spanId, worker, 11, 20), n3: node(t, root.spanId, 'supervisor', 21, 30) };
+  }
+  const show = (rs: { type: string; from?: string; to?: string; kind?: string; reason?: string }[]) => rs.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort();
+
+  it("each edge's evidence is the source of the node span naming each end (and of the transfer naming the target)", () => {
+    const g = supervisorGraph('researcher');
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    expect(p.process([g.xfer, g.n1, g.n3], 0, 'src-graph').receipts).toEqual([]);
+    expect(p.process([g.n2], 0, 'src-other').receipts).toEqual([]);
+    const out = p.process([g.root], 0, 'src-graph');
+    expect(show(out.receipts)).toEqual(['researcher->supervisor:return', 'supervisor->researcher:delegate']);
+    const delegate = out.receipts.find((r) => r.kind === 'delegate')!;
+    expect(evidenceOf(delegate)).toEqual({ from: ['src-graph'], to: ['src-other', 'src-graph'], span: 'src-other' });
+    expect(evidenceOf(out.receipts.find((r) => r.kind === 'return')!)).toMatchObject({ from: ['src-other'], to: ['src-graph'] });
+    // Bound sources: `src-other` may speak for `verifier` only, so neither edge passes the binding check.
+    const sources = (s: string) => (s === 'src-graph' ? new Set(['supervisor', 'researcher']) : new Set(['verifier']));
+    for (const r of out.receipts) expect(derivedBinding(r, evidenceOf(r), sources)).toMatch(/source src-other may not speak for agent "researcher"/);
+    const honest = (s: string) => (s === 'src-graph' || s === 'src-other' ? new Set(['supervisor', 'researcher']) : null);
+    for (const r of out.receipts) expect(derivedBinding(r, evidenceOf(r), honest)).toBeNull();
+  });
+
+  it('logs ids, validated names, times, status and source only; a replay into a new pipeline reads the graph when the root comes', () => {
+    const g = supervisorGraph(`Dr ${MARK} the helpful`);
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const out = p.process([g.xfer, g.n1, g.n2, g.n3], 0, 'src-graph');
+    expect(p.pendingTraceIds()).toEqual(new Set([g.root.traceId]));
+    const logged = out.pendingLog.flatMap((e) => e.spans);
+    expect(logged).toHaveLength(4);
+    expect(JSON.stringify(out.pendingLog)).not.toContain(MARK);
+    expect(logged.every((l) => l.op === 'langgraph' && l.src === 'src-graph')).toBe(true);
+    expect(logged.map((l) => [l.node, l.xfer])).toEqual([[null, ''], ['supervisor', null], ['', null], ['supervisor', null]]);
+    // Through the store's JSON and back, every record validates; a record holding text where a name goes does not.
+    const back = JSON.parse(JSON.stringify(logged)).map(parseLoggedSpan);
+    expect(back).toEqual(logged);
+    expect(parseLoggedSpan({ ...logged[2], node: `Dr ${MARK}` })).toBeNull();
+    expect(parseLoggedSpan({ ...logged[0], xfer: `${MARK} please` })).toBeNull();
+    expect(parseLoggedSpan({ ...logged[0], en: undefined })).toBeNull();
+
+    const fresh = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const replayed = fresh.replay(back, 0);
+    expect(replayed.receipts).toEqual([]);
+    expect(replayed.pendingLog.flatMap((e) => e.spans)).toEqual(logged); // still waiting: logged again
+    const done = fresh.process([g.root], 0, 'src-graph');
+    const direct = p.process([g.root], 0, 'src-graph');
+    expect(show(done.receipts)).toEqual(['gap:agent_id_invalid']);
+    expect(done.receipts).toEqual(direct.receipts);
+    expect(done.agentIdsRefused).toBe(1);
+    expect(fresh.pendingTraceIds().size).toBe(0);
+  });
+
+  it('a replayed trace whose root never comes ends as a langgraph_root_unseen gap with the logged source', () => {
+    const g = supervisorGraph('researcher');
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const logged = p.process([g.n1], 0, 'src-graph').pendingLog.flatMap((e) => e.spans);
+    const fresh = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    fresh.replay(logged, 10);
+    const gaps = fresh.expire(5000);
+    expect(show(gaps)).toEqual(['gap:langgraph_root_unseen']);
+    expect(evidenceOf(gaps[0])).toEqual({ span: 'src-graph' });
   });
 });
 
