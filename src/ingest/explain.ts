@@ -97,7 +97,7 @@ export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunK
       name: o.span.name,
       dialect: o.claimedBy,
       receipts: rs.map(describe),
-      why: rs.length > 0 ? null : rej !== undefined ? `explicit receipt refused: ${rej}` : whyNot(o),
+      why: rs.length > 0 ? null : rej !== undefined ? (o.claimedBy === 'explicit' ? `explicit receipt refused: ${rej}` : `refused: ${rej}`) : whyNot(o),
     };
   });
   const traces = new Map<string, TraceExplanation>();
