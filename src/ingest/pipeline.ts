@@ -132,8 +132,9 @@ function logHandoff(h: HandoffSpan, src: string): LoggedSpan {
 }
 
 /**
- * The run id a span names, checked by the id rule: `topology.run.id`, else `gen_ai.conversation.id` (as
- * runIdOf reads them). 'invalid' when the named one fails; null when the span names none (the trace id is used).
+ * The run id a span names, checked by the id rule. Called after withRun, so `topology.run.id` holds the run the
+ * `--run-key` order chose (explicit, invocation or, when named, conversation id) and a conversation id that is
+ * not the run is gone; 'ok' when the span names none (the trace id is the run).
  */
 function namedRun(attrs: Record<string, AttrValue>): 'ok' | 'invalid' {
   const v = attrs['topology.run.id'] ?? attrs['gen_ai.conversation.id'];
