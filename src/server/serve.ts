@@ -229,7 +229,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
   const replayed = await ingestor.replaySpanLog();
-  if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending });
+  if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending, langgraphWaiting: pipeline.langgraph.waiting });
 
   const ingestAuth = (token: string | undefined) => {
     if (!cfg.ingestTokens) return { source: 'anonymous' };
