@@ -44,6 +44,11 @@ function tlsArgs(cert: string | undefined, key: string | undefined, clientCa: st
   }
 }
 
+function grpcImplArg(v: string): 'h2' | 'grpc-js' {
+  if (v !== 'h2' && v !== 'grpc-js') throw new UsageError(`--grpc-impl: expected h2 or grpc-js: ${v}`);
+  return v;
+}
+
 const isLoopback = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
 
 /** Structured, content-free log lines on stderr. */
@@ -75,6 +80,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'tls-client-ca': { type: 'string' },
+      'grpc-impl': { type: 'string', default: 'h2' },
     },
   });
   const registry = ContractRegistry.loadDir(values.contracts!);
@@ -116,6 +122,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     ingestTokens,
     apiTokens,
     tls,
+    grpcImpl: grpcImplArg(values['grpc-impl']!),
     log: log(io),
     version: VERSION,
   };

@@ -10,6 +10,7 @@ import type { ContractRegistry } from '../core/registry.js';
 import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
+import { DeliveredDigests } from './delivered.js';
 
 export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
@@ -24,6 +25,8 @@ export interface EngineOptions {
   /** Extra findings (e.g. the handoff lifecycle audit). */
   extraFindings?: (state: RunState, now: number) => Finding[];
   hooks?: EngineHooks;
+  /** Bound of the redelivery digests kept for live runs (see DeliveredDigests). */
+  maxDeliveredDigests?: number;
 }
 
 interface LiveRun {
@@ -52,6 +55,8 @@ export class AuditEngine extends EventEmitter {
   private readonly runs = new Map<string, LiveRun>();
   private readonly deadlines = new DeadlineHeap();
   private readonly pinnedContracts = new Map<string, Contract>(); // by content hash
+  /** Digests of stored receipts of live runs: a redelivery is recognised without the store (see DeliveredDigests). */
+  private readonly delivered: DeliveredDigests;
 
   constructor(
     readonly registry: ContractRegistry,
@@ -60,6 +65,7 @@ export class AuditEngine extends EventEmitter {
   ) {
     super();
     this.setMaxListeners(0);
+    this.delivered = new DeliveredDigests(opts.maxDeliveredDigests);
     for (const c of registry.all()) this.pinnedContracts.set(c.hash, c);
   }
 
@@ -127,9 +133,27 @@ export class AuditEngine extends EventEmitter {
    */
   async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[]): Promise<IngestOutcome> {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
-    const res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
-    const touched = new Set<string>();
     const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
+    // A redelivery of stored content of a live run is a duplicate without a store round trip (see DeliveredDigests).
+    const incoming = receipts;
+    const digests: string[] = [];
+    let known = 0;
+    receipts = [];
+    for (const r of incoming) {
+      const d = DeliveredDigests.digest(r);
+      if (this.runs.has(r.run) && this.delivered.has(r.run, r.event, d)) {
+        known++;
+        const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
+        t.duplicate++;
+        perType.set(r.type, t);
+      } else {
+        receipts.push(r);
+        digests.push(d);
+      }
+    }
+    const res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
+    res.duplicates += known;
+    const touched = new Set<string>();
     receipts.forEach((r, i) => {
       let live = this.runs.get(r.run);
       if (!live) {
@@ -140,6 +164,7 @@ export class AuditEngine extends EventEmitter {
       const result = live.state.add(r);
       const outcome = res.results[i] === 'conflict' || result === 'conflict' ? 'conflict' : result;
       if (outcome !== 'duplicate') touched.add(r.run);
+      if (outcome !== 'conflict') this.delivered.record(r.run, r.event, digests[i]);
       const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
       t[outcome]++;
       perType.set(r.type, t);
@@ -183,6 +208,7 @@ export class AuditEngine extends EventEmitter {
     for (const [run, live] of this.runs) {
       if (live.verdict.settled && now - live.updatedAt > this.opts.retentionMs) {
         this.runs.delete(run);
+        this.delivered.forget(run);
         this.deadlines.set(run, null);
         n++;
       }

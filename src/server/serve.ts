@@ -14,6 +14,7 @@ import type { Route } from '../ui/routes.js';
 import { Ingestor } from './ingest.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
+import { startGrpcH2 } from './otlp-grpc-h2.js';
 import { createListener, grpcServerCredentials, type Listener, type TlsMaterial } from './tls.js';
 
 export interface ServeConfig {
@@ -41,6 +42,8 @@ export interface ServeConfig {
   apiTokens?: TokenEntry[];
   /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
   tls?: TlsMaterial;
+  /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
+  grpcImpl?: 'h2' | 'grpc-js';
   /** Extra routes on the API port (e.g. the web view), given the engine. */
   extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean }) => Route;
   log: (event: string, fields?: Record<string, unknown>) => void;
@@ -143,7 +146,10 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
     otlpHttp: await listen(otlpHttp, cfg.host, cfg.otlpHttpPort),
     otlpGrpc: 0,
   };
-  const grpcServer = await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls) }, grpcAuth);
+  const grpcServer =
+    cfg.grpcImpl === 'grpc-js'
+      ? await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls) }, grpcAuth)
+      : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls }, (v) => ingestAuth(bearerOf(v)));
   ports.otlpGrpc = grpcServer.port;
 
   let lastPrune = Date.now();
