@@ -714,6 +714,7 @@ function floorServerMain() {
   // node:http2 taking one gRPC message off the wire and answering an empty response with grpc-status 0 (the same
   // HTTP/2 settings as the receiver in src/server/otlp-grpc-h2.ts).
   const h2Server = http2.createServer({ settings: { initialWindowSize: 4 * 1024 * 1024, maxFrameSize: 1024 * 1024 }, maxSessionMemory: 64 });
+  h2Server.on('session', (session) => session.setLocalWindowSize(32 * 1024 * 1024));
   h2Server.on('stream', (stream) => {
     stream.on('data', () => {});
     stream.on('end', () => {

@@ -48,6 +48,8 @@ export interface GrpcH2Server {
   forceShutdown(): void;
 }
 
+const CONNECTION_WINDOW = 32 * 1024 * 1024;
+
 type StatusName = keyof typeof GrpcStatusCode | 'UNAUTHENTICATED';
 const CODE: Record<StatusName, number> = { ...GrpcStatusCode, UNAUTHENTICATED: 16 };
 
@@ -154,6 +156,12 @@ export function startGrpcH2(
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
     session.on('error', () => {});
+    // The connection window too (the settings above set each stream's): without it the client stalls every 64 KB.
+    try {
+      session.setLocalWindowSize(CONNECTION_WINDOW);
+    } catch {
+      /* the session is already closing */
+    }
     // node:http2 counts only inactivity on the socket: a busy connection is never idle.
     session.setTimeout(idleMs, () => session.close());
   });
