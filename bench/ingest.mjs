@@ -2,12 +2,14 @@
 //
 //   npm run build && node bench/ingest.mjs            (about 90 s; options below, e.g. --transports grpc)
 //
-// For each transport (HTTP protobuf, HTTP JSON, gRPC) it starts a fresh `topology-audit serve` as a child process
+// For each transport (by default HTTP protobuf, gRPC into the node:http2 receiver, gRPC into --grpc-impl grpc-js,
+// and a retry storm: HTTP protobuf with every batch delivered twice, the second time after the first's
+// acknowledgement, so half the deliveries are duplicates; --transports http-json as well) it starts a fresh `topology-audit serve` as a child process
 // (free loopback ports, a temp data dir on the local disk, default durability: SQLite WAL with synchronous=FULL,
 // so every acknowledgement follows the group commit's fsync) and, from this separate process, sends realistic
 // OTLP trace batches with concurrent clients in bounded loops (bounded by time and batch count, loopback only):
 //   HTTP   node:http keep-alive clients POSTing /v1/traces (application/x-protobuf or application/json)
-//   gRPC   a raw @grpc/grpc-js client (Buffer serializer) calling TraceService/Export
+//   gRPC   a raw @grpc/grpc-js client (Buffer serializer) calling TraceService/Export (both gRPC receivers)
 //
 // Batches: 512 real SDK spans (ReadableSpan) encoded by the real serializers of @opentelemetry/otlp-transformer
 // (ProtobufTraceSerializer, JsonTraceSerializer): 2.3 MB protobuf, 2.6 MB JSON. About 90% are model, tool and
@@ -25,7 +27,8 @@
 //                 process decodes the same bodies alone (decodeExportTraceRequest / decodeExportTraceJson from
 //                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side
 //   half rate     open loop paced at half the sustained rate just measured, for --half-seconds: ack latency
-//   floor         the same clients against a receiver that only takes requests off the wire (node:http / grpc-js)
+//   floor         the same clients against a receiver that only takes requests off the wire (node:http,
+//                 node:http2 with the receiver's settings, or grpc-js)
 // Reported: spans/s, receipts/s, ack p50/p99, server CPU (user+system from /proc/<pid>/stat deltas) and spans per
 // server CPU-second, decode-only spans per CPU-second and the ratio (median of rounds), transport-only spans per
 // CPU-second, server peak RSS (VmHWM). A table, then one JSON line.
