@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ContractError, ContractRegistry, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
-import { type Io, UsageError, parseTimeArg, table } from './io.js';
+import { type Io, UsageError, parseInstantArg, table } from './io.js';
+import { formatInstant, toInstant, type Instant } from '../core/time.js';
 import { handoffFindings } from '../handoff/findings.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
@@ -28,17 +29,27 @@ export function parseExpectFile(text: string, file: string): Map<string, Expecta
 
 export interface ReplayResult {
   verdicts: RunVerdict[];
+  /** The evaluation time: whole ms since the epoch (-Infinity for no receipts), and the sub-ms nanoseconds. */
   now: number;
+  nowNs: number;
 }
 
 /** Audit receipts offline. Pure apart from the registry passed in. */
-export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number; defaultContract?: string }): ReplayResult {
+export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number | Instant; defaultContract?: string }): ReplayResult {
   const runs = groupByRun(receipts);
-  let now = opts.now ?? -Infinity;
-  if (opts.now === undefined) for (const s of runs.values()) now = Math.max(now, s.lastAt);
+  // Without --now: the latest receipt instant, exact to the nanosecond.
+  const now: Instant = opts.now !== undefined ? toInstant(opts.now) : { ms: -Infinity, ns: 0 };
+  if (opts.now === undefined) {
+    for (const s of runs.values()) {
+      if (s.lastAt > now.ms || (s.lastAt === now.ms && s.lastNs > now.ns)) {
+        now.ms = s.lastAt;
+        now.ns = s.lastNs;
+      }
+    }
+  }
   const verdicts = [...runs.values()].map((s) => evaluate(s, resolvePin(s, registry, opts.defaultContract), now, { registry, extraFindings: handoffFindings }));
   verdicts.sort((a, b) => (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
-  return { verdicts, now };
+  return { verdicts, now: now.ms, nowNs: now.ns };
 }
 
 export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Expectation>): string[] {
@@ -72,7 +83,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   if (!values.contracts) throw new UsageError('replay: --contracts DIR is required');
   const registry = ContractRegistry.loadDir(values.contracts);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`replay: --contract ${values.contract}: no such contract in ${values.contracts}`);
-  const now = values.now !== undefined ? parseTimeArg('--now', values.now) : undefined;
+  const now = values.now !== undefined ? parseInstantArg('--now', values.now) : undefined;
   const expect = values.expect ? parseExpectFile(readFileSync(values.expect, 'utf8'), values.expect) : null;
   const receipts: Receipt[] = [];
   for (const file of positionals) {
@@ -85,7 +96,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
     // Not push(...list): spreading a million receipts as call arguments overflows the stack.
     for (const r of parseReceiptFile(text, file)) receipts.push(r);
   }
-  const { verdicts, now: at } = replayReceipts(receipts, registry, { now, defaultContract: values.contract });
+  const { verdicts, now: at, nowNs: atNs } = replayReceipts(receipts, registry, { now, defaultContract: values.contract });
   if (values.json) {
     for (const v of verdicts) io.stdout(JSON.stringify(verdictJson(v)) + '\n');
   } else {
@@ -93,7 +104,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
       const f = firstFinding(v);
       return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? f.message : '-'];
     });
-    io.stdout(`now ${Number.isFinite(at) ? new Date(at).toISOString() : '-'}, ${verdicts.length} run(s)\n`);
+    io.stdout(`now ${Number.isFinite(at) ? formatInstant(at, atNs) : '-'}, ${verdicts.length} run(s)\n`);
     io.stdout(table(['RUN', 'NAIVE', 'VERDICT', 'OPERATOR MEANING', 'FIRST FINDING'], rows));
   }
   if (expect) {

@@ -5,3 +5,4 @@ export * from './receipt.js';
 export * from './registry.js';
 export * from './classify.js';
 export * from './meaning.js';
+export * from './time.js';
