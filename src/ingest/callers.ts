@@ -18,6 +18,7 @@
 import type { Receipt } from '../core/types.js';
 import type { SpanLinkRecord, SpanRecord } from '../otlp/types.js';
 import { localStatus } from './extract.js';
+import { exactIso } from '../otlp/wire.js';
 
 /** The agent of a span whose identity is not an id (or is absent): it stops the walk, so no caller is guessed past it. */
 export const UNNAMED_AGENT = '';
@@ -31,6 +32,9 @@ export interface AgentSpan {
   agent: string;
   startMs: number;
   endMs: number;
+  /** Exact nanoseconds below the millisecond of the span's start / end (the ms are rounded doubles). */
+  startNs?: number;
+  endNs?: number;
   statusCode: number;
   /** Other identities of the same agent on the span (e.g. `gen_ai.agent.name` beside `gen_ai.agent.id`). */
   aliases?: string[];
@@ -51,6 +55,8 @@ export interface HandoffSpan {
   spanId: string;
   parentSpanId: string | null;
   startMs: number;
+  /** Exact nanoseconds below the millisecond of the span's start. */
+  startNs?: number;
   statusCode: number;
   /** The handing agent; null: the nearest enclosing agent span. */
   from: string | null;
@@ -102,17 +108,18 @@ export interface BatchExtras {
 
 type Walk = AgentInfo | 'entry' | null;
 
-const iso = (ms: number) => new Date(ms).toISOString();
+/** RFC 3339 text of a span time, exact to the nanosecond when the decoder gave the sub-ms part. */
+const iso = exactIso;
 
 /** The receipts a resolved agent span stands for: a delegate at its start and, unless it failed, a return at its end. */
 export function callReceipts(s: AgentSpan, caller: string): Receipt[] {
-  const out: Receipt[] = [{ run: s.run, event: `${s.spanId}:delegate`, type: 'edge', at: iso(s.startMs), from: caller, to: s.agent, kind: 'delegate' }];
-  if (localStatus(s.statusCode) !== 'error') out.push({ run: s.run, event: `${s.spanId}:return`, type: 'edge', at: iso(s.endMs), from: s.agent, to: caller, kind: 'return' });
+  const out: Receipt[] = [{ run: s.run, event: `${s.spanId}:delegate`, type: 'edge', at: iso(s.startMs, s.startNs), from: caller, to: s.agent, kind: 'delegate' }];
+  if (localStatus(s.statusCode) !== 'error') out.push({ run: s.run, event: `${s.spanId}:return`, type: 'edge', at: iso(s.endMs, s.endNs), from: s.agent, to: caller, kind: 'return' });
   return out;
 }
 
 function agentGap(s: AgentSpan, reason: string, suffix = 'gap'): Receipt {
-  const r: Receipt = { run: s.run, event: `${s.spanId}:${suffix}`, type: 'gap', at: iso(s.startMs), reason };
+  const r: Receipt = { run: s.run, event: `${s.spanId}:${suffix}`, type: 'gap', at: iso(s.startMs, s.startNs), reason };
   if (s.agent !== UNNAMED_AGENT) r.to = s.agent;
   return r;
 }
@@ -123,13 +130,13 @@ export function unresolvedGap(s: AgentSpan): Receipt {
 
 /** A handoff edge at the handoff span's start. */
 export function handoffEdge(h: HandoffSpan, run: string, from: string, to: string): Receipt {
-  const r: Receipt = { run, event: `${h.spanId}:handoff`, type: 'edge', at: iso(h.startMs), from, to, kind: 'handoff' };
+  const r: Receipt = { run, event: `${h.spanId}:handoff`, type: 'edge', at: iso(h.startMs, h.startNs), from, to, kind: 'handoff' };
   if (localStatus(h.statusCode) === 'error') r.status = 'error';
   return r;
 }
 
 export function handoffGap(h: HandoffSpan, run: string, reason: string, ends: { from?: string | null; to?: string | null } = {}): Receipt {
-  const r: Receipt = { run, event: `${h.spanId}:gap`, type: 'gap', at: iso(h.startMs), reason };
+  const r: Receipt = { run, event: `${h.spanId}:gap`, type: 'gap', at: iso(h.startMs, h.startNs), reason };
   if (ends.from) r.from = ends.from;
   if (ends.to) r.to = ends.to;
   return r;
@@ -137,7 +144,7 @@ export function handoffGap(h: HandoffSpan, run: string, reason: string, ends: { 
 
 /** A handoff from a linked sender (MAF executor -> executor). One per link; the index keeps fan-in apart. */
 function linkHandoff(s: AgentSpan, from: string, i: number): Receipt {
-  const r: Receipt = { run: s.run, event: `${s.spanId}:handoff.${i}`, type: 'edge', at: iso(s.startMs), from, to: s.agent, kind: 'handoff' };
+  const r: Receipt = { run: s.run, event: `${s.spanId}:handoff.${i}`, type: 'edge', at: iso(s.startMs, s.startNs), from, to: s.agent, kind: 'handoff' };
   if (localStatus(s.statusCode) === 'error') r.status = 'error';
   return r;
 }
