@@ -204,3 +204,41 @@ describe('issue 20 reproducer (replay --now)', () => {
     await expect(replayCommand([`${dir}/reproducer.ndjson`, '--contracts', `${dir}/contracts`, '--now', '2026-11-30T11:02:00.0000000001Z'], { stdout: () => {}, stderr: () => {} })).rejects.toThrow(/nine fraction digits/);
   });
 });
+
+describe('finding instants (deadline, since) instead of countdowns in messages', () => {
+  const s = startAt(`${T}Z`);
+  const d = e(`${T}.0000004Z`, 'o', 'r', 'delegate', 'd');
+
+  it('waiting: deadline and since (when it became due); the message names the instant, no "left"', () => {
+    const v1 = classify([s, d], now('2026-11-30T11:00:30Z'), registry);
+    const v2 = classify([s, d], now('2026-11-30T11:01:59Z'), registry);
+    const f = finding(v1, 'waiting');
+    expect(f).toMatchObject({ deadline: '2026-11-30T11:02:00.0000004Z', since: '2026-11-30T11:00:00.0000004Z' });
+    expect(f.message).toContain('until 2026-11-30T11:02:00.0000004Z');
+    expect(f.message).not.toMatch(/left|ago/);
+    expect(v2.findings).toEqual(v1.findings); // nothing in a finding moves with now alone
+  });
+
+  it('missed deadline: deadline and since are the deadline; no "ago"', () => {
+    const f = finding(classify([s, d], now('2026-11-30T11:30:00Z'), registry), 'missed_deadline');
+    expect(f).toMatchObject({ deadline: '2026-11-30T11:02:00.0000004Z', since: '2026-11-30T11:02:00.0000004Z' });
+    expect(f.message).not.toMatch(/left|ago/);
+  });
+
+  it('declared wait: deadline, since the wait was declared; late edge and missed wait carry the deadline', () => {
+    const w = r('wait', `${T}.25Z`, { on: 'w1', edge: 'o -> w1 : delegate', deadline: '2026-11-30T11:05:00.000000009Z' }, 'w');
+    const dw = finding(classify([s, d, w], now('2026-11-30T11:01:00Z'), registry), 'declared_wait');
+    expect(dw).toMatchObject({ deadline: '2026-11-30T11:05:00.000000009Z', since: '2026-11-30T11:00:00.250Z' });
+    expect(dw.message).not.toMatch(/left|ago/);
+    const mw = finding(classify([s, d, w], now('2026-11-30T11:06:00Z'), registry), 'missed_wait');
+    expect(mw).toMatchObject({ deadline: '2026-11-30T11:05:00.000000009Z', since: '2026-11-30T11:05:00.000000009Z' });
+    const late = finding(classify([s, d, e('2026-11-30T11:02:00.0000005Z', 'r', 'v', 'handoff', 'h')], now('2026-11-30T11:06:00Z'), registry), 'late_edge');
+    expect(late).toMatchObject({ deadline: '2026-11-30T11:02:00.0000004Z', since: '2026-11-30T11:02:00.0000004Z' });
+  });
+
+  it('an ended run: since is the end', () => {
+    const f = finding(classify([s, d, r('run.end', '2026-11-30T11:00:01.000000001Z', { result: 'cancelled' }, 'x')], now('2026-11-30T11:06:00Z'), registry), 'run_cancelled');
+    expect(f.since).toBe('2026-11-30T11:00:01.000000001Z');
+    expect(f.deadline).toBeUndefined();
+  });
+});

@@ -324,6 +324,8 @@ describe('properties', () => {
         const step = Math.floor(frac * (horizon - 1 - c.now.ms));
         const later = fast(c, c.receipts, step === 0 ? c.now : { ms: c.now.ms + step, ns: 0 });
         expect(summary(later)).toEqual(summary(v));
+        // and the findings themselves, messages included: no countdown frozen into a message
+        expect(later.findings).toEqual(v.findings);
         if (v.nextChangeAt !== null) expect(summary(fast(c, c.receipts, v.nextChangeAt))).not.toEqual(summary(v));
       }),
       { numRuns: RUNS },

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ContractError, ContractRegistry, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
+import { ContractError, ContractRegistry, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseInstantArg, table } from './io.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
 import { handoffFindings } from '../handoff/findings.js';
@@ -102,7 +102,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   } else {
     const rows = verdicts.map((v) => {
       const f = firstFinding(v);
-      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? f.message : '-'];
+      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? displayMessage(f, v, at) : '-'];
     });
     io.stdout(`now ${Number.isFinite(at) ? formatInstant(at, atNs) : '-'}, ${verdicts.length} run(s)\n`);
     io.stdout(table(['RUN', 'NAIVE', 'VERDICT', 'OPERATOR MEANING', 'FIRST FINDING'], rows));

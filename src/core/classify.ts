@@ -537,6 +537,8 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
           events: [o.event],
           message: `${step.key} came ${humanDelta(o.at, o.ns, deadline, dNs, humanDuration)} after its deadline ${iso(deadline, dNs)}: investigate the first absent expected edge`,
           settled: true,
+          deadline: iso(deadline, dNs),
+          since: iso(deadline, dNs),
         });
       }
       return;
@@ -550,8 +552,10 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
         code: 'missed_deadline',
         edge: step.key,
         agents: step.dependency ? [step.dependency] : [],
-        message: `${step.key} still absent at its deadline ${iso(deadline, dNs)}${end ? '' : ` (${humanDelta(now, nowNs, deadline, dNs, humanDuration)} ago)`}: investigate the first absent expected edge`,
+        message: `${step.key} still absent at its deadline ${iso(deadline, dNs)}: investigate the first absent expected edge`,
         settled: true,
+        deadline: iso(deadline, dNs),
+        since: iso(deadline, dNs),
       });
     } else if (end) {
       // an ended run waits for nothing; completion decides below
@@ -562,8 +566,10 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
         code: 'waiting',
         edge: step.key,
         agents: [step.dependency],
-        message: `waiting on ${step.dependency} for ${step.key} until ${iso(deadline, dNs)} (${humanDelta(deadline, dNs, now, nowNs, humanDuration)} left): notify or observe the named dependency`,
+        message: `waiting on ${step.dependency} for ${step.key} until ${iso(deadline, dNs)}: notify or observe the named dependency`,
         settled: false,
+        deadline: iso(deadline, dNs),
+        since: iso(d, dNs),
       });
     } else {
       if (deadline !== null) nextChangeAt = Math.min(nextChangeAt, ceilMillis(deadline, dNs));
@@ -573,6 +579,8 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
         edge: step.key,
         message: `${step.key} is due since ${iso(d, dNs)}${deadline !== null ? `, deadline ${iso(deadline, dNs)}` : ''}: useful work may continue`,
         settled: false,
+        ...(deadline !== null ? { deadline: iso(deadline, dNs) } : {}),
+        since: iso(d, dNs),
       });
     }
   });
@@ -598,6 +606,8 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
           ? `${key}, waited on ${w.on}, came ${humanDelta(seen.at, seen.ns, deadline, deadlineNs, humanDuration)} after the wait's deadline ${deadlineIso}: investigate the first absent expected edge`
           : `${key}, waited on ${w.on}, still absent at the wait's deadline ${deadlineIso}: investigate the first absent expected edge`,
         settled: true,
+        deadline: deadlineIso,
+        since: deadlineIso,
       });
     } else if (!end) {
       nextChangeAt = Math.min(nextChangeAt, ceilMillis(deadline, deadlineNs));
@@ -607,8 +617,10 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
         edge: key,
         agents: [w.on!],
         events: [w.event],
-        message: `declared wait on ${w.on} for ${key} until ${deadlineIso} (${humanDelta(deadline, deadlineNs, now, nowNs, humanDuration)} left): notify or observe the named dependency`,
+        message: `declared wait on ${w.on} for ${key} until ${deadlineIso}: notify or observe the named dependency`,
         settled: false,
+        deadline: deadlineIso,
+        since: iso(at, atNs),
       });
     } else {
       // ended, the deadline at or before the end but not reached by `now`: missed_wait when it passes
@@ -633,6 +645,7 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
             ...(outcomeOk ? [] : ['no verified outcome exists']),
           ].join(', ')}: reopen the run; completion lacks required evidence`,
           settled: true,
+          since: iso(endAt, endNs),
         });
       }
     } else {
@@ -643,6 +656,7 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
         events: [end.event],
         message: `run ended ${end.result} at ${iso(endAt, endNs)}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
         settled: true,
+        since: iso(endAt, endNs),
       });
     }
   } else if (absent.length === 0 && !outcomeOk) {
