@@ -49,7 +49,13 @@ const stepSeedArb = fc.record({
   dependency: fc.option(agentArb, { nil: undefined }),
 });
 
-const phaseSeedArb = fc.record({ outcome: fc.constantFrom('required', 'optional'), steps: fc.array(stepSeedArb, { maxLength: 4 }) });
+const phaseSeedArb = fc.record({
+  outcome: fc.constantFrom('required', 'optional'),
+  steps: fc.array(stepSeedArb, { maxLength: 4 }),
+  // run-level stall limits (rule 9)
+  progressWithin: fc.constantFrom<string | undefined>(undefined, undefined, undefined, undefined, undefined, '0s', '1m', '3m', '5m'),
+  maxDuration: fc.constantFrom<string | undefined>(undefined, undefined, undefined, undefined, undefined, undefined, '5m', '10m', '20m'),
+});
 
 const contractSeedArb = fc.record({
   allow: fc.array(allowCandidateArb, { minLength: 1, maxLength: 6 }),
@@ -112,7 +118,12 @@ function buildWorld(seed: ContractSeed): World {
       }
       steps.push({ text, entry });
     }
-    phases[`p${pi}`] = { outcome: ph.outcome, expect: steps.map((s) => s.entry) };
+    phases[`p${pi}`] = {
+      outcome: ph.outcome,
+      expect: steps.map((s) => s.entry),
+      ...(ph.progressWithin !== undefined ? { progress_within: ph.progressWithin } : {}),
+      ...(ph.maxDuration !== undefined ? { max_duration: ph.maxDuration } : {}),
+    };
   });
   const body = (version: string, retired: boolean) =>
     JSON.stringify({ contract: 't', version, retired, owner: 'a', agents: [...AGENTS], allow: allow.map((a) => ({ from: a.from, to: a.to.length === 1 ? a.to[0] : a.to, kind: a.kind, max: a.max })), phases }, null, 1);
@@ -217,12 +228,16 @@ function shuffled<T>(items: T[], keys: number[]): T[] {
 describe('properties', () => {
   it('the generator yields a spread of verdicts (so the properties below are not vacuous)', () => {
     const seen = new Set<string>();
+    const codes = new Set<string>();
     fc.assert(
       fc.property(caseArb, (c) => {
-        seen.add(fast(c).verdict);
+        const v = fast(c);
+        seen.add(v.verdict);
+        for (const f of v.findings) codes.add(f.code);
       }),
       { numRuns: 400, seed: 7 },
     );
+    for (const code of ['no_progress', 'max_duration_exceeded', 'late_edge', 'missed_deadline', 'late_wait', 'missed_wait']) expect(codes, code).toContain(code);
     for (const v of ['uncertain', 'stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'waiting', 'incomplete', 'working', 'healthy']) expect(seen, v).toContain(v);
   });
 

@@ -237,6 +237,56 @@ export function referenceClassify(receipts: Receipt[], nowAt: number | string, c
     else if (!end) say('waiting', 'declared_wait', [w.event], specKey(spec), false);
   }
 
+  // Run-level stall limits (rule 9): a phase's max_duration and progress_within, settled like missed deadlines.
+  const ms = (n: number) => BigInt(n) * 1_000_000n;
+  if (runStart !== null) {
+    const verifiedAt = used.filter((r) => r.type === 'outcome' && r.verified === true && byEnd(time(r.at))).map((r) => time(r.at));
+    const finishedBy = (t: bigint) =>
+      phase.plan.every((s) => {
+        const o = observation(s);
+        return o !== undefined && time(o.at) <= t;
+      }) && (phase.outcome === 'optional' || verifiedAt.some((v) => v <= t));
+    if (phase.maxDurationMs !== undefined) {
+      const limit = runStart + ms(phase.maxDurationMs);
+      if (byEnd(limit) && clock >= limit && !finishedBy(limit)) say('incomplete', 'max_duration_exceeded', [], undefined, true);
+    }
+    if (phase.progressWithinMs !== undefined) {
+      const window = ms(phase.progressWithinMs);
+      const progress = [runStart, ...phase.plan.map(observation).filter((o): o is Receipt => o !== undefined).map((o) => time(o.at))];
+      const waits = used.filter((w) => w.type === 'wait' && byEnd(time(w.at)) && byEnd(time(w.deadline!)));
+      const deadlines = phase.plan.map((s) => {
+        const due = dueAt(s);
+        return due !== null && s.withinMs !== undefined ? { s, due, deadline: due + ms(s.withinMs) } : null;
+      });
+      // stalled at t: unfinished, no progress within the window up to t, no running deadline or declared wait
+      const stalledAt = (t: bigint): boolean => {
+        if (!byEnd(t) || finishedBy(t)) return false;
+        const last = progress.filter((p) => p <= t).reduce<bigint | null>((a, b) => (a === null || b > a ? b : a), null);
+        if (last === null || t < last + window) return false;
+        const runningDeadline = deadlines.some((d) => {
+          if (d === null || d.due > t || d.deadline <= t) return false;
+          const o = observation(d.s);
+          return o === undefined || time(o.at) > t;
+        });
+        const runningWait = waits.some((w) => {
+          if (time(w.at) > t || time(w.deadline!) <= t) return false;
+          const o = earliestObservation(parseEdge(w.edge!));
+          return o === undefined || time(o.at) > t;
+        });
+        return !runningDeadline && !runningWait;
+      };
+      // every instant where stalling can begin: window ends, deadlines, waited edges observed
+      const candidates = [
+        ...progress.map((p) => p + window),
+        ...deadlines.filter((d) => d !== null).map((d) => d!.deadline),
+        ...waits.map((w) => time(w.deadline!)),
+        ...waits.map((w) => earliestObservation(parseEdge(w.edge!))).filter((o): o is Receipt => o !== undefined).map((o) => time(o.at)),
+      ].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      const first = candidates.find(stalledAt);
+      if (first !== undefined && first <= clock) say('incomplete', 'no_progress', [], undefined, true);
+    }
+  }
+
   // Outcome, completion.
   const verified = used.some((r) => r.type === 'outcome' && r.verified === true && byEnd(time(r.at)));
   const outcomeOk = phase.outcome === 'optional' || verified;
