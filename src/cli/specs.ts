@@ -174,6 +174,7 @@ registerSpec({
     'handoff aggregate RESULT.json... [--json]',
     'handoff audit RECEIPTS.ndjson... [--now RFC3339] [--json]',
     'handoff schema [handoff|parent|state|result|handoff-receipt]',
+    'handoff board RUN [--server URL] [--token TOKEN] [--json]',
   ],
   flags: [
     { name: 'parent', type: 'string', value: 'FILE', help: 'admit: the parent envelope' },
@@ -182,11 +183,45 @@ registerSpec({
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit: as of this time' },
     jsonFlag,
   ],
-  examples: ['topology-audit handoff audit receipts/handoffs.ndjson --json'],
+  examples: ['topology-audit handoff audit receipts/handoffs.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
   exits: [
     [0, 'admitted / aggregated / no handoff finding'],
     [1, 'denied / conflict escalated / findings'],
     [2, 'bad input or usage'],
+  ],
+});
+
+registerSpec({
+  name: 'propose',
+  summary: 'draft a candidate contract (YAML, candidate: true) from observed receipts, for review',
+  usage: ['propose FILE... [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--min-share 0.05]'],
+  flags: [
+    { name: 'server', short: 's', type: 'string', value: 'URL', help: "read the runs stored by this auditor's API instead of files" },
+    { name: 'since', type: 'string', value: 'DUR', help: 'with --server: only runs updated within this long (ms, s, m, h or d)' },
+    { name: 'contract-id', type: 'string', value: 'ID', help: 'contract id of the draft (default: the contract the runs pinned, else "proposed")' },
+    { name: 'version', type: 'string', value: 'V', help: 'version of the draft (default: one above the newest pinned numeric version)' },
+    { name: 'phase', type: 'string', value: 'NAME', help: 'phase name of the draft' },
+    { name: 'min-share', type: 'string', value: 'SHARE', default: '0.05', help: 'edges seen in fewer runs than this share are commented out with their counts' },
+    tokenFlag(),
+  ],
+  notes: ['Review every edge against the intended design, then shadow-evaluate the draft (serve --shadow) before publishing it. docs/contracts.md'],
+  examples: ['topology-audit propose runs/*.ndjson --contract-id my-agents > contracts/my-agents.yaml', 'topology-audit propose --server http://127.0.0.1:9464 --since 24h'],
+  exits: exit(0, 2),
+});
+
+registerSpec({
+  name: 'contract',
+  summary: 'compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)',
+  usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--json]'],
+  flags: [
+    { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
+    jsonFlag,
+  ],
+  examples: ['topology-audit contract diff research-publish@2 research-publish@3'],
+  exits: [
+    [0, 'the versions are the same'],
+    [1, 'the versions differ'],
+    [2, 'usage error or unknown version'],
   ],
 });
 
