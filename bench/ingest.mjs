@@ -2,12 +2,14 @@
 //
 //   npm run build && node bench/ingest.mjs            (about 90 s; options below, e.g. --transports grpc)
 //
-// For each transport (HTTP protobuf, HTTP JSON, gRPC) it starts a fresh `topology-audit serve` as a child process
+// For each transport (by default HTTP protobuf, gRPC into the node:http2 receiver, gRPC into --grpc-impl grpc-js,
+// and a retry storm: HTTP protobuf with every batch delivered twice, the second time after the first's
+// acknowledgement, so half the deliveries are duplicates; --transports http-json as well) it starts a fresh `topology-audit serve` as a child process
 // (free loopback ports, a temp data dir on the local disk, default durability: SQLite WAL with synchronous=FULL,
 // so every acknowledgement follows the group commit's fsync) and, from this separate process, sends realistic
 // OTLP trace batches with concurrent clients in bounded loops (bounded by time and batch count, loopback only):
 //   HTTP   node:http keep-alive clients POSTing /v1/traces (application/x-protobuf or application/json)
-//   gRPC   a raw @grpc/grpc-js client (Buffer serializer) calling TraceService/Export
+//   gRPC   a raw @grpc/grpc-js client (Buffer serializer) calling TraceService/Export (both gRPC receivers)
 //
 // Batches: 512 real SDK spans (ReadableSpan) encoded by the real serializers of @opentelemetry/otlp-transformer
 // (ProtobufTraceSerializer, JsonTraceSerializer): 2.3 MB protobuf, 2.6 MB JSON. About 90% are model, tool and
@@ -25,7 +27,8 @@
 //                 process decodes the same bodies alone (decodeExportTraceRequest / decodeExportTraceJson from
 //                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side
 //   half rate     open loop paced at half the sustained rate just measured, for --half-seconds: ack latency
-//   floor         the same clients against a receiver that only takes requests off the wire (node:http / grpc-js)
+//   floor         the same clients against a receiver that only takes requests off the wire (node:http,
+//                 node:http2 with the receiver's settings, or grpc-js)
 // Reported: spans/s, receipts/s, ack p50/p99, server CPU (user+system from /proc/<pid>/stat deltas) and spans per
 // server CPU-second, decode-only spans per CPU-second and the ratio (median of rounds), transport-only spans per
 // CPU-second, server peak RSS (VmHWM). A table, then one JSON line.
@@ -36,6 +39,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import http2 from 'node:http2';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -61,7 +65,7 @@ const { values: args } = parseArgs({
     spans: { type: 'string', default: '512' },
     content: { type: 'string', default: '3000' },
     templates: { type: 'string', default: '4' },
-    transports: { type: 'string', default: 'http-protobuf,http-json,grpc' },
+    transports: { type: 'string', default: 'http-protobuf,grpc,grpc-js,retry-storm' },
     'decode-seconds': { type: 'string', default: '2' },
     'warmup-seconds': { type: 'string', default: '3' },
     rounds: { type: 'string', default: '4' },
@@ -369,11 +373,11 @@ function memoryOf(pid) {
   return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
 }
 
-async function startServer() {
+async function startServer(extraArgs = []) {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-bench-ingest-'));
   const child = spawn(
     process.execPath,
-    [...(args.profile ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean), join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0'],
+    [...(args.profile ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean), join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extraArgs],
     { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT },
   );
   let out = '';
@@ -433,7 +437,8 @@ async function scrape(port) {
   };
   return {
     accepted: sum('topology_receipts_total', (l) => l.includes('result="accepted"')),
-    notAccepted: sum('topology_receipts_total', (l) => !l.includes('result="accepted"')),
+    duplicates: sum('topology_receipts_total', (l) => l.includes('result="duplicate"')),
+    notAccepted: sum('topology_receipts_total', (l) => !l.includes('result="accepted"') && !l.includes('result="duplicate"')),
     commits: sum('topology_store_commit_batch_size_count'),
     committedReceipts: sum('topology_store_commit_batch_size_sum'),
     liveRuns: sum('topology_live_runs'),
@@ -489,17 +494,34 @@ function grpcClient(port) {
   return { send, close: () => client.close() };
 }
 
+/** A retry storm: every batch is delivered twice, the second time after the first was acknowledged. */
+function twice(client) {
+  return {
+    send: async (body) => {
+      await client.send(body);
+      await client.send(body);
+    },
+    close: () => client.close(),
+  };
+}
+
+// `deliveries`: how often each batch is sent; `floor`: the no-op receiver the transport-only limit is taken from.
 const TRANSPORT = {
-  'http-protobuf': { encoding: 'protobuf', client: (ports, n) => httpClient(ports.otlpHttp, 'application/x-protobuf', n) },
-  'http-json': { encoding: 'json', client: (ports, n) => httpClient(ports.otlpHttp, 'application/json', n) },
-  grpc: { encoding: 'protobuf', client: (ports) => grpcClient(ports.otlpGrpc) },
+  'http-protobuf': { encoding: 'protobuf', floor: 'http', client: (ports, n) => httpClient(ports.otlpHttp, 'application/x-protobuf', n) },
+  'http-json': { encoding: 'json', floor: 'http', client: (ports, n) => httpClient(ports.otlpHttp, 'application/json', n) },
+  // gRPC into the default receiver (node:http2) and into the @grpc/grpc-js server (--grpc-impl grpc-js), same client.
+  grpc: { encoding: 'protobuf', floor: 'h2', client: (ports) => grpcClient(ports.otlpGrpc) },
+  'grpc-js': { encoding: 'protobuf', floor: 'grpc-js', serverArgs: ['--grpc-impl', 'grpc-js'], client: (ports) => grpcClient(ports.otlpGrpc) },
+  'retry-storm': { encoding: 'protobuf', floor: 'http', deliveries: 2, client: (ports, n) => twice(httpClient(ports.otlpHttp, 'application/x-protobuf', n)) },
 };
 
 let sendSeq = 1;
+/** Spans delivered per batch count every delivery; receipts count new receipts, `again` the redelivered ones. */
+let deliveries = 1;
 function nextBatch(templates) {
   const seq = sendSeq++;
   const t = templates[seq % templates.length];
-  return { body: patched(t, seq), spans: t.spans, receipts: t.receipts };
+  return { body: patched(t, seq), spans: t.spans * deliveries, receipts: t.receipts, again: t.receipts * (deliveries - 1) };
 }
 
 const quantile = (xs, q) => {
@@ -522,6 +544,7 @@ async function saturate(server, client, templates, seconds, maxBatches) {
   const latencies = [];
   let spans = 0;
   let receipts = 0;
+  let again = 0;
   let issued = 0;
   const before = await serverSnapshot(server);
   const t0 = performance.now();
@@ -535,12 +558,13 @@ async function saturate(server, client, templates, seconds, maxBatches) {
       latencies.push(performance.now() - s);
       spans += b.spans;
       receipts += b.receipts;
+      again += b.again;
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   const wall = (performance.now() - t0) / 1000;
   const after = await serverSnapshot(server);
-  return { latencies, spans, receipts, wall, before, after };
+  return { latencies, spans, receipts, again, wall, before, after };
 }
 
 /** Open loop: one batch every 1/rate seconds regardless of answers, for `seconds`. */
@@ -548,6 +572,7 @@ async function paced(server, client, templates, batchesPerSecond, seconds) {
   const latencies = [];
   let spans = 0;
   let receipts = 0;
+  let again = 0;
   let maxSlipMs = 0;
   const before = await serverSnapshot(server);
   const t0 = performance.now();
@@ -566,13 +591,14 @@ async function paced(server, client, templates, batchesPerSecond, seconds) {
         latencies.push(performance.now() - s);
         spans += b.spans;
         receipts += b.receipts;
+        again += b.again;
       }),
     );
   }
   await Promise.all(inflight);
   const wall = (performance.now() - t0) / 1000;
   const after = await serverSnapshot(server);
-  return { ...summarise({ latencies, spans, receipts, wall, before, after }), targetBatchesPerSec: round(batchesPerSecond, 1), maxSendSlipMs: round(maxSlipMs, 1) };
+  return { ...summarise({ latencies, spans, receipts, again, wall, before, after }), targetBatchesPerSec: round(batchesPerSecond, 1), maxSendSlipMs: round(maxSlipMs, 1) };
 }
 
 const round = (x, digits = 0) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -589,7 +615,11 @@ function summarise(...phases) {
   const system = sum((p) => p.after.cpu.system - p.before.cpu.system);
   const accepted = sum((p) => p.after.metrics.accepted - p.before.metrics.accepted);
   const notAccepted = sum((p) => p.after.metrics.notAccepted - p.before.metrics.notAccepted);
-  if (accepted !== receipts || notAccepted !== 0) throw new Error(`server accepted ${accepted} receipts (${notAccepted} not accepted); expected ${receipts} new receipts`);
+  const again = sum((p) => p.again ?? 0);
+  const duplicates = sum((p) => p.after.metrics.duplicates - p.before.metrics.duplicates);
+  if (accepted !== receipts || notAccepted !== 0 || duplicates !== again) {
+    throw new Error(`server accepted ${accepted} receipts (${duplicates} duplicates, ${notAccepted} otherwise); expected ${receipts} new receipts and ${again} duplicates`);
+  }
   const commits = sum((p) => p.after.metrics.commits - p.before.metrics.commits);
   const committed = sum((p) => p.after.metrics.committedReceipts - p.before.metrics.committedReceipts);
   const commitSeconds = sum((p) => p.after.metrics.commitSeconds - p.before.metrics.commitSeconds);
@@ -600,6 +630,7 @@ function summarise(...phases) {
     batches: latencies.length,
     spans,
     receipts: accepted,
+    duplicates,
     wallSeconds: round(wall, 2),
     spansPerSec: Math.round(spans / wall),
     receiptsPerSec: Math.round(accepted / wall),
@@ -641,6 +672,7 @@ function decodeOnly(bodies, encoding, seconds) {
 
 async function measureTransport(server, name, templates) {
   const spec = TRANSPORT[name];
+  deliveries = spec.deliveries ?? 1;
   const t = templates[spec.encoding];
   const bodies = decodeBodies(templates, spec.encoding);
   const closed = spec.client(server.ports, CONCURRENCY);
@@ -682,6 +714,18 @@ function floorServerMain() {
       res.end(json ? '{}' : '');
     });
   });
+  // node:http2 taking one gRPC message off the wire and answering an empty response with grpc-status 0 (the same
+  // HTTP/2 settings as the receiver in src/server/otlp-grpc-h2.ts).
+  const h2Server = http2.createServer({ settings: { initialWindowSize: 4 * 1024 * 1024, maxFrameSize: 1024 * 1024 }, maxSessionMemory: 64 });
+  h2Server.on('session', (session) => session.setLocalWindowSize(32 * 1024 * 1024));
+  h2Server.on('stream', (stream) => {
+    stream.on('data', () => {});
+    stream.on('end', () => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
+      stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(Buffer.alloc(5));
+    });
+  });
   const grpcServer = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
   const passthrough = (b) => b;
   grpcServer.addService(
@@ -689,9 +733,11 @@ function floorServerMain() {
     { Export: (_call, cb) => cb(null, Buffer.alloc(0)) },
   );
   httpServer.listen(0, '127.0.0.1', () => {
-    grpcServer.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, grpcPort) => {
-      if (err) throw err;
-      console.log(JSON.stringify({ listening: { otlpHttp: httpServer.address().port, otlpGrpc: grpcPort } }));
+    h2Server.listen(0, '127.0.0.1', () => {
+      grpcServer.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, grpcPort) => {
+        if (err) throw err;
+        console.log(JSON.stringify({ listening: { otlpHttp: httpServer.address().port, otlpGrpc: grpcPort, otlpH2: h2Server.address().port } }));
+      });
     });
   });
 }
@@ -711,16 +757,21 @@ async function startFloorServer() {
 }
 
 /** Spans per receiver CPU-second of the transport alone, same clients, same bodies. */
+const floors = new Map();
 async function transportFloor(name, templates) {
   const spec = TRANSPORT[name];
+  if (floors.has(spec.floor)) return floors.get(spec.floor);
   const floor = await startFloorServer();
+  deliveries = 1;
   try {
-    const client = spec.client(floor.ports, CONCURRENCY);
+    const ports = spec.floor === 'h2' ? { ...floor.ports, otlpGrpc: floor.ports.otlpH2 } : floor.ports;
+    const client = (spec.deliveries ? TRANSPORT['http-protobuf'] : spec).client(ports, CONCURRENCY);
     await saturate(floor, client, templates[spec.encoding], 1, MAX_BATCHES);
     const phase = await saturate(floor, client, templates[spec.encoding], FLOOR_SECONDS, MAX_BATCHES);
     client.close();
     const cpu = phase.after.cpu.user + phase.after.cpu.system - phase.before.cpu.user - phase.before.cpu.system;
-    return Math.round(phase.spans / cpu);
+    floors.set(spec.floor, Math.round(phase.spans / cpu));
+    return floors.get(spec.floor);
   } finally {
     await floor.stop();
   }
@@ -742,7 +793,7 @@ async function main() {
   const results = {};
   for (const name of TRANSPORTS) {
     if (!TRANSPORT[name]) throw new Error(`unknown transport ${name}`);
-    const server = await startServer();
+    const server = await startServer(TRANSPORT[name].serverArgs);
     process.stderr.write(`${name}: server pid ${server.pid}\n`);
     if (process.env.BENCH_PAUSE_MS) await sleep(Number(process.env.BENCH_PAUSE_MS));
     try {

@@ -313,7 +313,8 @@ describe('validate (CLI)', () => {
     const c = capture();
     expect(await main(['validate', okFile, join(ROOT, 'contracts/research-publish.yaml'), join(ROOT, 'contracts/research-publish-v2.yaml')], c.io)).toBe(0);
     expect(c.out()).toContain(`${okFile}: ok (shop@4`);
-    expect(c.err()).toBe('');
+    // only warnings (a plan that can stay working forever), never errors
+    for (const line of c.err().trim().split('\n').filter(Boolean)) expect(line).toMatch(/^\S+:\d+:\d+: phases\.\S+: warning: .*neither progress_within nor max_duration/);
   });
 
   it('exits 1 when two files publish different content under one (contract, version)', async () => {

@@ -7,9 +7,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ContractRegistry, classify, parseContract, type Contract, type Receipt, type RunVerdict } from '../src/core/index.js';
+import { ContractRegistry, classify, parseContract, parseInstant, type Contract, type Instant, type Receipt, type RunVerdict } from '../src/core/index.js';
 import { EDGE_KINDS } from '../src/core/types.js';
-import { at, ms, receipt } from './helpers/receipts.js';
+import { at, receipt } from './helpers/receipts.js';
 import { referenceClassify, type RefResult } from './reference/classify.js';
 
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 200);
@@ -49,7 +49,13 @@ const stepSeedArb = fc.record({
   dependency: fc.option(agentArb, { nil: undefined }),
 });
 
-const phaseSeedArb = fc.record({ outcome: fc.constantFrom('required', 'optional'), steps: fc.array(stepSeedArb, { maxLength: 4 }) });
+const phaseSeedArb = fc.record({
+  outcome: fc.constantFrom('required', 'optional'),
+  steps: fc.array(stepSeedArb, { maxLength: 4 }),
+  // run-level stall limits (rule 9)
+  progressWithin: fc.constantFrom<string | undefined>(undefined, undefined, undefined, undefined, undefined, '0s', '1m', '3m', '5m'),
+  maxDuration: fc.constantFrom<string | undefined>(undefined, undefined, undefined, undefined, undefined, undefined, '5m', '10m', '20m'),
+});
 
 const contractSeedArb = fc.record({
   allow: fc.array(allowCandidateArb, { minLength: 1, maxLength: 6 }),
@@ -112,7 +118,12 @@ function buildWorld(seed: ContractSeed): World {
       }
       steps.push({ text, entry });
     }
-    phases[`p${pi}`] = { outcome: ph.outcome, expect: steps.map((s) => s.entry) };
+    phases[`p${pi}`] = {
+      outcome: ph.outcome,
+      expect: steps.map((s) => s.entry),
+      ...(ph.progressWithin !== undefined ? { progress_within: ph.progressWithin } : {}),
+      ...(ph.maxDuration !== undefined ? { max_duration: ph.maxDuration } : {}),
+    };
   });
   const body = (version: string, retired: boolean) =>
     JSON.stringify({ contract: 't', version, retired, owner: 'a', agents: [...AGENTS], allow: allow.map((a) => ({ from: a.from, to: a.to.length === 1 ? a.to[0] : a.to, kind: a.kind, max: a.max })), phases }, null, 1);
@@ -125,7 +136,16 @@ function buildWorld(seed: ContractSeed): World {
 // ---------------------------------------------------------------------------------------------
 
 /** Minutes after T0 on a coarse grid (so ties and "exactly at the deadline" happen), sometimes before 0. */
-const minuteArb = fc.oneof({ weight: 5, arbitrary: fc.integer({ min: -1, max: 25 }) }, { weight: 1, arbitrary: fc.integer({ min: -2, max: 50 }).map((n) => n / 2) });
+const minuteGridArb = fc.oneof({ weight: 5, arbitrary: fc.integer({ min: -1, max: 25 }) }, { weight: 1, arbitrary: fc.integer({ min: -2, max: 50 }).map((n) => n / 2) });
+/**
+ * Sub-millisecond offsets from a small set (so ties, "1 ns either side" and "0.4 ms after" all happen), and how
+ * many fraction digits the text carries (9 digits even for whole milliseconds, to exercise normalisation).
+ */
+const subMsArb = fc.constantFrom(0, 0, 0, 1, 2, 400_000, 999_999);
+/** RFC 3339 text of `minutes` after T0 plus `ns` nanoseconds. */
+const atNs = (minutes: number, ns: number, long: boolean) => (ns === 0 && !long ? at(minutes) : `${at(minutes).slice(0, -1)}${String(ns).padStart(6, '0')}Z`);
+const timeArb = fc.record({ m: minuteGridArb, ns: subMsArb, long: fc.boolean() });
+const minuteArb = timeArb.map(({ m, ns, long }) => atNs(m, ns, long));
 const versionArb = fc.constantFrom<string | undefined>(undefined, undefined, undefined, '2', '2', '1', '3');
 const statusArb = fc.constantFrom<string | undefined>(undefined, undefined, 'ok', 'ok', 'error', 'unset');
 
@@ -138,7 +158,7 @@ function receiptArb(w: World): fc.Arbitrary<Draft> {
     { weight: triples.length > 0 ? 6 : 0, arbitrary: triples.length > 0 ? fc.constantFrom(...triples) : fc.constant({ from: 'a', to: 'b', kind: 'delegate' }) },
     { weight: 1, arbitrary: fc.record({ from: anyAgent, to: anyAgent, kind: kindArb }) },
   );
-  const common = { at: minuteArb.map(at), version: versionArb, status: statusArb };
+  const common = { at: minuteArb, version: versionArb, status: statusArb };
   const phaseArb = fc.constantFrom<string | undefined>(undefined, ...w.phases, ...w.phases, 'nope');
   return fc.oneof(
     { weight: 10, arbitrary: fc.record({ ...common, type: fc.constant('edge'), t: edgeTriple }).map(({ t, ...r }) => ({ ...r, ...t })) },
@@ -146,8 +166,8 @@ function receiptArb(w: World): fc.Arbitrary<Draft> {
     {
       weight: 2,
       arbitrary: fc
-        .record({ ...common, type: fc.constant('wait'), on: anyAgent, t: edgeTriple, start: minuteArb, span: fc.integer({ min: 0, max: 10 }) })
-        .map(({ t, start, span, ...r }) => ({ ...r, at: at(start), edge: tkey(t), deadline: at(start + span) })),
+        .record({ ...common, type: fc.constant('wait'), on: anyAgent, t: edgeTriple, start: timeArb, span: fc.integer({ min: 0, max: 10 }), dns: subMsArb })
+        .map(({ t, start, span, dns, ...r }) => ({ ...r, at: atNs(start.m, start.ns, start.long), edge: tkey(t), deadline: atNs(start.m + span, dns, start.long) })),
     },
     { weight: 2, arbitrary: fc.record({ ...common, type: fc.constant('outcome'), verified: fc.boolean(), from: fc.option(anyAgent, { nil: undefined }) }) },
     { weight: 2, arbitrary: fc.record({ ...common, type: fc.constant('run.end'), result: fc.constantFrom('completed', 'completed', 'failed', 'cancelled'), from: fc.option(anyAgent, { nil: undefined }) }) },
@@ -163,7 +183,9 @@ function toReceipts(drafts: Draft[]): Receipt[] {
 interface Case {
   world: World;
   receipts: Receipt[];
-  now: number;
+  /** Exact to the nanosecond: the product takes the Instant, the reference its RFC 3339 text. */
+  now: Instant;
+  nowText: string;
   defaultContract?: string;
 }
 
@@ -174,22 +196,28 @@ const caseArb: fc.Arbitrary<Case> = contractSeedArb.chain((seed) => {
   return fc.record({
     world: fc.constant(world),
     receipts: fc.tuple(usualStart, fc.array(receiptArb(world), { minLength: 1, maxLength: 12 })).map(([s, rest]) => toReceipts([...s, ...rest])),
-    now: fc.integer({ min: 0, max: 80 }).map((n) => ms(n / 2)),
+    nowAt: fc.record({ n: fc.integer({ min: 0, max: 80 }), ns: subMsArb }),
     defaultContract: fc.constantFrom<string | undefined>(undefined, 't'),
+  }).map(({ nowAt, ...c }) => {
+    const nowText = atNs(nowAt.n / 2, nowAt.ns, true);
+    return { ...c, now: parseInstant(nowText), nowText };
   });
 });
+
+/** `now` moved on by `msLater` whole milliseconds (the sub-ms part kept). */
+const plus = (now: Instant, msLater: number): Instant => ({ ms: now.ms + msLater, ns: now.ns });
 
 // ---------------------------------------------------------------------------------------------
 // Comparison helpers
 // ---------------------------------------------------------------------------------------------
 
-const fast = (c: Case, receipts = c.receipts, now = c.now): RunVerdict => classify(receipts, now, c.world.registry, c.defaultContract);
-const reference = (c: Case): RefResult => referenceClassify(c.receipts, c.now, c.world.contracts, c.defaultContract);
+const fast = (c: Case, receipts = c.receipts, now: Instant | number = c.now): RunVerdict => classify(receipts, now, c.world.registry, c.defaultContract);
+const reference = (c: Case): RefResult => referenceClassify(c.receipts, c.nowText, c.world.contracts, c.defaultContract);
 const line = (f: { verdict: string; code: string; edge?: string; events: string[] }) => `${f.verdict}|${f.code}|${f.edge ?? ''}|${[...f.events].sort().join(',')}`;
 const summary = (v: RunVerdict | RefResult) => ({ pin: v.pin, verdict: v.verdict, naive: v.naive, settled: v.settled, findings: v.findings.map(line).sort() });
 
 /** Readable counterexample: the contract and the receipts. */
-const explain = (c: Case) => `now ${new Date(c.now).toISOString()} default ${c.defaultContract}\n${c.world.contracts[1].canonical}\n${c.receipts.map((r) => JSON.stringify(r)).join('\n')}`;
+const explain = (c: Case) => `now ${c.nowText} default ${c.defaultContract}\n${c.world.contracts[1].canonical}\n${c.receipts.map((r) => JSON.stringify(r)).join('\n')}`;
 
 function shuffled<T>(items: T[], keys: number[]): T[] {
   return items.map((x, i) => ({ x, k: keys[i % Math.max(keys.length, 1)] ?? 0, i })).sort((p, q) => p.k - q.k || p.i - q.i).map((p) => p.x);
@@ -200,12 +228,16 @@ function shuffled<T>(items: T[], keys: number[]): T[] {
 describe('properties', () => {
   it('the generator yields a spread of verdicts (so the properties below are not vacuous)', () => {
     const seen = new Set<string>();
+    const codes = new Set<string>();
     fc.assert(
       fc.property(caseArb, (c) => {
-        seen.add(fast(c).verdict);
+        const v = fast(c);
+        seen.add(v.verdict);
+        for (const f of v.findings) codes.add(f.code);
       }),
       { numRuns: 400, seed: 7 },
     );
+    for (const code of ['no_progress', 'max_duration_exceeded', 'late_edge', 'missed_deadline', 'late_wait', 'missed_wait']) expect(codes, code).toContain(code);
     for (const v of ['uncertain', 'stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'waiting', 'incomplete', 'working', 'healthy']) expect(seen, v).toContain(v);
   });
 
@@ -235,9 +267,15 @@ describe('properties', () => {
         const r = c.receipts[which % c.receipts.length];
         const again: Record<string, unknown> = { ...r };
         if (form === 'status' && r.status === undefined) again.status = 'ok';
-        if (form === 'offset') again.at = new Date(Date.parse(r.at) + 3_600_000).toISOString().replace('Z', '+01:00').replace(/\.\d+\+/, '+');
-        if (form === 'millis') again.at = new Date(Date.parse(r.at)).toISOString().replace(/\.\d+Z$/, '.000000Z');
-        if (form === 'offset' && r.deadline) again.deadline = new Date(Date.parse(r.deadline)).toISOString();
+        // the same instant written another way: +01:00 (fraction kept), or nine fraction digits
+        const t = parseInstant(r.at);
+        const nine = (ms: number, ns: number) => new Date(ms).toISOString().slice(0, -1) + String(ns).padStart(6, '0');
+        if (form === 'offset') again.at = (t.ns === 0 ? new Date(t.ms + 3_600_000).toISOString().replace(/\.000Z$/, 'Z') : nine(t.ms + 3_600_000, t.ns) + 'Z').replace('Z', '+01:00');
+        if (form === 'millis') again.at = nine(t.ms, t.ns) + 'Z';
+        if (form === 'offset' && r.deadline) {
+          const d = parseInstant(r.deadline);
+          again.deadline = nine(d.ms, d.ns) + 'Z';
+        }
         if (r.edge) again.edge = r.edge.replace(/\s+/g, '');
         const twice = [...c.receipts];
         twice.splice(where % (twice.length + 1), 0, receipt(again));
@@ -249,10 +287,16 @@ describe('properties', () => {
 
   it('a same-id receipt with different content is a conflict finding and the verdict is uncertain', () => {
     fc.assert(
-      fc.property(caseArb, fc.nat(), fc.constantFrom('time', 'status', 'version'), (c, which, change) => {
+      fc.property(caseArb, fc.nat(), fc.constantFrom('time', 'nanosecond', 'status', 'version'), (c, which, change) => {
         const r = c.receipts[which % c.receipts.length];
         const other: Record<string, unknown> = { ...r };
         if (change === 'time') other.at = new Date(Date.parse(r.at) + 1000).toISOString();
+        if (change === 'nanosecond') {
+          // 1 ns later (staying inside the millisecond: the offsets are at most 999_999)
+          const t = parseInstant(r.at);
+          const ns = t.ns === 999_999 ? 999_998 : t.ns + 1;
+          other.at = `${new Date(t.ms).toISOString().slice(0, -1)}${String(ns).padStart(6, '0')}Z`;
+        }
         if (change === 'status') other.status = (r.status ?? 'ok') === 'ok' ? 'error' : 'ok';
         if (change === 'version') other.version = r.version === '9' ? '8' : '9';
         const v = fast(c, [...c.receipts, receipt(other)]);
@@ -273,7 +317,7 @@ describe('properties', () => {
     fc.assert(
       fc.property(caseArb, fc.integer({ min: 0, max: 60 }), (c, stepMinutes) => {
         const v1 = fast(c);
-        const v2 = fast(c, c.receipts, c.now + stepMinutes * 60_000);
+        const v2 = fast(c, c.receipts, plus(c.now, stepMinutes * 60_000));
         if (v1.verdict === 'incomplete') expect(v2.verdict).toBe('incomplete');
         if (['stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete'].includes(v1.verdict)) expect(v2.verdict).toBe(v1.verdict);
         if (v1.settled) expect(v2.settled).toBe(true);
@@ -288,10 +332,15 @@ describe('properties', () => {
     fc.assert(
       fc.property(caseArb, fc.double({ min: 0, max: 1, noNaN: true }), (c, frac) => {
         const v = fast(c);
-        const horizon = v.nextChangeAt ?? c.now + 1000 * 60_000;
-        expect(horizon).toBeGreaterThan(c.now);
-        const later = fast(c, c.receipts, c.now + Math.floor(frac * (horizon - 1 - c.now)));
+        const horizon = v.nextChangeAt ?? c.now.ms + 1000 * 60_000;
+        expect(horizon).toBeGreaterThan(c.now.ms);
+        // nextChangeAt is the first whole millisecond at or after the change: any instant from now up to the
+        // whole millisecond before it (sub-ms part 0) is before the change
+        const step = Math.floor(frac * (horizon - 1 - c.now.ms));
+        const later = fast(c, c.receipts, step === 0 ? c.now : { ms: c.now.ms + step, ns: 0 });
         expect(summary(later)).toEqual(summary(v));
+        // and the findings themselves, messages included: no countdown frozen into a message
+        expect(later.findings).toEqual(v.findings);
         if (v.nextChangeAt !== null) expect(summary(fast(c, c.receipts, v.nextChangeAt))).not.toEqual(summary(v));
       }),
       { numRuns: RUNS },

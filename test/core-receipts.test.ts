@@ -77,10 +77,11 @@ describe('receipt fields per type', () => {
     for (const at of ['2026-01-15', '2026-01-15T10:00:00', 'yesterday', '2026-13-45T10:00:00Z']) expect(refusal(make('edge', { at })), at).toMatch(/at/);
   });
 
-  it('accepts RFC 3339 offsets and fractions; wait edges compare with spaces ignored and may be a bounded choice', () => {
+  it('accepts RFC 3339 offsets and fractions; wait edges compare with spaces ignored and name exactly one edge', () => {
     for (const at of ['2026-01-15T11:00:00+01:00', '2026-01-15T10:00:00.123456789Z', '2026-01-15t10:00:00z']) expect(validateReceipt(make('edge', { at })).ok, at).toBe(true);
     expect(validateReceipt(make('wait', { edge: 'v->o:return' })).ok).toBe(true);
-    expect(validateReceipt(make('wait', { edge: 'o -> [w1, w2] : delegate' })).ok).toBe(true);
+    // semantics 2a: a wait names exactly one edge; brackets there are refused
+    expect(validateReceipt(make('wait', { edge: 'o -> [w1, w2] : delegate' })).ok).toBe(false);
   });
 });
 

@@ -64,6 +64,7 @@ describe('decodeExportTraceJson', () => {
       ],
     });
     expect(s.startMs).toBe(1_767_225_600_123.456789);
+    expect(s.startNs).toBe(456_789); // the exact nanoseconds below the millisecond
     expect(s.endMs).toBeCloseTo(1_767_225_600_200, 3);
     expect(s.attrs).toEqual({ 'topology.run.id': -9007199254740992, 'topology.outcome.verified': 12, 'topology.edge.from': Infinity, 'topology.phase': 2.5, 'topology.edge.to': false });
   });
@@ -106,7 +107,7 @@ describe('decodeExportTraceJson', () => {
       ],
     );
     expect(s.attrs).toEqual({ 'topology.run.id': 'span-run', 'gen_ai.conversation.id': 'svc' });
-    expect(s.events).toEqual([{ name: 'wait', timeMs: 2, attrs: { 'topology.event.type': 'wait' } }]);
+    expect(s.events).toEqual([{ name: 'wait', timeMs: 2, timeNs: 0, attrs: { 'topology.event.type': 'wait' } }]);
     expect(s.links).toEqual([{ traceId: TRACE, spanId: PARENT }]);
     expect(JSON.stringify(s)).not.toContain(MARKER);
   });

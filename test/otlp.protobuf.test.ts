@@ -67,6 +67,7 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
     );
     expect(s).toMatchObject({ traceId: TRACE, spanId: SPAN, parentSpanId: PARENT, name: 'invoke_agent a', kind: 3, statusCode: 2 });
     expect(s.startMs).toBe(1_767_225_600_123.456789);
+    expect(s.startNs).toBe(456_789); // the exact nanoseconds below the millisecond
     expect(s.endMs - s.startMs).toBeCloseTo(2.5, 3);
     expect(JSON.stringify(s)).not.toContain('CONTENT-MARKER');
   });
@@ -185,7 +186,7 @@ describe('decodeExportTraceRequest: well-formed messages', () => {
         .message(11, (e) => e.string(2, 'no attributes'))
         .message(13, (l) => l.bytesField(1, hexBytes(TRACE)).bytesField(2, hexBytes(PARENT)).string(3, 'ts').fixed32(6, 0x301)),
     );
-    expect(s.events).toEqual([{ name: 'wait', timeMs: 1_767_225_600_123.456789, attrs: { 'topology.event.type': 'wait' } }]);
+    expect(s.events).toEqual([{ name: 'wait', timeMs: 1_767_225_600_123.456789, timeNs: 456_789, attrs: { 'topology.event.type': 'wait' } }]);
     expect(s.links).toEqual([{ traceId: TRACE, spanId: PARENT }]);
   });
 

@@ -4,6 +4,7 @@
  * Exit codes as diff(1): 0 same content, 1 differences, 2 usage or bad input.
  */
 import { parseArgs } from 'node:util';
+import { packagedContractsDir } from './paths.js';
 import { ContractRegistry } from '../core/registry.js';
 import { parseShadowRef } from '../core/shadow.js';
 import type { Contract } from '../core/contract.js';
@@ -76,7 +77,7 @@ export async function contractCommand(argv: string[], io: Io): Promise<number> {
     args: rest,
     allowPositionals: true,
     options: {
-      contracts: { type: 'string', default: 'contracts' },
+      contracts: { type: 'string', short: 'c', default: packagedContractsDir() },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },

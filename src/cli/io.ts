@@ -1,3 +1,5 @@
+import { parseInstant, type Instant } from '../core/time.js';
+
 export interface Io {
   stdout: (s: string) => void;
   stderr: (s: string) => void;
@@ -14,6 +16,19 @@ export class UsageError extends Error {}
 export function parseTimeArg(name: string, value: string): number {
   const t = Date.parse(value);
   if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(t)) throw new UsageError(`${name}: not an RFC 3339 time: ${value}`);
+  return t;
+}
+
+/**
+ * Parse an RFC 3339 time given on the command line, exact to the nanosecond (up to nine fraction digits; more is
+ * refused, as in receipts).
+ */
+export function parseInstantArg(name: string, value: string): Instant {
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i.test(value)) {
+    throw new UsageError(`${name}: not an RFC 3339 time (at most nine fraction digits): ${value}`);
+  }
+  const t = parseInstant(value);
+  if (Number.isNaN(t.ms)) throw new UsageError(`${name}: not an RFC 3339 time: ${value}`);
   return t;
 }
 

@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { packagedContractsDir } from './paths.js';
-import { findingText, parseCommandArgs, specFor } from './spec.js';
+import { parseCommandArgs, specFor } from './spec.js';
 import './specs.js';
-import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
-import { type Io, UsageError, parseTimeArg, table } from './io.js';
+import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
+import { type Io, UsageError, parseInstantArg, table } from './io.js';
+import { formatInstant, toInstant, type Instant } from '../core/time.js';
 import { handoffFindings } from '../handoff/findings.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
@@ -30,16 +31,26 @@ export function parseExpectFile(text: string, file: string): Map<string, Expecta
 
 export interface ReplayResult {
   verdicts: RunVerdict[];
+  /** The evaluation time: whole ms since the epoch (-Infinity for no receipts), and the sub-ms nanoseconds. */
   now: number;
+  nowNs: number;
   /** Shadow verdicts per run (only with `shadow` candidates). */
   shadows: Map<string, ShadowVerdict[]>;
 }
 
 /** Audit receipts offline. Pure apart from the registry passed in. */
-export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number; defaultContract?: string; shadow?: Contract[] }): ReplayResult {
+export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number | Instant; defaultContract?: string; shadow?: Contract[] }): ReplayResult {
   const runs = groupByRun(receipts);
-  let now = opts.now ?? -Infinity;
-  if (opts.now === undefined) for (const s of runs.values()) now = Math.max(now, s.lastAt);
+  // Without --now: the latest receipt instant, exact to the nanosecond.
+  const now: Instant = opts.now !== undefined ? toInstant(opts.now) : { ms: -Infinity, ns: 0 };
+  if (opts.now === undefined) {
+    for (const s of runs.values()) {
+      if (s.lastAt > now.ms || (s.lastAt === now.ms && s.lastNs > now.ns)) {
+        now.ms = s.lastAt;
+        now.ns = s.lastNs;
+      }
+    }
+  }
   const shadows = new Map<string, ShadowVerdict[]>();
   const evalOpts = { registry, extraFindings: handoffFindings };
   const verdicts = [...runs.values()].map((s) => {
@@ -49,7 +60,7 @@ export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, 
     return v;
   });
   verdicts.sort((a, b) => (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
-  return { verdicts, now, shadows };
+  return { verdicts, now: now.ms, nowNs: now.ns, shadows };
 }
 
 export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Expectation>): string[] {
@@ -81,7 +92,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   } catch (e) {
     throw new UsageError(`replay: ${(e as Error).message}`);
   }
-  const now = values.now !== undefined ? parseTimeArg('--now', values.now) : undefined;
+  const now = values.now !== undefined ? parseInstantArg('--now', values.now) : undefined;
   const expect = values.expect ? parseExpectFile(readFileSync(values.expect, 'utf8'), values.expect) : null;
   const receipts: Receipt[] = [];
   for (const file of positionals) {
@@ -94,15 +105,15 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
     // Not push(...list): spreading a million receipts as call arguments overflows the stack.
     for (const r of parseReceiptFile(text, file)) receipts.push(r);
   }
-  const { verdicts, now: at, shadows } = replayReceipts(receipts, registry, { now, defaultContract: values.contract, shadow });
+  const { verdicts, now: at, nowNs: atNs, shadows } = replayReceipts(receipts, registry, { now, defaultContract: values.contract, shadow });
   if (values.json) {
     for (const v of verdicts) io.stdout(JSON.stringify(shadow.length ? { ...verdictJson(v), shadow: (shadows.get(v.run) ?? []).map(shadowJson) } : verdictJson(v)) + '\n');
   } else {
     const rows = verdicts.map((v) => {
       const f = firstFinding(v);
-      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? findingText(f as { message: string; deadline?: string; since?: string }, at) : '-'];
+      return [v.run, v.naive, v.verdict, OPERATOR_MEANING[v.verdict], f ? displayMessage(f, v, at) : '-'];
     });
-    io.stdout(`now ${Number.isFinite(at) ? new Date(at).toISOString() : '-'}, ${verdicts.length} run(s)\n`);
+    io.stdout(`now ${Number.isFinite(at) ? formatInstant(at, atNs) : '-'}, ${verdicts.length} run(s)\n`);
     io.stdout(table(['RUN', 'NAIVE', 'VERDICT', 'OPERATOR MEANING', 'FIRST FINDING'], rows));
     for (const s of summarizeShadows(shadow, verdicts.map((v) => ({ verdict: v, shadow: shadows.get(v.run) ?? [] })))) {
       const counts = Object.entries(s.verdicts).map(([k, n]) => `${k} ${n}`).join(', ') || 'no runs';

@@ -47,6 +47,11 @@ function tlsArgs(cert: string | undefined, key: string | undefined, clientCa: st
   }
 }
 
+function grpcImplArg(v: string): 'h2' | 'grpc-js' {
+  if (v !== 'h2' && v !== 'grpc-js') throw new UsageError(`--grpc-impl: expected h2 or grpc-js: ${v}`);
+  return v;
+}
+
 const isLoopback = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
@@ -118,6 +123,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'max-live-runs': { type: 'string' },
       'max-live-receipts': { type: 'string' },
       'max-event-streams': { type: 'string' },
+      'grpc-impl': { type: 'string', default: 'h2' },
     },
   });
   const level = values['log-level'] as LogLevel;
@@ -177,6 +183,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     apiTokens,
     tls,
     runKey: runKeyArg(values['run-key']),
+    grpcImpl: grpcImplArg(values['grpc-impl']!),
     log: logger,
     version: VERSION,
     shadow,

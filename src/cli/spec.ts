@@ -13,6 +13,8 @@ export interface FlagSpec {
   /** One-letter short flag, e.g. "t". Only where conventional. */
   short?: string;
   type: 'string' | 'boolean';
+  /** May be given several times (values collected in a list). */
+  multiple?: boolean;
   /** Placeholder shown in help, e.g. "DUR". */
   value?: string;
   /** Default value (parsed); for display see `shown`. */
@@ -97,9 +99,9 @@ export interface Parsed {
 
 /** Parse argv with the spec's flag table (plus -h/--help, handled by main before this). */
 export function parseCommandArgs(spec: CommandSpec, argv: string[]): Parsed {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string; default?: string | boolean }> = {};
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean; default?: string | boolean | string[] }> = {};
   for (const f of [...spec.flags, HELP_FLAG]) {
-    options[f.name] = { type: f.type, ...(f.short ? { short: f.short } : {}), ...(f.default !== undefined ? { default: f.default } : {}) };
+    options[f.name] = { type: f.type, ...(f.short ? { short: f.short } : {}), ...(f.multiple ? { multiple: true, default: [] } : f.default !== undefined ? { default: f.default } : {}) };
   }
   try {
     const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });

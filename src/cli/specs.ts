@@ -74,15 +74,16 @@ export const SERVE_SPEC = registerSpec({
     { name: 'tls-cert', type: 'string', value: 'FILE', help: 'PEM certificate (with --tls-key): every listener speaks TLS' },
     { name: 'tls-key', type: 'string', value: 'FILE', help: 'PEM private key' },
     { name: 'tls-client-ca', type: 'string', value: 'FILE', help: 'require client certificates signed by this CA' },
-    { name: 'shadow', type: 'string', value: 'ID@VERSION', help: 'also audit every run against this candidate contract version, reported apart (repeatable; docs/contracts.md)' },
+    { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
+    { name: 'grpc-impl', type: 'string', value: 'IMPL', default: 'h2', help: 'gRPC receiver: h2 (node:http2) or grpc-js' },
     { name: 'max-connections', type: 'string', value: 'N', default: '1024', help: 'open connections per HTTP listener' },
-    { name: 'headers-timeout', type: 'string', value: 'DUR', default: '10s', help: 'time allowed for request headers' },
-    { name: 'request-timeout', type: 'string', value: 'DUR', default: '60s', help: 'time allowed for a whole request (at least --headers-timeout)' },
-    { name: 'keep-alive-timeout', type: 'string', value: 'DUR', default: '5s', help: 'idle keep-alive connections close after this' },
+    { name: 'headers-timeout', type: 'string', value: 'DUR', default: '10s', help: 'time to receive request headers (and the TLS handshake)' },
+    { name: 'request-timeout', type: 'string', value: 'DUR', default: '60s', help: 'time to receive a whole request, body included' },
+    { name: 'keep-alive-timeout', type: 'string', value: 'DUR', default: '5s', help: 'idle keep-alive connections are closed after this' },
     { name: 'max-grpc-streams', type: 'string', value: 'N', default: '100', help: 'concurrent gRPC streams per connection' },
-    { name: 'max-live-runs', type: 'string', value: 'N', default: '100000', help: 'runs held in memory; receipts of new runs are refused beyond it' },
-    { name: 'max-live-receipts', type: 'string', value: 'N', default: '2000000', help: 'receipts held in memory by live runs' },
-    { name: 'max-event-streams', type: 'string', value: 'N', default: '64', help: 'concurrent web view event streams (SSE)' },
+    { name: 'max-live-runs', type: 'string', value: 'N', default: '100000', help: 'live runs held in memory; past it receipts of new runs get 503 + Retry-After' },
+    { name: 'max-live-receipts', type: 'string', value: 'N', default: '2000000', help: 'receipts held by live runs; past it ingest answers 503 + Retry-After' },
+    { name: 'max-event-streams', type: 'string', value: 'N', default: '64', help: 'open web-view event streams (SSE)' },
     { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
   ],
   examples: ['topology-audit serve', 'topology-audit serve --contracts ./contracts --data /var/lib/topology-audit --log-level warn'],
@@ -98,6 +99,7 @@ registerSpec({
     { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
     { name: 'now', type: 'string', value: 'RFC3339', shown: "the file's latest receipt", help: 'audit as of this time' },
     { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails' },
+    { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
     jsonFlag,
   ],
   examples: ['topology-audit replay receipts/drift.ndjson --contracts contracts', 'topology-audit replay run.ndjson --expect expected.json --json'],
@@ -173,6 +175,7 @@ registerSpec({
     'handoff aggregate RESULT.json... [--json]',
     'handoff audit RECEIPTS.ndjson... [--now RFC3339] [--json]',
     'handoff schema [handoff|parent|state|result|handoff-receipt]',
+    'handoff board RUN [--server URL] [--token TOKEN] [--json]',
   ],
   flags: [
     { name: 'parent', type: 'string', value: 'FILE', help: 'admit: the parent envelope' },
@@ -181,11 +184,45 @@ registerSpec({
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit: as of this time' },
     jsonFlag,
   ],
-  examples: ['topology-audit handoff audit receipts/handoffs.ndjson --json'],
+  examples: ['topology-audit handoff audit receipts/handoffs.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
   exits: [
     [0, 'admitted / aggregated / no handoff finding'],
     [1, 'denied / conflict escalated / findings'],
     [2, 'bad input or usage'],
+  ],
+});
+
+registerSpec({
+  name: 'propose',
+  summary: 'draft a candidate contract (YAML, candidate: true) from observed receipts, for review',
+  usage: ['propose FILE... [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--min-share 0.05]'],
+  flags: [
+    { name: 'server', short: 's', type: 'string', value: 'URL', help: "read the runs stored by this auditor's API instead of files" },
+    { name: 'since', type: 'string', value: 'DUR', help: 'with --server: only runs updated within this long (ms, s, m, h or d)' },
+    { name: 'contract-id', type: 'string', value: 'ID', help: 'contract id of the draft (default: the contract the runs pinned, else "proposed")' },
+    { name: 'version', type: 'string', value: 'V', help: 'version of the draft (default: one above the newest pinned numeric version)' },
+    { name: 'phase', type: 'string', value: 'NAME', help: 'phase name of the draft' },
+    { name: 'min-share', type: 'string', value: 'SHARE', default: '0.05', help: 'edges seen in fewer runs than this share are commented out with their counts' },
+    tokenFlag(),
+  ],
+  notes: ['Review every edge against the intended design, then shadow-evaluate the draft (serve --shadow) before publishing it. docs/contracts.md'],
+  examples: ['topology-audit propose runs/*.ndjson --contract-id my-agents > contracts/my-agents.yaml', 'topology-audit propose --server http://127.0.0.1:9464 --since 24h'],
+  exits: exit(0, 2),
+});
+
+registerSpec({
+  name: 'contract',
+  summary: 'compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)',
+  usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--json]'],
+  flags: [
+    { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
+    jsonFlag,
+  ],
+  examples: ['topology-audit contract diff research-publish@2 research-publish@3'],
+  exits: [
+    [0, 'the versions are the same'],
+    [1, 'the versions differ'],
+    [2, 'usage error or unknown version'],
   ],
 });
 

@@ -41,6 +41,8 @@ export async function validateCommand(argv: string[], io: Io): Promise<number> {
       const c = parseContract(text, file);
       ok.push(c);
       io.stdout(`${file}: ok (${c.contract}@${c.version}${c.retired ? ', retired' : ''}, ${c.agents.length} agents, ${c.allow.length} allow entries, phases ${c.phases.map((p) => p.name).join(', ')})\n`);
+      // warnings do not fail validation (exit 0)
+      for (const w of c.warnings ?? []) io.stderr(`${w.file}:${w.line}:${w.col}: ${w.field || '(root)'}: warning: ${w.message}\n`);
     } catch (e) {
       if (!(e instanceof ContractError)) throw e;
       for (const i of e.issues) io.stderr(formatIssue(i) + '\n');

@@ -4,6 +4,7 @@
  * Pure functions, no I/O.
  */
 import type { Receipt } from './types.js';
+import { subMillisOf } from './time.js';
 
 /**
  * Every field a receipt may carry. Typed as a record over `keyof Receipt` so the compiler forces this list to
@@ -63,8 +64,11 @@ export function compactReceiptJson(receipt: Receipt): string {
 
 function normalisedValue(key: string, value: Json): Json {
   if (INSTANT_FIELDS.has(key) && typeof value === 'string') {
-    const instant = Date.parse(value);
-    return Number.isNaN(instant) ? value : instant;
+    // Exact to the nanosecond: whole milliseconds, plus the sub-millisecond nanoseconds when there are any.
+    const ms = Date.parse(value);
+    if (Number.isNaN(ms)) return value;
+    const ns = subMillisOf(value);
+    return ns === 0 ? ms : `${ms}+${ns}ns`;
   }
   if (VERSION_FIELDS.has(key) && typeof value === 'number') return String(value);
   if (EDGE_FIELDS.has(key) && typeof value === 'string') return value.replace(/\s+/g, '');
@@ -81,14 +85,15 @@ function sortedJson(value: Json): string {
 }
 
 /**
- * Canonical JSON of a receipt: known fields only, keys sorted, `status` defaulted to `ok`, instants as epoch
- * milliseconds, versions as text, edge strings without spaces. Two deliveries are the same receipt exactly
+ * Canonical JSON of a receipt: known fields only, keys sorted, `status` defaulted to `ok` (nothing else), instants
+ * as epoch milliseconds exact to the nanosecond, versions as text, edge strings without spaces. Two deliveries are the same receipt exactly
  * when their canonical forms are equal.
  */
 export function canonicalReceiptJson(receipt: Receipt): string {
   const fields = storedReceiptFields(receipt);
+  // Only `status` is defaulted (semantics 2a): pin defaults are not filled, so a run.start with and one without
+  // `phase` under one event id conflict.
   const normalised: Record<string, Json> = { status: 'ok' };
-  if (receipt.type === 'handoff') normalised.attempt = 1;
   for (const [key, value] of Object.entries(fields)) normalised[key] = normalisedValue(key, value);
   return sortedJson(normalised);
 }

@@ -8,16 +8,19 @@
  * list the events of an unknown agent or a foreign version.
  */
 import type { Contract, PlanStep } from './contract.js';
-import { compactKey, edgeKey, humanDuration, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
-import { instant, receiptCanon } from './receipt.js';
+import { compactKey, edgeKey, formatDuration, humanDuration, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
+import { receiptCanon } from './receipt.js';
+import { ceilMillis, formatInstant, humanDelta, subMillisOf, toInstant, type Instant } from './time.js';
 import type { ContractRegistry, PinResolution, PinRef } from './registry.js';
 import { precedence, type Finding, type NaiveVerdict, type Pin, type Receipt, type RunVerdict, type Verdict } from './types.js';
 
 export type AddResult = 'accepted' | 'duplicate' | 'conflict';
 
+/** An observation: its event and its instant (whole ms `at` plus sub-ms `ns`, see src/core/time.ts). */
 interface Obs {
   event: string;
   at: number;
+  ns: number;
 }
 
 interface EdgeAgg {
@@ -43,7 +46,9 @@ interface WaitEdge {
 interface WaitFacts {
   receipt: Receipt;
   at: number;
+  atNs: number;
   deadline: number;
+  deadlineNs: number;
   /** The awaited edge, or null when its text does not parse (validated at ingest; such a wait is ignored). */
   edge: WaitEdge | null;
 }
@@ -123,10 +128,14 @@ function tripleKeysOf(spec: EdgeSpec): string[] {
   return keys;
 }
 
-/** Earlier of two (time, event) pairs: by time, then event id. */
+/** Is b earlier than a (or a absent)? By time (ms, then ns), then event id (code point order; ids are ASCII). */
 function earlier(a: Obs | null, b: Obs): boolean {
-  return a === null || b.at < a.at || (b.at === a.at && b.event < a.event);
+  return a === null || b.at < a.at || (b.at === a.at && (b.ns < a.ns || (b.ns === a.ns && b.event < a.event)));
 }
+/** a <= b on (ms, ns) pairs. */
+const atOrBefore = (aMs: number, aNs: number, bMs: number, bNs: number): boolean => aMs < bMs || (aMs === bMs && aNs <= bNs);
+/** A receipt's observation. */
+const obsOf = (r: Receipt): Obs => ({ event: r.event, at: Date.parse(r.at), ns: subMillisOf(r.at) });
 
 function count<K>(m: Map<K, number>, k: K): void {
   m.set(k, (m.get(k) ?? 0) + 1);
@@ -140,8 +149,11 @@ export class RunState {
   // aggregates (rebuilt from byEvent minus conflicts when a conflict appears)
   starts: Receipt[] = [];
   ends: Receipt[] = [];
+  /** The earliest and latest receipt instants: whole ms, and the sub-ms nanoseconds in firstNs / lastNs. */
   firstAt = Infinity;
+  firstNs = 0;
   lastAt = -Infinity;
+  lastNs = 0;
   edges = new Map<string, EdgeAgg>();
   /** Agents named by the receipts (as from, an edge's to, a wait's on), with how often; events via agentEvents. */
   agents = new Map<string, number>();
@@ -191,7 +203,9 @@ export class RunState {
     this.starts = [];
     this.ends = [];
     this.firstAt = Infinity;
+    this.firstNs = 0;
     this.lastAt = -Infinity;
+    this.lastNs = 0;
     this.edges = new Map();
     this.agents = new Map();
     this.versions = new Map();
@@ -205,9 +219,16 @@ export class RunState {
   }
 
   private fold(r: Receipt): void {
-    const at = instant(r.at);
-    if (at < this.firstAt) this.firstAt = at;
-    if (at > this.lastAt) this.lastAt = at;
+    const at = Date.parse(r.at);
+    const ns = subMillisOf(r.at);
+    if (at < this.firstAt || (at === this.firstAt && ns < this.firstNs)) {
+      this.firstAt = at;
+      this.firstNs = ns;
+    }
+    if (at > this.lastAt || (at === this.lastAt && ns > this.lastNs)) {
+      this.lastAt = at;
+      this.lastNs = ns;
+    }
     if (r.version !== undefined) count(this.versions, r.version);
     if (r.status !== undefined && r.status !== 'ok') this.notOk.push(r.event);
     if (r.from !== undefined) count(this.agents, r.from);
@@ -225,18 +246,19 @@ export class RunState {
         if (e) {
           e.count++;
           e.unsorted.push(r.event);
-          if (at < e.first.at || (at === e.first.at && r.event < e.first.event)) e.first = { event: r.event, at };
-        } else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, count: 1, first: { event: r.event, at }, sorted: [r.event], unsorted: [] });
+          const o = { event: r.event, at, ns };
+          if (earlier(e.first, o)) e.first = o;
+        } else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, count: 1, first: { event: r.event, at, ns }, sorted: [r.event], unsorted: [] });
         break;
       }
       case 'wait':
         count(this.agents, r.on!);
         this.waits.push(r);
-        this.waitFacts.push({ receipt: r, at, deadline: instant(r.deadline!), edge: waitEdgeOf(r.edge!) });
+        this.waitFacts.push({ receipt: r, at, atNs: ns, deadline: Date.parse(r.deadline!), deadlineNs: subMillisOf(r.deadline!), edge: waitEdgeOf(r.edge!) });
         break;
       case 'outcome':
         if (r.verified === true) {
-          const o = { event: r.event, at };
+          const o = { event: r.event, at, ns };
           if (earlier(this.verifiedOutcome, o)) this.verifiedOutcome = o;
         }
         break;
@@ -268,14 +290,14 @@ export class RunState {
   /** The earliest run.start (by time, then event id), the one that pins. */
   firstStart(): Receipt | null {
     let best: Receipt | null = null;
-    for (const s of this.starts) if (!best || earlier({ at: instant(best.at), event: best.event }, { at: instant(s.at), event: s.event })) best = s;
+    for (const s of this.starts) if (!best || earlier(obsOf(best), obsOf(s))) best = s;
     return best;
   }
 
   /** The run's end: its earliest run.end (by time, then event id). */
   firstEnd(): Receipt | null {
     let best: Receipt | null = null;
-    for (const s of this.ends) if (!best || earlier({ at: instant(best.at), event: best.event }, { at: instant(s.at), event: s.event })) best = s;
+    for (const s of this.ends) if (!best || earlier(obsOf(best), obsOf(s))) best = s;
     return best;
   }
 }
@@ -304,7 +326,8 @@ export interface EvaluateOptions {
 
 /** Distinct values, sorted (copies; short lists without the Set). */
 const sortStr = (a: string[]): string[] => (a.length === 0 ? [] : a.length === 1 ? [a[0]] : [...new Set(a)].sort());
-const iso = (ms: number) => new Date(ms).toISOString();
+/** RFC 3339 text of an instant, with the sub-millisecond digits when it has any. */
+const iso = (ms: number, ns = 0) => formatInstant(ms, ns);
 
 /** The naive rule (section 3), for comparison only: never used to decide. */
 export function naiveVerdict(state: RunState): NaiveVerdict {
@@ -315,8 +338,12 @@ export function naiveVerdict(state: RunState): NaiveVerdict {
   return 'green';
 }
 
-/** Evaluate a run's verdict and every finding at `now` (ms since epoch). */
-export function evaluate(state: RunState, pinning: Pinning, now: number, opts: EvaluateOptions = {}): RunVerdict {
+/**
+ * Evaluate a run's verdict and every finding at `now`: milliseconds since the epoch, or an Instant exact to the
+ * nanosecond (src/core/time.ts).
+ */
+export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Instant, opts: EvaluateOptions = {}): RunVerdict {
+  const { ms: now, ns: nowNs } = toInstant(nowAt);
   const findings: Finding[] = [];
   let nextChangeAt = Infinity;
   // `eventsSorted`: the events are already distinct and sorted (a fresh copy is still made).
@@ -438,25 +465,33 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     );
   }
 
-  // Plan, waits, outcome and end.
+  // Plan, waits, outcome and end. Every instant is a pair (whole ms, sub-ms ns): see src/core/time.ts.
   const end = state.firstEnd();
-  const endAt = end ? instant(end.at) : Infinity;
+  const endAt = end ? Date.parse(end.at) : Infinity;
+  const endNs = end ? subMillisOf(end.at) : 0;
   // A run's own end receipt proves time reached its end: for an ended run, a deadline at or before the end has
   // passed whatever `now` says (clock skew, `replay --now` in the past), so an ended run's verdict cannot move with time.
-  const clock = end ? Math.max(now, endAt) : now;
-  const startAt = first ? instant(first.at) : state.firstAt;
+  const endLater = end !== null && !atOrBefore(endAt, endNs, now, nowNs);
+  const clock = endLater ? endAt : now;
+  const clockNs = endLater ? endNs : nowNs;
+  const startAt = first ? Date.parse(first.at) : state.firstAt;
+  const startNs = first ? subMillisOf(first.at) : state.firstNs;
+  /** Is (ms, ns) at or before the run's end (always, for a run without an end)? */
+  const byEnd = (ms: number, ns: number) => ms < endAt || (ms === endAt && ns <= endNs);
   const observedAt = (spec: EdgeSpec): Obs | null => {
     let best: Obs | null = null;
     for (const triple of tripleKeysOf(spec)) {
       const e = state.edges.get(triple);
       // The earliest observation at or before the end is the edge's earliest, if that one is not after the end.
-      if (e && e.first.at <= endAt && earlier(best, e.first)) best = e.first;
+      if (e && byEnd(e.first.at, e.first.ns) && earlier(best, e.first)) best = e.first;
     }
     return best;
   };
   const plan = phase.plan;
   const obs = plan.map((s) => observedAt(s.spec));
+  // Due instants: whole ms in `due` (null: not due), sub-ms ns in `dueNs`.
   const due: (number | null)[] = new Array(plan.length).fill(null);
+  const dueNs: number[] = new Array(plan.length).fill(0);
   // `after` is acyclic (refused at load): resolve due times by memoised recursion.
   const dueOf = (i: number, seen: Set<number>): number | null => {
     if (due[i] !== null) return due[i];
@@ -466,81 +501,101 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
     // The first edges and parallel branches are due at the run's start; any other edge at the latest
     // observation time of its `after` edges, even when agents' clocks put that before the start.
     // A run whose every receipt conflicts has no usable start: nothing is due.
-    if (step.after.length === 0) return Number.isFinite(startAt) ? (due[i] = startAt) : null;
+    if (step.after.length === 0) {
+      if (!Number.isFinite(startAt)) return null;
+      dueNs[i] = startNs;
+      return (due[i] = startAt);
+    }
     let t = -Infinity;
+    let tNs = 0;
     for (const a of step.after) {
       const o = obs[a];
       if (!o) return null;
-      if (o.at > t) t = o.at;
+      if (o.at > t || (o.at === t && o.ns > tNs)) {
+        t = o.at;
+        tNs = o.ns;
+      }
     }
+    dueNs[i] = tNs;
     due[i] = t;
     return t;
   };
   const absent: PlanStep[] = [];
   plan.forEach((step, i) => {
     const d = dueOf(i, new Set());
+    const dNs = dueNs[i];
     const o = obs[i];
+    // Durations are whole milliseconds: the deadline keeps the due instant's nanoseconds.
     const deadline = d !== null && step.withinMs !== undefined ? d + step.withinMs : null;
     if (o) {
-      if (deadline !== null && o.at > deadline) {
+      if (deadline !== null && !atOrBefore(o.at, o.ns, deadline, dNs)) {
         add({
           verdict: 'incomplete',
           code: 'late_edge',
           edge: step.key,
           agents: step.dependency ? [step.dependency] : [],
           events: [o.event],
-          message: `${step.key} came ${humanDuration(o.at - deadline)} after its deadline ${iso(deadline)}: investigate the first absent expected edge`,
+          message: `${step.key} came ${humanDelta(o.at, o.ns, deadline, dNs, humanDuration)} after its deadline ${iso(deadline, dNs)}: investigate the first absent expected edge`,
           settled: true,
+          deadline: iso(deadline, dNs),
+          since: iso(deadline, dNs),
         });
       }
       return;
     }
     absent.push(step);
     if (d === null) return; // not due yet: pending behind earlier edges
-    if (deadline !== null && clock >= deadline && deadline <= endAt) {
+    // A deadline after the run's end is void (the end settles the run; completion decides below).
+    if (deadline !== null && atOrBefore(deadline, dNs, clock, clockNs) && byEnd(deadline, dNs)) {
       add({
         verdict: 'incomplete',
         code: 'missed_deadline',
         edge: step.key,
         agents: step.dependency ? [step.dependency] : [],
-        message: `${step.key} still absent at its deadline ${iso(deadline)}${end ? '' : ` (${humanDuration(now - deadline)} ago)`}: investigate the first absent expected edge`,
+        message: `${step.key} still absent at its deadline ${iso(deadline, dNs)}: investigate the first absent expected edge`,
         settled: true,
+        deadline: iso(deadline, dNs),
+        since: iso(deadline, dNs),
       });
     } else if (end) {
       // an ended run waits for nothing; completion decides below
     } else if (deadline !== null && step.dependency) {
-      nextChangeAt = Math.min(nextChangeAt, deadline);
+      nextChangeAt = Math.min(nextChangeAt, ceilMillis(deadline, dNs));
       add({
         verdict: 'waiting',
         code: 'waiting',
         edge: step.key,
         agents: [step.dependency],
-        message: `waiting on ${step.dependency} for ${step.key} until ${iso(deadline)} (${humanDuration(deadline - now)} left): notify or observe the named dependency`,
+        message: `waiting on ${step.dependency} for ${step.key} until ${iso(deadline, dNs)}: notify or observe the named dependency`,
         settled: false,
+        deadline: iso(deadline, dNs),
+        since: iso(d, dNs),
       });
     } else {
-      if (deadline !== null) nextChangeAt = Math.min(nextChangeAt, deadline);
+      if (deadline !== null) nextChangeAt = Math.min(nextChangeAt, ceilMillis(deadline, dNs));
       add({
         verdict: 'working',
         code: 'pending',
         edge: step.key,
-        message: `${step.key} is due since ${iso(d)}${deadline !== null ? `, deadline ${iso(deadline)}` : ''}: useful work may continue`,
+        message: `${step.key} is due since ${iso(d, dNs)}${deadline !== null ? `, deadline ${iso(deadline, dNs)}` : ''}: useful work may continue`,
         settled: false,
+        ...(deadline !== null ? { deadline: iso(deadline, dNs) } : {}),
+        since: iso(d, dNs),
       });
     }
   });
 
   const waitSeen = new Map<WaitEdge, Obs | null>();
-  for (const { receipt: w, at, deadline, edge } of state.waitFacts) {
-    if (at > endAt || deadline > endAt) continue; // void after the end
+  for (const { receipt: w, at, atNs, deadline, deadlineNs, edge } of state.waitFacts) {
+    if (!byEnd(at, atNs) || !byEnd(deadline, deadlineNs)) continue; // void after the end
     if (edge === null) continue; // validated at ingest
     const { spec, key } = edge;
     // Waits usually share a few edges (and their WaitEdge objects): look each one up once per evaluation.
     let seen = waitSeen.get(edge);
     if (seen === undefined) waitSeen.set(edge, (seen = observedAt(spec)));
-    if (seen && seen.at <= deadline) continue;
-    const deadlineIso = iso(deadline);
-    if (clock >= deadline || seen) {
+    if (seen && atOrBefore(seen.at, seen.ns, deadline, deadlineNs)) continue;
+    const deadlineIso = iso(deadline, deadlineNs);
+    if (atOrBefore(deadline, deadlineNs, clock, clockNs) || seen) {
       add({
         verdict: 'incomplete',
         code: seen ? 'late_wait' : 'missed_wait',
@@ -548,28 +603,117 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         agents: [w.on!],
         events: seen ? [w.event, seen.event] : [w.event],
         message: seen
-          ? `${key}, waited on ${w.on}, came ${humanDuration(seen.at - deadline)} after the wait's deadline ${deadlineIso}: investigate the first absent expected edge`
+          ? `${key}, waited on ${w.on}, came ${humanDelta(seen.at, seen.ns, deadline, deadlineNs, humanDuration)} after the wait's deadline ${deadlineIso}: investigate the first absent expected edge`
           : `${key}, waited on ${w.on}, still absent at the wait's deadline ${deadlineIso}: investigate the first absent expected edge`,
         settled: true,
+        deadline: deadlineIso,
+        since: deadlineIso,
       });
     } else if (!end) {
-      nextChangeAt = Math.min(nextChangeAt, deadline);
+      nextChangeAt = Math.min(nextChangeAt, ceilMillis(deadline, deadlineNs));
       add({
         verdict: 'waiting',
         code: 'declared_wait',
         edge: key,
         agents: [w.on!],
         events: [w.event],
-        message: `declared wait on ${w.on} for ${key} until ${deadlineIso} (${humanDuration(deadline - now)} left): notify or observe the named dependency`,
+        message: `declared wait on ${w.on} for ${key} until ${deadlineIso}: notify or observe the named dependency`,
         settled: false,
+        deadline: deadlineIso,
+        since: iso(at, atNs),
       });
     } else {
       // ended, the deadline at or before the end but not reached by `now`: missed_wait when it passes
-      nextChangeAt = Math.min(nextChangeAt, deadline);
+      nextChangeAt = Math.min(nextChangeAt, ceilMillis(deadline, deadlineNs));
     }
   }
 
-  const outcomeOk = phase.outcome === 'optional' || (state.verifiedOutcome !== null && state.verifiedOutcome.at <= endAt);
+  // Run-level stall limits (semantics 2 rule 9), settled like missed deadlines.
+  if ((phase.progressWithinMs !== undefined || phase.maxDurationMs !== undefined) && Number.isFinite(startAt)) {
+    const vo = state.verifiedOutcome;
+    /** Is the plan finished at (t, tNs): every expected edge and, where required, a verified outcome observed by then? */
+    const finishedAt = (t: number, tNs: number): boolean => {
+      for (const o of obs) if (o === null || !atOrBefore(o.at, o.ns, t, tNs)) return false;
+      return phase.outcome === 'optional' || (vo !== null && byEnd(vo.at, vo.ns) && atOrBefore(vo.at, vo.ns, t, tNs));
+    };
+    const M = phase.maxDurationMs;
+    if (M !== undefined) {
+      const s = startAt + M;
+      if (byEnd(s, startNs) && !finishedAt(s, startNs)) {
+        if (atOrBefore(s, startNs, clock, clockNs)) {
+          add({
+            verdict: 'incomplete',
+            code: 'max_duration_exceeded',
+            message: `run still unfinished ${formatDuration(M)} after its start ${iso(startAt, startNs)}, at ${iso(s, startNs)}: investigate the first absent expected edge`,
+            settled: true,
+            deadline: iso(s, startNs),
+            since: iso(s, startNs),
+          });
+        } else if (!end) nextChangeAt = Math.min(nextChangeAt, ceilMillis(s, startNs));
+      }
+    }
+    const W = phase.progressWithinMs;
+    if (W !== undefined) {
+      // Progress: the run's start and the first observation of each expected edge.
+      const progress: Obs[] = [{ event: '', at: startAt, ns: startNs }];
+      for (const o of obs) if (o !== null) progress.push(o);
+      const waits = state.waitFacts.filter((w) => w.edge !== null && byEnd(w.at, w.atNs) && byEnd(w.deadline, w.deadlineNs));
+      const waitSeenAt = waits.map((w) => observedAt(w.edge!.spec));
+      // The condition can only begin at a window's end or where an explanation ends (a deadline, a waited edge observed).
+      const candidates: Obs[] = progress.map((p) => ({ event: '', at: p.at + W, ns: p.ns }));
+      plan.forEach((step, i) => {
+        if (due[i] !== null && step.withinMs !== undefined) candidates.push({ event: '', at: due[i]! + step.withinMs, ns: dueNs[i] });
+      });
+      waits.forEach((w, i) => {
+        candidates.push({ event: '', at: w.deadline, ns: w.deadlineNs });
+        const seen = waitSeenAt[i];
+        if (seen !== null) candidates.push(seen);
+      });
+      candidates.sort((a, b) => a.at - b.at || a.ns - b.ns);
+      /** The last progress at or before (t, tNs), or null. */
+      const lastProgress = (t: number, tNs: number): Obs | null => {
+        let best: Obs | null = null;
+        for (const p of progress) if (atOrBefore(p.at, p.ns, t, tNs) && (best === null || best.at < p.at || (best.at === p.at && best.ns < p.ns))) best = p;
+        return best;
+      };
+      /** A running deadline or declared wait at (t, tNs): due, still absent, deadline ahead. */
+      const explained = (t: number, tNs: number): boolean => {
+        for (let i = 0; i < plan.length; i++) {
+          const d = due[i];
+          const within = plan[i].withinMs;
+          if (d === null || within === undefined || !atOrBefore(d, dueNs[i], t, tNs)) continue;
+          const o = obs[i];
+          if (o !== null && atOrBefore(o.at, o.ns, t, tNs)) continue;
+          if (!atOrBefore(d + within, dueNs[i], t, tNs)) return true;
+        }
+        for (let i = 0; i < waits.length; i++) {
+          const w = waits[i];
+          if (!atOrBefore(w.at, w.atNs, t, tNs) || atOrBefore(w.deadline, w.deadlineNs, t, tNs)) continue;
+          const seen = waitSeenAt[i];
+          if (seen === null || !atOrBefore(seen.at, seen.ns, t, tNs)) return true;
+        }
+        return false;
+      };
+      for (const c of candidates) {
+        if (!byEnd(c.at, c.ns)) break; // an ended run stalls no more after its end
+        const p = lastProgress(c.at, c.ns);
+        if (p === null || !atOrBefore(p.at + W, p.ns, c.at, c.ns) || finishedAt(c.at, c.ns) || explained(c.at, c.ns)) continue;
+        if (atOrBefore(c.at, c.ns, clock, clockNs)) {
+          add({
+            verdict: 'incomplete',
+            code: 'no_progress',
+            message: `no progress on the plan within ${formatDuration(W)} of ${iso(p.at, p.ns)} (stalled at ${iso(c.at, c.ns)}), and no running deadline or declared wait explains it: investigate the first absent expected edge`,
+            settled: true,
+            deadline: iso(p.at + W, p.ns),
+            since: iso(c.at, c.ns),
+          });
+        } else if (!end) nextChangeAt = Math.min(nextChangeAt, ceilMillis(c.at, c.ns));
+        break;
+      }
+    }
+  }
+
+  const outcomeOk = phase.outcome === 'optional' || (state.verifiedOutcome !== null && byEnd(state.verifiedOutcome.at, state.verifiedOutcome.ns));
   const planFinished = absent.length === 0 && outcomeOk;
   if (end) {
     if (end.result === 'completed') {
@@ -581,11 +725,12 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
           edge: missing[0],
           agents: end.from ? [end.from] : [],
           events: [end.event],
-          message: `run ended completed at ${iso(endAt)} but ${[
+          message: `run ended completed at ${iso(endAt, endNs)} but ${[
             ...missing.map((m) => `${m} is absent`),
             ...(outcomeOk ? [] : ['no verified outcome exists']),
           ].join(', ')}: reopen the run; completion lacks required evidence`,
           settled: true,
+          since: iso(endAt, endNs),
         });
       }
     } else {
@@ -594,8 +739,9 @@ export function evaluate(state: RunState, pinning: Pinning, now: number, opts: E
         code: `run_${end.result}`,
         agents: end.from ? [end.from] : [],
         events: [end.event],
-        message: `run ended ${end.result} at ${iso(endAt)}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
+        message: `run ended ${end.result} at ${iso(endAt, endNs)}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
         settled: true,
+        since: iso(endAt, endNs),
       });
     }
   } else if (absent.length === 0 && !outcomeOk) {
@@ -663,7 +809,7 @@ export function groupByRun(receipts: Iterable<Receipt>): Map<string, RunState> {
 }
 
 /** One-call form: (registry, receipts of one run, now) -> verdict. */
-export function classify(receipts: Receipt[], now: number, registry: ContractRegistry, defaultContract?: string, opts: EvaluateOptions = {}): RunVerdict {
+export function classify(receipts: Receipt[], now: number | Instant, registry: ContractRegistry, defaultContract?: string, opts: EvaluateOptions = {}): RunVerdict {
   if (receipts.length === 0) throw new Error('classify needs at least one receipt');
   const state = new RunState(receipts[0].run);
   for (const r of receipts) state.add(r);

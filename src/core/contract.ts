@@ -37,6 +37,8 @@ const ExpectEntrySchema = z.union([
 const PhaseSchema = z.strictObject({
   outcome: z.enum(['required', 'optional']).default('required'),
   expect: z.array(ExpectEntrySchema).default([]),
+  progress_within: Duration.optional().describe('run-level stall limit: the plan must advance (start or a first observation of an expected edge) within this window, else `incomplete` (no_progress)'),
+  max_duration: Duration.optional().describe('run-level limit: a run still unfinished this long after its start is `incomplete` (max_duration_exceeded)'),
 });
 
 export const ContractFileSchema = z
@@ -87,6 +89,10 @@ export interface Phase {
   name: string;
   outcome: 'required' | 'optional';
   plan: PlanStep[];
+  /** `progress_within` in ms: the plan must advance within this window (semantics 2 rule 9). */
+  progressWithinMs?: number;
+  /** `max_duration` in ms: a run unfinished this long after its start is incomplete. */
+  maxDurationMs?: number;
 }
 
 export interface Contract {
@@ -107,6 +113,8 @@ export interface Contract {
   /** Canonical JSON content (what the hash covers). */
   canonical: string;
   file?: string;
+  /** Problems that do not refuse the contract (e.g. a plan that can stay `working` forever), located like issues. */
+  warnings?: ContractIssue[];
 }
 
 export interface ContractIssue {
@@ -261,9 +269,15 @@ export function parseContract(text: string, file = '<contract>'): Contract {
     }
     throw new ContractError(dedupeIssues(issues));
   }
-  const contract = buildContract(parsed.data, add, phaseNames);
+  const warnings: ContractIssue[] = [];
+  const warn = (path: Path, message: string) => {
+    const { line, col } = locate(path);
+    warnings.push({ file, line, col, field: fieldPath(path), message });
+  };
+  const contract = buildContract(parsed.data, add, phaseNames, warn);
   if (issues.length > 0) throw new ContractError(issues);
   contract.file = file;
+  if (warnings.length > 0) contract.warnings = warnings;
   return contract;
 }
 
@@ -310,7 +324,7 @@ function describeZodIssue(iss: z.core.$ZodIssue): string {
 }
 
 /** Semantic validation and normalisation (section 2a). Reports through `add`. */
-function buildContract(f: ContractFile, add: (path: Path, message: string) => void, phaseNames: string[]): Contract {
+function buildContract(f: ContractFile, add: (path: Path, message: string) => void, phaseNames: string[], warn: (path: Path, message: string) => void = () => {}): Contract {
   const agentSet = new Set(f.agents);
   const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
   for (const a of new Set(dupAgents)) add(['agents'], `agent "${a}" is listed twice`);
@@ -417,7 +431,26 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
     });
     const cycle = findCycle(plan);
     if (cycle) add(['phases', name, 'expect'], `\`after\` forms a cycle: ${cycle.map((i) => plan[i].key).join(' -> ')}`);
-    phases.push({ name, outcome: ph.outcome, plan });
+    const phase: Phase = { name, outcome: ph.outcome, plan };
+    const limit = (key: 'progress_within' | 'max_duration'): number | undefined => {
+      const text = ph[key];
+      if (text === undefined) return undefined;
+      const ms = parseDuration(text);
+      if (ms === null) add(['phases', name, key], `invalid duration "${text}"`);
+      return ms ?? undefined;
+    };
+    const progressWithinMs = limit('progress_within');
+    const maxDurationMs = limit('max_duration');
+    if (progressWithinMs !== undefined) phase.progressWithinMs = progressWithinMs;
+    if (maxDurationMs !== undefined) phase.maxDurationMs = maxDurationMs;
+    if (progressWithinMs === undefined && maxDurationMs === undefined) {
+      plan.forEach((step, si) => {
+        if (step.withinMs === undefined) {
+          warn(['phases', name, 'expect', origIndex[si]], `${step.key} has no \`within\` and phase "${name}" has neither progress_within nor max_duration: a run can stay working forever`);
+        }
+      });
+    }
+    phases.push(phase);
   }
 
   const canonicalDoc = {
@@ -433,6 +466,9 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
       name: p.name,
       outcome: p.outcome,
       expect: p.plan.map((s) => ({ edge: s.key, after: s.after.map((i) => p.plan[i].key), dependency: s.dependency ?? null, withinMs: s.withinMs ?? null })),
+      // present only when declared, so contracts without them keep their content hash
+      ...(p.progressWithinMs !== undefined ? { progressWithinMs: p.progressWithinMs } : {}),
+      ...(p.maxDurationMs !== undefined ? { maxDurationMs: p.maxDurationMs } : {}),
     })),
   };
   const canonical = JSON.stringify(canonicalDoc);
@@ -512,6 +548,8 @@ export function contractFromCanonical(canonical: string, file = '<pinned>'): Con
         if (s.withinMs !== null) o.within = `${s.withinMs}ms`;
         return o;
       }),
+      ...(p.progressWithinMs !== undefined ? { progress_within: `${p.progressWithinMs}ms` } : {}),
+      ...(p.maxDurationMs !== undefined ? { max_duration: `${p.maxDurationMs}ms` } : {}),
     };
     return `${JSON.stringify(p.name)}:${JSON.stringify(body)}`;
   });

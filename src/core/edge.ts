@@ -55,7 +55,9 @@ const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_00
 export function parseDuration(text: string): number | null {
   const m = DURATION_RE.exec(text.trim());
   if (!m) return null;
-  return Number(m[1]) * UNIT_MS[m[2]];
+  const ms = Number(m[1]) * UNIT_MS[m[2]];
+  // exact integer milliseconds only (a duration beyond 2^53 ms, ~285,000 years, cannot be exact)
+  return Number.isSafeInteger(ms) ? ms : null;
 }
 
 export function formatDuration(ms: number): string {

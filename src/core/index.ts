@@ -6,3 +6,4 @@ export * from './registry.js';
 export * from './classify.js';
 export * from './meaning.js';
 export * from './shadow.js';
+export * from './time.js';

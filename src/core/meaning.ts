@@ -1,4 +1,5 @@
-import type { RunVerdict, Verdict } from './types.js';
+import type { Finding, RunVerdict, Verdict } from './types.js';
+import { humanDuration } from './edge.js';
 
 /** What the operator does, per verdict (the drift table's "operator meaning"). */
 export const OPERATOR_MEANING: Record<Verdict, string> = {
@@ -22,4 +23,22 @@ export function firstFinding(v: RunVerdict) {
 /** JSON shape shared by `replay --json` and the run API. */
 export function verdictJson(v: RunVerdict) {
   return { run: v.run, pin: v.pin, verdict: v.verdict, naive: v.naive, settled: v.settled, findings: v.findings };
+}
+
+/**
+ * A finding's message for display at `now`: the stored message names absolute instants only; this adds the
+ * countdown a reader wants, computed now from the finding's `deadline` ("(9m59s left)" after "until <deadline>",
+ * "(15m ago)" after "at its deadline <deadline>" while the run has not ended). Pure; never stored.
+ */
+export function displayMessage(f: Finding, v: Pick<RunVerdict, 'findings'>, nowMs: number): string {
+  if (f.deadline === undefined) return f.message;
+  const deadline = Date.parse(f.deadline);
+  const ended = v.findings.some((x) => x.code === 'false_complete' || x.code.startsWith('run_'));
+  if ((f.code === 'waiting' || f.code === 'declared_wait') && deadline > nowMs) {
+    return f.message.replace(`until ${f.deadline}`, `until ${f.deadline} (${humanDuration(deadline - nowMs)} left)`);
+  }
+  if (f.code === 'missed_deadline' && !ended && nowMs >= deadline) {
+    return f.message.replace(`at its deadline ${f.deadline}`, `at its deadline ${f.deadline} (${humanDuration(nowMs - deadline)} ago)`);
+  }
+  return f.message;
 }

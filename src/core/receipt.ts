@@ -26,7 +26,7 @@ export const isAgentId = (v: unknown): v is string => typeof v === 'string' && v
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 export const Time = z
   .string()
-  .regex(RFC3339, 'an RFC 3339 time, e.g. 2026-01-02T03:04:05Z')
+  .regex(RFC3339, 'an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)')
   .refine((s) => !Number.isNaN(Date.parse(s)), 'not a valid date');
 
 const Version = z
@@ -40,6 +40,10 @@ const EdgeString = z
   .superRefine((s, ctx) => {
     try {
       const e = parseEdge(s);
+      if (e.to.length !== 1 || s.includes('[')) {
+        ctx.addIssue({ code: 'custom', message: 'a wait names exactly one edge "from -> to : kind" (no bracketed choice)' });
+        return;
+      }
       if (!AGENT_ID_PATTERN.test(e.from) || !e.to.every((t) => AGENT_ID_PATTERN.test(t))) ctx.addIssue({ code: 'custom', message: 'edge agents must be agent ids' });
     } catch (err) {
       ctx.addIssue({ code: 'custom', message: err instanceof EdgeSyntaxError ? err.message : String(err) });
@@ -155,7 +159,10 @@ export function parseReceiptFile(text: string, file: string): Receipt[] {
   return receipts;
 }
 
-/** Milliseconds since the epoch of an RFC 3339 time (validated upstream). */
+/**
+ * Whole milliseconds since the epoch of an RFC 3339 time (validated upstream), the sub-millisecond part dropped
+ * (truncated). For exact comparisons use parseInstant / subMillisOf (src/core/time.ts).
+ */
 export function instant(t: string): number {
   return Date.parse(t);
 }

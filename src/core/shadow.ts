@@ -12,6 +12,7 @@ import type { Contract } from './contract.js';
 import { evaluate, type EvaluateOptions, type Pinning, type RunState } from './classify.js';
 import type { ContractRegistry } from './registry.js';
 import type { Finding, RunVerdict, Verdict } from './types.js';
+import type { Instant } from './time.js';
 
 export interface ShadowRef {
   contract: string;
@@ -55,7 +56,7 @@ export function resolveShadows(registry: ContractRegistry, refs: string[]): Cont
  * The shadow verdicts of one run: for every candidate of the run's pinned contract (other than the pinned version
  * itself). Runs without a resolvable pin have none.
  */
-export function shadowEvaluate(state: RunState, pinning: Pinning, pinned: RunVerdict, candidates: readonly Contract[], now: number, opts: EvaluateOptions = {}): ShadowVerdict[] {
+export function shadowEvaluate(state: RunState, pinning: Pinning, pinned: RunVerdict, candidates: readonly Contract[], now: number | Instant, opts: EvaluateOptions = {}): ShadowVerdict[] {
   if (!pinning.ok || candidates.length === 0) return [];
   const out: ShadowVerdict[] = [];
   for (const c of candidates) {

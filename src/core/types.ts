@@ -102,8 +102,15 @@ export interface Finding {
   edge?: string;
   agents: string[];
   events: string[];
-  /** One line an operator can act on. */
+  /**
+   * One line an operator can act on. It names absolute instants only (never "9m left" or "5m ago", which would
+   * freeze at evaluation time): a display renders countdowns from `deadline` / `since` at display time.
+   */
   message: string;
+  /** RFC 3339, full precision: the deadline a wait/deadline finding is about (a plan edge's, a wait's, a stall limit's). */
+  deadline?: string;
+  /** RFC 3339, full precision: when the condition began (the edge became due, the deadline passed, the run ended). */
+  since?: string;
   /** A settled finding can never be cleared by more receipts or time. */
   settled: boolean;
 }

@@ -5,7 +5,7 @@
  * the order of `activeLeases`.
  */
 import type { Budgets, Handoff, HandoffStateDoc, ParentEnvelope } from './schema.js';
-import { compareVersions, instant } from './schema.js';
+import { instant, sameStateVersion } from './schema.js';
 
 export const ADMISSION_CODES = [
   'unknown_agent',
@@ -161,7 +161,7 @@ export const readSliceHasNoEffects: Check = (h, parent) => {
 
 /** The contract must be built from the current authoritative state. */
 export const currentState: Check = (h, _parent, state) =>
-  compareVersions(h.stateRef.version, state.stateVersion) === 0
+  sameStateVersion(h.stateRef.version, state.stateVersion)
     ? []
     : [{ code: 'stale_state_version', field: 'stateRef.version', message: `handoff built on state version ${h.stateRef.version}; current is ${state.stateVersion}` }];
 

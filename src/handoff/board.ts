@@ -15,7 +15,7 @@ import type { Units } from './ledger.js';
 import { attemptId, zeroUnits } from './ledger.js';
 import type { AttemptFacts, RunFacts } from './lifecycle.js';
 import { factFindings, runFacts } from './lifecycle.js';
-import { compareVersions } from './schema.js';
+import { compareVersions, sameStateVersion } from './schema.js';
 import type { RunTrace } from './trace.js';
 import { traceRuns } from './trace.js';
 
@@ -161,7 +161,7 @@ function branchOf(x: AttemptFacts, facts: RunFacts, current: string | null, code
     live,
     stateVersion: version,
     stateVersionSource: observed !== undefined ? 'observed' : granted !== undefined ? 'granted' : null,
-    stale: version !== null && current !== null && compareVersions(version, current) !== 0,
+    stale: version !== null && current !== null && !sameStateVersion(version, current),
     leaseExpiresAt: iso(a.lease),
     leaseExpired: live && a.lease !== null && facts.now >= a.lease,
     duplicateKey: a.duplicateKey ?? null,

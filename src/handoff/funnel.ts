@@ -18,7 +18,7 @@
  * from receipts.) An acceptance outside the funnel is a lifecycle finding (accepted_after_*).
  */
 import type { Receipt } from '../core/types.js';
-import { compareVersions } from './schema.js';
+import { sameStateVersion } from './schema.js';
 import type { AttemptTrace, RunTrace } from './trace.js';
 import { traceRuns } from './trace.js';
 
@@ -41,7 +41,7 @@ function inScopeAndCurrent(a: AttemptTrace): boolean {
   const observed = a.returned?.stateVersion;
   if (observed === undefined) return false;
   const current = a.decision?.stateVersion;
-  return current === undefined || compareVersions(observed, current) === 0;
+  return current === undefined || sameStateVersion(observed, current);
 }
 
 export function runFunnel(trace: RunTrace): Funnel {

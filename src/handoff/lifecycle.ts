@@ -34,7 +34,7 @@
  *   - `budget_overcommitted`, `budget_copied`: see ledger.ts.
  */
 import type { Finding, HandoffState, Receipt, Verdict } from '../core/types.js';
-import { compareVersions } from './schema.js';
+import { sameStateVersion } from './schema.js';
 import type { AttemptTrace, RunTrace } from './trace.js';
 import { CHAIN, at, edgeOf, isTerminal, traceRuns } from './trace.js';
 import type { LedgerWalk, TaggedFinding } from './ledger.js';
@@ -170,7 +170,7 @@ export function attemptFacts(a: AttemptTrace, now: number): AttemptFacts {
     acceptedAfterCancel: accepted && a.cancelAt !== null && a.returnAt! >= a.cancelAt,
     acceptedAfterExpiry: accepted && a.lease !== null && a.returnAt! > a.lease,
     acceptedStale:
-      accepted && observed !== undefined && current !== undefined && compareVersions(observed, current) !== 0 ? { observed, current } : null,
+      accepted && observed !== undefined && current !== undefined && !sameStateVersion(observed, current) ? { observed, current } : null,
     leaseExpiredOpen: a.terminal === null && a.lease !== null && a.activeFrom !== null && now >= a.lease && !has('RETURNED'),
   };
 }

@@ -9,7 +9,7 @@
  * A cancelled state without `cancelledAt` cannot show that the result came first: it is refused too.
  */
 import type { Handoff, HandoffResult, HandoffStateDoc } from './schema.js';
-import { compareVersions, instant } from './schema.js';
+import { compareVersions, instant, sameStateVersion } from './schema.js';
 import { BUDGET_KEYS, isMissing, verdictOf } from './admit.js';
 import type { Admission, Denial } from './admit.js';
 
@@ -69,8 +69,9 @@ export const identity: Check = (r, h, state) => {
 
 /** The artifact must have observed the parent's current state version. */
 export const current: Check = (r, _h, state) => {
+  if (sameStateVersion(r.observedStateVersion, state.stateVersion)) return [];
+  // Different (opaque, compared as text); ordered only to say older or newer in the message.
   const c = compareVersions(r.observedStateVersion, state.stateVersion);
-  if (c === 0) return [];
   const message = c < 0
     ? `observed state version ${r.observedStateVersion} is older than current ${state.stateVersion}`
     : `observed state version ${r.observedStateVersion} is newer than current ${state.stateVersion}: not a version the parent issued`;

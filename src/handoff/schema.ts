@@ -198,6 +198,14 @@ export function fieldPath(path: readonly PropertyKey[]): string {
   return out === '' ? '(document)' : out;
 }
 
+/**
+ * State versions are opaque identifiers compared as text (semantics 5): `7.0` is not `7`; a JSON number is its
+ * decimal text, so `7` and `"7"` are the same version.
+ */
+export function sameStateVersion(a: StateVersion, b: StateVersion): boolean {
+  return String(a) === String(b);
+}
+
 /** Versions compare as in semantics 2a: dot-separated numeric parts numerically, else as text. */
 export function compareVersions(a: StateVersion, b: StateVersion): number {
   const sa = String(a).trim();

@@ -22,6 +22,7 @@ import { withEvidence } from './trust.js';
 
 /** What the resolver reads of a span that is neither an agent nor a handoff: its place in the trace. */
 export type SpanPlace = Pick<SpanRecord, 'traceId' | 'spanId' | 'parentSpanId'>;
+import { exactIso } from '../otlp/wire.js';
 
 /** The agent of a span whose identity is not an id (or is absent): it stops the walk, so no caller is guessed past it. */
 export const UNNAMED_AGENT = '';
@@ -35,6 +36,9 @@ export interface AgentSpan {
   agent: string;
   startMs: number;
   endMs: number;
+  /** Exact nanoseconds below the millisecond of the span's start / end (the ms are rounded doubles). */
+  startNs?: number;
+  endNs?: number;
   statusCode: number;
   /** Other identities of the same agent on the span (e.g. `gen_ai.agent.name` beside `gen_ai.agent.id`). */
   aliases?: string[];
@@ -57,6 +61,8 @@ export interface HandoffSpan {
   spanId: string;
   parentSpanId: string | null;
   startMs: number;
+  /** Exact nanoseconds below the millisecond of the span's start. */
+  startNs?: number;
   statusCode: number;
   /** The handing agent; null: the nearest enclosing agent span. */
   from: string | null;
@@ -111,7 +117,8 @@ export interface BatchExtras {
 
 type Walk = AgentInfo | 'entry' | null;
 
-const iso = (ms: number) => new Date(ms).toISOString();
+/** RFC 3339 text of a span time, exact to the nanosecond when the decoder gave the sub-ms part. */
+const iso = exactIso;
 const srcs = (...s: (string | undefined)[]): string[] => s.filter((x): x is string => x !== undefined);
 
 /** The receipts a resolved agent span stands for: a delegate at its start and, unless it failed, a return at its end. */
@@ -119,16 +126,16 @@ export function callReceipts(s: AgentSpan, caller: string, callerSource?: string
   const callee = srcs(s.source);
   const callerSrc = srcs(callerSource);
   const out: Receipt[] = [
-    withEvidence({ run: s.run, event: `${s.spanId}:delegate`, type: 'edge', at: iso(s.startMs), from: caller, to: s.agent, kind: 'delegate' }, { from: callerSrc, to: callee, span: s.source }),
+    withEvidence({ run: s.run, event: `${s.spanId}:delegate`, type: 'edge', at: iso(s.startMs, s.startNs), from: caller, to: s.agent, kind: 'delegate' }, { from: callerSrc, to: callee, span: s.source }),
   ];
   if (localStatus(s.statusCode) !== 'error') {
-    out.push(withEvidence({ run: s.run, event: `${s.spanId}:return`, type: 'edge', at: iso(s.endMs), from: s.agent, to: caller, kind: 'return' }, { from: callee, to: callerSrc, span: s.source }));
+    out.push(withEvidence({ run: s.run, event: `${s.spanId}:return`, type: 'edge', at: iso(s.endMs, s.endNs), from: s.agent, to: caller, kind: 'return' }, { from: callee, to: callerSrc, span: s.source }));
   }
   return out;
 }
 
 function agentGap(s: AgentSpan, reason: string, suffix = 'gap'): Receipt {
-  const r: Receipt = { run: s.run, event: `${s.spanId}:${suffix}`, type: 'gap', at: iso(s.startMs), reason };
+  const r: Receipt = { run: s.run, event: `${s.spanId}:${suffix}`, type: 'gap', at: iso(s.startMs, s.startNs), reason };
   if (s.agent !== UNNAMED_AGENT) r.to = s.agent;
   return withEvidence(r, { span: s.source });
 }
@@ -143,13 +150,13 @@ export function unresolvedGap(s: AgentSpan): Receipt {
  * `to` when the span names it); an enclosing agent span (`fromSource`) and an inferred target's span (`toSource`) too.
  */
 export function handoffEdge(h: HandoffSpan, run: string, from: string, to: string, fromSource?: string, toSource?: string): Receipt {
-  const r: Receipt = { run, event: `${h.spanId}:handoff`, type: 'edge', at: iso(h.startMs), from, to, kind: 'handoff' };
+  const r: Receipt = { run, event: `${h.spanId}:handoff`, type: 'edge', at: iso(h.startMs, h.startNs), from, to, kind: 'handoff' };
   if (localStatus(h.statusCode) === 'error') r.status = 'error';
   return withEvidence(r, { from: srcs(h.source, fromSource), to: h.to !== null ? srcs(h.source) : srcs(toSource), span: h.source });
 }
 
 export function handoffGap(h: HandoffSpan, run: string, reason: string, ends: { from?: string | null; to?: string | null } = {}): Receipt {
-  const r: Receipt = { run, event: `${h.spanId}:gap`, type: 'gap', at: iso(h.startMs), reason };
+  const r: Receipt = { run, event: `${h.spanId}:gap`, type: 'gap', at: iso(h.startMs, h.startNs), reason };
   if (ends.from) r.from = ends.from;
   if (ends.to) r.to = ends.to;
   return withEvidence(r, { from: srcs(h.source), span: h.source });
@@ -157,7 +164,7 @@ export function handoffGap(h: HandoffSpan, run: string, reason: string, ends: { 
 
 /** A handoff from a linked sender (MAF executor -> executor). One per link; the index keeps fan-in apart. */
 function linkHandoff(s: AgentSpan, from: string, i: number, senderSource?: string): Receipt {
-  const r: Receipt = { run: s.run, event: `${s.spanId}:handoff.${i}`, type: 'edge', at: iso(s.startMs), from, to: s.agent, kind: 'handoff' };
+  const r: Receipt = { run: s.run, event: `${s.spanId}:handoff.${i}`, type: 'edge', at: iso(s.startMs, s.startNs), from, to: s.agent, kind: 'handoff' };
   if (localStatus(s.statusCode) === 'error') r.status = 'error';
   return withEvidence(r, { from: srcs(senderSource), to: srcs(s.source), span: s.source });
 }

@@ -7,6 +7,7 @@ import { isAgentId, isRunId, validateReceipt } from '../core/receipt.js';
 import type { Receipt } from '../core/types.js';
 import type { AttrValue, SpanRecord } from '../otlp/types.js';
 import type { RejectReason } from './trust.js';
+import { exactIso } from '../otlp/wire.js';
 
 export interface SpanRejection {
   spanId: string;
@@ -36,7 +37,8 @@ export function localStatus(code: number): 'ok' | 'error' {
   return code === 2 ? 'error' : 'ok';
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
+/** RFC 3339 text of a span time, exact to the nanosecond when the decoder gave the sub-ms part. */
+const iso = exactIso;
 
 /**
  * Build the receipt an explicit `topology.event.type` span (or span event) describes.
@@ -47,9 +49,10 @@ export function explicitReceipt(
   ids: { run: string; event: string },
   atMs: number,
   statusCode: number,
+  atNs?: number,
 ): { receipt: Receipt } | { reason: string; code: RejectReason } {
   const type = str(attrs['topology.event.type']);
-  const raw: Record<string, unknown> = { run: ids.run, event: ids.event, type, at: iso(atMs) };
+  const raw: Record<string, unknown> = { run: ids.run, event: ids.event, type, at: iso(atMs, atNs) };
   const status = localStatus(statusCode);
   if (status !== 'ok') raw.status = status;
   const set = (field: string, key: string) => {
@@ -108,7 +111,7 @@ export function explicitReceiptsOf(span: SpanRecord, out: ExtractResult): boolea
   let produced = false;
   if (span.attrs['topology.event.type'] !== undefined) {
     produced = true;
-    const r = explicitReceipt(span.attrs, { run: runIdOf(span.attrs, span.traceId), event: span.spanId }, span.startMs, span.statusCode);
+    const r = explicitReceipt(span.attrs, { run: runIdOf(span.attrs, span.traceId), event: span.spanId }, span.startMs, span.statusCode, span.startNs);
     if ('receipt' in r) out.receipts.push(r.receipt);
     else out.rejected.push({ spanId: span.spanId, reason: r.reason, code: r.code });
   }
@@ -116,7 +119,7 @@ export function explicitReceiptsOf(span: SpanRecord, out: ExtractResult): boolea
     if (ev.attrs['topology.event.type'] === undefined) return;
     produced = true;
     const attrs = { ...span.attrs, ...ev.attrs };
-    const r = explicitReceipt(attrs, { run: runIdOf(attrs, span.traceId), event: `${span.spanId}.${i}` }, ev.timeMs, span.statusCode);
+    const r = explicitReceipt(attrs, { run: runIdOf(attrs, span.traceId), event: `${span.spanId}.${i}` }, ev.timeMs, span.statusCode, ev.timeNs);
     if ('receipt' in r) out.receipts.push(r.receipt);
     else out.rejected.push({ spanId: span.spanId, reason: r.reason, code: r.code });
   });

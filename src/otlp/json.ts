@@ -162,6 +162,8 @@ function decodeSpan(span: JsonObject, trail: Trail, resourceAttrs: Attrs | null)
     kind: enumValue(span.kind, SPAN_KIND_BY_NAME, trail, 'kind'),
     startMs: nanosToMillis(span.startTimeUnixNano, trail, 'startTimeUnixNano'),
     endMs: nanosToMillis(span.endTimeUnixNano, trail, 'endTimeUnixNano'),
+    startNs: subMillisNanos(span.startTimeUnixNano),
+    endNs: subMillisNanos(span.endTimeUnixNano),
     statusCode,
     attrs,
     events: decodeEvents(span.events, trail),
@@ -183,6 +185,7 @@ function decodeEvents(value: unknown, trail: Trail): SpanEventRecord[] {
       kept.push({
         name: optionalString(event.name, trail, 'name'),
         timeMs: nanosToMillis(event.timeUnixNano, trail, 'timeUnixNano'),
+        timeNs: subMillisNanos(event.timeUnixNano),
         attrs,
       });
     }
@@ -303,6 +306,16 @@ function parentId(value: unknown, trail: Trail): string | null {
   if (isAbsent(value) || value === '') return null;
   if (typeof value !== 'string' || !SPAN_ID_HEX.test(value)) trail.fail('parentSpanId', 'must be 16 hex digits or empty');
   return ALL_ZERO.test(value) ? null : value.toLowerCase();
+}
+
+/**
+ * The exact nanoseconds below the millisecond of Unix nanoseconds already checked by nanosToMillis (a decimal
+ * string: its last six digits; a number: exact only below 2^53, as JSON numbers are).
+ */
+function subMillisNanos(value: unknown): number {
+  if (typeof value === 'string') return Number(value.length <= 6 ? value : value.slice(-6));
+  if (typeof value === 'number') return Math.round(value % 1e6);
+  return 0;
 }
 
 /**

@@ -187,6 +187,8 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   let kind = 0;
   let startMs = 0;
   let endMs = 0;
+  let startNs = 0;
+  let endNs = 0;
   let statusCode = 0;
   const attrs: Attrs = {};
   const events: SpanEventRecord[] = [];
@@ -221,10 +223,12 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
       case 7:
         r.expectWireType(tag, WIRE_FIXED64, 'Span.start_time_unix_nano');
         startMs = r.fixed64Millis(end);
+        startNs = r.subNs;
         break;
       case 8:
         r.expectWireType(tag, WIRE_FIXED64, 'Span.end_time_unix_nano');
         endMs = r.fixed64Millis(end);
+        endNs = r.subNs;
         break;
       case 9: {
         r.expectWireType(tag, WIRE_LEN, 'Span.attributes');
@@ -259,7 +263,7 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   if (spanId === null) r.fail('span without span_id', spanAt);
   const keys = resource.keys;
   for (let i = 0; i < keys.length; i++) if (attrs[keys[i]] === undefined) attrs[keys[i]] = resource.values[i];
-  return { traceId, spanId, parentSpanId, name, kind, startMs, endMs, statusCode, attrs, events, links };
+  return { traceId, spanId, parentSpanId, name, kind, startMs, endMs, startNs, endNs, statusCode, attrs, events, links };
 }
 
 /** A trace or span id: exactly `size` bytes, not all zero, as lowercase hex. */
@@ -315,6 +319,7 @@ function readParentId(r: WireReader, end: number): string | null {
 /** Span.Event, or null when none of its attributes is kept (its name is then never decoded). */
 function decodeEvent(r: WireReader, end: number, kept: KeptAttribute): SpanEventRecord | null {
   let timeMs = 0;
+  let timeNs = 0;
   let nameStart = 0;
   let nameEnd = 0;
   let attrs: Attrs | null = null;
@@ -324,6 +329,7 @@ function decodeEvent(r: WireReader, end: number, kept: KeptAttribute): SpanEvent
       case 1:
         r.expectWireType(tag, WIRE_FIXED64, 'Span.Event.time_unix_nano');
         timeMs = r.fixed64Millis(end);
+        timeNs = r.subNs;
         break;
       case 2: {
         r.expectWireType(tag, WIRE_LEN, 'Span.Event.name');
@@ -344,7 +350,7 @@ function decodeEvent(r: WireReader, end: number, kept: KeptAttribute): SpanEvent
     }
   }
   if (attrs === null) return null;
-  return { name: utf8Text(r.buf, nameStart, nameEnd), timeMs, attrs };
+  return { name: utf8Text(r.buf, nameStart, nameEnd), timeMs, timeNs, attrs };
 }
 
 function decodeLink(r: WireReader, end: number): SpanLinkRecord {

@@ -8,6 +8,8 @@ export type AttrValue = string | number | boolean;
 export interface SpanEventRecord {
   name: string;
   timeMs: number;
+  /** The exact nanoseconds below the millisecond of time_unix_nano (0..999_999); `timeMs` is a rounded double. */
+  timeNs?: number;
   attrs: Record<string, AttrValue>;
 }
 
@@ -25,6 +27,9 @@ export interface SpanRecord {
   kind: number;
   startMs: number;
   endMs: number;
+  /** The exact nanoseconds below the millisecond of start/end_time_unix_nano (0..999_999): the ms are rounded doubles. */
+  startNs?: number;
+  endNs?: number;
   /** OTLP StatusCode: 0 unset, 1 ok, 2 error */
   statusCode: number;
   /** Kept span attributes, with kept resource attributes merged underneath (span wins). */

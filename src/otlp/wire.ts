@@ -19,6 +19,8 @@ export class WireReader {
   /** High 32 bits of the last varint read (the low 32 bits are its return value). */
   hi = 0;
   private scratch: DataView | null = null;
+  /** The exact nanoseconds below the millisecond of the last fixed64Millis read (0..999_999). */
+  subNs = 0;
 
   constructor(readonly buf: Uint8Array) {}
 
@@ -119,7 +121,10 @@ export class WireReader {
     if ((tag & 7) !== wireType) this.fail(`${field} (field ${tag >>> 3}) has wire type ${tag & 7}, expected ${wireType}`);
   }
 
-  /** Reads a fixed64 of Unix nanoseconds as milliseconds (a double), exactly to one rounding, without BigInt. */
+  /**
+   * Reads a fixed64 of Unix nanoseconds as milliseconds (a double), exactly to one rounding, without BigInt; the
+   * exact nanoseconds below the millisecond are left in `subNs` (see exactIso).
+   */
   fixed64Millis(end: number): number {
     const buf = this.buf;
     const p = this.pos;
@@ -127,6 +132,7 @@ export class WireReader {
     const lo = (buf[p] | (buf[p + 1] << 8) | (buf[p + 2] << 16) | (buf[p + 3] << 24)) >>> 0;
     const hi = (buf[p + 4] | (buf[p + 5] << 8) | (buf[p + 6] << 16) | (buf[p + 7] << 24)) >>> 0;
     this.pos = p + 8;
+    this.subNs = (hi * 967296 + lo) % 1e6;
     return nanosPartsToMillis(hi, lo);
   }
 
@@ -149,6 +155,19 @@ export function nanosPartsToMillis(hi: number, lo: number): number {
   const belowMillion = hi * 967296 + lo;
   const rem = belowMillion % 1e6;
   return hi * 4294 + (belowMillion - rem) / 1e6 + rem / 1e6;
+}
+
+/**
+ * RFC 3339 text of a decoded OTLP time exact to the nanosecond: `ms` the (rounded) double the decoders give,
+ * `subNs` the exact nanoseconds below the millisecond. The whole milliseconds are recovered exactly
+ * (|ms - (whole + subNs / 1e6)| is far below half a millisecond). Without `subNs`, the millisecond text as before.
+ */
+export function exactIso(ms: number, subNs?: number): string {
+  if (subNs === undefined) return new Date(ms).toISOString();
+  const whole = Math.round(ms - subNs / 1e6);
+  const base = new Date(whole).toISOString();
+  if (subNs === 0) return base;
+  return `${base.slice(0, -1)}${String(subNs).padStart(6, '0').replace(/0+$/, '')}Z`;
 }
 
 /** Converts a varint's two 32-bit halves, read as a two's-complement int64, to the nearest number. */

@@ -11,6 +11,7 @@ import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/sh
 import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
+import { DeliveredDigests } from './delivered.js';
 
 export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
@@ -36,6 +37,8 @@ export interface EngineOptions {
    * live are refused too once 10% above it (so running runs can finish, but memory stays bounded).
    */
   maxLiveReceipts?: number;
+  /** Bound of the redelivery digests kept for live runs (see DeliveredDigests). */
+  maxDeliveredDigests?: number;
 }
 
 /** Refused because a live-state cap is reached: nothing of the request was stored; retry later. */
@@ -97,6 +100,8 @@ export class AuditEngine extends EventEmitter {
   /** New runs and receipts of ingests that passed the live caps and have not landed yet. */
   private reservedRuns = 0;
   private reservedReceipts = 0;
+  /** Digests of stored receipts of live runs: a redelivery is recognised without the store (see DeliveredDigests). */
+  private readonly delivered: DeliveredDigests;
 
   constructor(
     readonly registry: ContractRegistry,
@@ -105,6 +110,7 @@ export class AuditEngine extends EventEmitter {
   ) {
     super();
     this.setMaxListeners(0);
+    this.delivered = new DeliveredDigests(opts.maxDeliveredDigests);
     for (const c of registry.all()) this.pinnedContracts.set(c.hash, c);
   }
 
@@ -235,6 +241,24 @@ export class AuditEngine extends EventEmitter {
    */
   async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
+    const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
+    // A redelivery of stored content of a live run is a duplicate without a store round trip (see DeliveredDigests).
+    const incoming = receipts;
+    const digests: string[] = [];
+    let known = 0;
+    receipts = [];
+    for (const r of incoming) {
+      const d = DeliveredDigests.digest(r);
+      if (this.runs.has(r.run) && this.delivered.has(r.run, r.event, d)) {
+        known++;
+        const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
+        t.duplicate++;
+        perType.set(r.type, t);
+      } else {
+        receipts.push(r);
+        digests.push(d);
+      }
+    }
     const release = limits ? this.reserve(receipts) : () => {};
     let res;
     try {
@@ -242,8 +266,8 @@ export class AuditEngine extends EventEmitter {
     } finally {
       release();
     }
+    res.duplicates += known;
     const touched = new Set<string>();
-    const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
     receipts.forEach((r, i) => {
       let live = this.runs.get(r.run);
       if (!live) {
@@ -258,6 +282,7 @@ export class AuditEngine extends EventEmitter {
       }
       const outcome = res.results[i] === 'conflict' || result === 'conflict' ? 'conflict' : result;
       if (outcome !== 'duplicate') touched.add(r.run);
+      if (outcome !== 'conflict') this.delivered.record(r.run, r.event, digests[i]);
       const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
       t[outcome]++;
       perType.set(r.type, t);
@@ -311,6 +336,7 @@ export class AuditEngine extends EventEmitter {
       if (live.verdict.settled && now - live.updatedAt > this.opts.retentionMs) {
         this.runs.delete(run);
         this.heldReceipts -= live.held;
+        this.delivered.forget(run);
         this.deadlines.set(run, null);
         n++;
       }

@@ -19,6 +19,7 @@ import type { Route } from '../ui/routes.js';
 import { Ingestor } from './ingest.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
+import { startGrpcH2 } from './otlp-grpc-h2.js';
 import { createListener, grpcServerCredentials, type Listener, type TlsMaterial } from './tls.js';
 
 export interface ServeConfig {
@@ -62,6 +63,8 @@ export interface ServeConfig {
   maxLiveReceipts: number;
   /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
   tls?: TlsMaterial;
+  /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
+  grpcImpl?: 'h2' | 'grpc-js';
   /** Extra routes on the API port (e.g. the web view), given the engine. */
   extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; resources: ResourceMetrics }) => Route;
   log: (event: string, fields?: Record<string, unknown>) => void;
@@ -291,16 +294,19 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   cleanup.push(closeNow(api));
   ports.otlpHttp = await listen(otlpHttp, 'OTLP/HTTP', cfg.host, cfg.otlpHttpPort);
   cleanup.push(closeNow(otlpHttp));
-  let grpcServer: Awaited<ReturnType<typeof startGrpc>>;
+  let grpcServer: Awaited<ReturnType<typeof startGrpc>> | Awaited<ReturnType<typeof startGrpcH2>>;
   try {
-    grpcServer = await startGrpc(
-      ingestor,
-      metrics,
-      cfg.host,
-      cfg.otlpGrpcPort,
-      { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls), maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') },
-      grpcAuth,
-    );
+    grpcServer =
+      cfg.grpcImpl === 'grpc-js'
+        ? await startGrpc(
+            ingestor,
+            metrics,
+            cfg.host,
+            cfg.otlpGrpcPort,
+            { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls), maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') },
+            grpcAuth,
+          )
+        : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') }, (v) => ingestAuth(bearerOf(v)));
   } catch (e) {
     const m = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(String((e as { errors?: unknown[] }).errors ?? '') + (e as Error).message);
     throw new ListenerError(`OTLP/gRPC listener cannot listen on ${cfg.host}:${cfg.otlpGrpcPort}: ${m ? m[0] : (e as Error).message}`);

@@ -1,14 +1,13 @@
 /**
  * A deliberately simple reference implementation of the verdict, written from semantics.md sections
  * 1, 2 and 2a alone. It shares no code with src/core/classify.ts or src/core/registry.ts: only the
- * types, the edge text helpers, the parsed contract and the receipt canon (normalisation for
- * duplicates). It re-scans the receipt list for every question and favours obviousness over speed.
+ * types, the edge text helpers and the parsed contract; its duplicate check and its time arithmetic
+ * (BigInt nanoseconds) are its own. It re-scans the receipt list for every question and favours obviousness over speed.
  *
  * Finding codes follow the product's vocabulary so the two can be compared finding by finding.
  */
 import type { Contract, Phase, PlanStep } from '../../src/core/contract.js';
 import { edgeKey, parseEdge, specKey, type EdgeSpec } from '../../src/core/edge.js';
-import { receiptCanon } from '../../src/core/receipt.js';
 import { VERDICTS, type NaiveVerdict, type Pin, type Receipt, type Verdict } from '../../src/core/types.js';
 
 export interface RefFinding {
@@ -28,10 +27,48 @@ export interface RefResult {
   settled: boolean;
 }
 
-const time = (t: string) => Date.parse(t);
+/**
+ * Nanoseconds since the epoch of an RFC 3339 time, as a BigInt: the whole seconds (with the offset) from
+ * Date.parse of the text without its fraction, plus the fraction's digits padded to nine. Deliberately a
+ * different representation from the product's (whole ms plus a sub-ms remainder).
+ */
+const time = (t: string): bigint => {
+  const m = /^(.{19})(?:\.(\d{1,9}))?(.*)$/.exec(t);
+  if (!m) throw new Error(`not a time: ${t}`);
+  return BigInt(Date.parse(m[1] + m[3])) * 1_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
+};
+/** `now`: milliseconds since the epoch, or an RFC 3339 text exact to the nanosecond. */
+const nowOf = (now: number | string): bigint => (typeof now === 'string' ? time(now) : BigInt(now) * 1_000_000n);
+const maxOf = (a: bigint, b: bigint) => (a > b ? a : b);
 
-/** Sort by observation time, then event id. */
-const byTimeThenEvent = (a: Receipt, b: Receipt) => time(a.at) - time(b.at) || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0);
+/** Code point order of two strings (not UTF-16 code units). */
+const byCodePoint = (a: string, b: string): number => {
+  const x = [...a].map((c) => c.codePointAt(0)!);
+  const y = [...b].map((c) => c.codePointAt(0)!);
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+};
+
+/** Sort by observation time, then event id (by code point). */
+const byTimeThenEvent = (a: Receipt, b: Receipt) => {
+  const d = time(a.at) - time(b.at);
+  return d < 0n ? -1 : d > 0n ? 1 : byCodePoint(a.event, b.event);
+};
+
+/**
+ * Duplicate comparison (semantics 2a): `status` defaulted to ok (nothing else), times as instants, versions as text
+ * (validated receipts already hold text), edge strings without spaces; keys sorted.
+ */
+function canon(r: Receipt): string {
+  const o: Record<string, unknown> = { status: 'ok' };
+  for (const [k, v] of Object.entries(r)) {
+    if (v === undefined) continue;
+    if (k === 'at' || k === 'deadline' || k === 'leaseExpiresAt') o[k] = String(time(v as string));
+    else if (k === 'edge') o[k] = (v as string).replace(/\s+/g, '');
+    else o[k] = v;
+  }
+  return JSON.stringify(Object.keys(o).sort().map((k) => [k, o[k]]));
+}
 
 /** "Newest": dot-separated numeric parts compared numerically, else as text. */
 function versionOrder(a: string, b: string): number {
@@ -64,7 +101,8 @@ function resolve(contracts: Contract[], ref: { contract: string; version?: strin
 /** Does a concrete edge receipt match an edge spec (any one of its targets)? */
 const matches = (r: Receipt, spec: EdgeSpec) => r.type === 'edge' && r.from === spec.from && r.kind === spec.kind && spec.to.includes(r.to!);
 
-export function referenceClassify(receipts: Receipt[], now: number, contracts: Contract[], defaultContract?: string): RefResult {
+export function referenceClassify(receipts: Receipt[], nowAt: number | string, contracts: Contract[], defaultContract?: string): RefResult {
+  const now = nowOf(nowAt);
   const findings: RefFinding[] = [];
   const say = (verdict: Verdict, code: string, events: string[], edge: string | undefined, settled: boolean) =>
     findings.push({ verdict, code, edge, events: [...new Set(events)].sort(), settled });
@@ -73,7 +111,7 @@ export function referenceClassify(receipts: Receipt[], now: number, contracts: C
   const contents = new Map<string, Map<string, Receipt>>();
   for (const r of receipts) {
     const m = contents.get(r.event) ?? new Map<string, Receipt>();
-    m.set(receiptCanon(r), r);
+    m.set(canon(r), r);
     contents.set(r.event, m);
   }
   const used: Receipt[] = [];
@@ -146,29 +184,32 @@ export function referenceClassify(receipts: Receipt[], now: number, contracts: C
   // The run's end: its earliest run.end. Receipts after it satisfy nothing.
   const ends = used.filter((r) => r.type === 'run.end').sort(byTimeThenEvent);
   const end = ends[0];
-  const endAt = end ? time(end.at) : Infinity;
+  const endAt: bigint | null = end ? time(end.at) : null;
+  const byEnd = (t: bigint) => endAt === null || t <= endAt;
   const earliestObservation = (spec: EdgeSpec): Receipt | undefined =>
-    edgeReceipts.filter((r) => matches(r, spec) && time(r.at) <= endAt).sort(byTimeThenEvent)[0];
+    edgeReceipts.filter((r) => matches(r, spec) && byEnd(time(r.at))).sort(byTimeThenEvent)[0];
 
   // The plan: due times, deadlines, lateness.
-  const runStart = starts.length > 0 ? time(starts[0].at) : Math.min(...used.map((r) => time(r.at)));
+  const runStart: bigint | null = starts.length > 0 ? time(starts[0].at) : used.length > 0 ? used.map((r) => time(r.at)).reduce((a, b) => (a < b ? a : b)) : null;
   const observation = (s: PlanStep) => earliestObservation(s.spec);
-  const dueAt = (s: PlanStep): number | null => {
-    if (s.after.length === 0) return Number.isFinite(runStart) ? runStart : null;
-    let latest = -Infinity;
+  const dueAt = (s: PlanStep): bigint | null => {
+    if (s.after.length === 0) return runStart;
+    let latest: bigint | null = null;
     for (const i of s.after) {
       const o = observation(phase.plan[i]);
       if (!o) return null;
-      latest = Math.max(latest, time(o.at));
+      latest = latest === null ? time(o.at) : maxOf(latest, time(o.at));
     }
     return latest;
   };
+  // an ended run's own end receipt proves time reached its end
+  const clock = endAt !== null ? maxOf(now, endAt) : now;
   let everyEdgeObserved = true;
   const missing: string[] = [];
   for (const s of phase.plan) {
     const o = observation(s);
     const due = dueAt(s);
-    const deadline = due !== null && s.withinMs !== undefined ? due + s.withinMs : null;
+    const deadline = due !== null && s.withinMs !== undefined ? due + BigInt(s.withinMs) * 1_000_000n : null;
     if (o) {
       if (deadline !== null && time(o.at) > deadline) say('incomplete', 'late_edge', [o.event], s.key, true);
       continue;
@@ -176,10 +217,9 @@ export function referenceClassify(receipts: Receipt[], now: number, contracts: C
     everyEdgeObserved = false;
     missing.push(s.key);
     if (due === null) continue; // not due: behind absent edges
-    // an ended run's own end receipt proves time reached its end
-    const clock = end ? Math.max(now, endAt) : now;
     const deadlinePassed = deadline !== null && clock >= deadline;
-    if (deadlinePassed && deadline! <= endAt) say('incomplete', 'missed_deadline', [], s.key, true);
+    // a deadline after the run's end is void
+    if (deadlinePassed && byEnd(deadline!)) say('incomplete', 'missed_deadline', [], s.key, true);
     else if (end) continue; // an ended run waits for nothing
     else if (deadline !== null && s.dependency !== undefined) say('waiting', 'waiting', [], s.key, false);
     else say('working', 'pending', [], s.key, false);
@@ -188,17 +228,67 @@ export function referenceClassify(receipts: Receipt[], now: number, contracts: C
   // Waits: void when timed after the end or when their deadline falls after it.
   for (const w of used.filter((r) => r.type === 'wait')) {
     const deadline = time(w.deadline!);
-    if (time(w.at) > endAt || deadline > endAt) continue;
+    if (!byEnd(time(w.at)) || !byEnd(deadline)) continue;
     const spec = parseEdge(w.edge!);
     const o = earliestObservation(spec);
     if (o && time(o.at) <= deadline) continue;
     if (o) say('incomplete', 'late_wait', [w.event, o.event], specKey(spec), true);
-    else if ((end ? Math.max(now, endAt) : now) >= deadline) say('incomplete', 'missed_wait', [w.event], specKey(spec), true);
+    else if (clock >= deadline) say('incomplete', 'missed_wait', [w.event], specKey(spec), true);
     else if (!end) say('waiting', 'declared_wait', [w.event], specKey(spec), false);
   }
 
+  // Run-level stall limits (rule 9): a phase's max_duration and progress_within, settled like missed deadlines.
+  const ms = (n: number) => BigInt(n) * 1_000_000n;
+  if (runStart !== null) {
+    const verifiedAt = used.filter((r) => r.type === 'outcome' && r.verified === true && byEnd(time(r.at))).map((r) => time(r.at));
+    const finishedBy = (t: bigint) =>
+      phase.plan.every((s) => {
+        const o = observation(s);
+        return o !== undefined && time(o.at) <= t;
+      }) && (phase.outcome === 'optional' || verifiedAt.some((v) => v <= t));
+    if (phase.maxDurationMs !== undefined) {
+      const limit = runStart + ms(phase.maxDurationMs);
+      if (byEnd(limit) && clock >= limit && !finishedBy(limit)) say('incomplete', 'max_duration_exceeded', [], undefined, true);
+    }
+    if (phase.progressWithinMs !== undefined) {
+      const window = ms(phase.progressWithinMs);
+      const progress = [runStart, ...phase.plan.map(observation).filter((o): o is Receipt => o !== undefined).map((o) => time(o.at))];
+      const waits = used.filter((w) => w.type === 'wait' && byEnd(time(w.at)) && byEnd(time(w.deadline!)));
+      const deadlines = phase.plan.map((s) => {
+        const due = dueAt(s);
+        return due !== null && s.withinMs !== undefined ? { s, due, deadline: due + ms(s.withinMs) } : null;
+      });
+      // stalled at t: unfinished, no progress within the window up to t, no running deadline or declared wait
+      const stalledAt = (t: bigint): boolean => {
+        if (!byEnd(t) || finishedBy(t)) return false;
+        const last = progress.filter((p) => p <= t).reduce<bigint | null>((a, b) => (a === null || b > a ? b : a), null);
+        if (last === null || t < last + window) return false;
+        const runningDeadline = deadlines.some((d) => {
+          if (d === null || d.due > t || d.deadline <= t) return false;
+          const o = observation(d.s);
+          return o === undefined || time(o.at) > t;
+        });
+        const runningWait = waits.some((w) => {
+          if (time(w.at) > t || time(w.deadline!) <= t) return false;
+          const o = earliestObservation(parseEdge(w.edge!));
+          return o === undefined || time(o.at) > t;
+        });
+        return !runningDeadline && !runningWait;
+      };
+      // every instant where stalling can begin: window ends, deadlines, waited edges observed
+      const candidates = [
+        ...progress.map((p) => p + window),
+        ...deadlines.filter((d) => d !== null).map((d) => d!.deadline),
+        ...waits.map((w) => time(w.deadline!)),
+        ...waits.map((w) => earliestObservation(parseEdge(w.edge!))).filter((o): o is Receipt => o !== undefined).map((o) => time(o.at)),
+      ].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      const first = candidates.find(stalledAt);
+      if (first !== undefined && first <= clock) say('incomplete', 'no_progress', [], undefined, true);
+    }
+  }
+
   // Outcome, completion.
-  const verified = used.some((r) => r.type === 'outcome' && r.verified === true && time(r.at) <= endAt);
+  const verified = used.some((r) => r.type === 'outcome' && r.verified === true && byEnd(time(r.at)));
   const outcomeOk = phase.outcome === 'optional' || verified;
   const finished = everyEdgeObserved && outcomeOk;
   if (end && end.result === 'completed' && !finished) say('false_complete', 'false_complete', [end.event], missing[0], true);

@@ -4,6 +4,7 @@ import type { EdgeKind, Receipt } from '../../core/types.js';
 import type { AttrValue, SpanRecord } from '../../otlp/types.js';
 import { UNNAMED_AGENT, type AgentSpan, type HandoffSpan } from '../callers.js';
 import { localStatus, runIdOf } from '../extract.js';
+import { exactIso } from '../../otlp/wire.js';
 
 /** What a dialect makes of one span. */
 export interface DialectResult {
@@ -22,7 +23,8 @@ export type Dialect = (span: SpanRecord) => DialectResult | null;
 
 export const str = (v: AttrValue | undefined): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
 export const isId = (v: string | undefined): v is string => v !== undefined && AGENT_ID_PATTERN.test(v);
-const iso = (ms: number) => new Date(ms).toISOString();
+/** RFC 3339 text of a span time, exact to the nanosecond when the decoder gave the sub-ms part. */
+const iso = exactIso;
 
 /** The run a span names (`topology.run.id`, else `gen_ai.conversation.id`), or null when it names none. */
 export function namedRunOf(attrs: Record<string, AttrValue>): string | null {
@@ -31,7 +33,7 @@ export function namedRunOf(attrs: Record<string, AttrValue>): string | null {
 
 /** A gap receipt: the dialect saw an interaction but cannot name its agent (never an invented edge). */
 export function targetGap(span: SpanRecord, reason: string, ends: { from?: string; to?: string } = {}): Receipt {
-  const r: Receipt = { run: runIdOf(span.attrs, span.traceId), event: `${span.spanId}:gap`, type: 'gap', at: iso(span.startMs), reason };
+  const r: Receipt = { run: runIdOf(span.attrs, span.traceId), event: `${span.spanId}:gap`, type: 'gap', at: iso(span.startMs, span.startNs), reason };
   if (isId(ends.from)) r.from = ends.from;
   if (isId(ends.to)) r.to = ends.to;
   return r;
@@ -39,7 +41,7 @@ export function targetGap(span: SpanRecord, reason: string, ends: { from?: strin
 
 /** An edge receipt of a dialect span at its start. */
 export function directEdge(span: SpanRecord, from: string, to: string, kind: EdgeKind, suffix: string): Receipt {
-  const r: Receipt = { run: runIdOf(span.attrs, span.traceId), event: `${span.spanId}:${suffix}`, type: 'edge', at: iso(span.startMs), from, to, kind };
+  const r: Receipt = { run: runIdOf(span.attrs, span.traceId), event: `${span.spanId}:${suffix}`, type: 'edge', at: iso(span.startMs, span.startNs), from, to, kind };
   if (localStatus(span.statusCode) === 'error') r.status = 'error';
   return r;
 }
@@ -54,6 +56,8 @@ export function agentSpanOf(span: SpanRecord, agent: string, extra: Pick<AgentSp
     agent,
     startMs: span.startMs,
     endMs: span.endMs,
+    ...(span.startNs !== undefined ? { startNs: span.startNs } : {}),
+    ...(span.endNs !== undefined ? { endNs: span.endNs } : {}),
     statusCode: span.statusCode,
     ...extra,
   };
@@ -75,6 +79,7 @@ export function handoffOf(span: SpanRecord, from: string | null, to: string | nu
     spanId: span.spanId,
     parentSpanId: span.parentSpanId,
     startMs: span.startMs,
+    ...(span.startNs !== undefined ? { startNs: span.startNs } : {}),
     statusCode: span.statusCode,
     from,
     to,

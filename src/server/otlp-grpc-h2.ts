@@ -1,0 +1,298 @@
+/**
+ * OTLP/gRPC receiver on node:http2 directly: TraceService/Export as a unary gRPC method, without a general gRPC
+ * server library in the request path (about half of the CPU @grpc/grpc-js spent per export went to its own
+ * machinery; see docs/performance.md).
+ *
+ * What it speaks (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md):
+ * - POST /opentelemetry.proto.collector.trace.v1.TraceService/Export with content-type application/grpc or
+ *   application/grpc+proto; any other path answers UNIMPLEMENTED, another content type HTTP 415.
+ * - One length-prefixed message (1 byte compressed flag, 4 bytes big-endian length). The length is checked against
+ *   the maximum message size before a byte of the body is kept (RESOURCE_EXHAUSTED); a compressed message
+ *   (grpc-encoding gzip or deflate) is inflated with the same limit on its inflated size.
+ * - The answer: headers, one length-prefixed ExportTraceServiceResponse and the trailers grpc-status/grpc-message;
+ *   a failure is a trailers-only response.
+ * - Bearer tokens in the `authorization` metadata, checked by the same function as the other receivers;
+ *   admission (saturation -> UNAVAILABLE), undecodable protobuf -> INVALID_ARGUMENT, a store that cannot commit
+ *   -> UNAVAILABLE (nothing acknowledged), as with @grpc/grpc-js before.
+ * - TLS (ALPN h2) with the same material as the other listeners; HTTP/2 PING answered by node:http2; idle
+ *   connections closed with GOAWAY after `idleTimeoutMs`.
+ */
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { gunzip, inflate } from 'node:zlib';
+import type { AuditMetrics } from '../metrics/index.js';
+import { GrpcStatusCode, OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
+import { BodyBuffers } from './body.js';
+import { LiveLimitError } from './engine.js';
+import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+import { httpsOptions, type TlsMaterial } from './tls.js';
+
+export const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
+
+/** Authenticates by the request's `authorization` metadata value (absent: undefined). */
+export type GrpcH2Authenticate = (authorization: string | undefined) => { source: string; bind?: SourceBinding } | null;
+
+export interface GrpcH2Options {
+  maxMessageBytes: number;
+  tls?: TlsMaterial;
+  /** A connection without streams for this long is closed with GOAWAY (default 5 minutes). */
+  idleTimeoutMs?: number;
+  /** Concurrent streams per connection (default 128; admission still bounds the work across connections). */
+  maxConcurrentStreams?: number;
+  /** An export was refused by a live-state cap (--max-live-runs / --max-live-receipts). */
+  onLiveLimit?: (limit: 'runs' | 'receipts') => void;
+}
+
+/** The shape serve.ts uses of a gRPC server (the same two calls as @grpc/grpc-js's Server). */
+export interface GrpcH2Server {
+  /** Stop accepting; connections get GOAWAY and close once their streams are answered. */
+  tryShutdown(cb: (err?: Error) => void): void;
+  /** Cut every connection now. */
+  forceShutdown(): void;
+}
+
+const CONNECTION_WINDOW = 32 * 1024 * 1024;
+
+type StatusName = keyof typeof GrpcStatusCode | 'UNAUTHENTICATED';
+const CODE: Record<StatusName, number> = { ...GrpcStatusCode, UNAUTHENTICATED: 16 };
+
+/** grpc-message is percent-encoded: bytes outside printable ASCII, and '%' itself. */
+export function percentEncodeGrpcMessage(message: string): string {
+  let out = '';
+  for (const byte of Buffer.from(message, 'utf8')) {
+    out += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+const inflateWith = (enc: 'gzip' | 'deflate', data: Buffer, limit: number) =>
+  new Promise<Buffer>((resolve, reject) => (enc === 'gzip' ? gunzip : inflate)(data, { maxOutputLength: limit }, (err, out) => (err ? reject(err) : resolve(out))));
+
+class GrpcFailure extends Error {
+  constructor(readonly status: StatusName, message: string, readonly reason?: Parameters<AuditMetrics['ingestRejected']>[1]) {
+    super(message);
+  }
+}
+
+/** Reads the one length-prefixed message of a unary call into pooled memory, refusing oversized messages early. */
+function readMessage(stream: http2.ServerHttp2Stream, limit: number, pool: BodyBuffers): Promise<{ compressed: boolean; body: Buffer; release: () => void }> {
+  return new Promise((resolve, reject) => {
+    const prefix = Buffer.alloc(5);
+    let prefixFill = 0;
+    let lease: { buf: Buffer; release: () => void } | null = null;
+    let length = -1;
+    let fill = 0;
+    let failed = false;
+    const fail = (e: GrpcFailure) => {
+      if (failed) return;
+      failed = true;
+      lease?.release();
+      cleanup();
+      reject(e);
+    };
+    const onData = (chunk: Buffer) => {
+      if (failed) return;
+      let at = 0;
+      if (prefixFill < 5) {
+        const n = Math.min(5 - prefixFill, chunk.length);
+        chunk.copy(prefix, prefixFill, 0, n);
+        prefixFill += n;
+        at = n;
+        if (prefixFill < 5) return;
+        if (prefix[0] > 1) return fail(new GrpcFailure('INTERNAL', `invalid message flag ${prefix[0]}`, 'undecodable'));
+        length = prefix.readUInt32BE(1);
+        if (length > limit) return fail(new GrpcFailure('RESOURCE_EXHAUSTED', `message of ${length} bytes exceeds the limit of ${limit} bytes`, 'too_large'));
+        lease = pool.take(length);
+      }
+      const rest = chunk.length - at;
+      if (fill + rest > length) return fail(new GrpcFailure('UNIMPLEMENTED', 'more than one request message on a unary method', 'undecodable'));
+      chunk.copy(lease!.buf, fill, at);
+      fill += rest;
+    };
+    const onEnd = () => {
+      if (failed) return;
+      cleanup();
+      if (prefixFill === 0) return fail(new GrpcFailure('UNIMPLEMENTED', 'no request message on a unary method', 'undecodable'));
+      if (prefixFill < 5 || fill < length) return fail(new GrpcFailure('INTERNAL', 'request message cut short', 'undecodable'));
+      resolve({ compressed: prefix[0] === 1, body: lease!.buf, release: lease!.release });
+    };
+    const onGone = () => fail(new GrpcFailure('INTERNAL', 'stream closed before the request message ended'));
+    const cleanup = () => {
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('close', onGone);
+      stream.off('aborted', onGone);
+    };
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('close', onGone);
+    stream.on('aborted', onGone);
+  });
+}
+
+export function startGrpcH2(
+  ingestor: Ingestor,
+  metrics: AuditMetrics,
+  host: string,
+  port: number,
+  opts: GrpcH2Options,
+  authenticate: GrpcH2Authenticate,
+): Promise<{ server: GrpcH2Server; port: number }> {
+  const settings: http2.Settings = {
+    maxConcurrentStreams: opts.maxConcurrentStreams ?? 128,
+    // Large windows and frames: an export of megabytes then needs few WINDOW_UPDATEs and DATA frames.
+    initialWindowSize: 4 * 1024 * 1024,
+    maxFrameSize: 1024 * 1024,
+    maxHeaderListSize: 64 * 1024,
+  };
+  const serverOptions: http2.ServerOptions = {
+    settings,
+    // Room for the in-flight messages of one connection (the default 10 MB would refuse a few concurrent exports).
+    maxSessionMemory: Math.max(64, Math.ceil((opts.maxMessageBytes * 4) / (1024 * 1024))),
+    maxOutstandingPings: 10,
+  };
+  const server = opts.tls ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(opts.tls), ALPNProtocols: ['h2'] }) : http2.createServer(serverOptions);
+  const pool = new BodyBuffers();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const idleMs = opts.idleTimeoutMs ?? 300_000;
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+    session.on('error', () => {});
+    // The connection window too (the settings above set each stream's): without it the client stalls every 64 KB.
+    try {
+      session.setLocalWindowSize(CONNECTION_WINDOW);
+    } catch {
+      /* the session is already closing */
+    }
+    // node:http2 counts only inactivity on the socket: a busy connection is never idle.
+    session.setTimeout(idleMs, () => session.close());
+  });
+  server.on('sessionError', () => {});
+  // A TLS client that fails the handshake (e.g. no client certificate under mutual TLS) is dropped by node.
+  server.on('tlsClientError', () => {});
+
+  const trailersOnly = (stream: http2.ServerHttp2Stream, status: StatusName, message: string) => {
+    if (stream.destroyed || stream.closed) return;
+    if (stream.headersSent) {
+      stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    stream.respond(
+      { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(CODE[status]), 'grpc-message': percentEncodeGrpcMessage(message) },
+      { endStream: true },
+    );
+    // The client may still be sending (e.g. an oversized message): tell it to stop, without an error.
+    if (!stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+  };
+  const answer = (stream: http2.ServerHttp2Stream, status: StatusName, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1]) => {
+    if (reason) metrics.ingestRejected('grpc', reason);
+    metrics.ingestRequest('grpc', status);
+    trailersOnly(stream, status, message);
+  };
+
+  server.on('stream', (stream, headers) => {
+    stream.on('error', () => {});
+    const path = headers[':path'];
+    const contentType = String(headers['content-type'] ?? '');
+    if (!/^application\/grpc(\+proto)?(;|$)/i.test(contentType)) {
+      // Not gRPC: an HTTP error, as the gRPC protocol asks.
+      if (!stream.headersSent) stream.respond({ ':status': 415, 'content-type': 'text/plain' }, { endStream: false });
+      stream.end('use content-type application/grpc');
+      stream.resume();
+      return;
+    }
+    if (path !== EXPORT_PATH || headers[':method'] !== 'POST') {
+      stream.resume();
+      return answer(stream, 'UNIMPLEMENTED', `unknown method ${String(path).slice(0, 100)}; this receiver serves ${EXPORT_PATH.slice(1)}`);
+    }
+    const enc = String(headers['grpc-encoding'] ?? 'identity').toLowerCase();
+    if (enc !== 'identity' && enc !== 'gzip' && enc !== 'deflate') {
+      stream.resume();
+      return answer(stream, 'UNIMPLEMENTED', `unsupported grpc-encoding "${enc.slice(0, 40)}" (identity, gzip, deflate)`, 'bad_content_type');
+    }
+    const authorization = headers.authorization;
+    const auth = authenticate(Array.isArray(authorization) ? authorization[0] : authorization);
+    if (!auth) {
+      stream.resume();
+      return answer(stream, 'UNAUTHENTICATED', 'missing or invalid bearer token', 'unauthenticated');
+    }
+    let release: () => void;
+    try {
+      release = ingestor.admit();
+    } catch (e) {
+      stream.resume();
+      if (e instanceof SaturatedError) return answer(stream, 'UNAVAILABLE', e.message, 'saturated');
+      return answer(stream, 'UNAVAILABLE', (e as Error).message, 'store_unavailable');
+    }
+    void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', auth).finally(release);
+  });
+
+  async function exportCall(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate', auth: { source: string; bind?: SourceBinding }): Promise<void> {
+    try {
+      const msg = await readMessage(stream, opts.maxMessageBytes, pool);
+      let decoded: DecodedExport | undefined;
+      try {
+        let body = msg.body;
+        if (msg.compressed) {
+          if (enc === 'identity') throw new GrpcFailure('INTERNAL', 'compressed message without a grpc-encoding', 'undecodable');
+          try {
+            body = await inflateWith(enc, msg.body, opts.maxMessageBytes);
+          } catch (e) {
+            if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
+              throw new GrpcFailure('RESOURCE_EXHAUSTED', `inflated message exceeds the limit of ${opts.maxMessageBytes} bytes`, 'too_large');
+            }
+            throw new GrpcFailure('INTERNAL', `message is not valid ${enc}`, 'undecodable');
+          }
+        }
+        // The decoder copies what it keeps into strings: nothing refers to the pooled body after this.
+        decoded = decodeExportTraceRequest(body);
+      } catch (e) {
+        if (e instanceof OtlpDecodeError) throw new GrpcFailure('INVALID_ARGUMENT', `undecodable protobuf: ${e.message}`, 'undecodable');
+        throw e;
+      } finally {
+        msg.release();
+      }
+      const ingesting = ingestor.spans(decoded, 'grpc', auth.source, auth.bind);
+      decoded = undefined; // not held while the commit waits (see Ingestor.spans)
+      const result = await ingesting;
+      metrics.ingestRequest('grpc', 'OK');
+      const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
+      const reply = encodeExportTraceResponseProtobuf(partial);
+      const framed = Buffer.allocUnsafe(5 + reply.length);
+      framed[0] = 0;
+      framed.writeUInt32BE(reply.length, 1);
+      framed.set(reply, 5);
+      if (stream.destroyed || stream.closed) return; // the client went away; its receipts are committed anyway
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip' }, { waitForTrailers: true });
+      stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(framed);
+    } catch (e) {
+      if (e instanceof GrpcFailure) return answer(stream, e.status, e.message, e.reason);
+      if (e instanceof StoreUnavailableError) return answer(stream, 'UNAVAILABLE', e.message, 'store_unavailable');
+      if (e instanceof LiveLimitError) {
+        opts.onLiveLimit?.(e.limit);
+        return answer(stream, 'UNAVAILABLE', e.message, 'live_limit');
+      }
+      return answer(stream, 'INTERNAL', 'internal error');
+    }
+  }
+
+  const grpcServer: GrpcH2Server = {
+    tryShutdown(cb) {
+      server.close(() => cb());
+      for (const s of sessions) s.close();
+    },
+    forceShutdown() {
+      for (const s of sessions) s.destroy();
+      server.close();
+    },
+  };
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve({ server: grpcServer, port: (server.address() as AddressInfo).port });
+    });
+  });
+}
