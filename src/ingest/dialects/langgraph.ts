@@ -34,6 +34,7 @@ import { LANGGRAPH_NODE_ATTRIBUTE } from '../../otlp/metadata.js';
 import type { SpanRecord } from '../../otlp/types.js';
 import { localStatus } from '../extract.js';
 import { withEvidence } from '../trust.js';
+import { exactIso } from '../../otlp/wire.js';
 
 export const LANGGRAPH_DIALECT = 'langgraph';
 const INTERNAL_NODES = new Set(['__start__', '__end__']);
@@ -51,6 +52,9 @@ export interface LgSpan {
   transferTo: string | null;
   startMs: number;
   endMs: number;
+  /** Exact nanoseconds below the millisecond (from the decoder; not kept in the span log, like agent spans). */
+  startNs?: number;
+  endNs?: number;
   status: number;
   /** The source that sent the span (binding evidence for the agent it names). */
   source: string;
@@ -149,6 +153,8 @@ export class LangGraphAssembler {
         status: s.statusCode,
         source,
       };
+      if (s.startNs !== undefined) lg.startNs = s.startNs;
+      if (s.endNs !== undefined) lg.endNs = s.endNs;
       if (this.keep(s.traceId, s.spanId, lg, now)) kept.set(s, lg);
     }
     for (const s of spans) {
@@ -277,9 +283,9 @@ function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome 
     steps.push({ from: prev, to: cur, transfer: (transfers.get(prev.spanId) ?? []).includes(cur.agent) });
   }
   // Evidence: the node span of each end vouches for its agent, and a transfer span for the agent it names.
-  const edge = (spanId: string, suffix: string, atMs: number, from: Node, to: Node, kind: EdgeKind, status: number, transferred = false) => {
+  const edge = (spanId: string, suffix: string, at: string, from: Node, to: Node, kind: EdgeKind, status: number, transferred = false) => {
     if (!isId(from.agent) || !isId(to.agent)) return;
-    const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at: iso(atMs), from: from.agent, to: to.agent, kind };
+    const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at, from: from.agent, to: to.agent, kind };
     if (localStatus(status) === 'error') r.status = 'error';
     const toSources = [to.s.source, ...(transferred ? (transferSources.get(`${from.spanId} ${to.agent}`) ?? []) : [])];
     outcome.receipts.push(withEvidence(r, { from: [from.s.source], to: [...new Set(toSources)], span: spanId === from.spanId ? from.s.source : to.s.source }));
@@ -291,12 +297,12 @@ function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome 
       const next = steps[i + 1];
       const returns = next !== undefined && next.from === st.to && next.to.agent === st.from.agent && !next.transfer;
       if (returns) callers.push(st.from.agent);
-      edge(st.to.spanId, returns ? 'delegate' : 'handoff', st.to.s.startMs, st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
+      edge(st.to.spanId, returns ? 'delegate' : 'handoff', exactIso(st.to.s.startMs, st.to.s.startNs), st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
     } else if (callers.length > 0 && callers[callers.length - 1] === st.to.agent) {
       callers.pop();
-      edge(st.from.spanId, 'return', st.from.s.endMs, st.from, st.to, 'return', st.from.s.status);
+      edge(st.from.spanId, 'return', exactIso(st.from.s.endMs, st.from.s.endNs), st.from, st.to, 'return', st.from.s.status);
     } else {
-      edge(st.to.spanId, 'handoff', st.to.s.startMs, st.from, st.to, 'handoff', st.to.s.status);
+      edge(st.to.spanId, 'handoff', exactIso(st.to.s.startMs, st.to.s.startNs), st.from, st.to, 'handoff', st.to.s.status);
     }
   }
   // A transfer whose target never ran (the graph stopped, or the target is not a node): a gap.
