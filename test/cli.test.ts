@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -37,6 +37,9 @@ function spawnCli(args: string[], opts: { env?: Record<string, string>; cwd?: st
   });
 }
 
+/** Distinct contract ids of the packaged example contracts (contracts/*.yaml). */
+const packagedContractIds = () =>
+  new Set(readdirSync(join(ROOT, 'contracts')).filter((f) => f.endsWith('.yaml')).map((f) => /^contract: (\S+)/m.exec(readFileSync(join(ROOT, 'contracts', f), 'utf8'))?.[1]));
 const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
 function shiftedNdjson(): string {
   const latest = Math.max(...drift.map((r) => Date.parse(r.at)));
@@ -45,7 +48,7 @@ function shiftedNdjson(): string {
 }
 
 describe('help, version, errors', () => {
-  const commands = ['serve', 'replay', 'gate', 'validate', 'diff', 'schema', 'experiment', 'handoff', 'ack'];
+  const commands = ['serve', 'replay', 'gate', 'validate', 'diff', 'schema', 'experiment', 'handoff', 'ack', 'explain'];
 
   it.each(commands)('%s --help and -h show usage, every flag with its default, an example and exit codes', async (name) => {
     for (const flag of ['--help', '-h']) {
@@ -67,6 +70,21 @@ describe('help, version, errors', () => {
     expect(r.stdout).toMatch(/-t, --timeout DUR .*\(default: 5m\)/);
     expect(r.stdout).toMatch(/-s, --server URL/);
     for (const c of [0, 1, 2, 66, 75]) expect(r.stdout).toMatch(new RegExp(`^\\s+${c}  `, 'm'));
+  });
+
+  it('explain --help has usage, every flag it parses, an example and its exit codes; bad flags are usage errors', async () => {
+    const r = await cli('explain', '--help');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/explain FILE/);
+    for (const f of ['--json', '--run-key ORDER', '--parent-wait DUR']) expect(r.stdout).toContain(f);
+    expect(r.stdout).toMatch(/topology-audit explain \S+/);
+    for (const c of [0, 2]) expect(r.stdout).toMatch(new RegExp(`^\\s+${c}  `, 'm'));
+    const source = readFileSync(join(ROOT, 'src', 'cli', 'explain.ts'), 'utf8');
+    for (const m of source.matchAll(/values\['([a-z-]+)'\]|values\.([a-z]+)/g)) expect(specFor('explain')!.flags.map((f) => f.name)).toContain(m[1] ?? m[2]);
+    expect((await cli('explain', 'x.json', '--run-key', 'explicit,nonsense')).code).toBe(2);
+    expect((await cli('explain', 'x.json', '--parent-wait', 'soon')).code).toBe(2);
+    expect((await cli('explain')).code).toBe(2);
+    expect((await cli('explain', 'x.json', '--bogus')).code).toBe(2);
   });
 
   it('serve --help lists every option serve parses', async () => {
@@ -186,7 +204,7 @@ describe('serve from anywhere, logs and wrong-port hints', () => {
         expect(typeof l.time).toBe('string');
         expect(['debug', 'info', 'warn', 'error']).toContain(l.level);
       }
-      expect(logs.find((l) => l.event === 'starting')).toMatchObject({ contractsDir: 'packaged examples', contracts: 2 });
+      expect(logs.find((l) => l.event === 'starting')).toMatchObject({ contractsDir: 'packaged examples', contracts: packagedContractIds().size });
       expect(logs.find((l) => l.event === 'listening')).toMatchObject({ host: '127.0.0.1' });
       const summary = logs.find((l) => l.event === 'ingest_summary' && l.accepted > 0);
       expect(summary).toMatchObject({ accepted: drift.length, duplicates: 0, rejected: 0, rejectedRequests: {}, droppedSpans: {} });

@@ -28,6 +28,7 @@ function exposedSampleNames(): Set<string> {
   m.setIngestSaturated(false);
   m.setStoreHealthy(true);
   m.shadowVerdictEntered('c', '2', 'forbidden_edge', true);
+  m.unmappedTrace('langgraph', 'no_edges');
   const names = new Set<string>();
   for (const line of m.render('prometheus').split('\n')) {
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]/.exec(line);

@@ -31,7 +31,9 @@ interface Fed {
 
 /** Feed records in export order, `perBatch` spans at a time (Infinity: one batch), then let every wait run out. */
 function feed(records: SpanRecord[], perBatch: number): Fed {
-  const pipeline = new SpanPipeline({ waitMs: WAIT, maxSpans: 100_000 });
+  // These fixtures name their runs by session: `--run-key explicit,conversation,trace`. The default key
+  // (a run per unit of work, never per conversation) is tested in test/frameworks.test.ts.
+  const pipeline = new SpanPipeline({ waitMs: WAIT, maxSpans: 100_000, runKey: ['explicit', 'conversation', 'trace'] });
   const receipts: Receipt[] = [];
   let now = NOW;
   for (let i = 0; i < records.length; i += perBatch === Infinity ? records.length : perBatch) {

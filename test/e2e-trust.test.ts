@@ -77,10 +77,14 @@ async function runReceipts(srv: ServerProcess, run: string): Promise<{ status: n
 }
 const edgesOf = (receipts: any[]) => receipts.filter((r) => r.type === 'edge').map((r) => `${r.from} -> ${r.to} : ${r.kind}`).sort();
 
+// The conversation id is a run key only when named (docs/dialects.md "Run identity"): named here, so that a
+// prose conversation id is refused by the id rule like any other run id.
+const CONVERSATION_KEY = ['--run-key', 'explicit,conversation,trace'];
+
 describe('content at rest and the id rule (no tokens)', () => {
   let srv: ServerProcess;
   beforeAll(async () => {
-    srv = await startServerProcess({ args: ['--contract', 'research-publish', '--parent-wait', '3s'] });
+    srv = await startServerProcess({ args: ['--contract', 'research-publish', '--parent-wait', '3s', ...CONVERSATION_KEY] });
   });
   afterAll(async () => {
     await srv.stop();
@@ -139,7 +143,7 @@ describe('content at rest and the id rule (no tokens)', () => {
     expect(await srv.stop('SIGTERM')).toBe(0);
     for (const marker of Object.values(M)) expect([marker, filesHolding(srv.dataDir, marker)]).toEqual([marker, []]);
     expect(readdirSync(srv.dataDir).sort()).toEqual(expect.arrayContaining(['receipts.db']));
-    srv = await startServerProcess({ dataDir: srv.dataDir, args: ['--contract', 'research-publish', '--parent-wait', '3s'] });
+    srv = await startServerProcess({ dataDir: srv.dataDir, args: ['--contract', 'research-publish', '--parent-wait', '3s', ...CONVERSATION_KEY] });
   });
 
   it('refuses prose and 100 KB run ids in every dialect: no receipt, no run, the reason counter moves', async () => {

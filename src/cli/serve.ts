@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ContractRegistry } from '../core/registry.js';
+import { parseRunKey, type RunKeyPart } from '../ingest/runkey.js';
 import { resolveShadows } from '../core/shadow.js';
 import { parseDuration } from '../core/edge.js';
 import { loadTokenFile } from '../server/auth.js';
@@ -73,6 +74,16 @@ export const log =
     io.stderr(JSON.stringify({ time: new Date().toISOString(), level, event, ...rest }) + '\n');
   };
 
+/** --run-key explicit,invocation,trace[,conversation] (src/ingest/runkey.ts). */
+function runKeyArg(v: string | undefined): RunKeyPart[] | undefined {
+  if (v === undefined) return undefined;
+  try {
+    return parseRunKey(v);
+  } catch (e) {
+    throw new UsageError(`serve: ${(e as Error).message}`);
+  }
+}
+
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -102,6 +113,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'tls-client-ca': { type: 'string' },
+      'run-key': { type: 'string' },
       shadow: { type: 'string', multiple: true, default: [] },
       'max-connections': { type: 'string' },
       'headers-timeout': { type: 'string' },
@@ -170,6 +182,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     ingestTokens,
     apiTokens,
     tls,
+    runKey: runKeyArg(values['run-key']),
     grpcImpl: grpcImplArg(values['grpc-impl']!),
     log: logger,
     version: VERSION,

@@ -84,6 +84,7 @@ export const SERVE_SPEC = registerSpec({
     { name: 'max-live-runs', type: 'string', value: 'N', default: '100000', help: 'live runs held in memory; past it receipts of new runs get 503 + Retry-After' },
     { name: 'max-live-receipts', type: 'string', value: 'N', default: '2000000', help: 'receipts held by live runs; past it ingest answers 503 + Retry-After' },
     { name: 'max-event-streams', type: 'string', value: 'N', default: '64', help: 'open web-view event streams (SSE)' },
+    { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
   ],
   examples: ['topology-audit serve', 'topology-audit serve --contracts ./contracts --data /var/lib/topology-audit --log-level warn'],
   exits: exit(0, 2),
@@ -235,3 +236,22 @@ export function topUsage(specs: CommandSpec[]): string {
   lines.push('', 'Environment: TOPOLOGY_AUDIT_SERVER, TOPOLOGY_AUDIT_TOKEN, NO_COLOR. Docs: docs/cli.md');
   return lines.join('\n') + '\n';
 }
+
+registerSpec({
+  name: 'explain',
+  summary: 'say, for every span of an OTLP trace dump, which dialect read it and what it became (or why nothing)',
+  usage: ['explain FILE [--json] [--run-key ORDER] [--parent-wait DUR]'],
+  flags: [
+    jsonFlag,
+    { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, as serve --run-key: explicit, invocation, trace, conversation" },
+    { name: 'parent-wait', type: 'string', value: 'DUR', default: '10s', help: 'as serve --parent-wait: how long a span waits for its caller or graph root' },
+  ],
+  notes: [
+    'FILE is an OTLP trace export request: protobuf, or JSON (one request, or one per line). Nothing is sent\nanywhere and nothing is stored; span names appear in the output (it is your own file).',
+  ],
+  examples: ['topology-audit explain dump.json', 'topology-audit explain traces.pb --json --run-key explicit,conversation,trace'],
+  exits: [
+    [0, 'explained (also when no span became a receipt)'],
+    [2, 'usage error, unreadable file, or not an OTLP trace dump'],
+  ],
+});

@@ -108,6 +108,11 @@ export class ReceiptEmitter {
     return this.emit({ run, type: 'outcome', verified: o.verified, from: o.from }, o);
   }
 
+  /** A hole in the evidence (`reason` a short code such as `agent_id_invalid`): the run is uncertain. */
+  gap(run: RunId, o: ReceiptOptions & { reason: string; from?: AgentId; to?: AgentId }): string {
+    return this.emit({ run, type: 'gap', reason: o.reason, from: o.from, to: o.to }, o);
+  }
+
   /** The run ends. */
   runEnd(run: RunId, o: ReceiptOptions & { result: RunResult; from?: AgentId }): string {
     return this.emit({ run, type: 'run.end', result: o.result, from: o.from }, o);

@@ -5,3 +5,5 @@ export { agentId, runId, contractId, phaseId, contractVersion, newRunId, NotAnId
 export type { AgentId, RunId, ContractId, PhaseId, ContractVersion } from './ids.js';
 export { receiptSpanAttributes } from './attributes.js';
 export type { EdgeKind, RunResult } from '../core/types.js';
+export { OpenAIAgentsReceiptProcessor } from './openai-agents.js';
+export type { OpenAIAgentsProcessorOptions, SdkSpan, SdkTrace } from './openai-agents.js';

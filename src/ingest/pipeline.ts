@@ -5,11 +5,25 @@ import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptio
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 import { idReason, withEvidence } from './trust.js';
+import { INVALID_NAME, LangGraphAssembler, LANGGRAPH_DIALECT, type LgSpan } from './dialects/langgraph.js';
+import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
+import { UnmappedTracker } from './unmapped.js';
+
+/** What became of one span, for `explain`: the dialect that claimed it (or 'explicit'), or none. */
+export interface SpanObservation {
+  span: SpanRecord;
+  /** 'explicit', a dialect name, or null when nothing read it (or the span was refused). */
+  claimedBy: string | null;
+  /** Receipts derived from this span alone (more may come once its caller or root arrives). */
+  receipts: Receipt[];
+  agent: boolean;
+}
 
 /**
- * One span as the span log keeps it while its trace waits for a caller or target: only what caller resolution
- * needs (ids, agent id, operation, times, status, source), every field validated on write and on replay. Never a
- * span name, an event name or any attribute text.
+ * One span as the span log keeps it while its trace waits for a caller, target or LangGraph root: only what
+ * resolution needs (ids, agent id, operation, times, status, source), every field validated on write and on
+ * replay. Never a span name, an event name or any attribute text: a LangGraph node or transfer is logged with
+ * its agent id only when that is a valid id, else as the empty string.
  */
 export interface LoggedSpan {
   /** trace id, span id, parent span id (lowercase hex) */
@@ -18,8 +32,11 @@ export interface LoggedSpan {
   p: string | null;
   /** the source that sent the span (binding evidence) */
   src: string;
-  /** what the span is for resolution: an agent invocation, a handoff, a link target (relay), or a plain node */
-  op: 'agent' | 'handoff' | 'relay' | 'span';
+  /**
+   * what the span is for resolution: an agent invocation, a handoff, a link target (relay), a LangGraph span
+   * waiting for its graph root (`langgraph`), or a plain node
+   */
+  op: 'agent' | 'handoff' | 'relay' | 'span' | 'langgraph';
   st?: number;
   en?: number;
   sc?: number;
@@ -31,6 +48,10 @@ export interface LoggedSpan {
   links?: { t: string; s: string }[];
   from?: string | null;
   to?: string | null;
+  /** langgraph: the node's agent id ('' when its name is not an id), null when the span is not a node */
+  node?: string | null;
+  /** langgraph: the agent a `transfer_to_<agent>` span names ('' when not an id), else null */
+  xfer?: string | null;
 }
 
 /** One trace's spans of one batch, as logged while the trace holds pending work. */
@@ -41,6 +62,10 @@ export interface PendingTraceLog {
 
 export interface PipelineOptions extends CallerResolverOptions {
   dialects?: Dialect[];
+  /** The order in which a span's run id is taken (`serve --run-key`); default explicit,invocation,trace. */
+  runKey?: readonly RunKeyPart[];
+  /** How long a trace must be quiet before it is judged unmapped (ms); default twice `waitMs`. */
+  unmappedQuietMs?: number;
 }
 
 const TRACE_HEX = /^[0-9a-f]{32}$/;
@@ -50,6 +75,7 @@ const SOURCE = /^[A-Za-z0-9_.:-]{1,100}$/;
 const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
 const isAgentOrUnnamed = (v: unknown): v is string => v === UNNAMED_AGENT || isAgentId(v);
 const optAgent = (v: unknown) => v === null || isAgentId(v);
+const lgName = (v: unknown): v is string | null => v === null || v === INVALID_NAME || isAgentId(v);
 
 /** Validates one logged span (as read back from the store); null when any field fails. */
 export function parseLoggedSpan(v: unknown): LoggedSpan | null {
@@ -82,7 +108,15 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     if (!(x.run === null || isRunId(x.run)) || !optAgent(x.from) || !optAgent(x.to)) return null;
     return { ...base, op: 'handoff', st: x.st, sc: x.sc, run: x.run as string | null, from: x.from as string | null, to: x.to as string | null };
   }
+  if (x.op === 'langgraph') {
+    if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer)) return null;
+    return { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
+  }
   return null;
+}
+
+function logLangGraph(traceId: string, spanId: string, l: LgSpan): LoggedSpan {
+  return { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
 }
 
 function logAgent(a: AgentSpan, src: string): LoggedSpan {
@@ -98,8 +132,9 @@ function logHandoff(h: HandoffSpan, src: string): LoggedSpan {
 }
 
 /**
- * The run id a span names, checked by the id rule: `topology.run.id`, else `gen_ai.conversation.id` (as
- * runIdOf reads them). 'invalid' when the named one fails; null when the span names none (the trace id is used).
+ * The run id a span names, checked by the id rule. Called after withRun, so `topology.run.id` holds the run the
+ * `--run-key` order chose (explicit, invocation or, when named, conversation id) and a conversation id that is
+ * not the run is gone; 'ok' when the span names none (the trace id is the run).
  */
 function namedRun(attrs: Record<string, AttrValue>): 'ok' | 'invalid' {
   const v = attrs['topology.run.id'] ?? attrs['gen_ai.conversation.id'];
@@ -107,22 +142,35 @@ function namedRun(attrs: Record<string, AttrValue>): 'ok' | 'invalid' {
   return isRunId(typeof v === 'string' ? v : String(v)) ? 'ok' : 'invalid';
 }
 
-/** spans -> receipts, for one server. Keeps the caller-resolution buffer between batches. */
+/** spans -> receipts, for one server. Keeps the caller-resolution and LangGraph buffers between batches. */
 export class SpanPipeline {
   readonly callers: CallerResolver;
+  readonly langgraph: LangGraphAssembler;
+  readonly unmapped: UnmappedTracker;
   private readonly dialects: Dialect[];
+  private readonly runKey: readonly RunKeyPart[];
 
   constructor(opts: PipelineOptions) {
     this.callers = new CallerResolver(opts);
+    this.langgraph = new LangGraphAssembler({ waitMs: opts.waitMs });
+    this.unmapped = new UnmappedTracker({ quietMs: opts.unmappedQuietMs ?? opts.waitMs * 2 });
     this.dialects = opts.dialects ?? DIALECTS;
+    this.runKey = opts.runKey ?? DEFAULT_RUN_KEY;
   }
 
   /**
-   * One export's spans from `source`. A span whose run id fails the id rule is refused whole (no receipt, not
-   * indexed: a descendant waiting on it ends as a gap, never a guessed edge); every receipt, derived ones
-   * included, passes the same id rule before it leaves.
+   * One export's spans from `source`. The run key is applied first (withRun); a span whose run id then fails
+   * the id rule is refused whole (no receipt, not indexed: a descendant waiting on it ends as a gap, never a
+   * guessed edge); every receipt, derived ones included (LangGraph's too), passes the same id rule before it
+   * leaves and carries the sources of the spans it was derived from. `observe` sees what became of each span
+   * (explain).
    */
-  process(spans: SpanRecord[], now: number, source = 'auditor'): ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } {
+  process(
+    input: SpanRecord[],
+    now: number,
+    source = 'auditor',
+    observe?: (o: SpanObservation) => void,
+  ): ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } {
     const out: ExtractResult & { pendingLog: PendingTraceLog[]; agentIdsRefused: number } = { receipts: [], rejected: [], dropped: 0, pendingLog: [], agentIdsRefused: 0 };
     const agentSpans: AgentSpan[] = [];
     const handoffs: HandoffSpan[] = [];
@@ -131,18 +179,38 @@ export class SpanPipeline {
     const logged = new Map<SpanRecord, LoggedSpan>();
     const produced: Receipt[] = [];
     const evidence = { from: [source], to: [source], span: source };
-    for (const span of spans) {
+    for (const raw of input) {
+      const span = withRun(raw, this.runKey);
       if (namedRun(span.attrs) === 'invalid') {
         out.rejected.push({ spanId: span.spanId, reason: 'the span names a run id that is not an id (1-200 of letters, digits and _ . : @ # + = - /)', code: 'run_id_invalid' });
+        observe?.({ span, claimedBy: null, receipts: [], agent: false });
         continue;
       }
       places.push(span);
-      if (explicitReceiptsOf(span, out)) continue;
-      let mapped = false;
+    }
+    const lg = this.langgraph.addBatch(places, now, (root) => String(root.attrs['topology.run.id'] ?? root.traceId), source);
+    for (const [span, l] of lg.kept) logged.set(span, logLangGraph(span.traceId, span.spanId, l));
+    this.langGraphReceipts(produced, out);
+    for (const span of places) {
+      const before = produced.length;
+      const explicitBefore = out.receipts.length;
+      if (explicitReceiptsOf(span, out)) {
+        this.unmapped.span(span, now, true, false);
+        for (let i = explicitBefore; i < out.receipts.length; i++) this.unmapped.receipt(out.receipts[i].event, span.traceId);
+        observe?.({ span, claimedBy: 'explicit', receipts: out.receipts.slice(explicitBefore), agent: false });
+        continue;
+      }
+      if (lg.claimed.has(span)) {
+        this.unmapped.span(span, now, true, false);
+        observe?.({ span, claimedBy: LANGGRAPH_DIALECT, receipts: [], agent: false });
+        continue;
+      }
+      let claimedBy: string | null = null;
+      let agent = false;
       for (const d of this.dialects) {
         const r = d(span);
         if (!r) continue;
-        mapped = true;
+        claimedBy = r.dialect;
         for (const x of r.receipts) {
           // An agent named by text that is not an id: the span stands for an unnamed agent (a gap, no id stored).
           if (x.type === 'gap' && (x.reason === 'agent_id_invalid' || x.reason === 'handoff_agent_invalid')) out.agentIdsRefused++;
@@ -152,6 +220,7 @@ export class SpanPipeline {
           r.agentSpan.source = source;
           agentSpans.push(r.agentSpan);
           logged.set(span, logAgent(r.agentSpan, source));
+          agent = true;
         }
         if (r.handoff) {
           r.handoff.source = source;
@@ -164,25 +233,47 @@ export class SpanPipeline {
         }
         break;
       }
-      if (!mapped) out.dropped++;
+      this.unmapped.span(span, now, claimedBy !== null, agent);
+      for (let i = before; i < produced.length; i++) this.unmapped.receipt(produced[i].event, span.traceId);
+      observe?.({ span, claimedBy, receipts: produced.slice(before), agent });
+      if (claimedBy === null) out.dropped++;
     }
-    if (agentSpans.length > 0 || places.length > 0) for (const r of this.callers.addBatch(agentSpans, places, now, { handoffs, relays })) produced.push(r);
-    this.checked(produced, out);
-    // Traces that still wait for a caller or target: log this batch's spans of them (resolution fields only),
-    // so the wait survives a crash.
-    if (this.callers.stats().pending > 0) {
-      const pendingTraces = this.callers.pendingTraceIds();
-      const byTrace = new Map<string, LoggedSpan[]>();
-      for (const span of places) {
-        if (!pendingTraces.has(span.traceId)) continue;
-        const kept = logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const };
-        const list = byTrace.get(span.traceId);
-        if (list) list.push(kept);
-        else byTrace.set(span.traceId, [kept]);
+    if (agentSpans.length > 0 || places.length > 0) {
+      for (const r of this.callers.addBatch(agentSpans, places, now, { handoffs, relays })) {
+        produced.push(r);
+        this.unmapped.receipt(r.event);
       }
-      for (const [traceId, list] of byTrace) out.pendingLog.push({ traceId, spans: list });
     }
+    this.checked(produced, out);
+    // Traces that still wait for a caller, target or graph root: log this batch's spans of them (resolution
+    // fields only, never names or text), so the wait survives a crash.
+    out.pendingLog = this.pendingLogOf(places.map((span) => logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const }));
     return out;
+  }
+
+  /** LangGraph receipts of the last addBatch/expire, counted for the unmapped report and the refusal metric. */
+  private langGraphReceipts(produced: Receipt[], out: { agentIdsRefused: number }): void {
+    for (const o of this.langgraph.lastOutcomes) {
+      for (const r of o.receipts) {
+        this.unmapped.receipt(r.event, o.traceId);
+        if (r.type === 'gap' && r.reason === 'agent_id_invalid') out.agentIdsRefused++;
+        produced.push(r);
+      }
+    }
+  }
+
+  /** The logged spans of traces still holding pending work (callers, targets or a LangGraph root). */
+  private pendingLogOf(spans: LoggedSpan[]): PendingTraceLog[] {
+    if (this.callers.stats().pending === 0 && this.langgraph.waiting === 0) return [];
+    const pendingTraces = this.pendingTraceIds();
+    const byTrace = new Map<string, LoggedSpan[]>();
+    for (const l of spans) {
+      if (!pendingTraces.has(l.t)) continue;
+      const list = byTrace.get(l.t);
+      if (list) list.push(l);
+      else byTrace.set(l.t, [l]);
+    }
+    return [...byTrace].map(([traceId, list]) => ({ traceId, spans: list }));
   }
 
   /**
@@ -205,19 +296,20 @@ export class SpanPipeline {
       } else if (l.op === 'handoff') {
         handoffs.push({ run: l.run ?? null, traceId: l.t, spanId: l.s, parentSpanId: l.p, startMs: l.st!, statusCode: l.sc!, from: l.from ?? null, to: l.to ?? null, source: l.src });
       } else if (l.op === 'relay') relays.push(places[i]);
+      else if (l.op === 'langgraph') {
+        // The trace waits for its graph root again, with the sources that sent its spans.
+        this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
+      }
     });
     this.checked(this.callers.addBatch(agentSpans, places, now, { handoffs, relays }), out);
-    if (this.callers.stats().pending > 0) {
-      const pendingTraces = this.callers.pendingTraceIds();
-      const byTrace = new Map<string, LoggedSpan[]>();
-      for (const l of spans) {
-        if (!pendingTraces.has(l.t)) continue;
-        const list = byTrace.get(l.t);
-        if (list) list.push(l);
-        else byTrace.set(l.t, [l]);
-      }
-      for (const [traceId, list] of byTrace) out.pendingLog.push({ traceId, spans: list });
-    }
+    out.pendingLog = this.pendingLogOf(spans);
+    return out;
+  }
+
+  /** Traces holding pending work: a caller, target or LangGraph root still to come. */
+  pendingTraceIds(): Set<string> {
+    const out = this.callers.pendingTraceIds();
+    for (const id of this.langgraph.traceIds()) out.add(id);
     return out;
   }
 
@@ -230,8 +322,16 @@ export class SpanPipeline {
     }
   }
 
-  /** Gap receipts for agent spans whose caller never arrived, and handoffs whose end never showed (id rule applied). */
+  /**
+   * Gap receipts for agent spans whose caller never arrived, handoffs whose end never showed and LangGraph
+   * traces whose root never came (id rule applied); then traces quiet for long enough are judged unmapped.
+   */
   expire(now: number): Receipt[] {
-    return this.callers.expire(now).filter((r) => idReason(r) === null);
+    const out = this.callers.expire(now);
+    for (const r of out) this.unmapped.receipt(r.event);
+    this.langgraph.expire(now, (traceId) => traceId);
+    this.langGraphReceipts(out, { agentIdsRefused: 0 });
+    this.unmapped.sweep(now, (traceId) => this.callers.isPending(traceId) || this.langgraph.has(traceId));
+    return out.filter((r) => idReason(r) === null);
   }
 }

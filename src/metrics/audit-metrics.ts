@@ -9,6 +9,7 @@
  * OpenMetrics exemplar on `topology_verdicts_total`.
  */
 import { RECEIPT_TYPES, VERDICTS, type Verdict } from '../core/types.js';
+import { UNMAPPED_DIALECTS, UNMAPPED_REASONS } from '../ingest/unmapped.js';
 import { isRunId } from '../core/receipt.js';
 import { REJECT_REASONS, type RejectReason } from '../ingest/trust.js';
 import {
@@ -43,6 +44,7 @@ export const METRIC_NAMES = {
   alertingRuns: 'topology_alerting_runs',
   stalledRuns: 'topology_stalled_runs',
   seriesRefused: 'topology_metric_series_refused_total',
+  unmappedTraces: 'topology_unmapped_traces_total',
   shadowVerdicts: 'topology_shadow_verdicts_total',
   shadowDisagreements: 'topology_shadow_disagreements_total',
   ingestRefused: 'topology_ingest_refused_total',
@@ -142,6 +144,8 @@ export interface AuditMetrics {
   pendingParentEvicted(n?: number): void;
   /** Derived receipts whose caller stayed unresolved at the end of the wait (each became a gap receipt). */
   callerUnresolved(n?: number): void;
+  /** A trace with agent-framework markers that yielded no receipt (labels from closed sets: src/ingest/unmapped.ts). */
+  unmappedTrace(dialect: string, reason: string): void;
   /** n spans or receipts refused at the trust boundary (id rule, source binding, run scope), by reason. */
   ingestRefused(reason: RejectReason, n?: number): void;
   setIngestQueueDepth(n: number): void;
@@ -242,6 +246,11 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   const callerUnresolved: Counter = registry.counter({
     name: METRIC_NAMES.callerUnresolved,
     help: 'Derived receipts whose caller was still unresolved when the wait ended (recorded as gap receipts).',
+  });
+  const unmappedTraces: Counter = registry.counter({
+    name: METRIC_NAMES.unmappedTraces,
+    help: 'Traces that carried agent-framework markers but yielded no receipt, by dialect family and reason.',
+    labelNames: ['dialect', 'reason'],
   });
   const ingestRefused: Counter = registry.counter({
     name: METRIC_NAMES.ingestRefused,
@@ -366,6 +375,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     },
     pendingParentEvicted(n) {
       pendingEvicted.inc([], count(n));
+    },
+    unmappedTrace(dialect, reason) {
+      unmappedTraces.inc([oneOf(dialect, UNMAPPED_DIALECTS, 'dialect'), oneOf(reason, UNMAPPED_REASONS, 'reason')], 1);
     },
     callerUnresolved(n) {
       callerUnresolved.inc([], count(n));

@@ -9,6 +9,8 @@
  */
 import { OtlpDecodeError } from './errors.js';
 import { isKeptAttributeKey } from './types.js';
+import { frameworkScopeOf } from './keys.js';
+import { langgraphNodeOfString, LANGGRAPH_NODE_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 
 type Attrs = Record<string, AttrValue>;
@@ -123,11 +125,15 @@ function decodeResourceSpans(rs: JsonObject, trail: Trail, out: SpanRecord[]): v
   trail.enter('scopeSpans');
   for (let i = 0; i < scopeSpans.length; i++) {
     trail.enter(i);
-    const spans = asArray(asObject(scopeSpans[i], trail, null).spans, trail, 'spans');
+    const ss = asObject(scopeSpans[i], trail, null);
+    const spans = asArray(ss.spans, trail, 'spans');
+    const scopeName = isObject(ss.scope) && typeof ss.scope.name === 'string' ? frameworkScopeOf(ss.scope.name) : null;
     trail.enter('spans');
     for (let j = 0; j < spans.length; j++) {
       trail.enter(j);
-      out.push(decodeSpan(asObject(spans[j], trail, null), trail, resourceAttrs));
+      const rec = decodeSpan(asObject(spans[j], trail, null), trail, resourceAttrs);
+      if (scopeName !== null) rec.scope = scopeName;
+      out.push(rec);
       trail.leave();
     }
     trail.leave();
@@ -223,6 +229,12 @@ function decodeKeptAttributes(value: unknown, trail: Trail, field: string): Attr
       trail.fail('key', 'must be a string');
     }
     const key = kv.key;
+    if (key === METADATA_ATTRIBUTE) {
+      // Only the `langgraph_node` field of the JSON string is read (src/otlp/metadata.ts).
+      const v = isObject(kv.value) && typeof kv.value.stringValue === 'string' ? langgraphNodeOfString(kv.value.stringValue) : null;
+      if (v !== null) (attrs ??= {})[LANGGRAPH_NODE_ATTRIBUTE] = v;
+      continue;
+    }
     if (!isKeptAttributeKey(key) || isAbsent(kv.value)) continue;
     trail.enter(field);
     trail.enter(i);

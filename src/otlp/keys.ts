@@ -1,4 +1,5 @@
 import { KEPT_ATTRIBUTE_KEYS } from './types.js';
+import { utf8Text } from './wire.js';
 
 /**
  * Decides from the UTF-8 bytes of an attribute key whether the decoder keeps it, without making a string of
@@ -24,6 +25,11 @@ function bucketKeysByLength(keys: Iterable<string>): KeptKey[][] {
 
 const keysByLength: KeptKey[][] = bucketKeysByLength(KEPT_ATTRIBUTE_KEYS);
 
+function bytesEqualAt(buf: Uint8Array, start: number, expected: Uint8Array): boolean {
+  for (let i = 0; i < expected.length; i++) if (buf[start + i] !== expected[i]) return false;
+  return true;
+}
+
 /** Same as bytesEqualAt, from the last byte back: keys of one length mostly share a prefix such as "gen_ai.". */
 function bytesEqualBackwards(buf: Uint8Array, start: number, expected: Uint8Array): boolean {
   for (let i = expected.length - 1; i >= 0; i--) if (buf[start + i] !== expected[i]) return false;
@@ -43,4 +49,44 @@ export function keptKeyAt(buf: Uint8Array, start: number, length: number): strin
     }
   }
   return null;
+}
+
+const METADATA_BYTES = utf8.encode('metadata');
+
+/** `metadata` (OpenInference's JSON metadata string, read only for its `langgraph_node`), else null. */
+export function metadataKeyAt(buf: Uint8Array, start: number, length: number): string | null {
+  return length === METADATA_BYTES.length && bytesEqualAt(buf, start, METADATA_BYTES) ? 'metadata' : null;
+}
+
+/**
+ * Instrumentation scope names that mark an agent framework's spans (used only to notice traces that look like
+ * an agent framework's but yield no receipt). Exact names, plus the OpenInference and OpenLLMetry families.
+ */
+export const FRAMEWORK_SCOPES: readonly string[] = [
+  'gcp.vertex.agent',
+  '@openai/agents',
+  'openai-agents',
+  'agent_framework',
+  'mastra',
+  'langsmith',
+  '@mastra/core',
+  '@mastra/observability',
+];
+export const FRAMEWORK_SCOPE_PREFIXES: readonly string[] = ['@arizeai/openinference-instrumentation-', 'openinference.instrumentation.', 'opentelemetry.instrumentation.openai_agents', 'opentelemetry.instrumentation.langchain', 'opentelemetry.instrumentation.crewai', 'mastra'];
+const MAX_SCOPE_BYTES = 128;
+const scopeBytes = FRAMEWORK_SCOPES.map((s) => ({ s, b: utf8.encode(s) }));
+const scopePrefixBytes = FRAMEWORK_SCOPE_PREFIXES.map((p) => utf8.encode(p));
+
+/** The scope name when it is a framework scope (exact, or one of the prefixes and at most 128 bytes), else null. */
+export function frameworkScopeAt(buf: Uint8Array, start: number, length: number): string | null {
+  for (const { s, b } of scopeBytes) if (b.length === length && bytesEqualAt(buf, start, b)) return s;
+  if (length > MAX_SCOPE_BYTES) return null;
+  for (const p of scopePrefixBytes) if (length >= p.length && bytesEqualAt(buf, start, p)) return utf8Text(buf, start, start + length);
+  return null;
+}
+
+/** Same for a scope name the JSON transport holds as a string. */
+export function frameworkScopeOf(name: string): string | null {
+  const b = utf8.encode(name);
+  return frameworkScopeAt(b, 0, b.length);
 }

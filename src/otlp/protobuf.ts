@@ -22,7 +22,8 @@
  *   AnyValue: 1 string_value, 2 bool_value, 3 int_value, 4 double_value, 5 array_value, 6 kvlist_value, 7 bytes_value
  */
 import { OtlpDecodeError } from './errors.js';
-import { keptKeyAt } from './keys.js';
+import { keptKeyAt, metadataKeyAt, frameworkScopeAt } from './keys.js';
+import { langgraphNodeOf, LANGGRAPH_NODE_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 import {
   allZero,
@@ -141,16 +142,39 @@ function decodeResource(r: WireReader, end: number, attrs: Attrs | null): Attrs 
 }
 
 function decodeScopeSpans(r: WireReader, end: number, resource: ResourceAttrs, lastTraceId: TraceIdMemo, out: SpanRecord[]): void {
+  let scope: string | null = null;
+  const first = out.length;
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag >>> 3 === 2) {
       r.expectWireType(tag, WIRE_LEN, 'ScopeSpans.spans');
       const len = r.length(end);
       out.push(decodeSpan(r, r.pos + len, resource, lastTraceId));
+    } else if (tag >>> 3 === 1) {
+      r.expectWireType(tag, WIRE_LEN, 'ScopeSpans.scope');
+      const len = r.length(end);
+      scope = decodeScopeName(r, r.pos + len);
     } else {
-      r.skip(tag & 7, end); // scope (1) and schema_url (3) are not needed
+      r.skip(tag & 7, end); // schema_url (3) is not needed
     }
   }
+  if (scope !== null) for (let i = first; i < out.length; i++) out[i].scope = scope;
+}
+
+/** InstrumentationScope.name (field 1), only when it is a known agent-framework scope (see frameworkScopeAt). */
+function decodeScopeName(r: WireReader, end: number): string | null {
+  let name: string | null = null;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    if (tag === TAG_KEY_VALUE_KEY) {
+      const len = r.length(end);
+      name = frameworkScopeAt(r.buf, r.pos, len);
+      r.pos += len;
+    } else {
+      r.skip(tag & 7, end);
+    }
+  }
+  return name;
 }
 
 function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTraceId: TraceIdMemo): SpanRecord {
@@ -380,7 +404,7 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
     const tag = r.tag(end);
     if (tag === TAG_KEY_VALUE_KEY) {
       const len = r.length(end);
-      key = keptKeyAt(buf, r.pos, len);
+      key = keptKeyAt(buf, r.pos, len) ?? metadataKeyAt(buf, r.pos, len);
       r.pos += len;
     } else if (tag === TAG_KEY_VALUE_VALUE) {
       const len = r.length(end);
@@ -395,12 +419,38 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
   }
   if (key === null || valueStart < 0) return false;
   r.pos = valueStart;
+  if (key === METADATA_ATTRIBUTE) {
+    const node = decodeLanggraphNode(r, valueEnd);
+    r.pos = end;
+    if (node === null) return false;
+    kept.key = LANGGRAPH_NODE_ATTRIBUTE;
+    kept.value = node;
+    return true;
+  }
   const value = decodeScalarAnyValue(r, valueEnd);
   r.pos = end;
   if (value === undefined) return false;
   kept.key = key;
   kept.value = value;
   return true;
+}
+
+/** The `langgraph_node` field of a `metadata` AnyValue's JSON string, scanned in place (never decoded whole). */
+function decodeLanggraphNode(r: WireReader, end: number): string | null {
+  let node: string | null = null;
+  while (r.pos < end) {
+    const tag = r.tag(end);
+    if (tag === TAG_ANY_STRING) {
+      const len = r.length(end);
+      node = langgraphNodeOf(r.buf, r.pos, r.pos + len);
+      r.pos += len;
+    } else {
+      const field = tag >>> 3;
+      if (field >= 1 && field <= 7) node = null;
+      r.skip(tag & 7, end);
+    }
+  }
+  return node;
 }
 
 /**

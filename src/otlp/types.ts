@@ -37,6 +37,8 @@ export interface SpanRecord {
   /** Only events that carry at least one kept attribute. */
   events: SpanEventRecord[];
   links: SpanLinkRecord[];
+  /** The instrumentation scope's name (e.g. `gcp.vertex.agent`, `@arizeai/openinference-instrumentation-langchain`), when sent. */
+  scope?: string;
 }
 
 /**
@@ -86,9 +88,16 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
   'edge_group.delivery_status',
   'message.source_id',
   'message.target_id',
+  // Google ADK: the invocation (one user turn), on model-call spans (run key `invocation`).
+  'gcp.vertex.agent.invocation_id',
 ]);
 /** No prefix is kept: `topology.*` is the exact list above (kept as an export for callers of the old API). */
 export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = [];
+/**
+ * Attributes the decoder derives from a dropped one instead of keeping it: `metadata` (OpenInference, a JSON
+ * string) yields only its `langgraph_node` field as `metadata.langgraph_node` (src/otlp/metadata.ts).
+ */
+export const DERIVED_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set(['metadata.langgraph_node']);
 
 export function isKeptAttributeKey(key: string): boolean {
   return KEPT_ATTRIBUTE_KEYS.has(key);

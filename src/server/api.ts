@@ -22,6 +22,8 @@ export interface ApiOptions {
   /** Extra routes (e.g. the web view); return true when handled. */
   extraRoutes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
   ready: () => { ready: boolean; reasons: string[] };
+  /** Recent traces that looked like an agent framework's but gave no receipt (GET /api/v1/ingest/unmapped). */
+  unmapped?: () => unknown;
   /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
   otlpHttpPort?: () => number;
   /** Acknowledge a run (POST /api/v1/runs/{run}/ack): it leaves the alerting series. */
@@ -260,6 +262,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     if (gone.signal.aborted) return;
     return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
   }
+  if (resource === 'ingest' && id === 'unmapped' && sub === undefined && opts.unmapped) return json(res, 200, opts.unmapped());
   if (resource === 'shadow' && id === undefined) {
     return json(res, 200, { candidates: engine.shadowSummary() });
   }

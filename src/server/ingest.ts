@@ -208,7 +208,7 @@ export class Ingestor {
 
   /** Forget logged spans of traces whose pending work is over (resolved, or expired into gap receipts). */
   pruneSpanLog(now: number, olderThanMs: number): number {
-    const pending = this.pipeline.callers.pendingTraceIds();
+    const pending = this.pipeline.pendingTraceIds();
     return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => pending.has(t));
   }
 

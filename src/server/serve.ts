@@ -5,6 +5,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Contract } from '../core/contract.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
+import type { RunKeyPart } from '../ingest/runkey.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
 import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
@@ -33,6 +34,8 @@ export interface ServeConfig {
   retentionMs: number;
   parentWaitMs: number;
   maxPendingSpans: number;
+  /** The order in which a span's run id is taken (`--run-key`). */
+  runKey?: readonly RunKeyPart[];
   maxPendingReceipts: number;
   maxInflightRequests: number;
   tickMs: number;
@@ -224,11 +227,12 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
     cfg.log('warning', { message: 'restored live state is above --max-live-runs or --max-live-receipts: receipts of new runs are refused until settled runs are pruned', runs: restored.runs, receipts: engine.liveReceipts });
   }
-  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans });
+  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, runKey: cfg.runKey });
+  pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
   const replayed = await ingestor.replaySpanLog();
-  if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending });
+  if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending, langgraphWaiting: pipeline.langgraph.waiting });
 
   const ingestAuth = (token: string | undefined) => {
     if (!cfg.ingestTokens) return { source: 'anonymous' };
@@ -265,6 +269,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       authenticateApi: apiAuth,
       extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources }),
       ready,
+      unmapped: () => pipeline.unmapped.snapshot(),
       otlpHttpPort: () => bound.otlpHttp,
       ack: (run) => engine.ack(run, Date.now()),
       version: cfg.version,

@@ -1,0 +1,316 @@
+/**
+ * LangGraph (JS and Python) as traced by OpenInference's LangChain instrumentation
+ * (@arizeai/openinference-instrumentation-langchain, openinference-instrumentation-langchain). No span is an
+ * AGENT: every graph and node is a CHAIN span, models are LLM spans, tools TOOL spans. The shapes used:
+ * - the graph root: a CHAIN span (`LangGraph`, or the compiled graph's name) whose `metadata` has no
+ *   `langgraph_node`;
+ * - a graph node: a CHAIN child of the root named after the node, with `metadata.langgraph_node` = its name
+ *   (the decoder keeps only that field of the `metadata` JSON; src/otlp/metadata.ts). `__start__`/`__end__`
+ *   are LangGraph's own. A node's subgraph (the worker's ReAct agent) runs beneath it;
+ * - a transfer: a TOOL span `transfer_to_<agent>` anywhere beneath a node (langgraph-supervisor's and
+ *   langgraph-swarm's handoff tools both use that name; the tool returns `Command(goto, graph=PARENT)`).
+ *
+ * Spans end (and are exported) children first, so the root arrives last: a trace's LangGraph spans wait, as
+ * bare ids and flags, until its root arrives, and then the node sequence is read at once, in start order:
+ * - the first node is the entry (no edge);
+ * - `N -> X` after a `transfer_to_X` beneath N: a `delegate` when X later hands control straight back to N
+ *   without a transfer of its own (the supervisor shape: the worker's completion is a `return X -> N`), else a
+ *   `handoff` (swarm);
+ * - `N -> X` without a transfer: a `return` when X is the node that delegated to N, else a `handoff` (a
+ *   `Command(goto=...)` or a graph edge);
+ * - nodes that overlap in time (a superstep fanning out with `Send` or parallel edges) are not ordered by
+ *   anything on the spans: a gap, never a guessed edge. So is a node or transfer target that is not an id.
+ * A root that never arrives (the wait ends) is a gap too.
+ *
+ * Trust: every kept span remembers the source that sent it. A node span vouches for the agent it is named
+ * after, a transfer span for the agent it names; each derived receipt carries those sources as its evidence
+ * (src/ingest/trust.ts `withEvidence`), so the ingest's binding check treats a LangGraph edge exactly like one
+ * derived from `invoke_agent` spans. A node or transfer name that is not an agent id is kept only as the empty
+ * string (never the text itself), so a waiting trace's span log records hold ids only (src/ingest/pipeline.ts).
+ */
+import { AGENT_ID_PATTERN } from '../../core/receipt.js';
+import type { EdgeKind, Receipt } from '../../core/types.js';
+import { LANGGRAPH_NODE_ATTRIBUTE } from '../../otlp/metadata.js';
+import type { SpanRecord } from '../../otlp/types.js';
+import { localStatus } from '../extract.js';
+import { withEvidence } from '../trust.js';
+import { exactIso } from '../../otlp/wire.js';
+
+export const LANGGRAPH_DIALECT = 'langgraph';
+const INTERNAL_NODES = new Set(['__start__', '__end__']);
+const TRANSFER_PREFIX = 'transfer_to_';
+
+/** A kept LangGraph span: ids, validated names, times, status and the sending source; no other text. */
+export interface LgSpan {
+  parent: string | null;
+  /**
+   * The node name when the span is named after its `langgraph_node` (a node or a subgraph), else null; the
+   * empty string when that name is not an agent id (the text itself is never kept).
+   */
+  node: string | null;
+  /** `transfer_to_<agent>` TOOL span: the agent ('' when not an id), else null. */
+  transferTo: string | null;
+  startMs: number;
+  endMs: number;
+  /** Exact nanoseconds below the millisecond (from the decoder; not kept in the span log, like agent spans). */
+  startNs?: number;
+  endNs?: number;
+  status: number;
+  /** The source that sent the span (binding evidence for the agent it names). */
+  source: string;
+}
+
+/** Stands for a node or transfer name that is not an agent id. */
+export const INVALID_NAME = '';
+
+interface LgTrace {
+  spans: Map<string, LgSpan>;
+  lastSeen: number;
+}
+
+export interface LangGraphOptions {
+  waitMs: number;
+  /** Bound on traces waiting for their root. */
+  maxTraces?: number;
+  /** Bound on spans kept per trace. */
+  maxSpansPerTrace?: number;
+}
+
+/** What became of a trace's LangGraph spans, for explain and the unmapped report. */
+export interface LangGraphOutcome {
+  traceId: string;
+  run: string;
+  receipts: Receipt[];
+  /** Node span id -> agent, in order (for explain). */
+  nodes: { spanId: string; agent: string }[];
+  reason?: string;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const isId = (s: string) => AGENT_ID_PATTERN.test(s);
+
+/** A span that belongs to a LangGraph run: it carries `metadata.langgraph_node`. */
+export function isLangGraphSpan(span: SpanRecord): boolean {
+  return typeof span.attrs[LANGGRAPH_NODE_ATTRIBUTE] === 'string';
+}
+
+/** A candidate graph root: an OpenInference CHAIN span without `langgraph_node`. */
+function isRootCandidate(span: SpanRecord): boolean {
+  return span.attrs['openinference.span.kind'] === 'CHAIN' && span.attrs[LANGGRAPH_NODE_ATTRIBUTE] === undefined;
+}
+
+export class LangGraphAssembler {
+  private readonly traces = new Map<string, LgTrace>();
+  private readonly maxTraces: number;
+  private readonly maxSpansPerTrace: number;
+  /** Outcomes of the last batch and expiry, for explain (bounded by the batch). */
+  lastOutcomes: LangGraphOutcome[] = [];
+  evicted = 0;
+
+  constructor(private readonly opts: LangGraphOptions) {
+    this.maxTraces = opts.maxTraces ?? 10_000;
+    this.maxSpansPerTrace = opts.maxSpansPerTrace ?? 20_000;
+  }
+
+  get waiting(): number {
+    return this.traces.size;
+  }
+
+  has(traceId: string): boolean {
+    return this.traces.has(traceId);
+  }
+
+  traceIds(): Set<string> {
+    return new Set(this.traces.keys());
+  }
+
+  /**
+   * Take a batch: keeps its LangGraph spans and reads every trace whose root arrived. Returns the spans it
+   * claimed and the receipts (`run` is the run of the root span, decided by the caller's run key).
+   */
+  addBatch(
+    spans: SpanRecord[],
+    now: number,
+    runOf: (root: SpanRecord) => string,
+    source = 'auditor',
+  ): { claimed: Set<SpanRecord>; kept: Map<SpanRecord, LgSpan>; receipts: Receipt[] } {
+    const claimed = new Set<SpanRecord>();
+    const kept = new Map<SpanRecord, LgSpan>();
+    const receipts: Receipt[] = [];
+    this.lastOutcomes = [];
+    for (const s of spans) {
+      if (!isLangGraphSpan(s)) continue;
+      claimed.add(s);
+      const node = s.attrs[LANGGRAPH_NODE_ATTRIBUTE] as string;
+      const transferTo =
+        s.attrs['openinference.span.kind'] === 'TOOL' && s.name.startsWith(TRANSFER_PREFIX) && s.name.length > TRANSFER_PREFIX.length ? s.name.slice(TRANSFER_PREFIX.length) : null;
+      const lg: LgSpan = {
+        parent: s.parentSpanId,
+        node: s.name === node ? (isId(node) ? node : INVALID_NAME) : null,
+        transferTo: transferTo === null ? null : isId(transferTo) ? transferTo : INVALID_NAME,
+        startMs: s.startMs,
+        endMs: s.endMs,
+        status: s.statusCode,
+        source,
+      };
+      if (s.startNs !== undefined) lg.startNs = s.startNs;
+      if (s.endNs !== undefined) lg.endNs = s.endNs;
+      if (this.keep(s.traceId, s.spanId, lg, now)) kept.set(s, lg);
+    }
+    for (const s of spans) {
+      if (!isRootCandidate(s)) continue;
+      const t = this.traces.get(s.traceId);
+      if (!t) continue;
+      let isRoot = false;
+      for (const x of t.spans.values()) if (x.parent === s.spanId && x.node !== null) isRoot = true;
+      if (!isRoot) continue;
+      claimed.add(s);
+      this.traces.delete(s.traceId);
+      const outcome = readGraph(s, t, runOf(s));
+      this.lastOutcomes.push(outcome);
+      receipts.push(...outcome.receipts);
+    }
+    return { claimed, kept, receipts };
+  }
+
+  /** Keep one span of a trace waiting for its root (also used to restore a logged span after a restart). */
+  keep(traceId: string, spanId: string, lg: LgSpan, now: number): boolean {
+    let t = this.traces.get(traceId);
+    if (!t) {
+      if (this.traces.size >= this.maxTraces) this.evictOldest();
+      this.traces.set(traceId, (t = { spans: new Map(), lastSeen: now }));
+    }
+    t.lastSeen = now;
+    if (t.spans.size >= this.maxSpansPerTrace) return false;
+    t.spans.set(spanId, lg);
+    return true;
+  }
+
+  /** Traces whose root did not arrive within the wait: a gap each. */
+  expire(now: number, runOfTrace: (traceId: string) => string = (id) => id): Receipt[] {
+    const out: Receipt[] = [];
+    this.lastOutcomes = [];
+    for (const [traceId, t] of this.traces) {
+      if (now - t.lastSeen < this.opts.waitMs) continue;
+      this.traces.delete(traceId);
+      let first: [string, LgSpan] | null = null;
+      for (const e of t.spans) if (!first || e[1].startMs < first[1].startMs) first = e;
+      const run = runOfTrace(traceId);
+      const gap: Receipt = withEvidence(
+        { run, event: `${first ? first[0] : traceId}:langgraph.gap`, type: 'gap', at: iso(first ? first[1].startMs : now), reason: 'langgraph_root_unseen' },
+        { span: first ? first[1].source : undefined },
+      );
+      out.push(gap);
+      this.lastOutcomes.push({ traceId, run, receipts: [gap], nodes: [], reason: 'langgraph_root_unseen' });
+    }
+    return out;
+  }
+
+  private evictOldest(): void {
+    const first = this.traces.keys().next();
+    if (!first.done) {
+      this.traces.delete(first.value);
+      this.evicted++;
+    }
+  }
+}
+
+/** The node sequence under `root` -> receipts. */
+function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome {
+  const nodes: { spanId: string; s: LgSpan; agent: string }[] = [];
+  for (const [spanId, s] of t.spans) {
+    if (s.parent === root.spanId && s.node !== null && !INTERNAL_NODES.has(s.node)) nodes.push({ spanId, s, agent: s.node });
+  }
+  nodes.sort((a, b) => a.s.startMs - b.s.startMs || (a.spanId < b.spanId ? -1 : 1));
+  const outcome: LangGraphOutcome = { traceId: root.traceId, run, receipts: [], nodes: nodes.map((n) => ({ spanId: n.spanId, agent: n.agent })) };
+  const gapCount = new Map<string, number>();
+  const gap = (spanId: string, atMs: number, reason: string, source: string, ends: { from?: string; to?: string } = {}) => {
+    const k = gapCount.get(spanId) ?? 0;
+    gapCount.set(spanId, k + 1);
+    const r: Receipt = { run, event: k === 0 ? `${spanId}:gap` : `${spanId}:gap.${k}`, type: 'gap', at: iso(atMs), reason };
+    if (ends.from && isId(ends.from)) r.from = ends.from;
+    if (ends.to && isId(ends.to)) r.to = ends.to;
+    outcome.receipts.push(withEvidence(r, { span: source }));
+    outcome.reason ??= reason;
+  };
+  if (nodes.length === 0) {
+    outcome.reason = 'langgraph_no_nodes';
+    return outcome;
+  }
+  // The top-level node each transfer sits beneath.
+  const topOf = new Map<string, string>();
+  for (const n of nodes) topOf.set(n.spanId, n.spanId);
+  const top = (spanId: string): string | null => {
+    const seen: string[] = [];
+    let p: string | null = spanId;
+    for (let hops = 0; p !== null && hops < 10_000; hops++) {
+      const known = topOf.get(p);
+      if (known !== undefined) {
+        for (const x of seen) topOf.set(x, known);
+        return known;
+      }
+      seen.push(p);
+      p = t.spans.get(p)?.parent ?? null;
+    }
+    return null;
+  };
+  const transfers = new Map<string, string[]>(); // node span id -> transfer targets beneath it
+  const transferSources = new Map<string, string[]>(); // `${node span id} ${target}` -> sources of the transfer spans naming it
+  for (const [spanId, s] of t.spans) {
+    if (s.transferTo === null) continue;
+    const n = top(spanId);
+    if (n === null) continue;
+    const list = transfers.get(n);
+    if (list) list.push(s.transferTo);
+    else transfers.set(n, [s.transferTo]);
+    const k = `${n} ${s.transferTo}`;
+    const srcs = transferSources.get(k);
+    if (srcs) srcs.push(s.source);
+    else transferSources.set(k, [s.source]);
+  }
+  for (const n of nodes) if (!isId(n.agent)) gap(n.spanId, n.s.startMs, 'agent_id_invalid', n.s.source);
+  // Transitions.
+  type Node = (typeof nodes)[number];
+  type Step = { from: Node; to: Node; transfer: boolean };
+  const steps: Step[] = [];
+  for (let i = 1; i < nodes.length; i++) {
+    const prev = nodes[i - 1];
+    const cur = nodes[i];
+    if (cur.s.startMs < prev.s.endMs) {
+      gap(cur.spanId, cur.s.startMs, 'langgraph_parallel_nodes', cur.s.source, { to: cur.agent });
+      continue;
+    }
+    steps.push({ from: prev, to: cur, transfer: (transfers.get(prev.spanId) ?? []).includes(cur.agent) });
+  }
+  // Evidence: the node span of each end vouches for its agent, and a transfer span for the agent it names.
+  const edge = (spanId: string, suffix: string, at: string, from: Node, to: Node, kind: EdgeKind, status: number, transferred = false) => {
+    if (!isId(from.agent) || !isId(to.agent)) return;
+    const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at, from: from.agent, to: to.agent, kind };
+    if (localStatus(status) === 'error') r.status = 'error';
+    const toSources = [to.s.source, ...(transferred ? (transferSources.get(`${from.spanId} ${to.agent}`) ?? []) : [])];
+    outcome.receipts.push(withEvidence(r, { from: [from.s.source], to: [...new Set(toSources)], span: spanId === from.spanId ? from.s.source : to.s.source }));
+  };
+  const callers: string[] = []; // delegation stack of agents
+  for (let i = 0; i < steps.length; i++) {
+    const st = steps[i];
+    if (st.transfer) {
+      const next = steps[i + 1];
+      const returns = next !== undefined && next.from === st.to && next.to.agent === st.from.agent && !next.transfer;
+      if (returns) callers.push(st.from.agent);
+      edge(st.to.spanId, returns ? 'delegate' : 'handoff', exactIso(st.to.s.startMs, st.to.s.startNs), st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
+    } else if (callers.length > 0 && callers[callers.length - 1] === st.to.agent) {
+      callers.pop();
+      edge(st.from.spanId, 'return', exactIso(st.from.s.endMs, st.from.s.endNs), st.from, st.to, 'return', st.from.s.status);
+    } else {
+      edge(st.to.spanId, 'handoff', exactIso(st.to.s.startMs, st.to.s.startNs), st.from, st.to, 'handoff', st.to.s.status);
+    }
+  }
+  // A transfer whose target never ran (the graph stopped, or the target is not a node): a gap.
+  for (const n of nodes) {
+    for (const target of transfers.get(n.spanId) ?? []) {
+      const ran = steps.some((st) => st.from === n && st.to.agent === target);
+      if (!ran) gap(n.spanId, n.s.endMs, 'handoff_target_unresolved', n.s.source, { from: n.agent, to: target });
+    }
+  }
+  return outcome;
+}

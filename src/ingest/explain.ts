@@ -1,0 +1,131 @@
+/**
+ * `topology-audit explain FILE`: runs an OTLP dump through the same decoder and pipeline as `serve` and says,
+ * span by span (names and ids only), which dialect claimed it and which receipts came out, or why none did;
+ * then per trace, whether it gave receipts or would be reported unmapped (and why).
+ */
+import type { Receipt } from '../core/types.js';
+import { decodeExportTraceJson, decodeExportTraceRequest } from '../otlp/index.js';
+import type { SpanRecord } from '../otlp/types.js';
+import { SpanPipeline, type SpanObservation } from './pipeline.js';
+import type { RunKeyPart } from './runkey.js';
+import { frameworkMarker, type UnmappedTrace } from './unmapped.js';
+
+export interface SpanExplanation {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  name: string;
+  dialect: string | null;
+  receipts: string[];
+  why: string | null;
+}
+
+export interface TraceExplanation {
+  traceId: string;
+  runs: string[];
+  receipts: number;
+  unmapped: { dialect: string; reason: string } | null;
+}
+
+export interface Explanation {
+  spans: SpanExplanation[];
+  traces: TraceExplanation[];
+}
+
+/** Decodes a dump: OTLP/JSON (one request, or one per line as the Collector's file exporter writes) or protobuf. */
+export function decodeDump(bytes: Uint8Array): SpanRecord[] {
+  let i = 0;
+  while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x0a || bytes[i] === 0x0d || bytes[i] === 0x09)) i++;
+  if (bytes[i] !== 0x7b) return decodeExportTraceRequest(bytes).spans;
+  const text = new TextDecoder().decode(bytes);
+  try {
+    return decodeExportTraceJson(text).spans;
+  } catch (e) {
+    const lines = text.split('\n').filter((l) => l.trim().length > 0);
+    if (lines.length <= 1) throw e;
+    return lines.flatMap((l) => decodeExportTraceJson(l).spans);
+  }
+}
+
+const describe = (r: Receipt): string => {
+  if (r.type === 'edge') return `edge ${r.from} -> ${r.to} : ${r.kind}${r.status === 'error' ? ' (error)' : ''} [run ${r.run}]`;
+  if (r.type === 'gap') return `gap ${r.reason}${r.from ? ` from ${r.from}` : ''}${r.to ? ` to ${r.to}` : ''} [run ${r.run}]`;
+  return `${r.type} [run ${r.run}]`;
+};
+
+function whyNot(o: SpanObservation): string {
+  if (o.claimedBy === 'langgraph') return 'LangGraph span, read with its graph (edges are on the node spans)';
+  if (o.claimedBy !== null) {
+    if (o.agent) return `agent span (${o.claimedBy}) with no edge of its own: the entry agent, an agent named only for handoffs, or the target of a handoff recorded on the handoff span`;
+    return `read by ${o.claimedBy} without an edge of its own`;
+  }
+  const marker = frameworkMarker(o.span);
+  const kind = o.span.attrs['openinference.span.kind'];
+  const op = o.span.attrs['gen_ai.operation.name'];
+  if (marker !== null) {
+    const what = kind !== undefined ? `openinference.span.kind=${String(kind)}` : op !== undefined ? `gen_ai.operation.name=${String(op)}` : `scope of ${marker}`;
+    if (kind === 'AGENT') return `agent-framework span (${what}) that names no agent: no graph.node.id, gen_ai.agent.* or known span shape`;
+    return `agent-framework span (${what}), not an agent interaction in any dialect: dropped`;
+  }
+  return 'no agent-framework marker (content, model, tool or application span): dropped';
+}
+
+/** Explains the spans of a dump. `waitMs` as `serve --parent-wait`. */
+export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunKeyPart[]; waitMs?: number } = {}): Explanation {
+  const waitMs = opts.waitMs ?? 10_000;
+  const pipeline = new SpanPipeline({ waitMs, maxSpans: Math.max(200_000, spans.length * 2), runKey: opts.runKey });
+  const now = spans.reduce((m, s) => Math.max(m, s.endMs, s.startMs), 0);
+  const observed: SpanObservation[] = [];
+  const out = pipeline.process(spans, now, 'auditor', (o) => observed.push(o));
+  const receipts = [...out.receipts, ...pipeline.expire(now + waitMs * 3)];
+  const reports: UnmappedTrace[] = pipeline.unmapped.snapshot().traces;
+  const bySpan = new Map<string, Receipt[]>();
+  for (const r of receipts) {
+    const id = r.event.slice(0, 16);
+    const list = bySpan.get(id);
+    if (list) list.push(r);
+    else bySpan.set(id, [r]);
+  }
+  const rejected = new Map(out.rejected.map((r) => [r.spanId, r.reason]));
+  const explained: SpanExplanation[] = observed.map((o) => {
+    const rs = bySpan.get(o.span.spanId) ?? [];
+    const rej = rejected.get(o.span.spanId);
+    return {
+      traceId: o.span.traceId,
+      spanId: o.span.spanId,
+      parentSpanId: o.span.parentSpanId,
+      name: o.span.name,
+      dialect: o.claimedBy,
+      receipts: rs.map(describe),
+      why: rs.length > 0 ? null : rej !== undefined ? (o.claimedBy === 'explicit' ? `explicit receipt refused: ${rej}` : `refused: ${rej}`) : whyNot(o),
+    };
+  });
+  const traces = new Map<string, TraceExplanation>();
+  for (const s of spans) if (!traces.has(s.traceId)) traces.set(s.traceId, { traceId: s.traceId, runs: [], receipts: 0, unmapped: null });
+  const traceOfSpan = new Map(spans.map((s) => [s.spanId, s.traceId]));
+  for (const r of receipts) {
+    const t = traces.get(traceOfSpan.get(r.event.slice(0, 16)) ?? '');
+    if (!t) continue;
+    t.receipts++;
+    if (!t.runs.includes(r.run)) t.runs.push(r.run);
+  }
+  for (const u of reports) {
+    const t = traces.get(u.traceId);
+    if (t) t.unmapped = { dialect: u.dialect, reason: u.reason };
+  }
+  return { spans: explained, traces: [...traces.values()] };
+}
+
+/** Human-readable text of an explanation. */
+export function explanationText(e: Explanation): string {
+  const lines: string[] = [];
+  for (const t of e.traces) {
+    lines.push(`trace ${t.traceId}: ${t.receipts} receipt(s)${t.runs.length ? ` in run ${t.runs.join(', ')}` : ''}${t.unmapped ? `; UNMAPPED (${t.unmapped.dialect}: ${t.unmapped.reason})` : ''}`);
+    for (const s of e.spans.filter((x) => x.traceId === t.traceId)) {
+      const head = `  span ${s.spanId}${s.parentSpanId ? ` (parent ${s.parentSpanId})` : ' (root)'} ${JSON.stringify(s.name)}: ${s.dialect ?? 'no dialect'}`;
+      if (s.receipts.length) lines.push(`${head} -> ${s.receipts.join('; ')}`);
+      else lines.push(`${head}; none: ${s.why}`);
+    }
+  }
+  return lines.join('\n') + '\n';
+}

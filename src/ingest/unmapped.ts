@@ -1,0 +1,160 @@
+/**
+ * No silent drops: a trace that carries agent-framework markers (a GenAI operation name, an OpenInference span
+ * kind, a LangGraph node, a framework's instrumentation scope) but yields no receipt is reported once it has
+ * gone quiet, with the dialect family and the reason, in a bounded ring buffer (`GET /api/v1/ingest/unmapped`)
+ * and a counter per dialect and reason. Only trace ids, closed-set words and counts are kept: content-free.
+ */
+import { LANGGRAPH_NODE_ATTRIBUTE } from '../otlp/metadata.js';
+import type { SpanRecord } from '../otlp/types.js';
+
+/** Closed set of dialect families (metric label values). */
+export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'other'] as const;
+export type UnmappedDialect = (typeof UNMAPPED_DIALECTS)[number];
+
+/** Closed set of reasons (metric label values). */
+export const UNMAPPED_REASONS = [
+  /** Markers, but no dialect recognised any span (e.g. OpenInference AGENT spans without graph.node.*). */
+  'no_dialect',
+  /** A dialect read the spans, but they stood for one agent only (the entry agent: no edge to record). */
+  'single_agent',
+  /** A dialect read the spans and no edge or gap came out (e.g. tool spans only). */
+  'no_edges',
+] as const;
+export type UnmappedReason = (typeof UNMAPPED_REASONS)[number];
+
+export interface UnmappedTrace {
+  traceId: string;
+  dialect: UnmappedDialect;
+  reason: UnmappedReason;
+  spans: number;
+  /** Spans carrying framework markers. */
+  marked: number;
+  /** Spans a dialect claimed. */
+  claimed: number;
+  /** Agent spans among them. */
+  agents: number;
+  at: string;
+}
+
+/** The marker family of a span, or null when it carries none. */
+export function frameworkMarker(span: SpanRecord): UnmappedDialect | null {
+  const scope = span.scope;
+  if (span.attrs[LANGGRAPH_NODE_ATTRIBUTE] !== undefined) return 'langgraph';
+  if (scope === 'gcp.vertex.agent') return 'adk';
+  if (span.attrs['openinference.span.kind'] !== undefined) return 'openinference';
+  if (span.attrs['gen_ai.operation.name'] !== undefined || span.attrs['gen_ai.agent.name'] !== undefined || span.attrs['gen_ai.agent.id'] !== undefined) return 'genai';
+  if (span.attrs['executor.id'] !== undefined) return 'maf';
+  if (scope === undefined) return null;
+  if (scope.includes('openinference')) return 'openinference';
+  if (scope.includes('openai_agents') || scope.includes('openai-agents') || scope === '@openai/agents') return 'openai-agents';
+  if (scope.includes('mastra')) return 'mastra';
+  if (scope === 'langsmith') return 'langsmith';
+  if (scope === 'agent_framework') return 'maf';
+  return 'other';
+}
+
+interface Tracked {
+  dialect: UnmappedDialect;
+  spans: number;
+  marked: number;
+  claimed: number;
+  agents: number;
+  receipts: number;
+  lastSeen: number;
+}
+
+export interface UnmappedOptions {
+  /** A trace is judged once it has been quiet this long (ms). */
+  quietMs: number;
+  /** Traces followed at once (oldest forgotten first, counted as evicted). */
+  maxTraces?: number;
+  /** Span ids remembered to attribute later receipts to their trace. */
+  maxSpanIds?: number;
+  /** Reports kept for the API (ring buffer). */
+  maxReports?: number;
+}
+
+export class UnmappedTracker {
+  private readonly traces = new Map<string, Tracked>();
+  private readonly spanTrace = new Map<string, string>();
+  private readonly ring: UnmappedTrace[] = [];
+  private readonly counts = new Map<string, number>();
+  private readonly maxTraces: number;
+  private readonly maxSpanIds: number;
+  private readonly maxReports: number;
+  evicted = 0;
+  /** Called with each report (metrics). */
+  onReport: ((r: UnmappedTrace) => void) | null = null;
+
+  constructor(private readonly opts: UnmappedOptions) {
+    this.maxTraces = opts.maxTraces ?? 20_000;
+    this.maxSpanIds = opts.maxSpanIds ?? 200_000;
+    this.maxReports = opts.maxReports ?? 200;
+  }
+
+  /** Note a span of a batch: `claimed` when a dialect (or the explicit reader) took it, `agent` when it stood for an agent. */
+  span(span: SpanRecord, now: number, claimed: boolean, agent: boolean): void {
+    const marker = frameworkMarker(span);
+    let t = this.traces.get(span.traceId);
+    if (!t) {
+      if (marker === null && !claimed) return;
+      if (this.traces.size >= this.maxTraces) {
+        const first = this.traces.keys().next();
+        if (!first.done) {
+          this.traces.delete(first.value);
+          this.evicted++;
+        }
+      }
+      this.traces.set(span.traceId, (t = { dialect: marker ?? 'other', spans: 0, marked: 0, claimed: 0, agents: 0, receipts: 0, lastSeen: now }));
+    }
+    if (t.dialect === 'other' && marker !== null) t.dialect = marker;
+    if (marker === 'langgraph' || marker === 'adk') t.dialect = marker; // the more specific family wins
+    t.spans++;
+    if (marker !== null) t.marked++;
+    if (claimed) t.claimed++;
+    if (agent) t.agents++;
+    t.lastSeen = now;
+    if (this.spanTrace.size >= this.maxSpanIds) {
+      const first = this.spanTrace.keys().next();
+      if (!first.done) this.spanTrace.delete(first.value);
+    }
+    this.spanTrace.set(span.spanId, span.traceId);
+  }
+
+  /** Note a receipt: its event id starts with the id of the span it came from. */
+  receipt(event: string, traceId?: string): void {
+    const trace = traceId ?? this.spanTrace.get(event.slice(0, 16));
+    if (trace === undefined) return;
+    const t = this.traces.get(trace);
+    if (t) t.receipts++;
+  }
+
+  /** Judge quiet traces; returns the new reports. */
+  sweep(now: number, isPending: (traceId: string) => boolean = () => false): UnmappedTrace[] {
+    const out: UnmappedTrace[] = [];
+    for (const [traceId, t] of this.traces) {
+      if (now - t.lastSeen < this.opts.quietMs || isPending(traceId)) continue;
+      this.traces.delete(traceId);
+      if (t.receipts > 0 || t.marked === 0) continue;
+      const reason: UnmappedReason = t.claimed === 0 ? 'no_dialect' : t.agents === 1 ? 'single_agent' : 'no_edges';
+      const r: UnmappedTrace = { traceId, dialect: t.dialect, reason, spans: t.spans, marked: t.marked, claimed: t.claimed, agents: t.agents, at: new Date(now).toISOString() };
+      out.push(r);
+      this.ring.push(r);
+      if (this.ring.length > this.maxReports) this.ring.shift();
+      const key = `${r.dialect}\u0000${r.reason}`;
+      this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+      this.onReport?.(r);
+    }
+    if (this.spanTrace.size > 0 && this.traces.size === 0) this.spanTrace.clear();
+    return out;
+  }
+
+  /** The recent reports, newest first, and the totals per dialect and reason since start. */
+  snapshot(): { traces: UnmappedTrace[]; totals: { dialect: string; reason: string; count: number }[]; following: number } {
+    const totals = [...this.counts].map(([k, count]) => {
+      const [dialect, reason] = k.split('\u0000');
+      return { dialect, reason, count };
+    });
+    return { traces: [...this.ring].reverse(), totals, following: this.traces.size };
+  }
+}

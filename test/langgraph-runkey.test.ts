@@ -1,0 +1,213 @@
+/**
+ * The pieces behind the framework support, on real exporter bytes and hand-made span records: the `metadata`
+ * scanner (only `langgraph_node` is ever decoded), the LangGraph reading's refusals (parallel nodes, a root
+ * that never arrives), and the run key (a run per unit of work; the conversation only when named).
+ */
+import fc from 'fast-check';
+import { ProtobufTraceSerializer, JsonTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { describe, expect, it } from 'vitest';
+import { decodeExportTraceJson, decodeExportTraceRequest } from '../src/otlp/index.js';
+import { langgraphNodeOf, MAX_NODE_BYTES } from '../src/otlp/metadata.js';
+import { parseLoggedSpan, SpanPipeline } from '../src/ingest/pipeline.js';
+import { derivedBinding, evidenceOf } from '../src/ingest/trust.js';
+import { parseRunKey } from '../src/ingest/runkey.js';
+import type { SpanRecord } from '../src/otlp/types.js';
+
+const SECRET = 'SECRET-metadata-3b9f';
+
+function exported(metadata: string, scope = '@arizeai/openinference-instrumentation-langchain') {
+  const mem = new InMemorySpanExporter();
+  const p = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(mem)] });
+  p.getTracer(scope).startSpan('researcher', { attributes: { metadata, 'openinference.span.kind': 'CHAIN', 'input.value': SECRET } }).end();
+  const spans = mem.getFinishedSpans();
+  return { pb: ProtobufTraceSerializer.serializeRequest(spans)!, json: new TextDecoder().decode(JSONTraceBytes(spans)) };
+}
+const JSONTraceBytes = (spans: Parameters<typeof JsonTraceSerializer.serializeRequest>[0]) => JsonTraceSerializer.serializeRequest(spans)!;
+
+describe('metadata: only langgraph_node is kept', () => {
+  it('keeps the node (protobuf and JSON, from the real serializers) and nothing else of the metadata', () => {
+    const meta = JSON.stringify({ thread_id: SECRET, langgraph_step: 3, checkpoint_ns: `x|${SECRET}`, nested: { langgraph_node: 'evil' }, langgraph_node: 'researcher', tags: [SECRET] });
+    const { pb, json } = exported(meta);
+    for (const d of [decodeExportTraceRequest(pb), decodeExportTraceJson(json)]) {
+      expect(d.spans[0].attrs).toMatchObject({ 'metadata.langgraph_node': 'researcher', 'openinference.span.kind': 'CHAIN' });
+      expect(Object.keys(d.spans[0].attrs).sort()).toEqual(['metadata.langgraph_node', 'openinference.span.kind']); // service.name is not kept either
+      expect(d.spans[0].scope).toBe('@arizeai/openinference-instrumentation-langchain');
+      expect(JSON.stringify(d.spans)).not.toContain(SECRET);
+    }
+  });
+
+  it('reads no node from a nested key, an escaped or over-long value, a non-string or malformed JSON', () => {
+    for (const meta of [
+      JSON.stringify({ nested: { langgraph_node: 'evil' } }),
+      '{"langgraph_node":"res\\u0065archer"}',
+      JSON.stringify({ langgraph_node: 'x'.repeat(MAX_NODE_BYTES + 1) }),
+      JSON.stringify({ langgraph_node: 7 }),
+      '{"langgraph_node":"researcher"', // unterminated object still names it: accepted as far as read
+      '{"a":"unterminated, "langgraph_node":"x"}',
+      '["langgraph_node","researcher"]',
+      'not json',
+    ]) {
+      const { pb } = exported(meta);
+      const node = decodeExportTraceRequest(pb).spans[0].attrs['metadata.langgraph_node'];
+      if (meta === '{"langgraph_node":"researcher"') expect(node).toBe('researcher');
+      else expect(node, meta).toBeUndefined();
+    }
+  });
+
+  it('agrees with JSON.parse on arbitrary metadata objects', () => {
+    const value = fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.array(fc.string(), { maxLength: 3 }), fc.dictionary(fc.string({ maxLength: 5 }), fc.string(), { maxKeys: 3 }));
+    fc.assert(
+      fc.property(fc.dictionary(fc.oneof(fc.string({ maxLength: 8 }), fc.constant('langgraph_node')), value, { maxKeys: 6 }), (obj) => {
+        const text = JSON.stringify(obj);
+        const bytes = new TextEncoder().encode(text);
+        const v = (JSON.parse(text) as Record<string, unknown>).langgraph_node;
+        const plain = typeof v === 'string' && v.length > 0 && !JSON.stringify(v).slice(1, -1).includes('\\') && new TextEncoder().encode(v).length <= MAX_NODE_BYTES;
+        expect(langgraphNodeOf(bytes, 0, bytes.length)).toBe(plain ? v : null);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+let n = 0;
+const id = (len: number) => (++n).toString(16).padStart(len, '0');
+function rec(o: Partial<SpanRecord> & { name: string; traceId: string }): SpanRecord {
+  return { spanId: id(16), parentSpanId: null, kind: 1, startMs: 1000, endMs: 2000, statusCode: 0, attrs: {}, events: [], links: [], ...o };
+}
+
+describe('LangGraph reading: refusals are gaps, never guesses', () => {
+  const node = (traceId: string, parent: string, name: string, startMs: number, endMs: number) =>
+    rec({ traceId, parentSpanId: parent, name, startMs, endMs, attrs: { 'openinference.span.kind': 'CHAIN', 'metadata.langgraph_node': name } });
+
+  it('nodes that overlap in time (a fan-out superstep) give a gap, not an edge between them', () => {
+    const t = id(32);
+    const root = rec({ traceId: t, name: 'LangGraph', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const out = p.process([node(t, root.spanId, 'planner', 1, 10), node(t, root.spanId, 'a', 11, 30), node(t, root.spanId, 'b', 12, 30), root], 0);
+    expect(out.receipts.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort()).toEqual(['gap:langgraph_parallel_nodes', 'planner->a:handoff']);
+  });
+
+  it('a graph whose root never arrives is a gap once the wait ends', () => {
+    const t = id(32);
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    expect(p.process([node(t, id(16), 'planner', 1, 10)], 0).receipts).toEqual([]);
+    expect(p.expire(500)).toEqual([]);
+    expect(p.expire(5000).map((r) => [r.type, r.reason, r.run])).toEqual([['gap', 'langgraph_root_unseen', t]]);
+  });
+});
+
+describe('LangGraph spans carry their source and wait in the span log without content', () => {
+  const MARK = 'MARK-lg-unit-77aa';
+  const node = (traceId: string, parent: string, name: string, startMs: number, endMs: number) =>
+    rec({ traceId, parentSpanId: parent, name, startMs, endMs, attrs: { 'openinference.span.kind': 'CHAIN', 'metadata.langgraph_node': name } });
+  function supervisorGraph(worker: string) {
+    const t = id(32);
+    const root = rec({ traceId: t, name: 'LangGraph', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
+    const n1 = node(t, root.spanId, 'supervisor', 1, 10);
+    const xfer = rec({ traceId: t, parentSpanId: n1.spanId, name: `transfer_to_${worker}`, startMs: 5, endMs: 6, attrs: { 'openinference.span.kind': 'TOOL', 'metadata.langgraph_node': 'tools' } });
+    return { root, n1, xfer, n2: node(t, root.spanId, worker, 11, 20), n3: node(t, root.spanId, 'supervisor', 21, 30) };
+  }
+  const show = (rs: { type: string; from?: string; to?: string; kind?: string; reason?: string }[]) => rs.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort();
+
+  it("each edge's evidence is the source of the node span naming each end (and of the transfer naming the target)", () => {
+    const g = supervisorGraph('researcher');
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    expect(p.process([g.xfer, g.n1, g.n3], 0, 'src-graph').receipts).toEqual([]);
+    expect(p.process([g.n2], 0, 'src-other').receipts).toEqual([]);
+    const out = p.process([g.root], 0, 'src-graph');
+    expect(show(out.receipts)).toEqual(['researcher->supervisor:return', 'supervisor->researcher:delegate']);
+    const delegate = out.receipts.find((r) => r.kind === 'delegate')!;
+    expect(evidenceOf(delegate)).toEqual({ from: ['src-graph'], to: ['src-other', 'src-graph'], span: 'src-other' });
+    expect(evidenceOf(out.receipts.find((r) => r.kind === 'return')!)).toMatchObject({ from: ['src-other'], to: ['src-graph'] });
+    // Bound sources: `src-other` may speak for `verifier` only, so neither edge passes the binding check.
+    const sources = (s: string) => (s === 'src-graph' ? new Set(['supervisor', 'researcher']) : new Set(['verifier']));
+    for (const r of out.receipts) expect(derivedBinding(r, evidenceOf(r), sources)).toMatch(/source src-other may not speak for agent "researcher"/);
+    const honest = (s: string) => (s === 'src-graph' || s === 'src-other' ? new Set(['supervisor', 'researcher']) : null);
+    for (const r of out.receipts) expect(derivedBinding(r, evidenceOf(r), honest)).toBeNull();
+  });
+
+  it('logs ids, validated names, times, status and source only; a replay into a new pipeline reads the graph when the root comes', () => {
+    const g = supervisorGraph(`Dr ${MARK} the helpful`);
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const out = p.process([g.xfer, g.n1, g.n2, g.n3], 0, 'src-graph');
+    expect(p.pendingTraceIds()).toEqual(new Set([g.root.traceId]));
+    const logged = out.pendingLog.flatMap((e) => e.spans);
+    expect(logged).toHaveLength(4);
+    expect(JSON.stringify(out.pendingLog)).not.toContain(MARK);
+    expect(logged.every((l) => l.op === 'langgraph' && l.src === 'src-graph')).toBe(true);
+    expect(logged.map((l) => [l.node, l.xfer])).toEqual([[null, ''], ['supervisor', null], ['', null], ['supervisor', null]]);
+    // Through the store's JSON and back, every record validates; a record holding text where a name goes does not.
+    const back = JSON.parse(JSON.stringify(logged)).map(parseLoggedSpan);
+    expect(back).toEqual(logged);
+    expect(parseLoggedSpan({ ...logged[2], node: `Dr ${MARK}` })).toBeNull();
+    expect(parseLoggedSpan({ ...logged[0], xfer: `${MARK} please` })).toBeNull();
+    expect(parseLoggedSpan({ ...logged[0], en: undefined })).toBeNull();
+
+    const fresh = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const replayed = fresh.replay(back, 0);
+    expect(replayed.receipts).toEqual([]);
+    expect(replayed.pendingLog.flatMap((e) => e.spans)).toEqual(logged); // still waiting: logged again
+    const done = fresh.process([g.root], 0, 'src-graph');
+    const direct = p.process([g.root], 0, 'src-graph');
+    expect(show(done.receipts)).toEqual(['gap:agent_id_invalid']);
+    expect(done.receipts).toEqual(direct.receipts);
+    expect(done.agentIdsRefused).toBe(1);
+    expect(fresh.pendingTraceIds().size).toBe(0);
+  });
+
+  it('a replayed trace whose root never comes ends as a langgraph_root_unseen gap with the logged source', () => {
+    const g = supervisorGraph('researcher');
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const logged = p.process([g.n1], 0, 'src-graph').pendingLog.flatMap((e) => e.spans);
+    const fresh = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    fresh.replay(logged, 10);
+    const gaps = fresh.expire(5000);
+    expect(show(gaps)).toEqual(['gap:langgraph_root_unseen']);
+    expect(evidenceOf(gaps[0])).toEqual({ span: 'src-graph' });
+  });
+});
+
+describe('run key', () => {
+  it('parses the documented forms and refuses others', () => {
+    expect(parseRunKey('explicit,invocation,trace')).toEqual(['explicit', 'invocation', 'trace']);
+    expect(parseRunKey('explicit,invocation,trace,conversation')).toHaveLength(4);
+    expect(() => parseRunKey('explicit,session')).toThrow(/"session" is not one of/);
+    expect(() => parseRunKey('trace,trace')).toThrow(/twice/);
+  });
+
+  /** Two turns of one conversation: a caller agent span and a callee per trace (ADK-like: the session on every agent span). */
+  function twoTurns(): SpanRecord[] {
+    const out: SpanRecord[] = [];
+    for (const turn of [0, 1]) {
+      const t = id(32);
+      const a = { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.conversation.id': 'session-1' };
+      const caller = rec({ traceId: t, name: 'invoke_agent supervisor', startMs: turn * 100, endMs: turn * 100 + 50, attrs: { ...a, 'gen_ai.agent.name': 'supervisor' } });
+      const callee = rec({ traceId: t, parentSpanId: caller.spanId, name: 'invoke_agent researcher', startMs: turn * 100 + 1, endMs: turn * 100 + 9, attrs: { ...a, 'gen_ai.agent.name': 'researcher' } });
+      const llm = rec({ traceId: t, parentSpanId: callee.spanId, name: 'call_llm', attrs: { 'gcp.vertex.agent.invocation_id': `e-${turn}` } });
+      out.push(llm, callee, caller);
+    }
+    return out;
+  }
+  const runsOf = (runKey?: ReturnType<typeof parseRunKey>) => {
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000, runKey });
+    const receipts = p.process(twoTurns(), 0).receipts;
+    return { runs: new Set(receipts.map((r) => r.run)), edges: receipts.length };
+  };
+
+  it('by default each trace (unit of work) is a run; the conversation folds them only when named', () => {
+    const byDefault = runsOf();
+    expect(byDefault.runs.size).toBe(2);
+    expect([...byDefault.runs].every((r) => /^[0-9a-f]{32}$/.test(r))).toBe(true);
+    expect(byDefault.edges).toBe(4);
+    const folded = runsOf(parseRunKey('explicit,conversation,trace'));
+    expect([...folded.runs]).toEqual(['session-1']);
+    expect(folded.edges).toBe(4);
+  });
+
+  it('an explicit topology.run.id wins over every other key', () => {
+    const spans = twoTurns().map((s) => ({ ...s, attrs: { ...s.attrs, 'topology.run.id': 'explicit-run' } }));
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000, runKey: parseRunKey('explicit,conversation,trace') });
+    expect(new Set(p.process(spans, 0).receipts.map((r) => r.run))).toEqual(new Set(['explicit-run']));
+  });
+});
