@@ -82,5 +82,5 @@ describe('durability soak: SIGKILL and restart under load, several times', () =>
     } finally {
       await last.stop();
     }
-  });
+  }, 180_000); // a soak of three kill/restart cycles: bounded by its own loops, not by the default 60 s
 });
