@@ -5,7 +5,6 @@ import './specs.js';
 import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseInstantArg, table } from './io.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
-import { handoffFindings } from '../handoff/findings.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
 
@@ -52,7 +51,7 @@ export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, 
     }
   }
   const shadows = new Map<string, ShadowVerdict[]>();
-  const evalOpts = { registry, extraFindings: handoffFindings };
+  const evalOpts = { registry };
   const verdicts = [...runs.values()].map((s) => {
     const pinning = resolvePin(s, registry, opts.defaultContract);
     const v = evaluate(s, pinning, now, evalOpts);

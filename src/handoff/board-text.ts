@@ -1,6 +1,6 @@
 /** The handoff board as a readable table for `topology-audit handoff board RUN` (pure; ids, states, times and counts only). */
 import type { BoardBranch, HandoffBoard } from './board.js';
-import type { Units } from './ledger.js';
+import type { Units } from '../core/rules/handoff/ledger.js';
 
 const units = (u: Units | null): string => (u === null ? 'none' : `${u.actions}/${u.contextUnits}/${u.effects}`);
 const hms = (iso: string): string => iso.slice(11, 19) + (iso.slice(19, 23) !== '.000' && iso.length > 20 ? iso.slice(19, 23) : '');

@@ -11,13 +11,13 @@
 import type { EffectStatus, HandoffState, Receipt, Verdict } from '../core/types.js';
 import type { Funnel } from './funnel.js';
 import { runFunnel } from './funnel.js';
-import type { Units } from './ledger.js';
-import { attemptId, zeroUnits } from './ledger.js';
-import type { AttemptFacts, RunFacts } from './lifecycle.js';
-import { factFindings, runFacts } from './lifecycle.js';
+import type { Units } from '../core/rules/handoff/ledger.js';
+import { attemptId, zeroUnits } from '../core/rules/handoff/ledger.js';
+import type { AttemptFacts, RunFacts } from '../core/rules/handoff/lifecycle.js';
+import { factFindings, runFacts } from '../core/rules/handoff/lifecycle.js';
 import { compareVersions } from './schema.js';
-import type { RunTrace } from './trace.js';
-import { traceRuns } from './trace.js';
+import type { RunTrace } from '../core/rules/handoff/trace.js';
+import { traceRuns } from '../core/rules/handoff/trace.js';
 
 export interface BoardBranch {
   /** `handoff#attempt`. */

@@ -25,8 +25,6 @@ export interface EngineOptions {
   defaultContract?: string;
   /** Settled runs idle for longer than this are pruned from store and memory. */
   retentionMs: number;
-  /** Extra findings (e.g. the handoff lifecycle audit). */
-  extraFindings?: (state: RunState, now: number) => Finding[];
   hooks?: EngineHooks;
   /** Candidate versions every run of their contract is also evaluated against (never changes the pinned verdict). */
   shadow?: Contract[];
@@ -229,7 +227,7 @@ export class AuditEngine extends EventEmitter {
   /** Evaluates the run; with candidates configured, also its shadow verdicts, kept on `shadowInto`. */
   private evaluateRun(state: RunState, now: number, live?: LiveRun, shadowInto: LiveRun | undefined = live): RunVerdict {
     const pinning = this.pinningFor(state, live);
-    const opts = { registry: this.registry, extraFindings: this.opts.extraFindings };
+    const opts = { registry: this.registry };
     const verdict = evaluate(state, pinning, now, opts);
     if (this.opts.shadow?.length && shadowInto) shadowInto.shadow = shadowEvaluate(state, pinning, verdict, this.opts.shadow, now, opts);
     return verdict;

@@ -6,7 +6,6 @@ import type { ContractRegistry } from '../core/registry.js';
 import type { Contract } from '../core/contract.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
-import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
 import { lockDataDir } from '../store/lock.js';
@@ -203,7 +202,6 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const engine = new AuditEngine(registry, store, {
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
-    extraFindings: handoffFindings,
     maxLiveRuns: cfg.maxLiveRuns,
     maxLiveReceipts: cfg.maxLiveReceipts,
     hooks: {
