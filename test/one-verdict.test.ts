@@ -5,10 +5,10 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { classify, groupByRun, type Receipt, type RunVerdict } from '../src/index.js';
-import { ContractRegistry } from '../src/core/registry.js';
 import { main } from '../src/cli/main.js';
 import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { waitFor } from './helpers/prometheus.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const dir = join(ROOT, 'receipts', 'handoffs');
 const files = readdirSync(dir).filter((f) => f.endsWith('.ndjson')).map((f) => join(dir, f));
@@ -46,7 +46,7 @@ describe('one verdict: replay, serve and the library agree on the handoff fixtur
     });
     expect(code, out.stderr).toBeLessThanOrEqual(1); // 1: some run is unsafe (the fixtures are failure traces)
     const replayRuns = new Map(out.stdout.trim().split('\n').map((l) => JSON.parse(l) as RunVerdict).map((v) => [v.run, v]));
-    const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+    const registry = loadContractDir(join(ROOT, 'contracts'));
     const withHandoffFindings = new Set<string>();
     for (const run of runs) {
       const library = classify(allReceipts.filter((r) => r.run === run), Date.parse(now), registry);

@@ -5,7 +5,7 @@ import { verdictJson } from '../core/meaning.js';
 import { shadowJson } from '../core/shadow.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
-import { LiveLimitError, type AuditEngine } from './engine.js';
+import { LiveLimitError, type AuditEngine } from '../audit/engine.js';
 import { handoffBoard } from '../handoff/board.js';
 import { HttpError, readBody } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';

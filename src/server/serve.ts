@@ -12,7 +12,7 @@ import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
-import { AuditEngine } from './engine.js';
+import { AuditEngine } from '../audit/engine.js';
 import type { Route } from '../ui/routes.js';
 import { Ingestor } from './ingest.js';
 import { otlpHttpHandler } from './otlp-http.js';

@@ -8,7 +8,7 @@ import { shadowJson } from '../core/shadow.js';
 import { instant } from '../core/receipt.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/types.js';
-import type { AuditEngine } from '../server/engine.js';
+import type { AuditEngine } from '../audit/engine.js';
 import { diffContracts, type ContractChanges } from '../render/contract-diff.js';
 import { LOOKS, edgeLabelLines, edgeLook, type EdgeLook } from '../render/labels.js';
 import { layoutOverlay } from '../render/layout.js';

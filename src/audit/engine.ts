@@ -144,7 +144,7 @@ export class AuditEngine extends EventEmitter {
         }
         if (state.size === 0 && state.conflicts.size === 0) continue;
         const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held };
-        restored.verdict = this.evaluateRun(state, now, undefined, restored);
+        restored.verdict = this.evaluateRun(state, this.pinRun(state), now, restored);
         this.runs.set(lr.run, restored);
         this.heldReceipts += held;
         this.deadlines.set(lr.run, nextChange(restored));
@@ -199,7 +199,22 @@ export class AuditEngine extends EventEmitter {
     return this.heldReceipts;
   }
 
-  private pinningFor(state: RunState, live?: LiveRun): Pinning {
+  /**
+   * The pin step of append -> fold -> pin -> evaluate: the run's pinning, and its first pin persisted (the contract
+   * content, then the pin row). Evaluation itself (evaluateRun) reads no store and writes none.
+   */
+  private pinRun(state: RunState, live?: LiveRun): Pinning {
+    const { pinning, persist } = this.resolvePinning(state, live);
+    if (persist && pinning.ok) {
+      this.store.putContractContent(pinning.contract.hash, pinning.contract.contract, pinning.contract.version, pinning.contract.canonical);
+      const pinned = this.store.setPin(state.run, pinning.pin, pinning.contract.hash);
+      if (live) live.pin = pinned;
+    }
+    return pinning;
+  }
+
+  /** The run's pinning from its stored pin (held in memory once read) and its receipts; `persist`: no pin is stored yet. */
+  private resolvePinning(state: RunState, live?: LiveRun): { pinning: Pinning; persist: boolean } {
     const record = live?.pin ?? this.store.getPin(state.run);
     if (live && record) live.pin = record;
     const start = state.firstStart();
@@ -207,26 +222,18 @@ export class AuditEngine extends EventEmitter {
     // e.g. over a default pin taken before it arrived). Its content comes from the store even if the file is gone.
     if (record && (!start || (start.contract === record.pin.contract && (start.version ?? record.pin.version) === record.pin.version && (start.phase ?? record.pin.phase) === record.pin.phase))) {
       const c = this.pinnedContracts.get(record.contractHash);
-      if (c) return { ok: true, pin: record.pin, contract: c };
+      if (c) return { pinning: { ok: true, pin: record.pin, contract: c }, persist: false };
     }
     const p = resolvePin(state, this.registry, this.opts.defaultContract);
-    if (p.ok) {
-      if (record && record.pin.contract === p.pin.contract && record.pin.version === p.pin.version) {
-        const c = this.pinnedContracts.get(record.contractHash);
-        if (c) return { ok: true, pin: p.pin, contract: c };
-      }
-      if (!record) {
-        this.store.putContractContent(p.contract.hash, p.contract.contract, p.contract.version, p.contract.canonical);
-        const pinned = this.store.setPin(state.run, p.pin, p.contract.hash);
-        if (live) live.pin = pinned;
-      }
+    if (p.ok && record && record.pin.contract === p.pin.contract && record.pin.version === p.pin.version) {
+      const c = this.pinnedContracts.get(record.contractHash);
+      if (c) return { pinning: { ok: true, pin: p.pin, contract: c }, persist: false };
     }
-    return p;
+    return { pinning: p, persist: !record };
   }
 
-  /** Evaluates the run; with candidates configured, also its shadow verdicts, kept on `shadowInto`. */
-  private evaluateRun(state: RunState, now: number, live?: LiveRun, shadowInto: LiveRun | undefined = live): RunVerdict {
-    const pinning = this.pinningFor(state, live);
+  /** The evaluate step: the one verdict function; with candidates configured, also the shadow verdicts, kept on `shadowInto`. */
+  private evaluateRun(state: RunState, pinning: Pinning, now: number, shadowInto?: LiveRun): RunVerdict {
     const opts = { registry: this.registry };
     const verdict = evaluate(state, pinning, now, opts);
     if (this.opts.shadow?.length && shadowInto) shadowInto.shadow = shadowEvaluate(state, pinning, verdict, this.opts.shadow, now, opts);
@@ -297,7 +304,7 @@ export class AuditEngine extends EventEmitter {
     if (!live) return;
     const before = live.verdict;
     const shadowBefore = live.shadow;
-    const after = this.evaluateRun(live.state, now, live);
+    const after = this.evaluateRun(live.state, this.pinRun(live.state, live), now, live);
     live.verdict = after;
     live.updatedAt = now;
     this.deadlines.set(run, nextChange(live));
