@@ -10,6 +10,9 @@ import { handoffBoard } from '../handoff/board.js';
 import { HttpError, readBody } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
+/** A route a caller adds to the API server (the UI, composed by src/cli): true when it answered the request. */
+export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
+
 export interface ApiOptions {
   maxBodyBytes: number;
   retryAfterSeconds: number;
@@ -20,7 +23,7 @@ export interface ApiOptions {
   /** Authenticates an API read. */
   authenticateApi: (req: IncomingMessage) => boolean;
   /** Extra routes (e.g. the web view); return true when handled. */
-  extraRoutes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
+  extraRoutes?: Route;
   ready: () => { ready: boolean; reasons: string[] };
   /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
   otlpHttpPort?: () => number;

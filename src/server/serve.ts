@@ -13,7 +13,7 @@ import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
 import { AuditEngine } from '../audit/engine.js';
-import type { Route } from '../ui/routes.js';
+import type { Route } from './api.js';
 import { Ingestor } from './ingest.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
