@@ -8,7 +8,7 @@ import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
-import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
+import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests } from './delivered.js';

@@ -16,6 +16,7 @@ import { attemptId, zeroUnits } from '../core/rules/handoff/ledger.js';
 import type { AttemptFacts, RunFacts } from '../core/rules/handoff/lifecycle.js';
 import { factFindings, runFacts } from '../core/rules/handoff/lifecycle.js';
 import { compareVersions } from './schema.js';
+import { isoOrNull } from '../core/time.js';
 import type { RunTrace } from '../core/rules/handoff/trace.js';
 import { traceRuns } from '../core/rules/handoff/trace.js';
 
@@ -119,7 +120,7 @@ export interface HandoffBoard {
   findings: BoardFinding[];
 }
 
-const iso = (t: number | null): string | null => (t === null ? null : new Date(t).toISOString());
+const iso = isoOrNull;
 const PARENT_SIDE: ReadonlySet<HandoffState> = new Set(['PROPOSED', 'ADMITTED', 'ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED']);
 
 function currentVersion(trace: RunTrace): string | null {
