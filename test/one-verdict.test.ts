@@ -4,11 +4,11 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { classify, groupByRun, type Receipt, type RunVerdict } from '../src/index.js';
+import { classify, groupByRun, loadContractDir, type Receipt, type RunVerdict } from '../src/index.js';
 import { main } from '../src/cli/main.js';
 import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { waitFor } from './helpers/prometheus.js';
-import { loadContractDir } from '../src/audit/contracts-dir.js';
+
 
 const dir = join(ROOT, 'receipts', 'handoffs');
 const files = readdirSync(dir).filter((f) => f.endsWith('.ndjson')).map((f) => join(dir, f));
