@@ -1,7 +1,9 @@
 /**
- * The live auditor: receipts -> store -> run view -> verdict. Keeps one RunState per live run in memory
- * (rebuilt from the store on start), re-evaluates only the runs a batch touched, and moves verdicts with time
- * through a deadline heap. The verdict itself is the pure `evaluate` of src/core.
+ * The live auditor, in four steps per batch: append (the store commits the receipts) -> fold (RunState.add) ->
+ * pin (resolve the run's pin, persist the first one) -> evaluate (the pure `evaluate` of src/core, which reads
+ * and writes no store). Keeps one RunState per live run in memory (rebuilt from the store on start),
+ * re-evaluates only the runs a batch touched, and moves verdicts with time through a deadline heap fed by each
+ * verdict's nextChangeAt.
  */
 import { EventEmitter } from 'node:events';
 import { contractFromCanonical, type Contract } from '../core/contract.js';

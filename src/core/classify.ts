@@ -5,7 +5,8 @@
  * verdict cannot depend on arrival order, and adding one receipt costs O(1): the server keeps one RunState
  * per live run and re-evaluates it without re-reading the run. `evaluate` costs O(plan + distinct edges,
  * agents and versions + declared waits), plus the event lists its findings carry; it re-reads receipts only to
- * list the events of an unknown agent or a foreign version.
+ * list the events of an unknown agent or a foreign version (runs with handoff receipts also pay the handoff audit).
+ * `evaluate` is the one verdict function: it composes the rule families of src/core/rules/ (docs/architecture.md).
  */
 import { compactKey, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
 import { receiptCanon } from './receipt.js';
