@@ -24,7 +24,9 @@ export interface RuleResult {
   nextChangeAt: number;
 }
 
-export const NO_CHANGE: RuleResult = Object.freeze({ findings: Object.freeze([]) as unknown as Finding[], nextChangeAt: Infinity }) as RuleResult;
+/** The empty findings list, shared (never written: Collector.add replaces it with a fresh list). */
+const NONE = Object.freeze([]) as unknown as Finding[];
+export const NO_CHANGE: RuleResult = Object.freeze({ findings: NONE, nextChangeAt: Infinity }) as RuleResult;
 
 /** A finding as rules write it: agents and events are normalised (distinct, sorted) by `add`. */
 export type FindingInput = Omit<Finding, 'agents' | 'events'> & { agents?: string[]; events?: string[] };
@@ -34,10 +36,12 @@ export const sortStr = (a: string[]): string[] => (a.length === 0 ? [] : a.lengt
 
 /** Collects one rule family's findings and next change time. */
 export class Collector implements RuleResult {
-  findings: Finding[] = [];
+  /** Most families find nothing on most evaluations: the list is allocated on the first finding. */
+  findings: Finding[] = NONE;
   nextChangeAt = Infinity;
   /** `eventsSorted`: the events are already distinct and sorted (a fresh copy is still made). */
   add(f: FindingInput, eventsSorted = false): void {
+    if (this.findings === NONE) this.findings = [];
     this.findings.push({ ...f, agents: sortStr(f.agents ?? []), events: eventsSorted ? f.events!.slice() : sortStr(f.events ?? []) });
   }
   changeAt(t: number): void {
