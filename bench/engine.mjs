@@ -11,7 +11,7 @@
 //                Throughput per CPU-second of this process (user + system).
 //   incremental  one new receipt in a run of 1,000 receipts: RunState.add + evaluate, microseconds (p50/p99).
 //                Only the new receipt is folded; nothing re-reads the run.
-//   deadlines    an AuditEngine (dist/server/engine.js) with a real ReceiptStore in a temp dir holds 100,000
+//   deadlines    an AuditEngine (dist/audit/engine.js) with a real ReceiptStore in a temp dir holds 100,000
 //                live runs, each `waiting` on a plan step whose deadline falls within the next few seconds;
 //                engine.tick runs every 200 ms as serve does (with the per-tick gauge serve computes). For every
 //                `waiting` -> `incomplete` transition: how late after its deadline it appeared (p50/p99/max).
@@ -24,10 +24,10 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { RunState, evaluate, resolvePin } from '../dist/core/classify.js';
-import { ContractRegistry } from '../dist/core/registry.js';
-import { AuditEngine } from '../dist/server/engine.js';
+import { AuditEngine } from '../dist/audit/engine.js';
 import { ReceiptStore } from '../dist/store/index.js';
 import { prng } from './payloads.mjs';
+import { loadContractDir } from '../dist/audit/contracts-dir.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const { values: args } = parseArgs({
@@ -46,7 +46,7 @@ const RUN_SIZE = Number(args['run-size']);
 const DEADLINE_RUNS = Number(args['deadline-runs']);
 const RSS_RECEIPTS = Number(args['rss-receipts']);
 
-const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+const registry = loadContractDir(join(ROOT, 'contracts'));
 const CONTRACT = 'research-publish';
 const iso = (ms) => new Date(ms).toISOString();
 const round = (x, d = 0) => Math.round(x * 10 ** d) / 10 ** d;

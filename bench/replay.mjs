@@ -19,9 +19,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { ContractRegistry, RunState, evaluate, parseReceiptFile, resolvePin, verdictJson } from '../dist/core/index.js';
+import { RunState, evaluate, parseReceiptFile, resolvePin, verdictJson } from '../dist/core/index.js';
 import { replayReceipts } from '../dist/cli/replay.js';
 import { DEFAULT_NOW, RECEIPTS_PER_RUN, expectedVerdicts, generateNdjson } from './gen-runs.mjs';
+import { loadContractDir } from '../dist/audit/contracts-dir.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const args = process.argv.slice(2);
@@ -29,7 +30,7 @@ const quick = args.includes('--quick');
 const runsArg = args.indexOf('--runs');
 const RUNS = runsArg >= 0 ? Number(args[runsArg + 1]) : quick ? 10_000 : 100_000;
 
-const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+const registry = loadContractDir(join(ROOT, 'contracts'));
 const NOW = Date.parse(DEFAULT_NOW);
 const round = (x, digits = 0) => Number(x.toFixed(digits));
 const perSecond = (count, ms) => Math.round((count / ms) * 1000);

@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseReceiptFile } from '../src/core/index.js';
 import { main } from '../src/cli/main.js';
-import { EXIT_CODES, allSpecs, colorEnabled, findingText, relativeTime, specFor } from '../src/cli/spec.js';
+import { EXIT_CODES, allSpecs, colorEnabled, specFor } from '../src/cli/spec.js';
+import { displayMessage } from '../src/core/meaning.js';
+import type { Finding } from '../src/core/types.js';
 import '../src/cli/specs.js';
 import { levelOf } from '../src/cli/serve.js';
 import { BIN, ROOT, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
@@ -140,14 +142,15 @@ describe('help, version, errors', () => {
     expect(colorEnabled({ isTTY: true }, { TERM: 'dumb' })).toBe(false);
   });
 
-  it('renders countdowns at display time from deadline and since', () => {
+  it('renders countdowns at display time from the deadline (one renderer: displayMessage, as replay and gate use it)', () => {
     const now = Date.parse('2026-01-01T00:10:00Z');
-    expect(relativeTime('2026-01-01T00:14:30Z', now)).toBe('4m left');
-    expect(relativeTime('2026-01-01T00:09:57Z', now)).toBe('3s ago');
-    expect(relativeTime(undefined, now)).toBeNull();
-    expect(findingText({ message: 'waiting on verifier', deadline: '2026-01-01T00:12:00Z' }, now)).toBe('waiting on verifier (2m left)');
-    expect(findingText({ message: 'no return', since: '2026-01-01T00:05:00Z' }, now)).toBe('no return (since 5m ago)');
-    expect(findingText({ message: 'plain' }, now)).toBe('plain');
+    const f = (code: string, message: string, deadline?: string): Finding => ({ verdict: 'waiting', code, agents: [], events: [], message, settled: false, ...(deadline ? { deadline } : {}) });
+    const waiting = f('waiting', 'waiting on verifier until 2026-01-01T00:12:30Z: notify', '2026-01-01T00:12:30Z');
+    expect(displayMessage(waiting, { findings: [waiting] }, now)).toBe('waiting on verifier until 2026-01-01T00:12:30Z (2m30s left): notify');
+    const missed = f('missed_deadline', 'x still absent at its deadline 2026-01-01T00:05:00Z: investigate', '2026-01-01T00:05:00Z');
+    expect(displayMessage(missed, { findings: [missed] }, now)).toBe('x still absent at its deadline 2026-01-01T00:05:00Z (5m ago): investigate');
+    const plain = f('pending', 'plain');
+    expect(displayMessage(plain, { findings: [plain] }, now)).toBe('plain');
   });
 
   it('validate DIR checks every contract in the directory; an empty directory is an error, not EISDIR', async () => {

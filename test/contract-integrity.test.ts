@@ -8,9 +8,10 @@ import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from '
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { ContractRegistry, parseContract } from '../src/core/index.js';
+import { parseContract } from '../src/core/index.js';
 import { DATABASE_FILE } from '../src/store/index.js';
 import { ROOT, getJson, runCli, startServerProcess, tempDir } from './helpers/server.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 function copyContracts(): string {
   const dir = tempDir('ta-contracts-');
@@ -132,7 +133,7 @@ describe('contract integrity', () => {
     const copy = join(contracts, 'research-publish-copy.yaml');
     // An identical copy is the same content: accepted.
     writeFileSync(copy, original);
-    expect(ContractRegistry.loadDir(contracts).versions('research-publish').map((c) => c.version)).toEqual(['2', '3']);
+    expect(loadContractDir(contracts).versions('research-publish').map((c) => c.version)).toEqual(['2', '3']);
     // A different content under the same version: refused, at load, before anything listens.
     writeFileSync(copy, original.replace('max: 2', 'max: 3'));
     const r = await runCli(serveArgs(contracts, tempDir('ta-data-')), { timeoutMs: 30_000 });

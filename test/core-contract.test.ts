@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { ContractError, ContractRegistry, compareVersions, contractFromCanonical, parseContract, type ContractIssue } from '../src/core/index.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'ta-contract-'));
@@ -145,7 +146,7 @@ describe('loading contracts', () => {
   });
 
   it('reads the repository contracts', () => {
-    const reg = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+    const reg = loadContractDir(join(ROOT, 'contracts'));
     expect(reg.versions('research-publish').map((c) => [c.version, c.retired])).toEqual([
       ['2', true],
       ['3', false],
@@ -369,7 +370,7 @@ describe('registry', () => {
     mkdirSync(dir);
     writeFileSync(join(dir, 'a.yaml'), SHORTHAND);
     writeFileSync(join(dir, 'b.yaml'), SHORTHAND.replace('within: 10m', 'within: soon'));
-    expect(() => ContractRegistry.loadDir(dir)).toThrow(/b\.yaml:\d+:\d+: phases\.main\.expect\[2\]\.within/);
+    expect(() => loadContractDir(dir)).toThrow(/b\.yaml:\d+:\d+: phases\.main\.expect\[2\]\.within/);
   });
 
   it('compares versions numerically by dot-separated parts, else as text', () => {
@@ -432,5 +433,15 @@ describe('schema', () => {
     expect(await main(['schema'], c.io)).toBe(0);
     expect(JSON.parse(c.out()).required).toContain('agents');
     expect(await main(['schema', 'nope'], capture().io)).toBe(2);
+  });
+});
+
+describe('the pure contract hash', () => {
+  it('sha256Hex equals node:crypto SHA-256 on empty, ASCII, multi-block and non-ASCII texts', async () => {
+    const { createHash } = await import('node:crypto');
+    const { sha256Hex } = await import('../src/core/sha256.js');
+    const texts = ['', 'abc', 'a'.repeat(55), 'a'.repeat(56), 'a'.repeat(64), 'x'.repeat(1000), 'agents: [üñï, 東京, 🚀]\n'];
+    for (let i = 0; i < 200; i++) texts.push(String.fromCharCode(...Array.from({ length: i * 3 }, (_, k) => 32 + ((k * 7919 + i) % 2000))));
+    for (const t of texts) expect(sha256Hex(t)).toBe(createHash('sha256').update(t).digest('hex'));
   });
 });

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RunState, evaluate, resolvePin } from '../src/core/classify.js';
-import { ContractRegistry } from '../src/core/registry.js';
 import type { Receipt } from '../src/core/types.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
-const registry = ContractRegistry.loadDir(join(import.meta.dirname, '..', 'contracts'));
+const registry = loadContractDir(join(import.meta.dirname, '..', 'contracts'));
 const T0 = Date.UTC(2026, 0, 15, 10);
 const iso = (ms: number) => new Date(ms).toISOString();
 const AGENTS = ['orchestrator', 'researcher', 'verifier', 'publisher', 'web-search', 'doc-search', 'shadow'];

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { join } from 'node:path';
-import { ContractRegistry, validateReceipt, type Receipt } from '../src/core/index.js';
+import { validateReceipt, type Receipt } from '../src/core/index.js';
 import { replayReceipts } from '../src/cli/replay.js';
 import { SpanPipeline } from '../src/ingest/pipeline.js';
 import { CallerResolver, type AgentSpan, type HandoffSpan } from '../src/ingest/callers.js';
@@ -19,6 +19,7 @@ import { openllmetryRun } from './fixtures/dialects/openllmetry.js';
 import { openinferenceRun } from './fixtures/dialects/openinference.js';
 import { mafRun } from './fixtures/dialects/maf.js';
 import { adkRun } from './fixtures/dialects/adk.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const WAIT = 10_000;
 const NOW = 1_000_000;
@@ -75,7 +76,7 @@ const edges = (rs: Receipt[]) =>
     .sort();
 const gapsOf = (rs: Receipt[]) => rs.filter((r) => r.type === 'gap').map((r) => ({ reason: r.reason, from: r.from, to: r.to }));
 
-const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+const registry = loadContractDir(join(ROOT, 'contracts'));
 /** The verdict of derived receipts pinned to the drift contract (as `serve --contract research-publish` pins traces). */
 function verdictOf(rs: Receipt[], run: string): string {
   const start: Receipt = { run, event: 'pin', type: 'run.start', at: t(-1), contract: 'research-publish', version: '3', phase: 'research' };

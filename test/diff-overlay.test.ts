@@ -7,11 +7,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ContractRegistry, EDGE_KINDS, classify, parseContract, parseEdge, parseReceiptFile, type EdgeKind, type Receipt } from '../src/core/index.js';
+import { EDGE_KINDS, classify, parseContract, parseEdge, parseReceiptFile, type EdgeKind, type Receipt } from '../src/core/index.js';
 import { contractGraph, diffContracts, overlay, type EdgeState, type Overlay } from '../src/render/index.js';
 import { ROOT } from './helpers/server.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
-const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+const registry = loadContractDir(join(ROOT, 'contracts'));
 const v3 = registry.get('research-publish', '3')!;
 const v2 = registry.get('research-publish', '2')!;
 const T0 = Date.parse('2026-03-01T12:00:00Z');

@@ -8,12 +8,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffCommand } from '../src/cli/diff.js';
 import { replayReceipts } from '../src/cli/replay.js';
-import { ContractRegistry, parseEdge, parseReceiptFile, type Finding, type Receipt, type RunVerdict } from '../src/core/index.js';
+import { parseEdge, parseReceiptFile, type Finding, type Receipt, type RunVerdict } from '../src/core/index.js';
 import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const CONTRACTS = join(ROOT, 'contracts');
 const DRIFT = join(ROOT, 'receipts', 'drift.ndjson');
-const registry = ContractRegistry.loadDir(CONTRACTS);
+const registry = loadContractDir(CONTRACTS);
 const drift = parseReceiptFile(readFileSync(DRIFT, 'utf8'), DRIFT);
 const expected: Record<string, string> = JSON.parse(readFileSync(join(ROOT, 'receipts', 'drift.expected.json'), 'utf8'));
 

@@ -5,14 +5,15 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExportResultCode } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
-import { ContractRegistry, parseReceiptFile, type Receipt } from '../src/core/index.js';
+import { parseReceiptFile, type Receipt } from '../src/core/index.js';
 import { replayReceipts } from '../src/cli/replay.js';
 import { ROOT, getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { emitReceiptsAsSpans, exporterFor, providerFor, receiptAttributes, type Transport } from './helpers/otel.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
 const expected: Record<string, string> = JSON.parse(readFileSync(join(ROOT, 'receipts', 'drift.expected.json'), 'utf8'));
-const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+const registry = loadContractDir(join(ROOT, 'contracts'));
 
 /** The drift fixture moved in time so that its latest receipt is `lead` ms before now, with run ids prefixed. */
 function shifted(prefix: string, lead = 5_000): Receipt[] {

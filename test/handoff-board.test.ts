@@ -13,7 +13,7 @@ import type { Finding, Receipt, RunVerdict } from '../src/core/types.js';
 import { HANDOFF_STATES } from '../src/core/types.js';
 import { handoffBoard, type HandoffBoard } from '../src/handoff/board.js';
 import { renderBoard } from '../src/handoff/board-text.js';
-import { auditHandoffs } from '../src/handoff/lifecycle.js';
+import { auditHandoffs } from '../src/core/rules/handoff/lifecycle.js';
 import { parseReceiptLines } from '../src/handoff/ndjson.js';
 import { expectAgreement, fixtureRun, handoffCodes } from './helpers/handoff-board.js';
 import { ROOT, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';

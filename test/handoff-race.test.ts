@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Receipt } from '../src/core/types.js';
-import { auditHandoffs } from '../src/handoff/lifecycle.js';
+import { auditHandoffs } from '../src/core/rules/handoff/lifecycle.js';
 import { admitHandoff } from '../src/handoff/admit.js';
 import { admitReturn } from '../src/handoff/return.js';
 import type { Handoff, HandoffResult, HandoffStateDoc, ParentEnvelope } from '../src/handoff/schema.js';

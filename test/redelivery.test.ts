@@ -4,14 +4,14 @@
  */
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ContractRegistry } from '../src/core/registry.js';
 import type { Receipt } from '../src/core/types.js';
-import { AuditEngine } from '../src/server/engine.js';
-import { DeliveredDigests } from '../src/server/delivered.js';
+import { AuditEngine } from '../src/audit/engine.js';
+import { DeliveredDigests } from '../src/audit/delivered.js';
 import { ReceiptStore } from '../src/store/index.js';
 import { tempDir } from './helpers/server.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
-const registry = ContractRegistry.loadDir(join(import.meta.dirname, '..', 'contracts'));
+const registry = loadContractDir(join(import.meta.dirname, '..', 'contracts'));
 const t0 = Date.parse('2026-01-01T00:00:00Z');
 const at = (s: number) => new Date(t0 + s * 1000).toISOString();
 const batch = (run: string): Receipt[] => [

@@ -9,10 +9,10 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ContractRegistry } from '../src/core/registry.js';
 import { DEFAULTS, startServer } from '../src/server/serve.js';
 import { createUiRoutes } from '../src/ui/routes.js';
 import { ROOT, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const line = (o: object) => JSON.stringify(o) + '\n';
 const startLine = (run: string, event = 's') => line({ run, event, type: 'run.start', at: new Date().toISOString(), contract: 'research-publish', version: '3', phase: 'research' });
@@ -162,7 +162,7 @@ describe('slow bodies and half-open connections', () => {
 
 describe('event streams', () => {
   it('closes a stalled reader once its unsent output passes the bound, and caps open streams', async () => {
-    const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+    const registry = loadContractDir(join(ROOT, 'contracts'));
     const dropped: string[] = [];
     let open = 0;
     const srv = await startServer(registry, {

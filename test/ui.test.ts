@@ -5,12 +5,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ContractRegistry, parseReceiptFile, type Receipt } from '../src/core/index.js';
+import { parseReceiptFile, type Receipt } from '../src/core/index.js';
 import { DEFAULTS, startServer, type RunningServer } from '../src/server/serve.js';
 import { createUiRoutes, type UiOptions } from '../src/ui/routes.js';
 import { ROOT, tempDir } from './helpers/server.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
 
-const registry = ContractRegistry.loadDir(join(ROOT, 'contracts'));
+const registry = loadContractDir(join(ROOT, 'contracts'));
 const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
 const expected: Record<string, string> = JSON.parse(readFileSync(join(ROOT, 'receipts', 'drift.expected.json'), 'utf8'));
 

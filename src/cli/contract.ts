@@ -10,6 +10,7 @@ import { parseShadowRef } from '../core/shadow.js';
 import type { Contract } from '../core/contract.js';
 import { diffContracts, type ContractChanges } from '../render/contract-diff.js';
 import { type Io, UsageError } from './io.js';
+import { loadContractDir } from '../audit/contracts-dir.js';
 
 export const CONTRACT_USAGE = `usage: topology-audit contract diff A@V1 B@V2 [--contracts DIR] [--json]
 
@@ -87,7 +88,7 @@ export async function contractCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   if (positionals.length !== 2) throw new UsageError('contract diff: give two versions, A@V1 B@V2');
-  const registry = ContractRegistry.loadDir(values.contracts!);
+  const registry = loadContractDir(values.contracts!);
   const a = lookup(registry, positionals[0], values.contracts!);
   const b = lookup(registry, positionals[1], values.contracts!);
   const ch = diffContracts(a, b);

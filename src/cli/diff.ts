@@ -8,7 +8,6 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { parseReceiptFile } from '../core/receipt.js';
-import { ContractRegistry } from '../core/registry.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
 import { toDot } from '../render/dot.js';
 import { layoutOverlay } from '../render/layout.js';
@@ -17,6 +16,7 @@ import { overlay, type Overlay } from '../render/overlay.js';
 import { renderSvg } from '../render/svg.js';
 import { type Io, UsageError, parseTimeArg } from './io.js';
 import { replayReceipts } from './replay.js';
+import { loadContractDir } from '../audit/contracts-dir.js';
 
 export const DIFF_FORMATS = ['mermaid', 'dot', 'svg'] as const;
 export type DiffFormat = (typeof DIFF_FORMATS)[number];
@@ -61,7 +61,7 @@ async function fromFile(file: string, opts: { contracts: string; run?: string; n
   const all = parseReceiptFile(text, file);
   const run = pickRun(all, opts.run, file);
   const receipts = all.filter((r) => r.run === run);
-  const registry = ContractRegistry.loadDir(opts.contracts);
+  const registry = loadContractDir(opts.contracts);
   // As `replay FILE` does: every run of the file is audited at one `now` (by default the file's latest receipt).
   const { verdicts, now } = replayReceipts(all, registry, { now: opts.now, defaultContract: opts.contract });
   const verdict = verdicts.find((v) => v.run === run)!;
@@ -97,7 +97,7 @@ async function fromServer(run: string, opts: { server: string; token?: string; c
   const b = r.body as { run: string; pin: RunVerdict['pin']; verdict: RunVerdict['verdict']; naive: RunVerdict['naive']; settled: boolean; findings: RunVerdict['findings']; receipts: Receipt[] };
   const verdict: RunVerdict = { run: b.run, pin: b.pin, verdict: b.verdict, naive: b.naive, findings: b.findings, settled: b.settled, nextChangeAt: null };
   if (!verdict.pin) throw new NoGraphError(verdict);
-  let contract = opts.contracts ? ContractRegistry.loadDir(opts.contracts).get(verdict.pin.contract, verdict.pin.version) : undefined;
+  let contract = opts.contracts ? loadContractDir(opts.contracts).get(verdict.pin.contract, verdict.pin.version) : undefined;
   if (!contract) {
     const c = await get(`/api/v1/contracts/${encodeURIComponent(verdict.pin.contract)}/${encodeURIComponent(verdict.pin.version)}`);
     if (c.status !== 200 || !c.body) throw new ServerError(`contract ${verdict.pin.contract}@${verdict.pin.version} is neither in ${opts.contracts ?? '(no --contracts)'} nor served by ${base} (${c.status})`);

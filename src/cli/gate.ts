@@ -1,5 +1,6 @@
 import { type Io, UsageError } from './io.js';
-import { colorEnabled, durationFlag, findingText, paintVerdict, parseCommandArgs } from './spec.js';
+import { colorEnabled, durationFlag, paintVerdict, parseCommandArgs } from './spec.js';
+import { displayMessage } from '../core/meaning.js';
 import { GATE_SPEC } from './specs.js';
 import { probeAuditor, ServerUnusable } from './server-probe.js';
 
@@ -11,7 +12,7 @@ interface VerdictBody {
   run: string;
   verdict: string;
   settled: boolean;
-  findings: { verdict: string; message: string; settled: boolean; deadline?: string; since?: string }[];
+  findings: { verdict: string; code: string; message: string; settled: boolean; deadline?: string; since?: string }[];
 }
 
 const PROGRESS_EVERY_MS = 10_000;
@@ -74,9 +75,9 @@ export async function gateCommand(argv: string[], io: Io, opts: { progressEveryM
   const first = last ? last.findings.find((f) => f.verdict === last!.verdict) ?? last.findings[0] : null;
   if (values.json) io.stdout(JSON.stringify(last ?? { run, verdict: null, seen: false }) + '\n');
   else if (last) {
-    io.stdout(`${run}: ${paintVerdict(last.verdict, color)}${first ? ` — ${findingText(first, now)}` : ''}\n`);
+    io.stdout(`${run}: ${paintVerdict(last.verdict, color)}${first ? ` — ${displayMessage(first, last, now)}` : ''}\n`);
     const settledBy = last.settled && last.verdict !== 'healthy' ? last.findings.find((f) => f.settled) : undefined;
-    if (settledBy && settledBy !== first) io.stdout(`settled by ${paintVerdict(settledBy.verdict, color)}: ${findingText(settledBy, now)}\n`);
+    if (settledBy && settledBy !== first) io.stdout(`settled by ${paintVerdict(settledBy.verdict, color)}: ${displayMessage(settledBy, last, now)}\n`);
   } else io.stdout(`${run}: never seen (no receipts for this run reached ${base} within ${values.timeout})\n`);
   if (!last) {
     io.stderr(`topology-audit gate: run ${run} was never seen by the timeout; check the run id and that the agents' exporter points at this auditor's OTLP port\n`);

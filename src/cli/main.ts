@@ -21,11 +21,6 @@ const commands: Record<string, () => Promise<Command>> = {
   explain: async () => (await import('./explain.js')).explainCommand,
 };
 
-/** Register a lazily-loaded command (keeps start-up cheap). */
-export function registerCommand(name: string, load: () => Promise<Command>): void {
-  commands[name] = load;
-}
-
 async function schemaCommand(argv: string[], io: Io): Promise<number> {
   const which = argv[0] ?? 'contract';
   let schema: unknown;

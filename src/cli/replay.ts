@@ -5,7 +5,7 @@ import './specs.js';
 import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseInstantArg, table } from './io.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
-import { handoffFindings } from '../handoff/findings.js';
+import { loadContractDir } from '../audit/contracts-dir.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
 
@@ -52,7 +52,7 @@ export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, 
     }
   }
   const shadows = new Map<string, ShadowVerdict[]>();
-  const evalOpts = { registry, extraFindings: handoffFindings };
+  const evalOpts = { registry };
   const verdicts = [...runs.values()].map((s) => {
     const pinning = resolvePin(s, registry, opts.defaultContract);
     const v = evaluate(s, pinning, now, evalOpts);
@@ -84,7 +84,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   const positionals = parsed.positionals;
   if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file; see topology-audit replay --help');
   values.contracts ??= packagedContractsDir();
-  const registry = ContractRegistry.loadDir(values.contracts);
+  const registry = loadContractDir(values.contracts);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`replay: --contract ${values.contract}: no such contract in ${values.contracts}`);
   let shadow: Contract[] = [];
   try {

@@ -1,5 +1,4 @@
 import { parseArgs } from 'node:util';
-import { ContractRegistry } from '../core/registry.js';
 import { parseRunKey, type RunKeyPart } from '../ingest/runkey.js';
 import { resolveShadows } from '../core/shadow.js';
 import { parseDuration } from '../core/edge.js';
@@ -10,6 +9,7 @@ import { type Io, UsageError } from './io.js';
 
 import { packagedContractsDir } from './paths.js';
 import { VERSION } from './version.js';
+import { loadContractDir } from '../audit/contracts-dir.js';
 
 function portArg(name: string, v: string | undefined, def: number): number {
   if (v === undefined) return def;
@@ -130,7 +130,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: "${level}" is not one of ${LOG_LEVELS.join(', ')}`);
   const logger = log(io, level);
   const contractsDir = values.contracts ?? packagedContractsDir();
-  const registry = ContractRegistry.loadDir(contractsDir);
+  const registry = loadContractDir(contractsDir);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`serve: --contract ${values.contract}: no such contract in ${contractsDir}`);
   let shadow;
   try {

@@ -141,24 +141,3 @@ export function paintVerdict(v: string, on: boolean): string {
   if (!on) return v;
   return `\x1b[${VERDICT_COLOR[v] ?? 31}m${v}\x1b[0m`;
 }
-
-/** "12m left" / "3s ago" from an RFC 3339 time relative to now (display-time countdowns). */
-export function relativeTime(iso: string | undefined, now: number): string | null {
-  if (!iso) return null;
-  const t = Date.parse(iso);
-  if (Number.isNaN(t)) return null;
-  const d = t - now;
-  const a = Math.abs(d);
-  const text = a < 1000 ? '0s' : a < 60_000 ? `${Math.floor(a / 1000)}s` : a < 3_600_000 ? `${Math.floor(a / 60_000)}m` : a < 86_400_000 ? `${Math.floor(a / 3_600_000)}h` : `${Math.floor(a / 86_400_000)}d`;
-  return d >= 0 ? `${text} left` : `${text} ago`;
-}
-
-/** A finding's message with its countdown rendered now: "... (4m left)" from deadline, "... (since 2m ago)" from since. */
-export function findingText(f: { message: string; deadline?: string; since?: string }, now: number): string {
-  const parts: string[] = [];
-  const left = relativeTime(f.deadline, now);
-  if (left) parts.push(left.endsWith('left') ? left : `deadline ${left}`);
-  const since = relativeTime(f.since, now);
-  if (since) parts.push(`since ${since}`);
-  return parts.length ? `${f.message} (${parts.join(', ')})` : f.message;
-}

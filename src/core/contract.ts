@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Hex } from './sha256.js';
 import { LineCounter, parseDocument, isMap, isPair, isScalar, isSeq, type Document, type Node as YamlNode } from 'yaml';
 import { z } from 'zod';
 import { EDGE_KINDS, type EdgeKind } from './types.js';
@@ -484,7 +484,7 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
     allowByEdge,
     phases,
     canonical,
-    hash: createHash('sha256').update(canonical).digest('hex'),
+    hash: sha256Hex(canonical),
   };
 }
 

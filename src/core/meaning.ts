@@ -30,7 +30,7 @@ export function verdictJson(v: RunVerdict) {
  * countdown a reader wants, computed now from the finding's `deadline` ("(9m59s left)" after "until <deadline>",
  * "(15m ago)" after "at its deadline <deadline>" while the run has not ended). Pure; never stored.
  */
-export function displayMessage(f: Finding, v: Pick<RunVerdict, 'findings'>, nowMs: number): string {
+export function displayMessage(f: Pick<Finding, 'code' | 'message' | 'deadline'>, v: { findings: readonly Pick<Finding, 'code'>[] }, nowMs: number): string {
   if (f.deadline === undefined) return f.message;
   const deadline = Date.parse(f.deadline);
   const ended = v.findings.some((x) => x.code === 'false_complete' || x.code.startsWith('run_'));

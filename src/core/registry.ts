@@ -1,6 +1,4 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { ContractError, compareVersions, parseContract, type Contract, type ContractIssue } from './contract.js';
+import { ContractError, compareVersions, type Contract, type ContractIssue } from './contract.js';
 import type { Pin } from './types.js';
 
 /** A reference to a contract as a run.start names it (version and phase may be left to defaults). */
@@ -28,30 +26,6 @@ export class ContractRegistry {
     }
     if (issues.length) throw new ContractError(issues);
     return r;
-  }
-
-  /** Load every *.yaml, *.yml and *.json file of a directory. Any invalid file stops the load with every issue. */
-  static loadDir(dir: string): ContractRegistry {
-    let names: string[];
-    try {
-      names = readdirSync(dir).filter((n) => /\.(ya?ml|json)$/i.test(n)).sort();
-    } catch (e) {
-      throw new ContractError([{ file: dir, line: 1, col: 1, field: '', message: `cannot read contracts directory: ${(e as Error).message}` }]);
-    }
-    const contracts: Contract[] = [];
-    const issues: ContractIssue[] = [];
-    for (const n of names) {
-      const file = join(dir, n);
-      if (!statSync(file).isFile()) continue;
-      try {
-        contracts.push(parseContract(readFileSync(file, 'utf8'), file));
-      } catch (e) {
-        if (e instanceof ContractError) issues.push(...e.issues);
-        else throw e;
-      }
-    }
-    if (issues.length) throw new ContractError(issues);
-    return ContractRegistry.fromContracts(contracts);
   }
 
   /** Adds a contract; returns an issue when another content already holds its (contract, version). */

@@ -60,6 +60,9 @@ export function formatInstant(ms: number, ns = 0): string {
   return `${base.slice(0, -1)}${digits}Z`;
 }
 
+/** RFC 3339 text of a whole-millisecond instant, or null when there is none (null, or not finite). */
+export const isoOrNull = (ms: number | null): string | null => (ms === null || !Number.isFinite(ms) ? null : formatInstant(ms));
+
 /**
  * An instant in whole milliseconds, rounded up when it has a sub-millisecond part: the first millisecond clock
  * reading at or after the instant (what a millisecond timer can wait for).

@@ -1,21 +1,15 @@
 /** The handoff board as a readable table for `topology-audit handoff board RUN` (pure; ids, states, times and counts only). */
 import type { BoardBranch, HandoffBoard } from './board.js';
-import type { Units } from './ledger.js';
+import { humanDuration } from '../core/edge.js';
+import type { Units } from '../core/rules/handoff/ledger.js';
 
 const units = (u: Units | null): string => (u === null ? 'none' : `${u.actions}/${u.contextUnits}/${u.effects}`);
 const hms = (iso: string): string => iso.slice(11, 19) + (iso.slice(19, 23) !== '.000' && iso.length > 20 ? iso.slice(19, 23) : '');
 
+/** A duration to whole seconds ("2m30s"); under half a second in ms. */
 function dur(ms: number): string {
-  let rest = Math.abs(Math.round(ms / 1000));
-  if (rest === 0) return `${Math.abs(Math.round(ms))}ms`;
-  const parts: string[] = [];
-  for (const [unit, size] of [['d', 86_400], ['h', 3_600], ['m', 60], ['s', 1]] as const) {
-    if (rest >= size) {
-      parts.push(`${Math.floor(rest / size)}${unit}`);
-      rest %= size;
-    }
-  }
-  return parts.slice(0, 2).join('');
+  const s = Math.round(Math.abs(ms) / 1000);
+  return s === 0 ? `${Math.abs(Math.round(ms))}ms` : humanDuration(s * 1000);
 }
 
 function lease(b: BoardBranch, now: number): string {

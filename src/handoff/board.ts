@@ -11,13 +11,14 @@
 import type { EffectStatus, HandoffState, Receipt, Verdict } from '../core/types.js';
 import type { Funnel } from './funnel.js';
 import { runFunnel } from './funnel.js';
-import type { Units } from './ledger.js';
-import { attemptId, zeroUnits } from './ledger.js';
-import type { AttemptFacts, RunFacts } from './lifecycle.js';
-import { factFindings, runFacts } from './lifecycle.js';
+import type { Units } from '../core/rules/handoff/ledger.js';
+import { attemptId, zeroUnits } from '../core/rules/handoff/ledger.js';
+import type { AttemptFacts, RunFacts } from '../core/rules/handoff/lifecycle.js';
+import { factFindings, runFacts } from '../core/rules/handoff/lifecycle.js';
 import { compareVersions, sameStateVersion } from './schema.js';
-import type { RunTrace } from './trace.js';
-import { traceRuns } from './trace.js';
+import { isoOrNull } from '../core/time.js';
+import type { RunTrace } from '../core/rules/handoff/trace.js';
+import { traceRuns } from '../core/rules/handoff/trace.js';
 
 export interface BoardBranch {
   /** `handoff#attempt`. */
@@ -119,7 +120,7 @@ export interface HandoffBoard {
   findings: BoardFinding[];
 }
 
-const iso = (t: number | null): string | null => (t === null ? null : new Date(t).toISOString());
+const iso = isoOrNull;
 const PARENT_SIDE: ReadonlySet<HandoffState> = new Set(['PROPOSED', 'ADMITTED', 'ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED']);
 
 function currentVersion(trace: RunTrace): string | null {

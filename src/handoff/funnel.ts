@@ -19,8 +19,8 @@
  */
 import type { Receipt } from '../core/types.js';
 import { sameStateVersion } from './schema.js';
-import type { AttemptTrace, RunTrace } from './trace.js';
-import { traceRuns } from './trace.js';
+import type { AttemptTrace, RunTrace } from '../core/rules/handoff/trace.js';
+import { traceRuns } from '../core/rules/handoff/trace.js';
 
 export interface Funnel {
   dispatched: number;

@@ -505,7 +505,6 @@ export interface RegistryOptions {
 
 export class MetricsRegistry {
   private readonly families: Array<Family<SeriesBase>> = [];
-  private readonly byName = new Map<string, Family<SeriesBase>>();
   private readonly defaultMaxSeries: number;
   private readonly refused: Counter | undefined;
 
@@ -535,7 +534,6 @@ export class MetricsRegistry {
       }
     }
     this.families.push(family);
-    this.byName.set(family.name, family);
     return family;
   }
 

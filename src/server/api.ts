@@ -5,10 +5,13 @@ import { verdictJson } from '../core/meaning.js';
 import { shadowJson } from '../core/shadow.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
-import { LiveLimitError, type AuditEngine } from './engine.js';
+import { LiveLimitError, type AuditEngine } from '../audit/engine.js';
 import { handoffBoard } from '../handoff/board.js';
 import { HttpError, readBody } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+
+/** A route a caller adds to the API server (the UI, composed by src/cli): true when it answered the request. */
+export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
 
 export interface ApiOptions {
   maxBodyBytes: number;
@@ -20,7 +23,7 @@ export interface ApiOptions {
   /** Authenticates an API read. */
   authenticateApi: (req: IncomingMessage) => boolean;
   /** Extra routes (e.g. the web view); return true when handled. */
-  extraRoutes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
+  extraRoutes?: Route;
   ready: () => { ready: boolean; reasons: string[] };
   /** Recent traces that looked like an agent framework's but gave no receipt (GET /api/v1/ingest/unmapped). */
   unmapped?: () => unknown;

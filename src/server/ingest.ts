@@ -13,7 +13,7 @@ import type { SpanLogEntry } from '../store/index.js';
 function toSpanLog(log: PendingTraceLog[], now: number): SpanLogEntry[] {
   return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans) }));
 }
-import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
+import { LiveLimitError, type AuditEngine, type IngestOutcome } from '../audit/engine.js';
 
 export interface IngestLimits {
   /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */

@@ -23,7 +23,7 @@ import { gunzip, inflate } from 'node:zlib';
 import type { AuditMetrics } from '../metrics/index.js';
 import { GrpcStatusCode, OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
 import { BodyBuffers } from './body.js';
-import { LiveLimitError } from './engine.js';
+import { LiveLimitError } from '../audit/engine.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 import { httpsOptions, type TlsMaterial } from './tls.js';
 

@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { AuditMetrics } from '../metrics/index.js';
 import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
-import { LiveLimitError } from './engine.js';
+import { LiveLimitError } from '../audit/engine.js';
 
 export const TRACE_SERVICE = {
   Export: {

@@ -14,7 +14,7 @@ import {
 } from '../otlp/index.js';
 import { BodyBuffers, HttpError, readBodyInto } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
-import { LiveLimitError } from './engine.js';
+import { LiveLimitError } from '../audit/engine.js';
 
 export interface OtlpHttpOptions {
   maxBodyBytes: number;

@@ -7,15 +7,14 @@ import type { Contract } from '../core/contract.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
 import type { RunKeyPart } from '../ingest/runkey.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
-import { handoffFindings } from '../handoff/findings.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
 import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
-import { AuditEngine } from './engine.js';
-import type { Route } from '../ui/routes.js';
+import { AuditEngine } from '../audit/engine.js';
+import type { Route } from './api.js';
 import { Ingestor } from './ingest.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
@@ -206,7 +205,6 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const engine = new AuditEngine(registry, store, {
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
-    extraFindings: handoffFindings,
     maxLiveRuns: cfg.maxLiveRuns,
     maxLiveReceipts: cfg.maxLiveReceipts,
     hooks: {

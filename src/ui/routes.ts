@@ -9,7 +9,7 @@ import type { Server } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RunVerdict } from '../core/types.js';
-import type { AuditEngine } from '../server/engine.js';
+import type { AuditEngine } from '../audit/engine.js';
 import { ICON_SVG, STYLE_CSS } from './style.js';
 import { handoffBoard } from '../handoff/board.js';
 import { contractView, contractsSummary, listRuns, rowOf, runView } from './view.js';

@@ -6,9 +6,10 @@ import type { Contract } from '../core/contract.js';
 import { OPERATOR_MEANING, firstFinding, verdictJson } from '../core/meaning.js';
 import { shadowJson } from '../core/shadow.js';
 import { instant } from '../core/receipt.js';
+import { isoOrNull } from '../core/time.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/types.js';
-import type { AuditEngine } from '../server/engine.js';
+import type { AuditEngine } from '../audit/engine.js';
 import { diffContracts, type ContractChanges } from '../render/contract-diff.js';
 import { LOOKS, edgeLabelLines, edgeLook, type EdgeLook } from '../render/labels.js';
 import { layoutOverlay } from '../render/layout.js';
@@ -27,7 +28,6 @@ export interface RunRow {
   updatedAt: string;
 }
 
-const isoOrNull = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : null);
 
 export function runRow(v: RunVerdict, firstAt: number, updatedAt: number): RunRow {
   return {

@@ -10,12 +10,12 @@ import type { Finding, Receipt } from '../../src/core/types.js';
 import { admitHandoff } from '../../src/handoff/admit.js';
 import type { HandoffBoard } from '../../src/handoff/board.js';
 import { funnel } from '../../src/handoff/funnel.js';
-import { ledger } from '../../src/handoff/ledger.js';
-import { HANDOFF_FINDING_VERDICTS } from '../../src/handoff/lifecycle.js';
+import { ledger } from '../../src/core/rules/handoff/ledger.js';
+import { HANDOFF_FINDING_VERDICTS } from '../../src/core/rules/handoff/lifecycle.js';
 import { admitReturn } from '../../src/handoff/return.js';
 import type { Handoff, HandoffResult, HandoffStateDoc, ParentEnvelope } from '../../src/handoff/schema.js';
 import { handoffResultSchema, handoffSchema, handoffStateDocSchema, parentEnvelopeSchema } from '../../src/handoff/schema.js';
-import { TERMINAL_STATES, dedupe } from '../../src/handoff/trace.js';
+import { TERMINAL_STATES, dedupe } from '../../src/core/rules/handoff/trace.js';
 
 const iso = (t: number) => new Date(t).toISOString();
 const idOf = (s: string) => s.replace(/[^A-Za-z0-9_.:@#+=-]+/g, '-');

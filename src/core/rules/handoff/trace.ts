@@ -3,7 +3,7 @@
  * per attempt of a logical handoff. Everything downstream (lifecycle audit, ledger, funnel) reads
  * these traces, so none of it depends on the order receipts arrived in or on duplicate delivery.
  */
-import type { HandoffState, Receipt } from '../core/types.js';
+import type { HandoffState, Receipt } from '../../types.js';
 
 export const TERMINAL_STATES: readonly HandoffState[] = ['ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED'];
 /** The main chain; its index orders non-terminal progress. */

@@ -19,7 +19,7 @@
  * of the copy test: an effect budget is a handful of units that may move whole to an effect slice,
  * and effects in read slices are refused at admission.
  */
-import type { Finding, Receipt } from '../core/types.js';
+import type { Finding, Receipt } from '../../types.js';
 import type { AttemptTrace, RunTrace } from './trace.js';
 import { at, edgeOf, traceRuns } from './trace.js';
 

@@ -33,8 +33,8 @@
  *     reports a verified outcome;
  *   - `budget_overcommitted`, `budget_copied`: see ledger.ts.
  */
-import type { Finding, HandoffState, Receipt, Verdict } from '../core/types.js';
-import { sameStateVersion } from './schema.js';
+import type { Finding, HandoffState, Receipt, Verdict } from '../../types.js';
+import { sameStateVersion } from './version.js';
 import type { AttemptTrace, RunTrace } from './trace.js';
 import { CHAIN, at, edgeOf, isTerminal, traceRuns } from './trace.js';
 import type { LedgerWalk, TaggedFinding } from './ledger.js';
@@ -346,4 +346,20 @@ export function sortFindings(fs: Finding[]): Finding[] {
  */
 export function auditHandoffs(receipts: Receipt[], now: number): Finding[] {
   return sortFindings(traceRuns(receipts).flatMap((t) => auditRun(t, now)));
+}
+
+/**
+ * The handoff findings of these receipts at `now`, and the earliest instant after `now` at which they change with
+ * time alone: the expiry of a lease in force on an attempt that is open and not returned (it turns
+ * `lease_expired_open` then); Infinity when none.
+ */
+export function handoffAudit(receipts: Receipt[], now: number): { findings: Finding[]; nextChangeAt: number } {
+  const traces = traceRuns(receipts);
+  let next = Infinity;
+  for (const t of traces) {
+    for (const a of t.attempts) {
+      if (a.terminal === null && a.lease !== null && a.activeFrom !== null && now < a.lease && !a.states.has('RETURNED') && a.lease < next) next = a.lease;
+    }
+  }
+  return { findings: sortFindings(traces.flatMap((t) => auditRun(t, now))), nextChangeAt: next };
 }

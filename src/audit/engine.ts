@@ -1,14 +1,16 @@
 /**
- * The live auditor: receipts -> store -> run view -> verdict. Keeps one RunState per live run in memory
- * (rebuilt from the store on start), re-evaluates only the runs a batch touched, and moves verdicts with time
- * through a deadline heap. The verdict itself is the pure `evaluate` of src/core.
+ * The live auditor, in four steps per batch: append (the store commits the receipts) -> fold (RunState.add) ->
+ * pin (resolve the run's pin, persist the first one) -> evaluate (the pure `evaluate` of src/core, which reads
+ * and writes no store). Keeps one RunState per live run in memory (rebuilt from the store on start),
+ * re-evaluates only the runs a batch touched, and moves verdicts with time through a deadline heap fed by each
+ * verdict's nextChangeAt.
  */
 import { EventEmitter } from 'node:events';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
-import type { Finding, Receipt, RunVerdict, Verdict } from '../core/types.js';
+import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests } from './delivered.js';
@@ -25,8 +27,6 @@ export interface EngineOptions {
   defaultContract?: string;
   /** Settled runs idle for longer than this are pruned from store and memory. */
   retentionMs: number;
-  /** Extra findings (e.g. the handoff lifecycle audit). */
-  extraFindings?: (state: RunState, now: number) => Finding[];
   hooks?: EngineHooks;
   /** Candidate versions every run of their contract is also evaluated against (never changes the pinned verdict). */
   shadow?: Contract[];
@@ -146,7 +146,7 @@ export class AuditEngine extends EventEmitter {
         }
         if (state.size === 0 && state.conflicts.size === 0) continue;
         const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held };
-        restored.verdict = this.evaluateRun(state, now, undefined, restored);
+        restored.verdict = this.evaluateRun(state, this.pinRun(state), now, restored);
         this.runs.set(lr.run, restored);
         this.heldReceipts += held;
         this.deadlines.set(lr.run, nextChange(restored));
@@ -201,7 +201,22 @@ export class AuditEngine extends EventEmitter {
     return this.heldReceipts;
   }
 
-  private pinningFor(state: RunState, live?: LiveRun): Pinning {
+  /**
+   * The pin step of append -> fold -> pin -> evaluate: the run's pinning, and its first pin persisted (the contract
+   * content, then the pin row). Evaluation itself (evaluateRun) reads no store and writes none.
+   */
+  private pinRun(state: RunState, live?: LiveRun): Pinning {
+    const { pinning, persist } = this.resolvePinning(state, live);
+    if (persist && pinning.ok) {
+      this.store.putContractContent(pinning.contract.hash, pinning.contract.contract, pinning.contract.version, pinning.contract.canonical);
+      const pinned = this.store.setPin(state.run, pinning.pin, pinning.contract.hash);
+      if (live) live.pin = pinned;
+    }
+    return pinning;
+  }
+
+  /** The run's pinning from its stored pin (held in memory once read) and its receipts; `persist`: no pin is stored yet. */
+  private resolvePinning(state: RunState, live?: LiveRun): { pinning: Pinning; persist: boolean } {
     const record = live?.pin ?? this.store.getPin(state.run);
     if (live && record) live.pin = record;
     const start = state.firstStart();
@@ -209,27 +224,19 @@ export class AuditEngine extends EventEmitter {
     // e.g. over a default pin taken before it arrived). Its content comes from the store even if the file is gone.
     if (record && (!start || (start.contract === record.pin.contract && (start.version ?? record.pin.version) === record.pin.version && (start.phase ?? record.pin.phase) === record.pin.phase))) {
       const c = this.pinnedContracts.get(record.contractHash);
-      if (c) return { ok: true, pin: record.pin, contract: c };
+      if (c) return { pinning: { ok: true, pin: record.pin, contract: c }, persist: false };
     }
     const p = resolvePin(state, this.registry, this.opts.defaultContract);
-    if (p.ok) {
-      if (record && record.pin.contract === p.pin.contract && record.pin.version === p.pin.version) {
-        const c = this.pinnedContracts.get(record.contractHash);
-        if (c) return { ok: true, pin: p.pin, contract: c };
-      }
-      if (!record) {
-        this.store.putContractContent(p.contract.hash, p.contract.contract, p.contract.version, p.contract.canonical);
-        const pinned = this.store.setPin(state.run, p.pin, p.contract.hash);
-        if (live) live.pin = pinned;
-      }
+    if (p.ok && record && record.pin.contract === p.pin.contract && record.pin.version === p.pin.version) {
+      const c = this.pinnedContracts.get(record.contractHash);
+      if (c) return { pinning: { ok: true, pin: p.pin, contract: c }, persist: false };
     }
-    return p;
+    return { pinning: p, persist: !record };
   }
 
-  /** Evaluates the run; with candidates configured, also its shadow verdicts, kept on `shadowInto`. */
-  private evaluateRun(state: RunState, now: number, live?: LiveRun, shadowInto: LiveRun | undefined = live): RunVerdict {
-    const pinning = this.pinningFor(state, live);
-    const opts = { registry: this.registry, extraFindings: this.opts.extraFindings };
+  /** The evaluate step: the one verdict function; with candidates configured, also the shadow verdicts, kept on `shadowInto`. */
+  private evaluateRun(state: RunState, pinning: Pinning, now: number, shadowInto?: LiveRun): RunVerdict {
+    const opts = { registry: this.registry };
     const verdict = evaluate(state, pinning, now, opts);
     if (this.opts.shadow?.length && shadowInto) shadowInto.shadow = shadowEvaluate(state, pinning, verdict, this.opts.shadow, now, opts);
     return verdict;
@@ -299,7 +306,7 @@ export class AuditEngine extends EventEmitter {
     if (!live) return;
     const before = live.verdict;
     const shadowBefore = live.shadow;
-    const after = this.evaluateRun(live.state, now, live);
+    const after = this.evaluateRun(live.state, this.pinRun(live.state, live), now, live);
     live.verdict = after;
     live.updatedAt = now;
     this.deadlines.set(run, nextChange(live));

@@ -1,0 +1,87 @@
+#!/usr/bin/env node
+// The layering of src/, checked: which folder may import which, core stays pure, no cycles between folders.
+// Usage: node scripts/check-layers.mjs [ROOT]   (exit 0 clean, 1 with one line per violation)
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+
+/** Folder -> folders it may import (its own files always). `*` = any folder. */
+export const LAYERS = {
+  core: [], // the verdict: pure, imports no other folder
+  otlp: [],
+  emitter: ['core'],
+  propose: ['core'],
+  ingest: ['core', 'otlp'],
+  store: ['core'],
+  handoff: ['core'], // admission, return, board: pure (the handoff verdict rules live in core/rules/handoff)
+  experiment: ['core', 'handoff'],
+  metrics: ['core', 'ingest'],
+  audit: ['core', 'handoff', 'store', 'ingest', 'otlp'], // the live engine: append -> fold -> pin -> evaluate
+  render: ['core', 'handoff'],
+  ui: ['core', 'handoff', 'render', 'audit'], // never server
+  server: ['core', 'otlp', 'ingest', 'store', 'audit', 'metrics', 'handoff'], // transports; never ui or render
+  cli: ['*'], // the only folder that composes the server with the UI
+};
+/** Packages a pure folder may import (no node: built-ins, no I/O). */
+export const PURE = { core: ['zod', 'yaml'], handoff: ['zod', 'yaml'] };
+
+const root = resolve(process.argv[2] ?? '.');
+const src = join(root, 'src');
+const files = [];
+(function walk(d) {
+  for (const n of readdirSync(d)) {
+    const p = join(d, n);
+    if (statSync(p).isDirectory()) walk(p);
+    else if (/\.(ts|mts|tsx)$/.test(n) && !n.endsWith('.d.ts')) files.push(p);
+  }
+})(src);
+
+const folderOf = (file) => relative(src, file).split(sep)[0];
+const IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|^\s*import\s*['"]([^'"]+)['"]/gm;
+const violations = [];
+const edges = new Map();
+for (const file of files) {
+  const from = folderOf(file);
+  if (from.includes('.')) continue; // src/index.ts: the library entry re-exports
+  if (!from.includes('.') && !(from in LAYERS)) violations.push(`${relative(root, file)}: folder src/${from} has no layer (add it to LAYERS)`);
+  const text = readFileSync(file, 'utf8');
+  for (const m of text.matchAll(IMPORT)) {
+    const spec = m[1] ?? m[2] ?? m[3];
+    const line = text.slice(0, m.index).split('\n').length + (m[0].startsWith('\n') ? 1 : 0);
+    const where = `${relative(root, file)}:${line}`;
+    if (spec.startsWith('.')) {
+      const target = resolve(dirname(file), spec);
+      const rel = relative(src, target);
+      if (rel.startsWith('..')) { violations.push(`${where}: imports ${spec} from outside src/`); continue; }
+      const to = rel.split(sep)[0];
+      if (to === from || to.includes('.')) continue;
+      if (!edges.has(from)) edges.set(from, new Map());
+      if (!edges.get(from).has(to)) edges.get(from).set(to, where);
+      const allowed = LAYERS[from] ?? [];
+      if (!allowed.includes('*') && !allowed.includes(to)) violations.push(`${where}: src/${from} may not import src/${to} (${spec})`);
+    } else if (from in PURE) {
+      const pkg = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0];
+      if (!PURE[from].includes(pkg)) violations.push(`${where}: src/${from} is pure and may not import "${spec}"`);
+    }
+  }
+}
+// Cycles between folders (depth-first search over the folder graph).
+const state = new Map();
+const stack = [];
+function visit(n) {
+  state.set(n, 1);
+  stack.push(n);
+  for (const [m, where] of edges.get(n) ?? []) {
+    if (state.get(m) === 1) violations.push(`cycle: ${[...stack.slice(stack.indexOf(m)), m].join(' -> ')} (closing import at ${where})`);
+    else if (!state.has(m)) visit(m);
+  }
+  stack.pop();
+  state.set(n, 2);
+}
+for (const n of edges.keys()) if (!state.has(n)) visit(n);
+
+if (violations.length) {
+  for (const v of violations) console.error(v);
+  console.error(`layers: ${violations.length} violation(s) in ${files.length} files`);
+  process.exit(1);
+}
+console.log(`layers: ${files.length} files, ${[...edges.values()].reduce((a, m) => a + m.size, 0)} folder edges, no violations`);

@@ -1,0 +1,18 @@
+/**
+ * Handoff lifecycle and budgets (src/core/rules/handoff/): resurrection, lifecycle gaps, duplicate leases, accepted
+ * after cancel/expiry/stale, missing owner or timeout disposition, lease_expired_open, budget over-commit and copies.
+ * Its next change is the earliest lease in force to expire on an open attempt, so a live server turns
+ * `lease_expired_open` at the expiry with no new receipt.
+ */
+import type { RunState } from '../classify.js';
+import { handoffAudit } from './handoff/lifecycle.js';
+import { Collector, NO_CHANGE, type RuleResult } from './context.js';
+
+export function handoffRules(state: RunState, now: number): RuleResult {
+  if (state.handoffs.length === 0) return NO_CHANGE; // only runs with handoff receipts pay
+  const { findings, nextChangeAt } = handoffAudit([...state.byEvent.values()], now);
+  const out = new Collector();
+  for (const f of findings) out.add(f);
+  out.changeAt(nextChangeAt);
+  return out;
+}
