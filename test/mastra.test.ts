@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
@@ -59,18 +59,32 @@ async function prepareMastra(): Promise<{ node: string; appDir: string }> {
   const node = join(base, 'node', 'node_modules', '.bin', 'node');
   const appDir = join(base, 'app');
   if (!existsSync(join(base, 'ready'))) {
-    rmSync(base, { recursive: true, force: true });
-    mkdirSync(join(base, 'node'), { recursive: true });
-    mkdirSync(appDir, { recursive: true });
-    copyFileSync(join(FIXTURE, 'package.json'), join(appDir, 'package.json'));
-    copyFileSync(join(FIXTURE, 'package-lock.json'), join(appDir, 'package-lock.json'));
+    // Installed into a private staging directory, then renamed into place: an interrupted install (or one
+    // still running from a killed test process) never leaves a half-filled cache that a later run trusts.
+    const stage = `${base}.stage-${process.pid}-${Date.now()}`;
+    mkdirSync(join(stage, 'node'), { recursive: true });
+    mkdirSync(join(stage, 'app'), { recursive: true });
+    copyFileSync(join(FIXTURE, 'package.json'), join(stage, 'app', 'package.json'));
+    copyFileSync(join(FIXTURE, 'package-lock.json'), join(stage, 'app', 'package-lock.json'));
     const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
     const quiet = ['--no-audit', '--no-fund', '--loglevel=error'];
-    await Promise.all([
-      must(npm, ['install', '--no-save', '--prefix', join(base, 'node'), `node@${NODE_VERSION}`, ...quiet], { timeoutMs: 280_000 }),
-      must(npm, ['ci', '--ignore-scripts', '--engine-strict=false', ...quiet], { cwd: appDir, timeoutMs: 280_000 }),
-    ]);
-    writeFileSync(join(base, 'ready'), `node@${NODE_VERSION}\n`);
+    try {
+      await Promise.all([
+        must(npm, ['install', '--no-save', '--prefix', join(stage, 'node'), `node@${NODE_VERSION}`, ...quiet], { timeoutMs: 280_000 }),
+        must(npm, ['ci', '--ignore-scripts', '--engine-strict=false', ...quiet], { cwd: join(stage, 'app'), timeoutMs: 280_000 }),
+      ]);
+    } catch (e) {
+      rmSync(stage, { recursive: true, force: true });
+      throw e;
+    }
+    writeFileSync(join(stage, 'ready'), `node@${NODE_VERSION}\n`);
+    rmSync(base, { recursive: true, force: true }); // a stale, never-finished copy
+    try {
+      renameSync(stage, base);
+    } catch (e) {
+      if (!existsSync(join(base, 'ready'))) throw e; // else another run finished first: use its copy
+      rmSync(stage, { recursive: true, force: true });
+    }
   }
   copyFileSync(join(FIXTURE, 'app.mjs'), join(appDir, 'app.mjs')); // always the checked-in app, next to its deps
   return { node, appDir };
