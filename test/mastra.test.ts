@@ -144,7 +144,7 @@ describe('Mastra 1.x (real @mastra/core in a Node 22 child, its own OTLP export)
   });
 
   async function runApp(scenario: 'conforming' | 'forbidden'): Promise<AppReport> {
-    const env = { ...process.env, TA_OTLP_ENDPOINT: server.otlpHttp, TA_MARKER: MARKER };
+    const env: NodeJS.ProcessEnv = { ...process.env, TA_OTLP_ENDPOINT: server.otlpHttp, TA_MARKER: MARKER };
     delete env.NODE_OPTIONS; // vitest's loader hooks are for this Node, not the child's
     const r = await run(mastra.node, ['app.mjs', scenario], { cwd: mastra.appDir, env, timeoutMs: 90_000 });
     expect(r.code, r.stderr).toBe(0);
