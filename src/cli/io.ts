@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { parseReceiptFile } from '../core/receipt.js';
 import { parseInstant, type Instant } from '../core/time.js';
+import type { Receipt } from '../core/types.js';
 
 export interface Io {
   stdout: (s: string) => void;
@@ -30,6 +33,22 @@ export function parseInstantArg(name: string, value: string): Instant {
   const t = parseInstant(value);
   if (Number.isNaN(t.ms)) throw new UsageError(`${name}: not an RFC 3339 time: ${value}`);
   return t;
+}
+
+/** The receipts of NDJSON files, in file order; a file that cannot be read is a usage error naming it. */
+export function readReceiptFiles(files: readonly string[]): Receipt[] {
+  const receipts: Receipt[] = [];
+  for (const file of files) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new UsageError(`${file}: ${(e as Error).message}`);
+    }
+    // Not push(...list): spreading a million receipts as call arguments overflows the stack.
+    for (const r of parseReceiptFile(text, file)) receipts.push(r);
+  }
+  return receipts;
 }
 
 /** Render rows as an aligned text table. */

@@ -2,14 +2,13 @@
  * `propose FILE... | --server URL [--since DUR] [--contract-id ID] [--min-share 0.05]`: prints a draft contract
  * (YAML, `candidate: true`) drafted from observed receipts. The drafting is src/propose (pure).
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parseContract } from '../core/contract.js';
 import { parseDuration } from '../core/edge.js';
-import { parseReceiptFile, validateReceipt } from '../core/receipt.js';
+import { validateReceipt } from '../core/receipt.js';
 import type { Receipt } from '../core/types.js';
 import { ProposeError, draftYaml, proposeDraft } from '../propose/draft.js';
-import { type Io, UsageError } from './io.js';
+import { type Io, UsageError, readReceiptFiles } from './io.js';
 
 export const PROPOSE_USAGE = `usage: topology-audit propose FILE... | --server URL [--since DUR] [--contract-id ID] [--version V] [--phase NAME] [--min-share 0.05] [--token TOKEN]
 
@@ -82,17 +81,7 @@ export async function proposeCommand(argv: string[], io: Io): Promise<number> {
   }
   let receipts: Receipt[] = [];
   if (values.server) receipts = await serverReceipts(values.server.replace(/\/+$/, ''), values.token, sinceMs, io);
-  else {
-    for (const file of positionals) {
-      let text: string;
-      try {
-        text = readFileSync(file, 'utf8');
-      } catch (e) {
-        throw new UsageError(`${file}: ${(e as Error).message}`);
-      }
-      for (const r of parseReceiptFile(text, file)) receipts.push(r);
-    }
-  }
+  else receipts = readReceiptFiles(positionals);
   let yaml: string;
   try {
     const draft = proposeDraft(receipts, { minShare, contractId: values['contract-id'], version: values.version, phase: values.phase });

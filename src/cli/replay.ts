@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { packagedContractsDir } from './paths.js';
 import { parseCommandArgs, specFor } from './spec.js';
 import './specs.js';
-import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, parseReceiptFile, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
-import { type Io, UsageError, parseInstantArg, table } from './io.js';
+import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
+import { type Io, UsageError, parseInstantArg, readReceiptFiles, table } from './io.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
 import { loadContractDir } from '../audit/contracts-dir.js';
 
@@ -94,17 +94,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   }
   const now = values.now !== undefined ? parseInstantArg('--now', values.now) : undefined;
   const expect = values.expect ? parseExpectFile(readFileSync(values.expect, 'utf8'), values.expect) : null;
-  const receipts: Receipt[] = [];
-  for (const file of positionals) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (e) {
-      throw new UsageError(`${file}: ${(e as Error).message}`);
-    }
-    // Not push(...list): spreading a million receipts as call arguments overflows the stack.
-    for (const r of parseReceiptFile(text, file)) receipts.push(r);
-  }
+  const receipts = readReceiptFiles(positionals);
   const { verdicts, now: at, nowNs: atNs, shadows } = replayReceipts(receipts, registry, { now, defaultContract: values.contract, shadow });
   if (values.json) {
     for (const v of verdicts) io.stdout(JSON.stringify(shadow.length ? { ...verdictJson(v), shadow: (shadows.get(v.run) ?? []).map(shadowJson) } : verdictJson(v)) + '\n');

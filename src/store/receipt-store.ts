@@ -163,6 +163,20 @@ function touchRun(touched: Map<string, RunTouch>, run: string, at: number): void
   }
 }
 
+/** A `runs` row joined with its pin, as the engine restores it. */
+function liveRunOf(row: Record<string, unknown>): LiveRun {
+  const hasPin = row.contract !== null;
+  return {
+    run: row.run as string,
+    firstAt: row.first_at as number,
+    updatedAt: row.updated_at as number,
+    verdict: (row.verdict as Verdict | null) ?? null,
+    settled: row.settled === 1,
+    pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
+    contractHash: hasPin ? (row.contract_hash as string) : null,
+  };
+}
+
 export class ReceiptStore {
   private readonly db: Database.Database;
   private readonly groupCommit: boolean;
@@ -359,16 +373,7 @@ export class ReceiptStore {
     for (;;) {
       const rows = page.all(after[0], after[0], after[1], pageSize);
       for (const row of rows) {
-        const hasPin = row.contract !== null;
-        yield {
-          run: row.run as string,
-          firstAt: row.first_at as number,
-          updatedAt: row.updated_at as number,
-          verdict: (row.verdict as Verdict | null) ?? null,
-          settled: row.settled === 1,
-          pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
-          contractHash: hasPin ? (row.contract_hash as string) : null,
-        };
+        yield liveRunOf(row);
       }
       if (rows.length < pageSize) return;
       const last = rows[rows.length - 1];
@@ -382,18 +387,7 @@ export class ReceiptStore {
    */
   liveRuns(): LiveRun[] {
     this.flush();
-    return this.stmt.liveRuns.all().map((row) => {
-      const hasPin = row.contract !== null;
-      return {
-        run: row.run as string,
-        firstAt: row.first_at as number,
-        updatedAt: row.updated_at as number,
-        verdict: (row.verdict as Verdict | null) ?? null,
-        settled: row.settled === 1,
-        pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
-        contractHash: hasPin ? (row.contract_hash as string) : null,
-      };
-    });
+    return this.stmt.liveRuns.all().map(liveRunOf);
   }
 
   /** Pins a run; the first pin written wins and is never changed. Returns the pin in force. */
