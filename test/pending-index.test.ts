@@ -262,6 +262,10 @@ describe('PendingIndex against the naive model', () => {
           }
           expect([...ix.pendingAgents()]).toEqual([...m.agents.values()]);
           expect([...ix.pendingHandoffs()]).toEqual([...m.handoffs.values()]);
+          for (let t = 0; t < T; t++) {
+            const byKey = (a: Sp, b: Sp) => a.spanId.localeCompare(b.spanId);
+            expect([...ix.handoffsOf(`t${t}`)].sort(byKey)).toEqual([...m.handoffs.values()].filter((h) => h.traceId === `t${t}`).sort(byKey));
+          }
           expect(ix.pendingTraceIds()).toEqual(new Set([...m.agents.values(), ...m.handoffs.values()].map((x) => x.traceId)));
         }
       }),

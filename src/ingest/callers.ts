@@ -270,7 +270,7 @@ export class CallerResolver {
 
   /** An invocation a still-undecided handoff may claim waits for that decision. */
   private heldByHandoff(a: AgentSpan): boolean {
-    for (const h of this.idx.pendingHandoffs()) {
+    for (const h of this.idx.handoffsOf(a.traceId)) {
       if (h.traceId !== a.traceId || h.startMs > a.startMs) continue;
       if (h.to === null || namesOf(a).includes(h.to)) return true;
     }

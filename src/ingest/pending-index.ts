@@ -60,6 +60,8 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private readonly traces = new Map<string, TraceEntry<I, X>>();
   private readonly agents = new Map<string, A>(); // key trace/span, arrival order
   private readonly handoffs = new Map<string, H>(); // key trace/span, arrival order
+  /** The pending handoffs of each trace (key trace/span -> span), for rules that look only at one trace. */
+  private readonly handoffsByTrace = new Map<string, Map<string, H>>();
   /** Idle traces (no pending work) by seq; entries whose trace is gone, re-created or pending are stale and skipped. */
   private heap: { seq: number; traceId: string }[] = [];
   private seq = 0;
@@ -147,6 +149,14 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     const k = keyOf(h.traceId, h.spanId);
     if (!this.handoffs.has(k)) this.inc(h.traceId);
     this.handoffs.set(k, h);
+    let m = this.handoffsByTrace.get(h.traceId);
+    if (!m) this.handoffsByTrace.set(h.traceId, (m = new Map()));
+    m.set(k, h);
+  }
+
+  /** The pending handoffs of one trace (order unspecified). */
+  handoffsOf(traceId: string): Iterable<H> {
+    return this.handoffsByTrace.get(traceId)?.values() ?? [];
   }
 
   /** Stop an agent span's wait (resolved). */
@@ -157,7 +167,11 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   }
 
   removeHandoff(h: SpanKey): boolean {
-    if (!this.handoffs.delete(keyOf(h.traceId, h.spanId))) return false;
+    const k = keyOf(h.traceId, h.spanId);
+    if (!this.handoffs.delete(k)) return false;
+    const m = this.handoffsByTrace.get(h.traceId)!;
+    m.delete(k);
+    if (m.size === 0) this.handoffsByTrace.delete(h.traceId);
     this.dec(h.traceId);
     return true;
   }
