@@ -18,6 +18,7 @@
 import type { Receipt } from '../core/types.js';
 import type { SpanLinkRecord, SpanRecord } from '../otlp/types.js';
 import { localStatus } from './extract.js';
+import { PendingIndex } from './pending-index.js';
 import { withEvidence } from './trust.js';
 
 /** What the resolver reads of a span that is neither an agent nor a handoff: its place in the trace. */
@@ -80,15 +81,8 @@ interface AgentInfo {
   source?: string;
 }
 
-interface Node {
-  parent: string | null;
-  agent: AgentInfo | null;
-  seenAt: number;
-}
-
+/** The resolver's own state of a trace (kept and forgotten with the trace's spans in the index). */
 interface TraceState {
-  nodes: Map<string, Node>;
-  lastSeen: number;
   /** Named handoff targets whose first invocation at or after `afterMs` is the handoff itself. */
   claims: { agent: string; afterMs: number }[];
   /** Agent spans chosen as the target of an inferred handoff. */
@@ -172,17 +166,16 @@ function linkHandoff(s: AgentSpan, from: string, i: number, senderSource?: strin
 const namesOf = (s: AgentSpan) => (s.aliases?.length ? [s.agent, ...s.aliases] : [s.agent]);
 
 export class CallerResolver {
-  private readonly traces = new Map<string, TraceState>();
-  private readonly pending = new Map<string, AgentSpan>(); // key trace/span
-  private readonly handoffs = new Map<string, HandoffSpan>(); // key trace/span
-  private indexed = 0;
-  private expired = 0;
-  private evicted = 0;
+  /** The spans of the traces being resolved, the agent and handoff spans waiting, and their bounds (pending-index.ts). */
+  private readonly idx: PendingIndex<AgentInfo, AgentSpan, HandoffSpan, TraceState>;
 
-  constructor(private readonly opts: CallerResolverOptions) {}
+  constructor(private readonly opts: CallerResolverOptions) {
+    this.idx = new PendingIndex({ maxSpans: opts.maxSpans }, () => ({ claims: [], claimed: new Set() }));
+  }
 
   stats(): CallerStats {
-    return { pending: this.pending.size + this.handoffs.size, indexed: this.indexed, expired: this.expired, evicted: this.evicted };
+    const s = this.idx.stats();
+    return { pending: s.pending, indexed: s.indexed, expired: s.expired, evicted: s.evicted };
   }
 
   /**
@@ -191,77 +184,43 @@ export class CallerResolver {
    * agent or handoff spans (to walk through them). Returns the receipts that became derivable.
    */
   addBatch(agentSpans: AgentSpan[], spans: readonly SpanPlace[], now: number, extras: BatchExtras = {}): Receipt[] {
+    const idx = this.idx;
     const handoffs = extras.handoffs ?? [];
     for (const a of agentSpans) {
-      this.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs, source: a.source }, now);
+      idx.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs, source: a.source }, now);
     }
-    for (const h of handoffs) this.index(h.traceId, h.spanId, h.parentSpanId, null, now);
-    for (const r of extras.relays ?? []) if (!this.traces.get(r.traceId)?.nodes.has(r.spanId)) this.index(r.traceId, r.spanId, r.parentSpanId, null, now);
-    if (this.traces.size > 0) {
+    for (const h of handoffs) idx.index(h.traceId, h.spanId, h.parentSpanId, null, now);
+    for (const r of extras.relays ?? []) if (!idx.has(r.traceId, r.spanId)) idx.index(r.traceId, r.spanId, r.parentSpanId, null, now);
+    if (idx.traceCount() > 0) {
       for (const s of spans) {
-        const t = this.traces.get(s.traceId);
-        if (t && !t.nodes.has(s.spanId)) this.index(s.traceId, s.spanId, s.parentSpanId, null, now);
+        const t = idx.trace(s.traceId);
+        if (t && !t.nodes.has(s.spanId)) idx.index(s.traceId, s.spanId, s.parentSpanId, null, now);
       }
     }
-    for (const a of agentSpans) if ((a.edges ?? 'call') === 'call' || a.links?.length) this.pending.set(`${a.traceId}/${a.spanId}`, a);
-    for (const h of handoffs) this.handoffs.set(`${h.traceId}/${h.spanId}`, h);
+    for (const a of agentSpans) if ((a.edges ?? 'call') === 'call' || a.links?.length) idx.addAgent(a);
+    for (const h of handoffs) idx.addHandoff(h);
     return this.resolvePending();
   }
 
-  private index(traceId: string, spanId: string, parent: string | null, agent: AgentInfo | null, now: number): void {
-    let t = this.traces.get(traceId);
-    if (!t) this.traces.set(traceId, (t = { nodes: new Map(), lastSeen: now, claims: [], claimed: new Set() }));
-    const prev = t.nodes.get(spanId);
-    if (!prev) this.indexed++;
-    t.nodes.set(spanId, { parent, agent: agent ?? prev?.agent ?? null, seenAt: now });
-    t.lastSeen = now;
-    if (this.indexed > this.opts.maxSpans) this.evictOldest();
-  }
-
-  /** True while the trace holds agent spans or handoffs waiting for a caller, sender or target. */
+  /** True while the trace holds agent spans or handoffs waiting for a caller, sender or target (O(1)). */
   isPending(traceId: string): boolean {
-    return this.hasPending(traceId);
+    return this.idx.hasPending(traceId);
   }
 
-  /** The traces holding pending work (one pass over the pending spans). */
+  /** The traces holding pending work. */
   pendingTraceIds(): Set<string> {
-    const out = new Set<string>();
-    for (const a of this.pending.values()) out.add(a.traceId);
-    for (const h of this.handoffs.values()) out.add(h.traceId);
-    return out;
-  }
-
-  private hasPending(traceId: string): boolean {
-    const prefix = traceId + '/';
-    for (const k of this.pending.keys()) if (k.startsWith(prefix)) return true;
-    for (const k of this.handoffs.keys()) if (k.startsWith(prefix)) return true;
-    return false;
-  }
-
-  private forget(traceId: string, t: TraceState): void {
-    this.traces.delete(traceId);
-    this.indexed -= t.nodes.size;
-  }
-
-  private evictOldest(): void {
-    // Traces are kept in insertion order; drop the oldest trace without pending spans.
-    for (const [traceId, t] of this.traces) {
-      if (this.hasPending(traceId)) continue;
-      this.forget(traceId, t);
-      this.evicted += t.nodes.size;
-      if (this.indexed <= this.opts.maxSpans) return;
-    }
+    return this.idx.pendingTraceIds();
   }
 
   /** Walk up from `start` (inclusive): the nearest agent, 'entry' (no agent above, all received), or null (still waiting). */
   private walk(traceId: string, start: string | null): Walk {
-    const t = this.traces.get(traceId)?.nodes;
+    const t = this.idx.trace(traceId)?.nodes;
     let p = start;
     for (let hops = 0; hops < 10_000; hops++) {
       if (p === null) return 'entry';
       const n = t?.get(p);
       if (!n) return null;
-      if (n.agent !== null) return n.agent;
+      if (n.info !== null) return n.info;
       p = n.parent;
     }
     return null;
@@ -273,11 +232,11 @@ export class CallerResolver {
    * later (a workflow agent around the one that ended first) cannot still turn up.
    */
   private nextInvocation(h: HandoffSpan): { spanId: string; agent: AgentInfo } | null {
-    const t = this.traces.get(h.traceId);
+    const t = this.idx.trace(h.traceId);
     if (!t) return null;
     let best: { spanId: string; agent: AgentInfo; parent: string | null } | null = null;
     for (const [spanId, n] of t.nodes) {
-      const a = n.agent;
+      const a = n.info;
       if (!a || spanId === h.spanId || a.startMs < h.startMs) continue;
       if (!best || a.startMs < best.agent.startMs || (a.startMs === best.agent.startMs && spanId < best.spanId)) best = { spanId, agent: a, parent: n.parent };
     }
@@ -297,7 +256,7 @@ export class CallerResolver {
       fromSource = c.source;
       run ??= c.run;
     }
-    const t = this.traces.get(h.traceId)!;
+    const t = this.idx.trace(h.traceId)!.state;
     if (h.to !== null) {
       t.claims.push({ agent: h.to, afterMs: h.startMs });
       return [handoffEdge(h, run ?? h.traceId, from, h.to, fromSource)];
@@ -311,7 +270,7 @@ export class CallerResolver {
 
   /** An invocation a still-undecided handoff may claim waits for that decision. */
   private heldByHandoff(a: AgentSpan): boolean {
-    for (const h of this.handoffs.values()) {
+    for (const h of this.idx.handoffsOf(a.traceId)) {
       if (h.traceId !== a.traceId || h.startMs > a.startMs) continue;
       if (h.to === null || namesOf(a).includes(h.to)) return true;
     }
@@ -336,7 +295,7 @@ export class CallerResolver {
     const c = this.walk(a.traceId, a.parentSpanId);
     if (c === null) return null;
     if (this.heldByHandoff(a)) return null;
-    const t = this.traces.get(a.traceId)!;
+    const t = this.idx.trace(a.traceId)!.state;
     if (t.claimed.delete(a.spanId)) return [];
     const names = namesOf(a);
     const claim = t.claims.findIndex((x) => names.includes(x.agent) && x.afterMs <= a.startMs);
@@ -352,16 +311,16 @@ export class CallerResolver {
 
   private resolvePending(): Receipt[] {
     const out: Receipt[] = [];
-    for (const [k, h] of this.handoffs) {
+    for (const h of this.idx.pendingHandoffs()) {
       const r = this.tryHandoff(h);
       if (r === null) continue;
-      this.handoffs.delete(k);
+      this.idx.removeHandoff(h);
       out.push(...r);
     }
-    for (const [k, a] of this.pending) {
+    for (const a of this.idx.pendingAgents()) {
       const r = this.tryAgent(a);
       if (r === null) continue;
-      this.pending.delete(k);
+      this.idx.removeAgent(a);
       out.push(...r);
     }
     return out;
@@ -374,11 +333,7 @@ export class CallerResolver {
    */
   expire(now: number): Receipt[] {
     const out: Receipt[] = [];
-    for (const [k, h] of this.handoffs) {
-      const t = this.traces.get(h.traceId);
-      if (t && now - t.lastSeen < this.opts.waitMs) continue;
-      this.handoffs.delete(k);
-      this.expired++;
+    for (const h of this.idx.expireHandoffs(now, this.opts.waitMs)) {
       const c = h.from === null ? this.walk(h.traceId, h.parentSpanId) : null;
       const from = h.from ?? (c && c !== 'entry' && c.id !== UNNAMED_AGENT ? c.id : null);
       const run = h.run ?? (c && c !== 'entry' ? c.run : h.traceId);
@@ -386,16 +341,8 @@ export class CallerResolver {
     }
     // Invocations held for an expired handoff are released first: their own caller may be known.
     if (out.length > 0) out.push(...this.resolvePending());
-    for (const [k, a] of this.pending) {
-      const t = this.traces.get(a.traceId)?.nodes.get(a.spanId);
-      if (t && now - t.seenAt < this.opts.waitMs) continue;
-      this.pending.delete(k);
-      this.expired++;
-      out.push(unresolvedGap(a));
-    }
-    for (const [traceId, t] of this.traces) {
-      if (now - t.lastSeen >= this.opts.waitMs * 2 && !this.hasPending(traceId)) this.forget(traceId, t);
-    }
+    for (const a of this.idx.expireAgents(now, this.opts.waitMs)) out.push(unresolvedGap(a));
+    this.idx.sweep(now, this.opts.waitMs * 2);
     return out;
   }
 }

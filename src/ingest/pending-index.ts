@@ -1,0 +1,294 @@
+/**
+ * The pending-span index behind caller resolution: the spans of the traces being resolved (keyed by trace id
+ * and span id, each with its parent), the agent spans and handoff spans still waiting for a caller, sender or
+ * target, and the bounds on both. No resolution rules live here (those are in callers.ts).
+ *
+ * Costs: "does this trace have pending work" is O(1) (a count per trace, kept by every add / resolve / expire);
+ * evicting the oldest idle trace when `maxSpans` is reached is O(log n) amortized (a min-heap of idle traces by
+ * first-seen order, with lazy deletion), instead of a scan over every pending key per trace.
+ *
+ * Eviction order (unchanged from the resolver's original scan): traces in the order they were first indexed
+ * (a trace forgotten and seen again counts as new); the oldest trace that holds no pending work is dropped
+ * whole, repeatedly, until the index is back within `maxSpans`. Traces with pending work are never evicted
+ * (their spans expire by time instead), so the bound can be exceeded while every trace is waiting.
+ */
+
+/** One indexed span: its parent, what the resolver knows of it (`info`, null: not an agent), and when it was last seen. */
+export interface IndexNode<I> {
+  parent: string | null;
+  info: I | null;
+  seenAt: number;
+}
+
+/** One indexed trace. `state` is the resolver's own per-trace state, created with the trace and forgotten with it. */
+export interface TraceEntry<I, X> {
+  nodes: Map<string, IndexNode<I>>;
+  lastSeen: number;
+  state: X;
+  /** First-indexed order (eviction order). */
+  readonly seq: number;
+  /** Pending agent spans plus pending handoff spans of this trace. */
+  pending: number;
+}
+
+export interface SpanKey {
+  traceId: string;
+  spanId: string;
+}
+
+export interface PendingIndexStats {
+  /** Agent and handoff spans waiting. */
+  pending: number;
+  /** Spans indexed across traces (bounded by maxSpans while some trace is idle). */
+  indexed: number;
+  /** Traces indexed. */
+  traces: number;
+  /** Pending spans whose wait ran out. */
+  expired: number;
+  /** Indexed spans dropped because the index was full. */
+  evicted: number;
+}
+
+export interface PendingIndexOptions {
+  /** Upper bound of indexed spans across traces. */
+  maxSpans: number;
+}
+
+const keyOf = (traceId: string, spanId: string) => `${traceId}/${spanId}`;
+
+export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
+  private readonly traces = new Map<string, TraceEntry<I, X>>();
+  private readonly agents = new Map<string, A>(); // key trace/span, arrival order
+  private readonly handoffs = new Map<string, H>(); // key trace/span, arrival order
+  /** The pending handoffs of each trace (key trace/span -> span), for rules that look only at one trace. */
+  private readonly handoffsByTrace = new Map<string, Map<string, H>>();
+  /** Idle traces (no pending work) by seq; entries whose trace is gone, re-created or pending are stale and skipped. */
+  private heap: { seq: number; traceId: string }[] = [];
+  private seq = 0;
+  private indexed = 0;
+  private expired = 0;
+  private evicted = 0;
+
+  constructor(
+    private readonly opts: PendingIndexOptions,
+    private readonly newState: () => X,
+  ) {}
+
+  stats(): PendingIndexStats {
+    return { pending: this.agents.size + this.handoffs.size, indexed: this.indexed, traces: this.traces.size, expired: this.expired, evicted: this.evicted };
+  }
+
+  // ---- the span index ----
+
+  traceCount(): number {
+    return this.traces.size;
+  }
+
+  trace(traceId: string): TraceEntry<I, X> | undefined {
+    return this.traces.get(traceId);
+  }
+
+  has(traceId: string, spanId: string): boolean {
+    return this.traces.get(traceId)?.nodes.has(spanId) ?? false;
+  }
+
+  /** Index a span (or refresh it: a known span keeps its `info` unless a new one is given). Evicts when over the bound. */
+  index(traceId: string, spanId: string, parent: string | null, info: I | null, now: number): void {
+    let t = this.traces.get(traceId);
+    if (!t) {
+      const orphan = this.orphanPending.get(traceId) ?? 0;
+      if (orphan > 0) this.orphanPending.delete(traceId);
+      t = { nodes: new Map(), lastSeen: now, state: this.newState(), seq: ++this.seq, pending: orphan };
+      this.traces.set(traceId, t);
+      if (orphan === 0) this.pushIdle(t.seq, traceId);
+    }
+    const prev = t.nodes.get(spanId);
+    if (!prev) this.indexed++;
+    t.nodes.set(spanId, { parent, info: info ?? prev?.info ?? null, seenAt: now });
+    t.lastSeen = now;
+    if (this.indexed > this.opts.maxSpans) this.evictOldest();
+  }
+
+  // ---- pending work ----
+
+  /** O(1): true while the trace holds agent or handoff spans waiting. */
+  hasPending(traceId: string): boolean {
+    return (this.traces.get(traceId)?.pending ?? this.orphanPending.get(traceId) ?? 0) > 0;
+  }
+
+  pendingCount(traceId: string): number {
+    return (this.traces.get(traceId)?.pending ?? 0) + (this.orphanPending.get(traceId) ?? 0);
+  }
+
+  /** The traces holding pending work. */
+  pendingTraceIds(): Set<string> {
+    const out = new Set<string>();
+    for (const [id, t] of this.traces) if (t.pending > 0) out.add(id);
+    for (const id of this.orphanPending.keys()) out.add(id);
+    return out;
+  }
+
+  /** Pending agent spans, in arrival order (safe to resolve or expire while iterating). */
+  pendingAgents(): IterableIterator<A> {
+    return this.agents.values();
+  }
+
+  /** Pending handoff spans, in arrival order (safe to resolve or expire while iterating). */
+  pendingHandoffs(): IterableIterator<H> {
+    return this.handoffs.values();
+  }
+
+  /** Make an agent span wait (a span already waiting is replaced and keeps its place). */
+  addAgent(a: A): void {
+    const k = keyOf(a.traceId, a.spanId);
+    if (!this.agents.has(k)) this.inc(a.traceId);
+    this.agents.set(k, a);
+  }
+
+  addHandoff(h: H): void {
+    const k = keyOf(h.traceId, h.spanId);
+    if (!this.handoffs.has(k)) this.inc(h.traceId);
+    this.handoffs.set(k, h);
+    let m = this.handoffsByTrace.get(h.traceId);
+    if (!m) this.handoffsByTrace.set(h.traceId, (m = new Map()));
+    m.set(k, h);
+  }
+
+  /** The pending handoffs of one trace (order unspecified). */
+  handoffsOf(traceId: string): Iterable<H> {
+    return this.handoffsByTrace.get(traceId)?.values() ?? [];
+  }
+
+  /** Stop an agent span's wait (resolved). */
+  removeAgent(a: SpanKey): boolean {
+    if (!this.agents.delete(keyOf(a.traceId, a.spanId))) return false;
+    this.dec(a.traceId);
+    return true;
+  }
+
+  removeHandoff(h: SpanKey): boolean {
+    const k = keyOf(h.traceId, h.spanId);
+    if (!this.handoffs.delete(k)) return false;
+    const m = this.handoffsByTrace.get(h.traceId)!;
+    m.delete(k);
+    if (m.size === 0) this.handoffsByTrace.delete(h.traceId);
+    this.dec(h.traceId);
+    return true;
+  }
+
+  /** Handoffs whose trace has been quiet for `waitMs` (or is gone): removed, counted as expired, returned in arrival order. */
+  expireHandoffs(now: number, waitMs: number): H[] {
+    const out: H[] = [];
+    for (const h of this.handoffs.values()) {
+      const t = this.traces.get(h.traceId);
+      if (t && now - t.lastSeen < waitMs) continue;
+      this.removeHandoff(h);
+      this.expired++;
+      out.push(h);
+    }
+    return out;
+  }
+
+  /** Agent spans that arrived `waitMs` ago or more (or whose span is gone): removed, counted as expired, returned in arrival order. */
+  expireAgents(now: number, waitMs: number): A[] {
+    const out: A[] = [];
+    for (const a of this.agents.values()) {
+      const n = this.traces.get(a.traceId)?.nodes.get(a.spanId);
+      if (n && now - n.seenAt < waitMs) continue;
+      this.removeAgent(a);
+      this.expired++;
+      out.push(a);
+    }
+    return out;
+  }
+
+  /** Forget traces quiet for `idleMs` or more that hold no pending work. */
+  sweep(now: number, idleMs: number): void {
+    for (const [traceId, t] of this.traces) {
+      if (now - t.lastSeen >= idleMs && t.pending === 0) this.forget(traceId, t);
+    }
+    this.compact();
+  }
+
+  // ---- internals ----
+
+  /**
+   * Pending counts of traces not (or no longer) in the span index. A pending span's trace is normally indexed
+   * (its span is indexed before it waits), but an eviction between the two must not lose the count; a trace
+   * indexed again takes its orphan count back. A trace is in at most one of `traces` and `orphanPending`.
+   */
+  private readonly orphanPending = new Map<string, number>();
+
+  private inc(traceId: string): void {
+    const t = this.traces.get(traceId);
+    if (t) t.pending++;
+    else this.orphanPending.set(traceId, (this.orphanPending.get(traceId) ?? 0) + 1);
+  }
+
+  private dec(traceId: string): void {
+    const t = this.traces.get(traceId);
+    if (t) {
+      if (--t.pending === 0) this.pushIdle(t.seq, traceId);
+      return;
+    }
+    const o = this.orphanPending.get(traceId) ?? 0;
+    if (o <= 1) this.orphanPending.delete(traceId);
+    else this.orphanPending.set(traceId, o - 1);
+  }
+
+  private forget(traceId: string, t: TraceEntry<I, X>): void {
+    this.traces.delete(traceId);
+    this.indexed -= t.nodes.size;
+    if (t.pending > 0) this.orphanPending.set(traceId, (this.orphanPending.get(traceId) ?? 0) + t.pending);
+  }
+
+  private evictOldest(): void {
+    while (this.heap.length > 0) {
+      const top = this.heap[0]!;
+      const t = this.traces.get(top.traceId);
+      this.popIdle();
+      if (!t || t.seq !== top.seq || t.pending > 0) continue; // stale: gone, re-created, or waiting again
+      this.forget(top.traceId, t);
+      this.evicted += t.nodes.size;
+      if (this.indexed <= this.opts.maxSpans) break;
+    }
+    this.compact();
+  }
+
+  /** Rebuild the heap when stale entries outnumber live traces (keeps it O(traces)). */
+  private compact(): void {
+    if (this.heap.length <= 2 * this.traces.size + 64) return;
+    this.heap = [];
+    for (const [traceId, t] of this.traces) if (t.pending === 0) this.heap.push({ seq: t.seq, traceId }); // Map order = seq order: a valid heap
+  }
+
+  private pushIdle(seq: number, traceId: string): void {
+    const h = this.heap;
+    h.push({ seq, traceId });
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (h[p]!.seq <= seq) break;
+      h[i] = h[p]!;
+      i = p;
+    }
+    h[i] = { seq, traceId };
+  }
+
+  private popIdle(): void {
+    const h = this.heap;
+    const last = h.pop()!;
+    if (h.length === 0) return;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= h.length) break;
+      const r = l + 1;
+      const c = r < h.length && h[r]!.seq < h[l]!.seq ? r : l;
+      if (h[c]!.seq >= last.seq) break;
+      h[i] = h[c]!;
+      i = c;
+    }
+    h[i] = last;
+  }
+}
