@@ -13,7 +13,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ReceiptEmitter, agentId, contractId, contractVersion, edgeRef, newRunId, phaseId } from '../dist/emitter/index.js';
+import { ReceiptEmitter, agentId, contractId, contractVersion, edgeRef, newRunId, phaseId } from '@topology-audit/emitter';
 
 const BIN = fileURLToPath(new URL('../bin/topology-audit.js', import.meta.url));
 const CONTRACT = contractId('research-publish');

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The layering of src/, checked: which folder may import which, core stays pure, no cycles between folders.
+// The layering of src/, checked (the receipt emitter is its own package, packages/emitter, importing only `topology-audit`): which folder may import which, core stays pure, no cycles between folders.
 // Usage: node scripts/check-layers.mjs [ROOT]   (exit 0 clean, 1 with one line per violation)
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -8,7 +8,6 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 export const LAYERS = {
   core: [], // the verdict: pure, imports no other folder
   otlp: [],
-  emitter: ['core'],
   propose: ['core'],
   ingest: ['core', 'otlp'],
   store: ['core'],
@@ -78,6 +77,19 @@ function visit(n) {
   state.set(n, 2);
 }
 for (const n of edges.keys()) if (!state.has(n)) visit(n);
+
+// packages/emitter: its own files, `topology-audit` (the root package's public entry only), OpenTelemetry, node:.
+const emitterSrc = join(root, 'packages', 'emitter', 'src');
+let emitterFiles = [];
+try { emitterFiles = readdirSync(emitterSrc).filter((n) => /\.(ts|mts)$/.test(n) && !n.endsWith('.d.ts')); } catch { /* not in this tree */ }
+for (const n of emitterFiles) {
+  const text = readFileSync(join(emitterSrc, n), 'utf8');
+  for (const m of text.matchAll(IMPORT)) {
+    const spec = m[1] ?? m[2] ?? m[3];
+    const ok = spec === 'topology-audit' || spec.startsWith('@opentelemetry/') || spec.startsWith('node:') || (spec.startsWith('./') && !spec.includes('..'));
+    if (!ok) violations.push(`packages/emitter/src/${n}:${text.slice(0, m.index).split('\n').length}: may import only its own files, "topology-audit", @opentelemetry/* and node: (${spec})`);
+  }
+}
 
 if (violations.length) {
   for (const v of violations) console.error(v);

@@ -175,7 +175,7 @@ describe('OpenAI Agents JS (the emitter\'s tracing processor)', () => {
 
   it('agents as tools are delegate/return, a handoff is a handoff edge: healthy, then forbidden_edge; content-free', async () => {
     const { setTraceProcessors, setTracingDisabled } = await import('@openai/agents');
-    const { ReceiptEmitter, OpenAIAgentsReceiptProcessor } = await import('../src/emitter/index.js');
+    const { ReceiptEmitter, OpenAIAgentsReceiptProcessor } = await import('@topology-audit/emitter');
     const { runSupervisorAgents, CONTENT_MARKER } = await import('./fixtures/frameworks/openai-agents.js');
     const emitter = new ReceiptEmitter({ endpoint: server.otlpHttp });
     setTracingDisabled(false);

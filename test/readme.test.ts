@@ -32,7 +32,7 @@ describe('README as a fast start', () => {
   });
 
   it('documents every topology.* attribute the emitter writes and the gate exit codes the CLI uses', async () => {
-    const { receiptSpanAttributes } = await import('../src/emitter/attributes.js');
+    const { receiptSpanAttributes } = await import('@topology-audit/emitter');
     const attrs = receiptSpanAttributes({ run: 'r', event: 'e', type: 'edge', at: '2026-01-01T00:00:00Z', version: '3', contract: 'c', phase: 'p', from: 'a', to: 'b', kind: 'delegate', on: 'a', edge: 'a -> b : delegate', deadline: '2026-01-01T00:00:00Z', verified: true, result: 'completed', reason: 'x' } as never);
     for (const key of Object.keys(attrs)) expect(readme, key).toContain(`\`${key}\``);
     const { GATE_SPEC } = await import('../src/cli/specs.js');

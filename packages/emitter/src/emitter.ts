@@ -9,15 +9,15 @@
  * tail sampling in the app) can drop a receipt; receipt spans are roots, so no parent's sampled flag applies.
  * Export failures are not silent: `flush()` rejects with the number of receipts that could not be delivered.
  *
- * Content-free by construction: every parameter is a branded id (src/emitter/ids.ts), an enum, a boolean or
+ * Content-free by construction: every parameter is a branded id (src/ids.ts), an enum, a boolean or
  * a Date; each receipt is validated against the receipt schema before its span starts.
  */
 import { SpanKind, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, BasicTracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { validateReceipt } from '../core/receipt.js';
-import type { EdgeKind, Receipt, RunResult } from '../core/types.js';
+import { validateReceipt } from 'topology-audit';
+import type { EdgeKind, Receipt, RunResult } from 'topology-audit';
 import { receiptSpanAttributes } from './attributes.js';
 import type { AgentId, ContractId, ContractVersion, PhaseId, RunId } from './ids.js';
 import { ReceiptSpanProcessor } from './processor.js';

@@ -1,6 +1,6 @@
 /** A receipt as the span attributes the auditor reads back (interfaces.md "Span attributes"; src/ingest/extract.ts). */
 import type { Attributes } from '@opentelemetry/api';
-import type { Receipt } from '../core/types.js';
+import type { Receipt } from 'topology-audit';
 
 const KEYS: [keyof Receipt, string][] = [
   ['version', 'topology.contract.version'],
