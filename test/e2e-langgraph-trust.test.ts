@@ -16,22 +16,13 @@ import { context, trace, type Attributes, type Span, type Tracer } from '@opente
 import { BasicTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { exporterFor } from './helpers/otel.js';
+import { until } from './helpers/wait.js';
 
 const GRAPH = 'graph-token-0123456789abcdef';
 const VERIFIER = 'verifier-token-0123456789abcdef';
 const MARK_NODE = 'MARK-LGNODE-5e21';
 const MARK_XFER = 'MARK-LGXFER-a7c3';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 function filesHolding(dir: string, marker: string): string[] {
   const needle = Buffer.from(marker);

@@ -17,6 +17,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { exporterFor, receiptAttributes } from './helpers/otel.js';
+import { until } from './helpers/wait.js';
 
 const ORCH = 'orch-token-0123456789abcdef';
 const RESEARCHER = 'researcher-token-0123456789abcdef';
@@ -32,15 +33,6 @@ function tokenFile(): string {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 async function metrics(srv: ServerProcess): Promise<string> {
   return (await fetch(`${srv.api}/metrics`)).text();

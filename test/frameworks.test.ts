@@ -12,6 +12,7 @@ import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSp
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
+import { until } from './helpers/wait.js';
 
 const SWARM_CONTRACT = `contract: helpdesk-swarm
 version: "1"
@@ -62,15 +63,6 @@ export function otlpProvider(server: ServerProcess): BasicTracerProvider {
   return new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 20, maxExportBatchSize: 16 }), new SimpleSpanProcessor(sent)] });
 }
 
-async function poll<T>(f: () => Promise<T | null | undefined>, what: string, ms = 30_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v !== null && v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 interface RunRow {
   run: string;
@@ -79,13 +71,13 @@ interface RunRow {
 
 /** The runs the server holds that are not in `seen`, once there are `n` of them with a settled-enough verdict. */
 async function newRuns(server: ServerProcess, seen: Set<string>, n: number, accept: (verdicts: string[]) => boolean): Promise<RunRow[]> {
-  return poll(async () => {
+  return until(`${n} new run(s)`, async () => {
     const { body } = await getJson<{ runs: RunRow[] }>(`${server.api}/api/v1/runs?limit=1000`);
     const fresh = body.runs.filter((r) => !seen.has(r.run));
     if (fresh.length < n || !accept(fresh.map((r) => r.verdict))) return null;
     for (const r of fresh) seen.add(r.run);
     return fresh;
-  }, `${n} new run(s)`);
+  });
 }
 
 async function edgesOf(server: ServerProcess, run: string): Promise<string[]> {
@@ -245,10 +237,10 @@ describe('no silent drops: an unsupported framework\'s trace', () => {
       const provider = otlpProvider(server);
       crewTrace(provider);
       await provider.forceFlush();
-      const traceId = (await poll(async () => {
+      const traceId = (await until('an unmapped report', async () => {
         const { body } = await getJson<{ traces: { traceId: string; dialect: string; reason: string; marked: number }[] }>(`${server.api}/api/v1/ingest/unmapped`);
         return body.traces[0];
-      }, 'an unmapped report')) as { traceId: string; dialect: string; reason: string; marked: number };
+      })) as { traceId: string; dialect: string; reason: string; marked: number };
       expect(traceId).toMatchObject({ dialect: 'openinference', reason: 'no_dialect', marked: 5 });
       const { body: runs } = await getJson<{ runs: unknown[] }>(`${server.api}/api/v1/runs`);
       expect(runs.runs).toEqual([]);

@@ -14,6 +14,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameS
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { until } from './helpers/wait.js';
 
 const NODE_VERSION = '22.23.3';
 const FIXTURE = join(ROOT, 'test', 'fixtures', 'frameworks', 'mastra');
@@ -101,15 +102,6 @@ function allBytes(dir: string): Buffer {
   return Buffer.concat(parts);
 }
 
-async function poll<T>(f: () => Promise<T | null | undefined>, what: string, ms = 30_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v !== null && v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 interface RunBody {
   verdict: string;
@@ -118,10 +110,10 @@ interface RunBody {
 }
 
 async function runWithVerdict(server: ServerProcess, run: string, verdict: string): Promise<RunBody> {
-  return poll(async () => {
+  return until(`run ${run} to be ${verdict}`, async () => {
     const { status, body } = await getJson<RunBody>(`${server.api}/api/v1/runs/${encodeURIComponent(run)}`);
     return status === 200 && body.verdict === verdict ? body : null;
-  }, `run ${run} to be ${verdict}`);
+  });
 }
 
 const edges = (b: RunBody) => b.receipts.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`.trim()));
