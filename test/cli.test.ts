@@ -11,7 +11,7 @@ import { displayMessage } from '../src/core/meaning.js';
 import type { Finding } from '../src/core/types.js';
 import '../src/cli/specs.js';
 import { levelOf } from '../src/cli/serve.js';
-import { BIN, ROOT, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { BIN, ROOT, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { waitFor } from './helpers/prometheus.js';
 
 async function cli(...argv: string[]) {
@@ -21,22 +21,11 @@ async function cli(...argv: string[]) {
   return { code, stdout, stderr };
 }
 
-/** Spawn the real binary with an environment and a working directory. */
-function spawnCli(args: string[], opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    const env = { ...process.env, ...opts.env };
-    for (const k of ['NO_COLOR', 'FORCE_COLOR']) if (!(opts.env && k in opts.env)) delete env[k];
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const t = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
-    child.on('exit', (code) => {
-      clearTimeout(t);
-      res({ code, stdout, stderr });
-    });
-  });
+/** Spawn the real binary with an environment (colour variables only as given) and a working directory. */
+function spawnCli(args: string[], opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {}) {
+  const env = { ...process.env, ...opts.env };
+  for (const k of ['NO_COLOR', 'FORCE_COLOR']) if (!(opts.env && k in opts.env)) delete env[k];
+  return runCli(args, { ...opts, env });
 }
 
 /** Distinct contract ids of the packaged example contracts (contracts/*.yaml). */

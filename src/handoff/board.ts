@@ -11,7 +11,7 @@
 import type { EffectStatus, HandoffState, Receipt, Verdict } from '../core/types.js';
 import type { Funnel } from './funnel.js';
 import { runFunnel } from './funnel.js';
-import type { Units } from '../core/rules/handoff/ledger.js';
+import type { LedgerSummary, Units } from '../core/rules/handoff/ledger.js';
 import { attemptId, zeroUnits } from '../core/rules/handoff/ledger.js';
 import type { AttemptFacts, RunFacts } from '../core/rules/handoff/lifecycle.js';
 import { factFindings, runFacts } from '../core/rules/handoff/lifecycle.js';
@@ -103,15 +103,7 @@ export interface HandoffBoard {
   currentStateVersion: string | null;
   branches: BoardBranch[];
   conflicts: BoardConflict[];
-  budget: {
-    root: Units | null;
-    reserved: Units;
-    consumed: Units;
-    released: Units;
-    rejected: Units;
-    outstanding: Units;
-    peakCommitted: Units;
-  };
+  budget: Pick<LedgerSummary, 'root' | 'reserved' | 'consumed' | 'released' | 'rejected' | 'outstanding' | 'peakCommitted'>;
   effects: BoardEffect[];
   terminal: { predicate: string; met: boolean; remaining: string[]; result: 'completed' | 'failed' | 'cancelled' | null };
   /** The artifact admission funnel (funnel.ts), counting attempts. */
