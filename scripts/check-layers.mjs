@@ -17,7 +17,8 @@ export const LAYERS = {
   audit: ['core', 'handoff', 'store', 'ingest', 'otlp'], // the live engine: append -> fold -> pin -> evaluate
   render: ['core', 'handoff'],
   ui: ['core', 'handoff', 'render', 'audit'], // never server
-  server: ['core', 'otlp', 'ingest', 'store', 'audit', 'metrics', 'handoff'], // transports; never ui or render
+  cluster: ['core', 'store', 'audit'], // several auditors on one shared PostgreSQL store: leases, takeover, tail
+  server: ['core', 'otlp', 'ingest', 'store', 'audit', 'cluster', 'metrics', 'handoff'], // transports; never ui or render
   cli: ['*'], // the only folder that composes the server with the UI
 };
 /** Packages a pure folder may import (no node: built-ins, no I/O). */

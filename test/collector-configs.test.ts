@@ -84,7 +84,7 @@ const typeOf = (id: string) => id.split('/')[0]!;
 describe('Collector configs', () => {
   it('are both present and parse', async () => {
     const all = await configs();
-    expect(all.map((c) => c.file).sort()).toEqual(['agent-pipeline.yaml', 'scale-out.yaml']);
+    expect(all.map((c) => c.file).sort()).toEqual(['agent-pipeline.yaml', 'scale-out.yaml', 'shared-store.yaml']);
   });
 
   it('name only component types of the contrib distribution', async () => {
@@ -190,5 +190,19 @@ describe('scale-out.yaml', () => {
     const text = await readFile(join(DIR, 'scale-out.yaml'), 'utf8');
     expect(text).toMatch(/must be on the RESOURCE or on EVERY span/);
     expect(text).toContain('routing_key: traceID');
+  });
+});
+
+describe('shared-store.yaml', () => {
+  it('routes by trace id (not by run) to the instances of a cluster on one shared store', async () => {
+    const c = await config('shared-store.yaml');
+    const [, pipeline] = Object.entries(c.service.pipelines)[0]!;
+    const lbId = pipeline.exporters.find((e) => ['loadbalancing', 'load_balancing'].includes(typeOf(e)))!;
+    const lb = c.exporters[lbId];
+    expect(lb.routing_key).toBe('traceID');
+    expect(lb.routing_attributes).toBeUndefined();
+    expect(lb.protocol.otlp.endpoint, 'the resolver sets the endpoint').toBeUndefined();
+    for (const h of lb.resolver.static.hostnames as string[]) expect(h).toMatch(/:4317$/);
+    expect(await readFile(join(DIR, 'shared-store.yaml'), 'utf8')).toMatch(/store --store postgres|--store postgres/);
   });
 });

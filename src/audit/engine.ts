@@ -11,7 +11,7 @@ import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.j
 import type { ContractRegistry } from '../core/registry.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
+import type { PinRecord, ReceiptStore, SpanLogEntry, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests } from './delivered.js';
 
@@ -21,6 +21,32 @@ export interface EngineHooks {
   receipts?: (type: string, result: 'accepted' | 'duplicate' | 'conflict', n: number) => void;
   /** A run's shadow verdict under a candidate changed (also on first evaluation); `disagreed`: it started to disagree. */
   shadowEntered?: (run: string, shadow: ShadowVerdict, disagreed: boolean) => void;
+}
+
+/**
+ * What the engine needs of a store: the embedded SQLite ReceiptStore, or (with `serve --store postgres://...`) the
+ * cluster's view of the shared store (src/cluster/engine-store.ts), whose reads answer from what this instance holds.
+ */
+export type EngineStore = Pick<
+  ReceiptStore,
+  'append' | 'getPin' | 'setPin' | 'setVerdictState' | 'putContractContent' | 'getContractContent' | 'runReceipts' | 'iterateLiveRuns' | 'prune' | 'spanLog' | 'deleteSpanLogUpTo' | 'pruneSpanLog'
+>;
+
+/** A run this instance does not hold, read from the shared store (cluster mode): what evaluating it needs. */
+export interface DetachedRun {
+  run: string;
+  pin: PinRecord | null;
+  /** The pinned contract's canonical content (by pin.contractHash), when pinned. */
+  contractContent: string | null;
+  receipts: Receipt[];
+  updatedAt: number;
+}
+
+/** Runs held by other instances of a cluster, read from the shared store on demand (see AuditEngine.fetch). */
+export interface RemoteRuns {
+  load(run: string): Promise<DetachedRun | null>;
+  /** Runs of the whole cluster, newest first, as the shared store lists them (verdict as last stored by the owner). */
+  list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]>;
 }
 
 export interface EngineOptions {
@@ -39,6 +65,13 @@ export interface EngineOptions {
   maxLiveReceipts?: number;
   /** Bound of the redelivery digests kept for live runs (see DeliveredDigests). */
   maxDeliveredDigests?: number;
+  /**
+   * Cluster mode: whether this instance owns a run (holds it live, runs its deadlines, exports its gauges). Receipts
+   * of runs it does not own are stored and acknowledged, and folded by their owner (foldStored). Default: every run.
+   */
+  owns?: (run: string) => boolean;
+  /** Cluster mode: runs owned by other instances, evaluated on demand from the shared store (fetch, listAll). */
+  remote?: RemoteRuns;
 }
 
 /** Refused because a live-state cap is reached: nothing of the request was stored; retry later. */
@@ -105,7 +138,7 @@ export class AuditEngine extends EventEmitter {
 
   constructor(
     readonly registry: ContractRegistry,
-    readonly store: ReceiptStore,
+    readonly store: EngineStore,
     private readonly opts: EngineOptions,
   ) {
     super();
@@ -275,7 +308,15 @@ export class AuditEngine extends EventEmitter {
     }
     res.duplicates += known;
     const touched = new Set<string>();
+    const owns = this.opts.owns;
     receipts.forEach((r, i) => {
+      if (owns && !owns(r.run)) {
+        // Stored and acknowledged; its owner folds it from the shared store.
+        const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
+        t[res.results[i]]++;
+        perType.set(r.type, t);
+        return;
+      }
       let live = this.runs.get(r.run);
       if (!live) {
         const state = new RunState(r.run);
@@ -329,6 +370,149 @@ export class AuditEngine extends EventEmitter {
     this.emit('run', run, after);
   }
 
+  /**
+   * Cluster mode: fold receipts that other instances stored for runs this instance owns (read from the shared store
+   * in commit order), then re-evaluate the touched runs. Counts nothing in the receipts metrics: the instance that
+   * received them counted them. Repeats (a row seen again after a takeover) are duplicates of the fold.
+   */
+  foldStored(receipts: readonly Receipt[], now: number): number {
+    const touched = new Set<string>();
+    const owns = this.opts.owns;
+    for (const r of receipts) {
+      if (owns && !owns(r.run)) continue;
+      let live = this.runs.get(r.run);
+      if (!live) {
+        live = { state: new RunState(r.run), verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
+        this.runs.set(r.run, live);
+      }
+      const result = live.state.add(r);
+      if (result !== 'duplicate') {
+        live.held++;
+        this.heldReceipts++;
+        touched.add(r.run);
+        if (result === 'accepted') this.delivered.record(r.run, r.event, DeliveredDigests.digest(r));
+      }
+    }
+    for (const run of touched) this.reevaluate(run, now);
+    return touched.size;
+  }
+
+  /**
+   * Cluster mode: take over a run from the shared store (its partition was just claimed): fold its receipts and
+   * evaluate it. The verdict its previous owner stored counts as the previous verdict, so a takeover that changes
+   * nothing is no transition (metrics summed over instances count each transition once).
+   */
+  adopt(stored: StoredRun, receipts: readonly Receipt[], contractContent: string | null, now: number): void {
+    if (stored.pin && stored.contractHash && contractContent && !this.pinnedContracts.has(stored.contractHash)) {
+      this.pinnedContracts.set(stored.contractHash, contractFromCanonical(contractContent, `pinned ${stored.pin.contract}@${stored.pin.version}`));
+    }
+    let live = this.runs.get(stored.run);
+    if (!live) {
+      live = { state: new RunState(stored.run), verdict: null as unknown as RunVerdict, updatedAt: stored.updatedAt, enteredAt: stored.updatedAt, held: 0 };
+      this.runs.set(stored.run, live);
+    }
+    if (stored.pin && stored.contractHash && !live.pin) live.pin = { pin: stored.pin, contractHash: stored.contractHash };
+    for (const r of receipts) {
+      const result = live.state.add(r);
+      if (result !== 'duplicate') {
+        live.held++;
+        this.heldReceipts++;
+        if (result === 'accepted') this.delivered.record(r.run, r.event, DeliveredDigests.digest(r));
+      }
+    }
+    if (live.state.size === 0 && live.state.conflicts.size === 0) {
+      this.runs.delete(stored.run);
+      return;
+    }
+    if (live.verdict === null && stored.verdict) {
+      // The stored verdict stands for the previous one: the hooks see a transition only if evaluation moves it.
+      const previous = this.evaluateRun(live.state, this.pinRun(live.state, live), now, live);
+      if (previous.verdict === stored.verdict) {
+        live.verdict = previous;
+        live.gaugeOf = undefined;
+        this.deadlines.set(stored.run, nextChange(live));
+        return;
+      }
+    }
+    this.reevaluate(stored.run, now);
+  }
+
+  /** Cluster mode: forget a live run (its partition went to another instance). Nothing is deleted from the store. */
+  drop(run: string): boolean {
+    const live = this.runs.get(run);
+    if (!live) return false;
+    this.runs.delete(run);
+    this.heldReceipts -= live.held;
+    this.delivered.forget(run);
+    this.deadlines.set(run, null);
+    return true;
+  }
+
+  /** The ids of the live runs this instance holds. */
+  liveRunIds(): string[] {
+    return [...this.runs.keys()];
+  }
+
+  /**
+   * The run as `get` gives it, for any run: held here, or (cluster mode) read from the shared store and evaluated
+   * now with the same pure verdict function. Null when no instance stored the run.
+   */
+  async fetch(run: string, now: number): Promise<{ verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null> {
+    const held = this.get(run);
+    if (held || !this.opts.remote) return held;
+    const detached = await this.opts.remote.load(run);
+    if (!detached) return null;
+    const again = this.get(run); // it may have become live here while the store answered
+    if (again) return again;
+    return { verdict: this.evaluateDetached(detached, now), receipts: detached.receipts, updatedAt: detached.updatedAt };
+  }
+
+  /** A run's verdict as fetch gives it. */
+  async fetchVerdict(run: string, now: number): Promise<RunVerdict | null> {
+    const held = this.verdictOf(run);
+    if (held || !this.opts.remote) return held;
+    return (await this.fetch(run, now))?.verdict ?? null;
+  }
+
+  /** The pure verdict of a run read from the shared store (its stored pin, else the pin its receipts resolve to). */
+  evaluateDetached(d: DetachedRun, now: number): RunVerdict {
+    const state = new RunState(d.run);
+    for (const r of d.receipts) state.add(r);
+    let pinning: Pinning | null = null;
+    if (d.pin) {
+      let c = this.pinnedContracts.get(d.pin.contractHash);
+      if (!c && d.contractContent) c = contractFromCanonical(d.contractContent, `pinned ${d.pin.pin.contract}@${d.pin.pin.version}`);
+      const start = state.firstStart();
+      const governs = !start || (start.contract === d.pin.pin.contract && (start.version ?? d.pin.pin.version) === d.pin.pin.version && (start.phase ?? d.pin.pin.phase) === d.pin.pin.phase);
+      if (c && governs) pinning = { ok: true, pin: d.pin.pin, contract: c };
+    }
+    pinning ??= resolvePin(state, this.registry, this.opts.defaultContract);
+    return evaluate(state, pinning, now, { registry: this.registry });
+  }
+
+  /**
+   * Runs for the list views: the live runs here and (cluster mode) the runs of the whole cluster from the shared
+   * store, each evaluated now; newest first.
+   */
+  async listAll(filter: { verdict?: string; contract?: string; limit?: number }, now: number): Promise<{ verdict: RunVerdict; updatedAt: number; firstAt: number }[]> {
+    if (!this.opts.remote) return this.list(filter);
+    const limit = filter.limit ?? 100;
+    const rows = await this.opts.remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
+    const out: { verdict: RunVerdict; updatedAt: number; firstAt: number }[] = [];
+    for (const row of rows) {
+      const live = this.runs.get(row.run);
+      if (live?.verdict) {
+        out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt });
+        continue;
+      }
+      const r = await this.fetch(row.run, now);
+      if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt });
+    }
+    const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract));
+    filtered.sort((a, b) => b.firstAt - a.firstAt || (a.verdict.run < b.verdict.run ? -1 : 1));
+    return filtered.slice(0, limit);
+  }
+
   /** Move verdicts with time: re-evaluate the runs whose next deadline passed. */
   tick(now: number): number {
     const due = this.deadlines.popDue(now);
@@ -356,6 +540,11 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(run);
     if (!live) return null;
     return { verdict: live.verdict, receipts: [...live.state.byEvent.values(), ...[...live.state.conflicts.values()].flat()], updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
+  }
+
+  /** Cluster mode: the reader of runs other instances hold (null on a single instance). */
+  get remote(): RemoteRuns | null {
+    return this.opts.remote ?? null;
   }
 
   /** The candidates shadow-evaluated by this engine. */

@@ -84,6 +84,30 @@ function runKeyArg(v: string | undefined): RunKeyPart[] | undefined {
   }
 }
 
+/** `--store`: a postgres:// URL (the embedded SQLite store in --data is the default). */
+function storeArg(v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  if (!/^postgres(ql)?:\/\//.test(v)) throw new UsageError(`--store: expected a postgres://user@host:port/db URL (the embedded SQLite store in --data DIR is the default)`);
+  try {
+    new URL(v);
+  } catch {
+    throw new UsageError('--store: not a valid URL');
+  }
+  return v;
+}
+
+function instanceArg(v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(v)) throw new UsageError(`--instance: 1-100 characters of A-Z a-z 0-9 _ . : -`);
+  return v;
+}
+
+function partitionsArg(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 4096) throw new UsageError(`--partitions: expected an integer from 1 to 4096: ${v}`);
+  return n;
+}
+
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -124,6 +148,10 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'max-live-receipts': { type: 'string' },
       'max-event-streams': { type: 'string' },
       'grpc-impl': { type: 'string', default: 'h2' },
+      store: { type: 'string' },
+      instance: { type: 'string' },
+      'lease-ttl': { type: 'string' },
+      partitions: { type: 'string' },
     },
   });
   const level = values['log-level'] as LogLevel;
@@ -163,6 +191,10 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     otlpHttpPort: portArg('--otlp-http-port', values['otlp-http-port'], DEFAULTS.otlpHttpPort),
     otlpGrpcPort: portArg('--otlp-grpc-port', values['otlp-grpc-port'], DEFAULTS.otlpGrpcPort),
     dataDir: values.data!,
+    storeUrl: storeArg(values.store),
+    instance: instanceArg(values.instance),
+    leaseTtlMs: durationArg('--lease-ttl', values['lease-ttl'], DEFAULTS.leaseTtlMs),
+    partitions: values.partitions !== undefined ? partitionsArg(values.partitions) : undefined,
     defaultContract: values.contract,
     maxBodyBytes: bytesArg('--max-body', values['max-body'], DEFAULTS.maxBodyBytes),
     maxGrpcMessageBytes: bytesArg('--max-grpc-message', values['max-grpc-message'], DEFAULTS.maxGrpcMessageBytes),
@@ -222,7 +254,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, tls: tls !== undefined });
   const scheme = tls ? 'https' : 'http';
   io.stdout(`topology-audit serving: api+ui ${scheme}://${host}:${ports.api}/  otlp-http ${scheme}://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}${tls ? ' (TLS)' : ''}\n`);
-  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc }, tls: tls !== undefined, contracts: registry.ids(), data: cfg.dataDir }) + '\n');
+  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc }, tls: tls !== undefined, contracts: registry.ids(), ...(cfg.storeUrl ? { store: 'postgres' } : { data: cfg.dataDir }) }) + '\n');
   return new Promise<number>((resolve) => {
     let closing = false;
     const stop = (signal: string) => {

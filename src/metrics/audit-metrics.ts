@@ -34,6 +34,7 @@ export const METRIC_NAMES = {
   storeCommitDuration: 'topology_store_commit_duration_seconds',
   storeCommitBatchSize: 'topology_store_commit_batch_size',
   liveRuns: 'topology_live_runs',
+  clusterPartitions: 'topology_cluster_partitions',
   pendingParentSpans: 'topology_pending_parent_spans',
   pendingParentSpansEvicted: 'topology_pending_parent_spans_evicted_total',
   callerUnresolved: 'topology_caller_unresolved_total',
@@ -138,6 +139,8 @@ export interface AuditMetrics {
   /** One group commit landed: its duration in seconds and its number of receipts. */
   storeCommit(durationSeconds: number, batchSize: number): void;
   setLiveRuns(n: number): void;
+  /** Hash partitions of runs this instance owns in a cluster (0 on a single instance). */
+  setClusterPartitions(n: number): void;
   /** Spans held back because their parent has not arrived yet. */
   setPendingParentSpans(n: number): void;
   /** Spans evicted from the pending-parent buffer because it was full. */
@@ -235,6 +238,7 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     buckets: COMMIT_BATCH_BUCKETS,
   });
   const liveRuns: Gauge = registry.gauge({ name: METRIC_NAMES.liveRuns, help: 'Runs whose verdict state is held in memory.' });
+  const clusterPartitions: Gauge = registry.gauge({ name: METRIC_NAMES.clusterPartitions, help: 'Hash partitions of runs this instance owns (cluster on a shared PostgreSQL store; 0 on a single instance).' });
   const pendingParents: Gauge = registry.gauge({
     name: METRIC_NAMES.pendingParentSpans,
     help: 'Spans waiting for their parent span to arrive before their caller can be resolved.',
@@ -286,6 +290,7 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   commitDuration.touch([]);
   commitBatch.touch([]);
   liveRuns.set([], 0);
+  clusterPartitions.set([], 0);
   pendingParents.set([], 0);
   pendingEvicted.touch([]);
   callerUnresolved.touch([]);
@@ -369,6 +374,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
 
     setLiveRuns(n) {
       liveRuns.set([], n);
+    },
+    setClusterPartitions(n) {
+      clusterPartitions.set([], n);
     },
     setPendingParentSpans(n) {
       pendingParents.set([], n);

@@ -25,6 +25,8 @@ export interface ApiOptions {
   /** Extra routes (e.g. the web view); return true when handled. */
   extraRoutes?: Route;
   ready: () => { ready: boolean; reasons: string[] };
+  /** This instance's place in a cluster on a shared store (GET /api/v1/cluster). */
+  cluster?: () => unknown;
   /** Recent traces that looked like an agent framework's but gave no receipt (GET /api/v1/ingest/unmapped). */
   unmapped?: () => unknown;
   /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
@@ -48,8 +50,8 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
   res.end(JSON.stringify(body));
 }
 
-export function runJson(engine: AuditEngine, run: string) {
-  const r = engine.get(run);
+export async function runJson(engine: AuditEngine, run: string) {
+  const r = await engine.fetch(run, Date.now());
   if (!r) return null;
   return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
 }
@@ -59,8 +61,9 @@ export function runJson(engine: AuditEngine, run: string) {
  * unknown). When `signal` aborts (the client went away), the listener and timer are released at once and the
  * promise resolves with null.
  */
-export function waitForSettled(engine: AuditEngine, run: string, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
-  const now = engine.verdictOf(run);
+export async function waitForSettled(engine: AuditEngine, run: string, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
+  const now = await engine.fetchVerdict(run, Date.now());
+  if (now && !now.settled && ms > 0 && engine.verdictOf(run) === null) return pollSettled(engine, run, now, ms, signal);
   if ((now && now.settled) || ms <= 0) return Promise.resolve(now);
   if (signal?.aborted) return Promise.resolve(null);
   return new Promise((resolve) => {
@@ -81,6 +84,36 @@ export function waitForSettled(engine: AuditEngine, run: string, ms: number, sig
     engine.on('run', onRun);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * The wait for a run another instance of the cluster holds: no event reaches this instance, so the shared store is
+ * read again every 250 ms (or the run becomes live here, after a takeover).
+ */
+async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
+  const until = Date.now() + ms;
+  let v: RunVerdict | null = first;
+  waitingPolls++;
+  try {
+    while (Date.now() < until) {
+      if (signal?.aborted) return null;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, Math.min(250, Math.max(0, until - Date.now())));
+        function done() {
+          clearTimeout(t);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        }
+        signal?.addEventListener('abort', done, { once: true });
+      });
+      if (signal?.aborted) return null;
+      v = (await engine.fetchVerdict(run, Date.now())) ?? v;
+      if (v?.settled) return v;
+    }
+    return v;
+  } finally {
+    waitingPolls--;
+  }
 }
 
 let waitingPolls = 0;
@@ -229,7 +262,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
   const [, , resource, id, sub] = parts;
   if (resource === 'runs' && id === undefined) {
     const limit = Math.min(Math.max(Number(url.searchParams.get('limit') ?? 100) || 100, 1), 10_000);
-    const rows = engine.list({ verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit });
+    const rows = await engine.listAll({ verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit }, Date.now());
     return json(res, 200, {
       runs: rows.map((r) => ({
         run: r.verdict.run,
@@ -245,7 +278,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     });
   }
   if (resource === 'runs' && id !== undefined && sub === undefined) {
-    const body = runJson(engine, id);
+    const body = await runJson(engine, id);
     return body ? json(res, 200, body) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'runs' && id !== undefined && sub === 'verdict') {
@@ -266,11 +299,12 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'ingest' && id === 'unmapped' && sub === undefined && opts.unmapped) return json(res, 200, opts.unmapped());
+  if (resource === 'cluster' && id === undefined) return json(res, 200, opts.cluster?.() ?? { store: 'sqlite', instances: 1 });
   if (resource === 'shadow' && id === undefined) {
     return json(res, 200, { candidates: engine.shadowSummary() });
   }
   if (resource === 'runs' && id !== undefined && sub === 'handoffs') {
-    const r = engine.get(id); // the operator's handoff board (docs/handoffs.md)
+    const r = await engine.fetch(id, Date.now()); // the operator's handoff board (docs/handoffs.md)
     return r ? json(res, 200, handoffBoard(id, r.receipts, Date.now())) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'contracts' && id === undefined) {

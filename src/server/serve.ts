@@ -1,5 +1,7 @@
 /** Composes the auditor: store, engine, ingest pipeline, receivers, API and timers. */
 import type { IncomingMessage } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
@@ -9,6 +11,10 @@ import type { RunKeyPart } from '../ingest/runkey.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { ReceiptStore } from '../store/index.js';
+import { PgStore } from '../store/pg-store.js';
+import { ClusterCoordinator } from '../cluster/coordinator.js';
+import { ClusterEngineStore } from '../cluster/engine-store.js';
+import { SharedStoreRuns } from '../cluster/remote.js';
 import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
@@ -27,6 +33,17 @@ export interface ServeConfig {
   otlpHttpPort: number;
   otlpGrpcPort: number;
   dataDir: string;
+  /**
+   * A shared PostgreSQL store (`--store postgres://user@host:port/db`) instead of the embedded SQLite one in dataDir:
+   * any number of instances share it (docs/scaling.md).
+   */
+  storeUrl?: string;
+  /** This instance's name in the cluster (default: host name, pid and a random suffix). */
+  instance?: string;
+  /** Cluster lease of a partition of runs (and heartbeat) without renewal. */
+  leaseTtlMs?: number;
+  /** Hash partitions of runs, fixed when the shared schema is first created. */
+  partitions?: number;
   defaultContract?: string;
   maxBodyBytes: number;
   maxGrpcMessageBytes: number;
@@ -104,6 +121,7 @@ export const DEFAULTS = {
   maxGrpcStreams: 100,
   maxLiveRuns: 100_000,
   maxLiveReceipts: 2_000_000,
+  leaseTtlMs: 10_000,
 };
 
 /** A listener could not start (port taken, address not available, ...): the message names it and its port. */
@@ -175,8 +193,8 @@ function limitListener(srv: Listener, name: ListenerName, cfg: ServeConfig, reso
 }
 
 export async function startServer(registry: ContractRegistry, cfg: ServeConfig): Promise<RunningServer> {
-  // One server per data directory: a second one refuses, naming the holder's pid.
-  const lock = lockDataDir(cfg.dataDir);
+  // One server per data directory: a second one refuses, naming the holder's pid. A shared store needs no lock.
+  const lock = cfg.storeUrl ? { release() {} } : lockDataDir(cfg.dataDir);
   const cleanup: (() => void | Promise<void>)[] = [() => lock.release()];
   try {
     return await startLocked(registry, cfg, lock, cleanup);
@@ -196,13 +214,36 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
 async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
   const resources = createResourceMetrics(metrics);
-  const store = ReceiptStore.open(cfg.dataDir, {
-    groupCommitMaxDelayMs: cfg.groupCommitDelayMs,
-    maxDbBytes: cfg.maxDbBytes,
-    onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
-  });
-  cleanup.push(() => store.close());
-  const engine = new AuditEngine(registry, store, {
+  let store: { healthy(): boolean; sync(): Promise<void>; close(): void | Promise<void> };
+  let engineStore: ReceiptStore | ClusterEngineStore;
+  let cluster: ClusterCoordinator | null = null;
+  let remote: SharedStoreRuns | undefined;
+  if (cfg.storeUrl) {
+    const pg = await PgStore.open(cfg.storeUrl, {
+      instance: cfg.instance ?? defaultInstanceName(),
+      partitions: cfg.partitions,
+      onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+    });
+    cleanup.push(() => pg.close());
+    const shared = new ClusterEngineStore(pg, () => cluster?.ownedParts() ?? [], cfg.log);
+    cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs }, { log: cfg.log, clock: Date.now });
+    remote = new SharedStoreRuns(pg);
+    engineStore = shared;
+    store = { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() };
+  } else {
+    const sqlite = ReceiptStore.open(cfg.dataDir, {
+      groupCommitMaxDelayMs: cfg.groupCommitDelayMs,
+      maxDbBytes: cfg.maxDbBytes,
+      onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+    });
+    cleanup.push(() => sqlite.close());
+    engineStore = sqlite;
+    store = sqlite;
+  }
+  const owns = cluster ? cluster.owns : undefined;
+  const engine = new AuditEngine(registry, engineStore, {
+    owns,
+    remote,
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
     maxLiveRuns: cfg.maxLiveRuns,
@@ -219,8 +260,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     },
     shadow: cfg.shadow,
   });
-  const restored = engine.restore(Date.now());
-  cfg.log('restored', restored);
+  const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(Date.now());
+  if (!cluster) cfg.log('restored', restored);
   if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
     cfg.log('warning', { message: 'restored live state is above --max-live-runs or --max-live-receipts: receipts of new runs are refused until settled runs are pruned', runs: restored.runs, receipts: engine.liveReceipts });
@@ -229,8 +270,15 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
-  const replayed = await ingestor.replaySpanLog();
+  // In a cluster, the owner of a trace's partition adopts the span log of an instance that is gone (ClusterCoordinator).
+  const replayed = cluster ? 0 : await ingestor.replaySpanLog();
   if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending, langgraphWaiting: pipeline.langgraph.waiting });
+  if (cluster) {
+    const c = cluster;
+    await c.start(engine, () => ingestor.replaySpanLog());
+    cleanup.push(() => c.stop());
+    cfg.log('cluster_joined', { instance: c.pg.instance, ...c.stats() });
+  }
 
   const ingestAuth = (token: string | undefined) => {
     if (!cfg.ingestTokens) return { source: 'anonymous' };
@@ -268,6 +316,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources }),
       ready,
       unmapped: () => pipeline.unmapped.snapshot(),
+      cluster: cluster ? () => ({ store: 'postgres', instance: cluster!.pg.instance, ...cluster!.stats(), ownedPartitions: cluster!.ownedParts() }) : undefined,
       otlpHttpPort: () => bound.otlpHttp,
       ack: (run) => engine.ack(run, Date.now()),
       version: cfg.version,
@@ -331,6 +380,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     const now = Date.now();
     try {
       engine.tick(now);
+      if (engineStore instanceof ClusterEngineStore) void engineStore.flushVerdicts();
+      if (cluster) metrics.setClusterPartitions(cluster.stats().owned);
       const gaps = pipeline.expire(now);
       if (gaps.length) {
         metrics.callerUnresolved(gaps.length);
@@ -411,8 +462,13 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       } catch (e) {
         cfg.log('final_sync_failed', { error: (e as Error).message });
       }
-      store.close();
+      if (cluster) await cluster.stop();
+      await store.close();
       lock.release();
     },
   };
+}
+
+function defaultInstanceName(): string {
+  return `${hostname().replace(/[^A-Za-z0-9_.-]/g, '').slice(0, 40) || 'host'}-${process.pid}-${randomBytes(3).toString('hex')}`;
 }

@@ -295,7 +295,7 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
     }
     const [, api, resource, id, ...rest] = parts; // ui api <resource> <id>
     if (api === 'api' && resource === 'runs' && id !== undefined && rest.length === 1 && rest[0] === 'handoffs') {
-      const r = engine.get(id); // the handoff board panel (src/ui/client/handoffs.ts)
+      const r = await engine.fetch(id, now()); // the handoff board panel (src/ui/client/handoffs.ts)
       if (r) sendJson(res, 200, handoffBoard(id, r.receipts, now()));
       else sendJson(res, 404, { error: `unknown run ${id}` });
       return true;
@@ -307,7 +307,7 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (resource === 'runs' && id === undefined) {
       const limit = Number(url.searchParams.get('limit') ?? 200) || 200;
-      sendJson(res, 200, { ...listRuns(engine, { verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit }), now: new Date(now()).toISOString() });
+      sendJson(res, 200, { ...(await listRuns(engine, { verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit }, now())), now: new Date(now()).toISOString() });
       return true;
     }
     if (resource === 'runs' && id !== undefined) {

@@ -44,6 +44,7 @@ export function runRow(v: RunVerdict, firstAt: number, updatedAt: number): RunRo
 }
 
 /** The row of one run, or null when the engine does not hold it. */
+/** The row of a run this instance holds live (the event stream's runs), or null. */
 export function rowOf(engine: AuditEngine, run: string): RunRow | null {
   const r = engine.get(run);
   if (!r) return null;
@@ -62,9 +63,10 @@ export interface RunList {
   meanings: Record<Verdict, string>;
 }
 
-export function listRuns(engine: AuditEngine, filter: { verdict?: string; contract?: string; limit?: number }): RunList {
+export async function listRuns(engine: AuditEngine, filter: { verdict?: string; contract?: string; limit?: number }, now: number): Promise<RunList> {
   const limit = Math.min(Math.max(filter.limit ?? 200, 1), 5000);
-  const all = engine.list({ contract: filter.contract, limit: Number.MAX_SAFE_INTEGER });
+  // In a cluster the counts cover the runs listed from the shared store (at most 5,000), not every live run.
+  const all = await engine.listAll({ contract: filter.contract, limit: engine.remote ? 5000 : Number.MAX_SAFE_INTEGER }, now);
   const counts = Object.fromEntries(VERDICTS.map((v) => [v, 0])) as Record<Verdict, number>;
   for (const r of all) counts[r.verdict.verdict]++;
   const rows = (filter.verdict ? all.filter((r) => r.verdict.verdict === filter.verdict) : all).slice(0, limit);
@@ -154,7 +156,7 @@ const byTime = (a: Receipt, b: Receipt) => instant(a.at) - instant(b.at) || (a.e
 
 /** Everything the run page shows. */
 export async function runView(engine: AuditEngine, run: string, now: number): Promise<RunView | null> {
-  const r = engine.get(run);
+  const r = await engine.fetch(run, now);
   if (!r) return null;
   const v = r.verdict;
   const receipts = [...r.receipts].sort(byTime);

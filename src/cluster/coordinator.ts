@@ -1,0 +1,230 @@
+/**
+ * Splits the live work of a cluster of auditors sharing one PostgreSQL store, through the database only (no
+ * protocol between instances): runs fall into hash partitions (`partitionOf(run)`), each partition is leased to one
+ * instance in the `leases` table with an expiry on the database clock, and every instance heartbeats in `instances`.
+ *
+ * - Fair share: each instance holds about partitions / live instances; it claims free or expired leases up to its
+ *   share and releases any beyond it (so a joining instance gets partitions within a renewal or two).
+ * - The owner of a run holds it live: folds its receipts (appended by any instance; read from the shared store in
+ *   commit order by `tail`), runs its deadline timers and exports its gauges. Prometheus sums the instances.
+ * - Takeover: a dead instance stops renewing; once its leases expire (--lease-ttl, default 10 s) the survivors claim
+ *   them at their next renewal (every ttl/5), load the partitions' runs from the store and evaluate them at once, so a
+ *   run whose deadline passed meanwhile turns `incomplete` within lease expiry + one renewal.
+ * - Span log: the content-free span records of traces still waiting for a caller are kept by the instance that
+ *   received them; when that instance is gone, the owner of the trace's partition adopts and replays them.
+ * - An instance that cannot renew before its leases run out drops its partitions (stops timers and gauges for them)
+ *   rather than risk two owners.
+ */
+import type { AuditEngine } from '../audit/engine.js';
+import type { PgStore } from '../store/pg-store.js';
+import type { ClusterEngineStore } from './engine-store.js';
+
+export interface ClusterOptions {
+  /** How long a lease (and an instance's heartbeat) lasts without renewal. */
+  leaseTtlMs: number;
+  /** How often leases are renewed and the fair share rebalanced (default ttl / 5). */
+  renewEveryMs?: number;
+  /** How often the shared store is read for receipts other instances stored for runs owned here. */
+  tailEveryMs?: number;
+  /** Receipts read per tail query. */
+  tailBatch?: number;
+}
+
+export interface ClusterHooks {
+  log: (event: string, fields?: Record<string, unknown>) => void;
+  clock: () => number;
+}
+
+export class ClusterCoordinator {
+  private readonly owned = new Set<number>();
+  private cursor = 0;
+  private engine: AuditEngine | null = null;
+  private leaseValidUntil = 0;
+  private renewTimer: NodeJS.Timeout | null = null;
+  private tailTimer: NodeJS.Timeout | null = null;
+  /** Rebalancing, takeovers and tail reads run one at a time (a takeover and a tail never interleave). */
+  private chain: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private replaySpanLog: (() => Promise<number>) | undefined;
+  private liveInstances = 1;
+  private takeovers = 0;
+  private readonly renewEveryMs: number;
+  private readonly tailEveryMs: number;
+  private readonly tailBatch: number;
+
+  constructor(
+    readonly pg: PgStore,
+    private readonly store: ClusterEngineStore,
+    private readonly opts: ClusterOptions,
+    private readonly hooks: ClusterHooks,
+  ) {
+    this.renewEveryMs = opts.renewEveryMs ?? Math.max(100, Math.floor(opts.leaseTtlMs / 5));
+    this.tailEveryMs = opts.tailEveryMs ?? 100;
+    this.tailBatch = opts.tailBatch ?? 5000;
+  }
+
+  /** Whether this instance owns the run (its partition's lease). */
+  readonly owns = (run: string): boolean => this.owned.has(this.pg.partitionOf(run));
+
+  /** The partitions held, ascending. */
+  ownedParts(): number[] {
+    return [...this.owned].sort((a, b) => a - b);
+  }
+
+  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; tailSeq: number } {
+    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, tailSeq: this.cursor };
+  }
+
+  /** Joins the cluster: heartbeat, claim a fair share, take its runs over; then renews and tails on timers. */
+  async start(engine: AuditEngine, replaySpanLog?: () => Promise<number>): Promise<void> {
+    this.engine = engine;
+    this.replaySpanLog = replaySpanLog;
+    this.cursor = await this.pg.headSeq();
+    await this.serial(() => this.rebalance());
+    this.renewTimer = setInterval(() => void this.serial(() => this.rebalance()), this.renewEveryMs);
+    this.renewTimer.unref();
+    this.tailTimer = setInterval(() => void this.serial(() => this.tail()), this.tailEveryMs);
+    this.tailTimer.unref();
+  }
+
+  /** Leaves the cluster: stops the timers, writes what is pending and releases the leases so others take over at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    if (this.tailTimer) clearInterval(this.tailTimer);
+    await this.chain;
+    await this.store.sync();
+    const parts = this.ownedParts();
+    this.owned.clear();
+    if (parts.length) await this.pg.releaseLeases(parts).catch((e) => this.hooks.log('lease_release_failed', { error: (e as Error).message }));
+  }
+
+  /** Runs `step` after the previous step finished; a failure is logged and does not stop the chain. */
+  private serial(step: () => Promise<void>): Promise<void> {
+    this.chain = this.chain.then(async () => {
+      if (this.stopped) return;
+      try {
+        await step();
+      } catch (e) {
+        this.hooks.log('cluster_step_failed', { error: (e as Error).message });
+      }
+    });
+    return this.chain;
+  }
+
+  private async rebalance(): Promise<void> {
+    const now = this.hooks.clock();
+    if (this.owned.size > 0 && now > this.leaseValidUntil) {
+      // Leases may have expired and been taken: stop acting as owner before renewing anything.
+      this.hooks.log('leases_lapsed', { partitions: this.owned.size });
+      for (const p of [...this.owned]) this.dropPartition(p);
+    }
+    let held: number[];
+    try {
+      const beat = await this.pg.heartbeat(this.opts.leaseTtlMs);
+      this.liveInstances = Math.max(1, beat.liveInstances);
+      held = await this.pg.renewLeases(this.opts.leaseTtlMs);
+    } catch (e) {
+      this.hooks.log('lease_renew_failed', { error: (e as Error).message });
+      return;
+    }
+    // Renewed on the database clock at some point after `now`: valid here until now + ttl, less a renewal's margin.
+    this.leaseValidUntil = now + this.opts.leaseTtlMs - this.renewEveryMs;
+    const heldSet = new Set(held);
+    for (const p of [...this.owned]) if (!heldSet.has(p)) this.dropPartition(p);
+    const fair = Math.ceil(this.pg.partitions / this.liveInstances);
+    if (held.length > fair) {
+      const extra = held.sort((a, b) => b - a).slice(0, held.length - fair);
+      await this.store.sync();
+      for (const p of extra) this.dropPartition(p);
+      await this.pg.releaseLeases(extra);
+      this.hooks.log('partitions_released', { partitions: extra.length, liveInstances: this.liveInstances });
+    } else if (held.length < fair) {
+      const claimed = await this.pg.claimLeases(fair - held.length, this.opts.leaseTtlMs);
+      if (claimed.length) await this.takeOver(claimed);
+    }
+    await this.adoptSpanLog();
+  }
+
+  /**
+   * Takes partitions over: from now on receipts of their runs are folded here (the tail includes them from the
+   * current position), and everything stored before is read now. Rows read twice are duplicates of the fold.
+   */
+  private async takeOver(parts: number[]): Promise<void> {
+    const engine = this.engine!;
+    const started = this.hooks.clock();
+    for (const p of parts) this.owned.add(p);
+    const runs = new Map((await this.pg.partitionRuns(parts)).map((r) => [r.run, r]));
+    const receipts = new Map<string, import('../core/types.js').Receipt[]>();
+    for (let after = 0; ; ) {
+      const rows = await this.pg.tail(after, this.tailBatch, parts);
+      for (const row of rows) {
+        let list = receipts.get(row.receipt.run);
+        if (!list) receipts.set(row.receipt.run, (list = []));
+        list.push(row.receipt);
+      }
+      if (rows.length < this.tailBatch) break;
+      after = rows[rows.length - 1].seq;
+    }
+    const now = this.hooks.clock();
+    let adopted = 0;
+    for (const [run, list] of receipts) {
+      const stored = runs.get(run) ?? { run, firstAt: now, updatedAt: now, verdict: null, settled: false, pin: null, contractHash: null };
+      let content: string | null = null;
+      if (stored.pin && stored.contractHash) {
+        this.store.rememberPin(run, { pin: stored.pin, contractHash: stored.contractHash });
+        content = this.store.getContractContent(stored.contractHash) ?? (await this.pg.getContractContent(stored.contractHash));
+        if (content) this.store.rememberContract(stored.contractHash, content);
+      }
+      if (!this.owns(run)) continue; // lost again meanwhile
+      try {
+        engine.adopt(stored, list, content, now);
+        adopted++;
+      } catch (e) {
+        this.hooks.log('takeover_run_failed', { run, error: (e as Error).message });
+      }
+    }
+    this.takeovers += parts.length;
+    this.hooks.log('partitions_taken', { partitions: parts.length, runs: adopted, ms: this.hooks.clock() - started });
+  }
+
+  private dropPartition(p: number): void {
+    if (!this.owned.delete(p)) return;
+    const engine = this.engine!;
+    for (const run of engine.liveRunIds()) {
+      if (this.pg.partitionOf(run) === p) {
+        engine.drop(run);
+        this.store.forget(run);
+      }
+    }
+  }
+
+  /** Folds receipts other instances stored for runs owned here, in commit order. */
+  private async tail(): Promise<void> {
+    if (this.owned.size === 0) {
+      this.cursor = await this.pg.headSeq();
+      return;
+    }
+    for (;;) {
+      const rows = await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance);
+      if (rows.length === 0) return;
+      this.engine!.foldStored(
+        rows.map((r) => r.receipt),
+        this.hooks.clock(),
+      );
+      this.cursor = rows[rows.length - 1].seq;
+      if (rows.length < this.tailBatch) return;
+    }
+  }
+
+  /** Span records logged by instances that are gone, in trace partitions owned here: replayed (and re-logged) here. */
+  private async adoptSpanLog(): Promise<void> {
+    if (!this.replaySpanLog || this.owned.size === 0) return;
+    const live = new Set(await this.pg.liveInstances());
+    const entries = (await this.pg.spanLog(this.ownedParts())).filter((e) => !live.has(e.origin));
+    if (entries.length === 0) return;
+    this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
+    const n = await this.replaySpanLog();
+    this.hooks.log('span_log_adopted', { entries: n });
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * The engine's store in cluster mode (`serve --store postgres://...`): the AuditEngine reads pins and contract
+ * content synchronously, so this view answers them from what this instance holds (loaded when it takes a partition
+ * over, or written by it), and writes them behind to the shared PostgreSQL store. Receipts go straight to the shared
+ * store's group commit: an append resolves only after the PostgreSQL COMMIT (acknowledged = committed).
+ */
+import type { Pin, Receipt, Verdict } from '../core/types.js';
+import type { AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
+import type { PgStore } from '../store/pg-store.js';
+import type { EngineStore } from '../audit/engine.js';
+
+/** A span log entry another (dead) instance logged, adopted by the owner of its trace's partition. */
+export interface AdoptedSpanLogEntry {
+  seq: number;
+  traceId: string;
+  body: string;
+}
+
+export class ClusterEngineStore implements EngineStore {
+  private readonly pins = new Map<string, PinRecord>();
+  private readonly contracts = new Map<string, string>();
+  private verdicts = new Map<string, { run: string; verdict: Verdict; settled: boolean; updatedAt: number }>();
+  private readonly writes = new Set<Promise<unknown>>();
+  private adopted: AdoptedSpanLogEntry[] = [];
+  private failures = 0;
+  private flushing: Promise<void> | null = null;
+
+  constructor(
+    readonly pg: PgStore,
+    /** The partitions this instance owns (pruning is limited to them). */
+    private readonly ownedParts: () => readonly number[],
+    private readonly log: (event: string, fields?: Record<string, unknown>) => void = () => {},
+  ) {}
+
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
+    return this.pg.append(items, spanLog);
+  }
+
+  getPin(run: string): PinRecord | null {
+    return this.pins.get(run) ?? null;
+  }
+
+  /** The first pin wins in the shared store too: when another owner's pin is already there, it replaces this one here. */
+  setPin(run: string, pin: Pin, contractHash: string): PinRecord {
+    const existing = this.pins.get(run);
+    if (existing) return existing;
+    const record: PinRecord = { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
+    this.pins.set(run, record);
+    void this.track(this.pg.setPin(run, record.pin, contractHash).then((inForce) => this.pins.set(run, inForce)), 'pin_write_failed');
+    return record;
+  }
+
+  /** What a takeover read from the shared store. */
+  rememberPin(run: string, record: PinRecord): void {
+    this.pins.set(run, record);
+  }
+
+  rememberContract(hash: string, content: string): void {
+    this.contracts.set(hash, content);
+  }
+
+  forget(run: string): void {
+    this.pins.delete(run);
+    this.verdicts.delete(run);
+  }
+
+  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number): void {
+    this.verdicts.set(run, { run, verdict, settled, updatedAt });
+  }
+
+  /** Writes the verdict states set since the last call (one statement); called by the tick. Never rejects. */
+  flushVerdicts(): Promise<void> {
+    // One flush at a time, so a run's states land in the order they were set.
+    if (this.flushing) return this.flushing;
+    if (this.verdicts.size === 0) return Promise.resolve();
+    const rows = [...this.verdicts.values()];
+    this.verdicts = new Map();
+    this.flushing = this.track(
+      this.pg.setVerdictStates(rows).catch((e) => {
+        // Put them back (unless newer ones were set meanwhile) for the next flush.
+        for (const r of rows) if (!this.verdicts.has(r.run)) this.verdicts.set(r.run, r);
+        throw e;
+      }),
+      'verdict_write_failed',
+    ).then(() => {
+      this.flushing = null;
+    });
+    return this.flushing;
+  }
+
+  putContractContent(hash: string, contract: string, version: string, content: string): void {
+    if (this.contracts.has(hash)) return;
+    this.contracts.set(hash, content);
+    void this.track(this.pg.putContractContent(hash, contract, version, content), 'contract_write_failed');
+  }
+
+  getContractContent(hash: string): string | null {
+    return this.contracts.get(hash) ?? null;
+  }
+
+  /** Receipts of a run are read asynchronously in a cluster (AuditEngine.fetch); the engine never restores from here. */
+  runReceipts(_run: string): Receipt[] {
+    throw new Error('cluster store: receipts are read from the shared store asynchronously (AuditEngine.fetch)');
+  }
+
+  /** Nothing to restore: an instance of a cluster takes runs over partition by partition (ClusterCoordinator). */
+  *iterateLiveRuns(): Generator<LiveRun> {}
+
+  prune(olderThanMs: number, now: number): number {
+    const parts = this.ownedParts();
+    if (parts.length) void this.track(this.pg.prune(olderThanMs, now, parts), 'prune_failed');
+    return 0;
+  }
+
+  /** Span log entries to replay: those adopted from dead instances (set by the coordinator before a replay). */
+  spanLog(): { seq: number; traceId: string; body: string }[] {
+    return this.adopted;
+  }
+
+  setAdopted(entries: AdoptedSpanLogEntry[]): void {
+    this.adopted = entries;
+  }
+
+  /** After a replay: the adopted entries are deleted (the replay logged what still waits under this instance). */
+  deleteSpanLogUpTo(seq: number): void {
+    const done = this.adopted.filter((e) => e.seq <= seq).map((e) => e.seq);
+    this.adopted = this.adopted.filter((e) => e.seq > seq);
+    if (done.length) void this.track(this.pg.deleteSpanLog(done), 'span_log_delete_failed');
+  }
+
+  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number {
+    void this.track(this.pg.pruneSpanLog(before, stillPending, this.pg.instance), 'span_log_prune_failed');
+    return 0;
+  }
+
+  /** Background writes that failed since start (each is logged). */
+  get failedWrites(): number {
+    return this.failures;
+  }
+
+  /** Resolves when every write started so far has landed (or failed). */
+  async sync(): Promise<void> {
+    await this.flushVerdicts();
+    while (this.writes.size) await Promise.allSettled([...this.writes]);
+  }
+
+  /** A background write: awaited by sync(); a failure is counted and logged (content-free), never thrown. */
+  private track(p: Promise<unknown>, failure: string): Promise<void> {
+    const settled = p.then(
+      () => undefined,
+      (e: unknown) => {
+        this.failures++;
+        this.log(failure, { error: (e as Error).message });
+      },
+    );
+    this.writes.add(settled);
+    void settled.then(() => this.writes.delete(settled));
+    return settled;
+  }
+}

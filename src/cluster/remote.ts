@@ -1,0 +1,36 @@
+/**
+ * Runs other instances of the cluster hold, read from the shared store for the API, the web view and `gate`: the
+ * verdict is a pure function of (pin, receipts, now), so any instance evaluates any run (AuditEngine.fetch). Reads
+ * are cached briefly (a second by default, bounded), so a dashboard or a long-polling gate does not read the same
+ * run on every request.
+ */
+import type { DetachedRun, RemoteRuns } from '../audit/engine.js';
+import type { PgStore } from '../store/pg-store.js';
+
+export class SharedStoreRuns implements RemoteRuns {
+  private readonly cache = new Map<string, { at: number; run: DetachedRun | null }>();
+
+  constructor(
+    private readonly pg: PgStore,
+    private readonly opts: { cacheMs?: number; maxCached?: number; clock?: () => number } = {},
+  ) {}
+
+  async load(run: string): Promise<DetachedRun | null> {
+    const now = (this.opts.clock ?? Date.now)();
+    const hit = this.cache.get(run);
+    if (hit && now - hit.at < (this.opts.cacheMs ?? 1000)) return hit.run;
+    const [pin, receipts] = await Promise.all([this.pg.getPin(run), this.pg.runReceipts(run)]);
+    let detached: DetachedRun | null = null;
+    if (receipts.length > 0) {
+      const contractContent = pin ? await this.pg.getContractContent(pin.contractHash) : null;
+      detached = { run, pin, contractContent, receipts, updatedAt: now };
+    }
+    if (this.cache.size >= (this.opts.maxCached ?? 1000)) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(run, { at: now, run: detached });
+    return detached;
+  }
+
+  async list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]> {
+    return (await this.pg.listRuns(filter)).map((r) => ({ run: r.run, firstAt: r.firstAt, updatedAt: r.updatedAt }));
+  }
+}
