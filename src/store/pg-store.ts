@@ -1,0 +1,749 @@
+/**
+ * The shared receipt store on PostgreSQL (issue 18; docs/postgres.md): any number of server instances append to
+ * and read from one database. Same outcomes as the embedded SQLite store (receipt-store.ts): a redelivery with
+ * equal canonical content is a duplicate, a different content under a stored (run, event) is a new variant (a
+ * conflict), and an append resolves only after its transaction's COMMIT returned.
+ *
+ * Group commit: appends queued in the same event-loop turn, and those arriving while a commit is in flight, are
+ * committed together in one transaction; at most one commit per PgStore is in flight. A failed commit rejects every
+ * append of its group with StoreCommitError (nothing of the group is stored or acknowledged).
+ *
+ * Ordering lock: every append transaction first takes `pg_advisory_xact_lock(LOG_LOCK)` and holds it to COMMIT, so
+ * across all instances `seq` values are assigned and become visible in commit order: a reader tailing `seq > X`
+ * never skips a row that commits later with a lower seq. (Without it, two instances' transactions could commit in the
+ * opposite order of their sequence values.) Inside the lock the stored variants of the group's (run, event) keys are
+ * read once, every delivery is decided in input order, and the new rows are inserted with one batched statement, so
+ * `seq` follows input order exactly as in SQLite. Prune takes the same lock.
+ *
+ * Leases: one row per hash partition of run ids; an owner renews before `expires_at` (database clock `now()`);
+ * an expired lease is lost and any instance may claim it (FOR UPDATE SKIP LOCKED).
+ */
+import pg from 'pg';
+import type { PoolClient } from 'pg';
+import type { Pin, Receipt, Verdict } from '../core/types.js';
+import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
+import {
+  StoreCommitError,
+  StoreRowError,
+  type AppendOutcome,
+  type AppendResult,
+  type LiveRun,
+  type PinRecord,
+  type SpanLogEntry,
+  type StoredReceipt,
+} from './receipt-store.js';
+import { DEFAULT_PARTITIONS, LOG_LOCK, migrate } from './pg-schema.js';
+
+export interface PgStoreOptions {
+  /** This server instance's id: recorded as `origin` of its rows and as lease owner. */
+  instance: string;
+  /** Hash partitions of a NEW schema (default 64); an existing schema keeps its own count (see `partitions`). */
+  partitions?: number;
+  /** A group takes whole queued appends until it holds at least this many receipts. Default 2000. */
+  groupCommitMaxBatch?: number;
+  /** Connections in the pool. Default 4. */
+  poolSize?: number;
+  /** Appends are refused (StoreCommitError, code STORE_SATURATED) while more than this many receipts wait. Default 50,000. */
+  maxQueuedReceipts?: number;
+  /** Longest wait for a lock (the ordering lock, a row lock) before the statement fails. Default 15,000 ms. */
+  lockTimeoutMs?: number;
+  /** Called after each group commit lands, with its duration in seconds and its number of receipts. */
+  onCommit?: (seconds: number, receipts: number) => void;
+}
+
+export interface TailedReceipt {
+  seq: number;
+  receipt: Receipt;
+  variant: number;
+  source: string;
+  origin: string;
+  receivedAt: number;
+}
+
+export interface ListedRun {
+  run: string;
+  verdict: string | null;
+  settled: boolean;
+  firstAt: number;
+  updatedAt: number;
+  pin: Pin | null;
+}
+
+export interface LeaseRow {
+  part: number;
+  owner: string | null;
+  /** Milliseconds until the lease expires (negative: expired), by the database clock. */
+  expiresInMs: number;
+}
+
+interface QueuedAppend {
+  items: StoredReceipt[];
+  spanLog: SpanLogEntry[];
+  promise: Promise<AppendResult>;
+  resolve: (result: AppendResult) => void;
+  reject: (error: Error) => void;
+}
+
+interface StoredVariant {
+  body: string;
+  canonical?: string;
+}
+
+interface KeyState {
+  variants: StoredVariant[];
+  maxVariant: number;
+}
+
+type Row = Record<string, unknown>;
+
+const FNV_OFFSET = 0x811c9dc5;
+const FNV_PRIME = 0x01000193;
+
+/**
+ * The hash partition of a run or trace id: FNV-1a (32 bit) over its UTF-8 bytes, modulo `partitions`. Stable across
+ * instances, builds and platforms (a lone surrogate hashes as U+FFFD, as TextEncoder encodes it).
+ */
+export function partitionOf(key: string, partitions: number): number {
+  let h = FNV_OFFSET;
+  const mix = (byte: number): void => {
+    h = Math.imul(h ^ byte, FNV_PRIME) >>> 0;
+  };
+  for (let i = 0; i < key.length; i++) {
+    let c = key.charCodeAt(i);
+    if (c < 0x80) {
+      mix(c);
+      continue;
+    }
+    if (c < 0x800) {
+      mix(0xc0 | (c >> 6));
+      mix(0x80 | (c & 0x3f));
+      continue;
+    }
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < key.length) {
+      const d = key.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        const cp = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        mix(0xf0 | (cp >> 18));
+        mix(0x80 | ((cp >> 12) & 0x3f));
+        mix(0x80 | ((cp >> 6) & 0x3f));
+        mix(0x80 | (cp & 0x3f));
+        i++;
+        continue;
+      }
+    }
+    if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
+    mix(0xe0 | (c >> 12));
+    mix(0x80 | ((c >> 6) & 0x3f));
+    mix(0x80 | (c & 0x3f));
+  }
+  return h % partitions;
+}
+
+function emptyResult(): AppendResult {
+  return { accepted: 0, duplicates: 0, conflicts: 0, results: [] };
+}
+
+function countOutcome(result: AppendResult, outcome: AppendOutcome): void {
+  result.results.push(outcome);
+  if (outcome === 'accepted') result.accepted++;
+  else if (outcome === 'duplicate') result.duplicates++;
+  else result.conflicts++;
+}
+
+function saturated(waiting: number): StoreCommitError {
+  const cause = Object.assign(new Error(`store saturated: ${waiting} receipts wait for commit`), { code: 'STORE_SATURATED' });
+  return new StoreCommitError(cause);
+}
+
+function parseBody(body: string, table: string, row: string): Receipt {
+  try {
+    return JSON.parse(body) as Receipt;
+  } catch (e) {
+    throw new StoreRowError(table, row, (e as Error).message);
+  }
+}
+
+function liveRunOf(row: Row): LiveRun {
+  const hasPin = row.contract !== null && row.contract !== undefined;
+  return {
+    run: row.run as string,
+    firstAt: Number(row.first_at),
+    updatedAt: Number(row.updated_at),
+    verdict: (row.verdict as Verdict | null) ?? null,
+    settled: row.settled === true,
+    pin: hasPin ? { contract: row.contract as string, version: row.version as string, phase: row.phase as string } : null,
+    contractHash: hasPin ? (row.contract_hash as string) : null,
+  };
+}
+
+const noop = (): void => {};
+
+export class PgStore {
+  readonly instance: string;
+  readonly partitions: number;
+
+  private readonly pool: pg.Pool;
+  private readonly maxBatch: number;
+  private readonly maxQueued: number;
+  private readonly onCommit: ((seconds: number, receipts: number) => void) | undefined;
+
+  private queue: QueuedAppend[] = [];
+  private queuedReceipts = 0;
+  private inFlight: QueuedAppend[] | null = null;
+  private flushScheduled = false;
+  private isHealthy = true;
+  private closing: Promise<void> | null = null;
+  private commitCount = 0;
+  private failedCommitCount = 0;
+
+  private constructor(pool: pg.Pool, partitions: number, opts: PgStoreOptions) {
+    this.pool = pool;
+    this.partitions = partitions;
+    this.instance = opts.instance;
+    this.maxBatch = Math.max(1, opts.groupCommitMaxBatch ?? 2000);
+    this.maxQueued = Math.max(1, opts.maxQueuedReceipts ?? 50_000);
+    this.onCommit = opts.onCommit;
+  }
+
+  /** Connects, creates or migrates the schema (docs/postgres.md) and returns the store. */
+  static async open(url: string, opts: PgStoreOptions): Promise<PgStore> {
+    if (typeof opts.instance !== 'string' || opts.instance.length === 0) throw new Error('postgres store: an instance id is required');
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: Math.max(1, opts.poolSize ?? 4),
+      connectionTimeoutMillis: 10_000,
+      idleTimeoutMillis: 30_000,
+      // A server that stalls inside a transaction must not hold the ordering lock for long.
+      idle_in_transaction_session_timeout: 30_000,
+      lock_timeout: Math.max(1, opts.lockTimeoutMs ?? 15_000),
+      application_name: 'topology-audit',
+    });
+    // An idle connection that breaks (server restart) is dropped by the pool; the next query reports the failure.
+    pool.on('error', noop);
+    try {
+      const client = await pool.connect();
+      client.on('error', noop);
+      let migrated: { partitions: number };
+      try {
+        migrated = await migrate(client, opts.partitions ?? DEFAULT_PARTITIONS);
+      } finally {
+        client.removeListener('error', noop);
+        client.release();
+      }
+      return new PgStore(pool, migrated.partitions, opts);
+    } catch (err) {
+      await pool.end().catch(noop);
+      throw err;
+    }
+  }
+
+  /** The hash partition of a run (or trace) id in this database. */
+  partitionOf(key: string): number {
+    return partitionOf(key, this.partitions);
+  }
+
+  /**
+   * Stores receipts (and span log entries) of one delivery. Resolves only after the transaction holding them
+   * committed; appends of the same event-loop turn share it. Rejects with StoreCommitError when the commit fails
+   * (nothing of the group stored) or when too many receipts already wait (code STORE_SATURATED).
+   */
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
+    if (this.closing !== null) return Promise.reject(new Error('receipt store is closed'));
+    if (items.length === 0 && !spanLog?.length) return Promise.resolve(emptyResult());
+    if (this.queuedReceipts + items.length > this.maxQueued && this.queue.length > 0) {
+      return Promise.reject(saturated(this.queuedReceipts));
+    }
+    let resolve!: (result: AppendResult) => void;
+    let reject!: (error: Error) => void;
+    const promise = new Promise<AppendResult>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    this.queue.push({ items: [...items], spanLog: spanLog ? [...spanLog] : [], promise, resolve, reject });
+    this.queuedReceipts += items.length;
+    this.scheduleFlush();
+    return promise;
+  }
+
+  /** Resolves once everything queued so far is committed; rejects with the failure if a commit of it failed. */
+  async sync(): Promise<void> {
+    const waiting = [...(this.inFlight ?? []), ...this.queue].map((a) => a.promise);
+    const settled = await Promise.allSettled(waiting);
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /** False after a failed commit, until a later commit succeeds. */
+  healthy(): boolean {
+    return this.isHealthy;
+  }
+
+  /** Group commits landed and failed since open (receipts per commit, for metrics). */
+  commitStats(): { commits: number; failedCommits: number } {
+    return { commits: this.commitCount, failedCommits: this.failedCommitCount };
+  }
+
+  /**
+   * Committed receipts with `seq > afterSeq`, in seq order, at most `limit`; only of partitions `parts` and not
+   * appended by `excludeOrigin` when given. A tailer may also advance its position to a `headSeq()` read before a
+   * call that returned fewer than `limit` rows: every seq up to a committed head is final.
+   */
+  async tail(afterSeq: number, limit: number, parts?: readonly number[], excludeOrigin?: string): Promise<TailedReceipt[]> {
+    const where = ['seq > $1'];
+    const values: unknown[] = [afterSeq, limit];
+    if (parts !== undefined) {
+      values.push([...parts]);
+      where.push(`part = ANY($${values.length}::int[])`);
+    }
+    if (excludeOrigin !== undefined) {
+      values.push(excludeOrigin);
+      where.push(`origin <> $${values.length}`);
+    }
+    const res = await this.pool.query(
+      `SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $2`,
+      values,
+    );
+    return res.rows.map((row: Row) => ({
+      seq: Number(row.seq),
+      receipt: parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(row.run)}, event ${JSON.stringify(row.event)})`),
+      variant: row.variant as number,
+      source: row.source as string,
+      origin: row.origin as string,
+      receivedAt: Number(row.received_at),
+    }));
+  }
+
+  /** The highest committed seq (0 when there is none). */
+  async headSeq(): Promise<number> {
+    const res = await this.pool.query('SELECT coalesce(max(seq), 0) AS head FROM receipts');
+    return Number(res.rows[0].head);
+  }
+
+  /** A run's receipts in seq order, every variant. A body that is not JSON throws StoreRowError naming the row. */
+  async runReceipts(run: string): Promise<Receipt[]> {
+    const res = await this.pool.query('SELECT seq, event, body FROM receipts WHERE run = $1 ORDER BY seq', [run]);
+    return res.rows.map((row: Row) =>
+      parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(run)}, event ${JSON.stringify(row.event)})`));
+  }
+
+  async getPin(run: string): Promise<PinRecord | null> {
+    const res = await this.pool.query('SELECT contract, version, phase, contract_hash FROM pins WHERE run = $1', [run]);
+    if (res.rows.length === 0) return null;
+    const row = res.rows[0] as Row;
+    return {
+      pin: { contract: row.contract as string, version: row.version as string, phase: row.phase as string },
+      contractHash: row.contract_hash as string,
+    };
+  }
+
+  /** Pins a run; the first pin written (by any instance) wins and is never changed. Returns the pin in force. */
+  async setPin(run: string, pin: Pin, contractHash: string): Promise<PinRecord> {
+    const res = await this.pool.query(
+      `INSERT INTO pins (run, contract, version, phase, contract_hash) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (run) DO NOTHING`,
+      [run, pin.contract, pin.version, pin.phase, contractHash],
+    );
+    if (res.rowCount === 1) return { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
+    const inForce = await this.getPin(run);
+    if (inForce === null) throw new Error(`postgres store: pin of run ${JSON.stringify(run)} vanished`);
+    return inForce;
+  }
+
+  /** Stores pinned contract content by its hash (first write wins; a hash names one content). */
+  async putContractContent(hash: string, contract: string, version: string, content: string): Promise<void> {
+    await this.pool.query(
+      'INSERT INTO contracts (hash, contract, version, content) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING',
+      [hash, contract, version, content],
+    );
+  }
+
+  async getContractContent(hash: string): Promise<string | null> {
+    const res = await this.pool.query('SELECT content FROM contracts WHERE hash = $1', [hash]);
+    return res.rows.length === 0 ? null : (res.rows[0].content as string);
+  }
+
+  /** Records runs' latest verdicts in one statement (the last row per run wins; updated_at only grows). */
+  async setVerdictStates(rows: readonly { run: string; verdict: Verdict; settled: boolean; updatedAt: number }[]): Promise<void> {
+    if (rows.length === 0) return;
+    const latest = new Map<string, { verdict: Verdict; settled: boolean; updatedAt: number }>();
+    for (const r of rows) latest.set(r.run, r);
+    const runs = [...latest.keys()].sort();
+    await this.pool.query(
+      `INSERT INTO runs (run, part, first_at, updated_at, verdict, settled)
+       SELECT run, part, updated_at, updated_at, verdict, settled
+       FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::boolean[]) WITH ORDINALITY AS u(run, part, updated_at, verdict, settled, ord)
+       ORDER BY ord
+       ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled,
+         updated_at = GREATEST(runs.updated_at, excluded.updated_at)`,
+      [
+        runs,
+        runs.map((r) => this.partitionOf(r)),
+        runs.map((r) => latest.get(r)!.updatedAt),
+        runs.map((r) => latest.get(r)!.verdict),
+        runs.map((r) => latest.get(r)!.settled),
+      ],
+    );
+  }
+
+  /** The runs of partitions `parts`, with their pins (to take over a partition), oldest first. */
+  async partitionRuns(parts: readonly number[]): Promise<LiveRun[]> {
+    if (parts.length === 0) return [];
+    const res = await this.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.part = ANY($1::int[]) ORDER BY r.first_at, r.run`,
+      [[...parts]],
+    );
+    return res.rows.map(liveRunOf);
+  }
+
+  /** Runs, newest first, optionally of one verdict and/or one pinned contract. */
+  async listRuns(filter: { verdict?: string; contract?: string; limit: number }): Promise<ListedRun[]> {
+    const where: string[] = [];
+    const values: unknown[] = [filter.limit];
+    if (filter.verdict !== undefined) {
+      values.push(filter.verdict);
+      where.push(`r.verdict = $${values.length}`);
+    }
+    if (filter.contract !== undefined) {
+      values.push(filter.contract);
+      where.push(`p.contract = $${values.length}`);
+    }
+    const res = await this.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+       ORDER BY r.first_at DESC, r.run DESC LIMIT $1`,
+      values,
+    );
+    return res.rows.map((row: Row) => {
+      const live = liveRunOf(row);
+      return { run: live.run, verdict: live.verdict, settled: live.settled, firstAt: live.firstAt, updatedAt: live.updatedAt, pin: live.pin };
+    });
+  }
+
+  /**
+   * Deletes settled runs of partitions `parts` last updated before `now - olderThanMs`: receipts, pin and run row,
+   * in transactions of at most 500 runs under the ordering lock (so no append of the same run interleaves).
+   * Returns how many runs.
+   */
+  async prune(olderThanMs: number, now: number, parts: readonly number[]): Promise<number> {
+    if (parts.length === 0) return 0;
+    const cutoff = now - olderThanMs;
+    const batch = 500;
+    let total = 0;
+    for (;;) {
+      const n = await this.inTransaction(async (client) => {
+        await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
+        const res = await client.query(
+          `WITH gone AS (
+             DELETE FROM runs WHERE run IN (
+               SELECT run FROM runs WHERE part = ANY($1::int[]) AND settled AND updated_at < $2 LIMIT $3 FOR UPDATE
+             ) RETURNING run
+           ), pins_gone AS (
+             DELETE FROM pins WHERE run IN (SELECT run FROM gone)
+           ), receipts_gone AS (
+             DELETE FROM receipts WHERE run IN (SELECT run FROM gone)
+           )
+           SELECT count(*) AS n FROM gone`,
+          [[...parts], cutoff, batch],
+        );
+        return Number(res.rows[0].n);
+      });
+      total += n;
+      if (n < batch) return total;
+    }
+  }
+
+  /** Span log entries of partitions `parts` (optionally of one origin), oldest first. */
+  async spanLog(parts: readonly number[], origin?: string): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
+    if (parts.length === 0) return [];
+    const values: unknown[] = [[...parts]];
+    if (origin !== undefined) values.push(origin);
+    const res = await this.pool.query(
+      `SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) ${origin !== undefined ? 'AND origin = $2' : ''} ORDER BY seq`,
+      values,
+    );
+    return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
+  }
+
+  /** Forgets span log entries by seq. */
+  async deleteSpanLog(seqs: readonly number[]): Promise<void> {
+    if (seqs.length === 0) return;
+    await this.pool.query('DELETE FROM span_log WHERE seq = ANY($1::bigint[])', [[...seqs]]);
+  }
+
+  /** Forgets `origin`'s span log entries older than `before` whose trace holds no pending work any more. Returns the count. */
+  async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, origin: string): Promise<number> {
+    const res = await this.pool.query('SELECT DISTINCT trace_id FROM span_log WHERE logged_at < $1 AND origin = $2', [before, origin]);
+    const done = res.rows.map((r: Row) => r.trace_id as string).filter((t) => !stillPending(t));
+    if (done.length === 0) return 0;
+    const del = await this.pool.query(
+      'DELETE FROM span_log WHERE trace_id = ANY($1::text[]) AND logged_at < $2 AND origin = $3',
+      [done, before, origin],
+    );
+    return del.rowCount ?? 0;
+  }
+
+  /** Marks this instance alive for `ttlMs` (database clock). Returns how many instances are alive, this one included. */
+  async heartbeat(ttlMs: number): Promise<{ liveInstances: number }> {
+    const res = await this.pool.query(
+      `WITH up AS (
+         INSERT INTO instances (id, seen_at, expires_at) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond')
+         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at
+         RETURNING id
+       ), forgotten AS (
+         DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
+       )
+       SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
+      [this.instance, Math.round(ttlMs)],
+    );
+    return { liveInstances: Number(res.rows[0].live) };
+  }
+
+  /** Extends this instance's leases that have not expired; returns the partitions it still holds (ascending). */
+  async renewLeases(ttlMs: number): Promise<number[]> {
+    const res = await this.pool.query(
+      `UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
+       WHERE owner = $1 AND expires_at > now() RETURNING part`,
+      [this.instance, Math.round(ttlMs)],
+    );
+    return res.rows.map((r: Row) => r.part as number).sort((a, b) => a - b);
+  }
+
+  /** Claims up to `max` partitions that are free or whose lease expired; returns those newly claimed (ascending). */
+  async claimLeases(max: number, ttlMs: number): Promise<number[]> {
+    if (max <= 0) return [];
+    const res = await this.pool.query(
+      `WITH free AS (
+         SELECT part FROM leases WHERE owner IS NULL OR expires_at <= now()
+         ORDER BY part LIMIT $2 FOR UPDATE SKIP LOCKED
+       )
+       UPDATE leases l SET owner = $1, expires_at = now() + $3::bigint * interval '1 millisecond'
+       FROM free WHERE l.part = free.part RETURNING l.part`,
+      [this.instance, Math.floor(max), Math.round(ttlMs)],
+    );
+    return res.rows.map((r: Row) => r.part as number).sort((a, b) => a - b);
+  }
+
+  /** Gives up this instance's leases of `parts` (another instance may claim them at once). */
+  async releaseLeases(parts: readonly number[]): Promise<void> {
+    if (parts.length === 0) return;
+    await this.pool.query(
+      'UPDATE leases SET owner = NULL, expires_at = now() WHERE owner = $1 AND part = ANY($2::int[])',
+      [this.instance, [...parts]],
+    );
+  }
+
+  /** Every partition's owner and time to expiry (database clock). */
+  async leaseTable(): Promise<LeaseRow[]> {
+    const res = await this.pool.query(
+      `SELECT part, owner, (extract(epoch FROM (expires_at - now())) * 1000)::float8 AS ms FROM leases ORDER BY part`,
+    );
+    return res.rows.map((r: Row) => ({ part: r.part as number, owner: (r.owner as string | null) ?? null, expiresInMs: Number(r.ms) }));
+  }
+
+  /** Committed rows: receipts (conflicting variants included) and runs. */
+  async counts(): Promise<{ receipts: number; runs: number }> {
+    const res = await this.pool.query('SELECT (SELECT count(*) FROM receipts) AS receipts, (SELECT count(*) FROM runs) AS runs');
+    return { receipts: Number(res.rows[0].receipts), runs: Number(res.rows[0].runs) };
+  }
+
+  /**
+   * Commits what is queued, gives up this instance's leases and liveness (so others take over at once), and closes
+   * the pool. Appends after close are rejected.
+   */
+  close(): Promise<void> {
+    if (this.closing === null) this.closing = this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    await this.sync().catch(noop);
+    try {
+      await this.pool.query('UPDATE leases SET owner = NULL, expires_at = now() WHERE owner = $1', [this.instance]);
+      await this.pool.query('UPDATE instances SET expires_at = now() WHERE id = $1', [this.instance]);
+    } catch {
+      // The database is gone: the leases expire by themselves.
+    }
+    await this.pool.end().catch(noop);
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.inFlight !== null || this.queue.length === 0) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      void this.flush();
+    });
+  }
+
+  /** Commits one group (whole appends, up to maxBatch receipts), then schedules the next if any waits. */
+  private async flush(): Promise<void> {
+    if (this.inFlight !== null || this.queue.length === 0) return;
+    let take = 0;
+    let receipts = 0;
+    while (take < this.queue.length && (take === 0 || receipts < this.maxBatch)) {
+      receipts += this.queue[take].items.length;
+      take++;
+    }
+    const group = this.queue.splice(0, take);
+    this.queuedReceipts -= receipts;
+    this.inFlight = group;
+    const started = process.hrtime.bigint();
+    try {
+      const results = await this.commitGroup(group);
+      this.isHealthy = true;
+      this.commitCount++;
+      if (this.onCommit) this.onCommit(Number(process.hrtime.bigint() - started) / 1e9, receipts);
+      group.forEach((a, i) => a.resolve(results[i]));
+    } catch (err) {
+      this.isHealthy = false;
+      this.failedCommitCount++;
+      const error = err instanceof StoreCommitError ? err : new StoreCommitError(err);
+      for (const a of group) a.reject(error);
+    } finally {
+      this.inFlight = null;
+      this.scheduleFlush();
+    }
+  }
+
+  private async inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    client.on('error', noop);
+    let failed = false;
+    try {
+      await client.query('BEGIN');
+      const value = await work(client);
+      await client.query('COMMIT');
+      return value;
+    } catch (err) {
+      failed = true;
+      await client.query('ROLLBACK').catch(noop);
+      throw err;
+    } finally {
+      client.removeListener('error', noop);
+      // After a failure the connection's state is unknown: drop it rather than return it to the pool.
+      client.release(failed);
+    }
+  }
+
+  /** One transaction for a group of appends: ordering lock, read stored variants, decide in input order, insert. */
+  private commitGroup(group: QueuedAppend[]): Promise<AppendResult[]> {
+    return this.inTransaction(async (client) => {
+      await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
+
+      // Stored variants of every (run, event) in the group, read once under the lock (no other writer interleaves).
+      const keyRuns: string[] = [];
+      const keyEvents: string[] = [];
+      const states = new Map<string, KeyState | null>();
+      for (const a of group) {
+        for (const { receipt } of a.items) {
+          const key = `${receipt.run}\u0000${receipt.event}`;
+          if (states.has(key)) continue;
+          states.set(key, null);
+          keyRuns.push(receipt.run);
+          keyEvents.push(receipt.event);
+        }
+      }
+      if (keyRuns.length > 0) {
+        const stored = await client.query(
+          `SELECT r.run, r.event, r.variant, r.body FROM receipts r
+           JOIN unnest($1::text[], $2::text[]) AS k(run, event) ON r.run = k.run AND r.event = k.event
+           ORDER BY r.run, r.event, r.variant`,
+          [keyRuns, keyEvents],
+        );
+        for (const row of stored.rows as Row[]) {
+          const key = `${row.run as string}\u0000${row.event as string}`;
+          let state = states.get(key) ?? null;
+          if (state === null) {
+            state = { variants: [], maxVariant: -1 };
+            states.set(key, state);
+          }
+          state.variants.push({ body: row.body as string });
+          state.maxVariant = Math.max(state.maxVariant, row.variant as number);
+        }
+      }
+
+      // Decide each delivery in input order, exactly as the SQLite store's storeOne does.
+      const ins = { run: [] as string[], event: [] as string[], variant: [] as number[], body: [] as string[], source: [] as string[], receivedAt: [] as number[], part: [] as number[] };
+      const touched = new Map<string, { firstAt: number; lastAt: number }>();
+      const results = group.map((a) => {
+        const result = emptyResult();
+        for (const { receipt, source, receivedAt } of a.items) {
+          const key = `${receipt.run}\u0000${receipt.event}`;
+          const body = compactReceiptJson(receipt);
+          const state = states.get(key) ?? null;
+          let variant: number;
+          let outcome: AppendOutcome;
+          if (state === null) {
+            variant = 0;
+            outcome = 'accepted';
+            states.set(key, { variants: [{ body }], maxVariant: 0 });
+          } else {
+            const canonical = canonicalReceiptJson(receipt);
+            const same = state.variants.some((v) => {
+              v.canonical ??= canonicalReceiptJson(JSON.parse(v.body) as Receipt);
+              return v.canonical === canonical;
+            });
+            if (same) {
+              countOutcome(result, 'duplicate');
+              continue;
+            }
+            variant = state.maxVariant + 1;
+            outcome = 'conflict';
+            state.maxVariant = variant;
+            state.variants.push({ body, canonical });
+          }
+          countOutcome(result, outcome);
+          ins.run.push(receipt.run);
+          ins.event.push(receipt.event);
+          ins.variant.push(variant);
+          ins.body.push(body);
+          ins.source.push(source);
+          ins.receivedAt.push(receivedAt);
+          ins.part.push(this.partitionOf(receipt.run));
+          const seen = touched.get(receipt.run);
+          if (seen === undefined) touched.set(receipt.run, { firstAt: receivedAt, lastAt: receivedAt });
+          else {
+            if (receivedAt < seen.firstAt) seen.firstAt = receivedAt;
+            if (receivedAt > seen.lastAt) seen.lastAt = receivedAt;
+          }
+        }
+        return result;
+      });
+
+      if (ins.run.length > 0) {
+        await client.query(
+          `INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
+           SELECT run, event, variant, body, source, received_at, $8, part
+           FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::int[])
+             WITH ORDINALITY AS u(run, event, variant, body, source, received_at, part, ord)
+           ORDER BY ord`,
+          [ins.run, ins.event, ins.variant, ins.body, ins.source, ins.receivedAt, ins.part, this.instance],
+        );
+        // Runs in key order, like setVerdictStates, so the two never wait on each other's row locks in a cycle.
+        const runs = [...touched.keys()].sort();
+        await client.query(
+          `INSERT INTO runs (run, part, first_at, updated_at)
+           SELECT run, part, first_at, updated_at
+           FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS u(run, part, first_at, updated_at, ord)
+           ORDER BY ord
+           ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
+             updated_at = GREATEST(runs.updated_at, excluded.updated_at)`,
+          [runs, runs.map((r) => this.partitionOf(r)), runs.map((r) => touched.get(r)!.firstAt), runs.map((r) => touched.get(r)!.lastAt)],
+        );
+      }
+
+      const spans = group.flatMap((a) => a.spanLog);
+      if (spans.length > 0) {
+        await client.query(
+          `INSERT INTO span_log (trace_id, part, origin, logged_at, body)
+           SELECT trace_id, part, $5, logged_at, body
+           FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[]) WITH ORDINALITY AS u(trace_id, part, logged_at, body, ord)
+           ORDER BY ord`,
+          [spans.map((e) => e.traceId), spans.map((e) => this.partitionOf(e.traceId)), spans.map((e) => e.loggedAt), spans.map((e) => e.body), this.instance],
+        );
+      }
+      return results;
+    });
+  }
+}
