@@ -8,7 +8,7 @@
  * - The owner of a run holds it live: folds its receipts (appended by any instance; read from the shared store in
  *   commit order by `tail`), runs its deadline timers and exports its gauges. Prometheus sums the instances.
  * - Takeover: a dead instance stops renewing; once its leases expire (--lease-ttl, default 10 s) the survivors claim
- *   them at their next renewal (every ttl/5), load the partitions' runs from the store and evaluate them at once, so a
+ *   them at their next renewal (every ttl/5, at most 500 ms), load the partitions' runs from the store and evaluate them at once, so a
  *   run whose deadline passed meanwhile turns `incomplete` within lease expiry + one renewal.
  * - Span log: the content-free span records of traces still waiting for a caller are kept by the instance that
  *   received them; when that instance is gone, the owner of the trace's partition adopts and replays them.
@@ -22,7 +22,7 @@ import type { ClusterEngineStore } from './engine-store.js';
 export interface ClusterOptions {
   /** How long a lease (and an instance's heartbeat) lasts without renewal. */
   leaseTtlMs: number;
-  /** How often leases are renewed and the fair share rebalanced (default ttl / 5). */
+  /** How often leases are renewed and the fair share rebalanced (default ttl / 5, at most 500 ms). */
   renewEveryMs?: number;
   /** How often the shared store is read for receipts other instances stored for runs owned here. */
   tailEveryMs?: number;
@@ -58,7 +58,8 @@ export class ClusterCoordinator {
     private readonly opts: ClusterOptions,
     private readonly hooks: ClusterHooks,
   ) {
-    this.renewEveryMs = opts.renewEveryMs ?? Math.max(100, Math.floor(opts.leaseTtlMs / 5));
+    // Renewing often is cheap (three small statements) and bounds how late an expired lease is claimed.
+    this.renewEveryMs = opts.renewEveryMs ?? Math.max(100, Math.min(500, Math.floor(opts.leaseTtlMs / 5)));
     this.tailEveryMs = opts.tailEveryMs ?? 100;
     this.tailBatch = opts.tailBatch ?? 5000;
   }

@@ -499,6 +499,12 @@ export class PgStore {
     return { liveInstances: Number(res.rows[0].live) };
   }
 
+  /** The instances whose heartbeat has not expired (this one included once it has beaten). */
+  async liveInstances(): Promise<string[]> {
+    const res = await this.pool.query('SELECT id FROM instances WHERE expires_at > now() ORDER BY id');
+    return res.rows.map((r: Row) => r.id as string);
+  }
+
   /** Extends this instance's leases that have not expired; returns the partitions it still holds (ascending). */
   async renewLeases(ttlMs: number): Promise<number[]> {
     const res = await this.pool.query(
