@@ -12,6 +12,25 @@ import { startPgCluster } from './helpers/pg-cluster.js';
 import { getJson, ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { parseExposition } from './helpers/metrics-exposition.js';
 import { until } from './helpers/wait.js';
+import { context, trace } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { readdirSync, statSync } from 'node:fs';
+import { exporterFor, providerFor } from './helpers/otel.js';
+import { runCli } from './helpers/server.js';
+
+const MARKER = 'CLUSTER-SECRET-PROMPT-7c41';
+
+/** Every file under `dir`, concatenated (the database cluster's tables, WAL and free space). */
+function treeBytes(dir: string): Buffer {
+  const out: Buffer[] = [];
+  for (const n of readdirSync(dir)) {
+    const p = join(dir, n);
+    const st = statSync(p);
+    if (st.isDirectory()) out.push(treeBytes(p));
+    else if (st.isFile()) out.push(readFileSync(p));
+  }
+  return Buffer.concat(out);
+}
 
 const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
 const expected = JSON.parse(readFileSync(join(ROOT, 'receipts', 'drift.expected.json'), 'utf8')) as Record<string, string>;
@@ -56,8 +75,8 @@ function sumBy(samples: { name: string; labels: Record<string, string>; value: n
       out[k] = (out[k] ?? 0) + s.value;
     }
   }
-  for (const k of Object.keys(out)) if (out[k] === 0) delete out[k];
-  return out;
+  // Zero series dropped, keys sorted: comparable as JSON text.
+  return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== 0).sort(([x], [y]) => (x < y ? -1 : 1)));
 }
 
 describe('a cluster of auditors on one shared PostgreSQL store', () => {
@@ -66,7 +85,7 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
   let b: ServerProcess;
   let single: ServerProcess;
   let client: pg.Client;
-  const clusterArgs = (name: string) => ['--store', db.url, '--instance', name, '--lease-ttl', `${TTL_MS}ms`, '--partitions', String(PARTITIONS), '--contract', 'research-publish'];
+  const clusterArgs = (name: string) => ['--store', db.url, '--instance', name, '--lease-ttl', `${TTL_MS}ms`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--parent-wait', '60s'];
 
   beforeAll(async () => {
     db = await startPgCluster();
@@ -115,16 +134,31 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       const live = m.flat().filter((s) => s.name === 'topology_live_runs').reduce((n, s) => n + s.value, 0);
       return live === runs.length;
     }, 15_000);
-    const [ma, mb, ms] = await Promise.all([a, b, single].map(metricsOf));
-    for (const [name, labels] of [
+    // The alerting gauges move once a second: compare when every instance has refreshed them.
+    const families = [
       ['topology_runs', ['contract', 'version', 'verdict']],
       ['topology_verdicts_total', ['contract', 'verdict']],
       ['topology_receipts_total', ['type', 'result']],
       ['topology_alerting_runs', ['contract', 'verdict']],
-    ] as const) {
-      const clusterSum = sumBy([ma, mb], name, [...labels]);
-      expect(Object.keys(clusterSum).length, name).toBeGreaterThan(0);
-      expect(clusterSum, name).toEqual(sumBy([ms], name, [...labels]));
+    ] as const;
+    const compared = await until('cluster sums equal to the single instance', async () => {
+      const [ma, mb, ms] = await Promise.all([a, b, single].map(metricsOf));
+      const rows = families.map(([name, labels]) => ({ name, cluster: sumBy([ma, mb], name, [...labels]), single: sumBy([ms], name, [...labels]) }));
+      return rows.every((r) => Object.keys(r.single).length > 0 && JSON.stringify(r.cluster) === JSON.stringify(r.single)) ? { rows, ma, mb } : null;
+    }, 10_000).catch(async (e) => {
+      const [ma, mb, ms] = await Promise.all([a, b, single].map(metricsOf));
+      for (const [name, labels] of families) console.log(name, JSON.stringify(sumBy([ma, mb], name, [...labels])), JSON.stringify(sumBy([ms], name, [...labels])));
+      throw e;
+    });
+    for (const r of compared.rows) expect(r.cluster, r.name).toEqual(r.single);
+    const [ma, mb] = [compared.ma, compared.mb];
+    // gate, from either instance, whichever owns the run: complete only on healthy.
+    for (const srv of [a, b]) {
+      expect((await runCli(['gate', 'drift-complete', '--server', srv.api, '--timeout', '5s', '--quiet'])).code).toBe(0);
+      expect((await runCli(['gate', 'drift-premature', '--server', srv.api, '--timeout', '5s', '--quiet'])).code).toBe(1);
+      const ui = await getJson(`${srv.api}/ui/api/runs/drift-direct-route`);
+      expect(ui.status).toBe(200);
+      expect(JSON.stringify(ui.body)).toContain('forbidden_edge');
     }
     // Both instances owned some of the nine.
     expect(ma.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);
@@ -198,5 +232,53 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     }
     expect(acked.length).toBeGreaterThan(0);
     expect(acked.filter((k) => !stored.has(k))).toEqual([]);
+  }, 90_000);
+
+  it('an agent span waiting for its caller on an instance that dies is adopted by the survivor, which derives the edges when the caller arrives; no content reaches PostgreSQL', async () => {
+    const c = await startServerProcess({ args: clusterArgs('auditor-c') });
+    try {
+      await until('B and C share the partitions', async () => {
+        const [x, y] = await Promise.all([getJson(`${b.api}/api/v1/cluster`), getJson(`${c.api}/api/v1/cluster`)]);
+        return x.body.owned === PARTITIONS / 2 && y.body.owned === PARTITIONS / 2;
+      }, 30_000);
+      // The child agent span reaches C (the Collector routes its trace there); its caller is still running.
+      const exporterC = exporterFor('http-protobuf', c);
+      const providerC = providerFor(exporterC);
+      const tracer = providerC.getTracer('cluster-pending');
+      const run = { 'topology.run.id': 'cluster-pending-run' };
+      const parent = tracer.startSpan('invoke_agent orchestrator', { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'orchestrator', ...run } });
+      const child = tracer.startSpan(
+        'invoke_agent researcher',
+        { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'researcher', 'gen_ai.input.messages': MARKER, ...run } },
+        trace.setSpan(context.active(), parent),
+      );
+      child.end();
+      await providerC.forceFlush();
+      await until('C holds the child as pending', async () => /^topology_pending_parent_spans 1$/m.test(await (await fetch(`${c.api}/metrics`)).text()), 10_000);
+      c.child.kill('SIGKILL');
+      await c.stop();
+      await providerC.shutdown().catch(() => undefined);
+      // After C's leases expire, B owns every partition and adopts C's logged span.
+      await until('B adopts the span log of C', async () => /"event":"span_log_adopted"/.test(b.stderr()), 30_000);
+      await until('B holds the adopted span as pending', async () => /^topology_pending_parent_spans 1$/m.test(await (await fetch(`${b.api}/metrics`)).text()), 5_000);
+      // The caller's span now reaches B (its trace moved there with C gone).
+      const exporterB = exporterFor('http-protobuf', b);
+      parent.end();
+      expect(await new Promise<number>((res) => exporterB.export([parent as unknown as ReadableSpan], (r) => res(r.code)))).toBe(0);
+      await exporterB.shutdown();
+      const body = await until('the derived edges', async () => {
+        const r = await getJson(`${b.api}/api/v1/runs/cluster-pending-run`);
+        const edges = (r.body?.receipts ?? []).filter((x: { type: string }) => x.type === 'edge').map((x: any) => `${x.from} -> ${x.to} : ${x.kind}`);
+        return edges.includes('orchestrator -> researcher : delegate') ? r.body : null;
+      }, 15_000);
+      expect(body.receipts.some((x: { type: string }) => x.type === 'gap')).toBe(false);
+      expect(JSON.stringify(body)).not.toContain(MARKER);
+      // Content-free at the byte level: nothing of the prompt in PostgreSQL's files (tables, WAL, free space).
+      await client.query('CHECKPOINT');
+      expect(treeBytes(db.dir).includes(Buffer.from(MARKER))).toBe(false);
+      expect(treeBytes(db.dir).includes(Buffer.from('cluster-pending-run')), 'the scan reads the stored rows').toBe(true);
+    } finally {
+      await c.stop();
+    }
   }, 90_000);
 });

@@ -19,11 +19,12 @@ export class SharedStoreRuns implements RemoteRuns {
     const now = (this.opts.clock ?? Date.now)();
     const hit = this.cache.get(run);
     if (hit && now - hit.at < (this.opts.cacheMs ?? 1000)) return hit.run;
-    const [pin, receipts] = await Promise.all([this.pg.getPin(run), this.pg.runReceipts(run)]);
+    const [row, receipts] = await Promise.all([this.pg.getRun(run), this.pg.runReceipts(run)]);
     let detached: DetachedRun | null = null;
-    if (receipts.length > 0) {
+    if (row && receipts.length > 0) {
+      const pin = row.pin && row.contractHash ? { pin: row.pin, contractHash: row.contractHash } : null;
       const contractContent = pin ? await this.pg.getContractContent(pin.contractHash) : null;
-      detached = { run, pin, contractContent, receipts, updatedAt: now };
+      detached = { run, pin, contractContent, receipts, updatedAt: row.updatedAt };
     }
     if (this.cache.size >= (this.opts.maxCached ?? 1000)) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(run, { at: now, run: detached });

@@ -385,6 +385,16 @@ export class PgStore {
     );
   }
 
+  /** One run's row with its pin, or null when no receipt of it is stored. */
+  async getRun(run: string): Promise<LiveRun | null> {
+    const res = await this.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = $1`,
+      [run],
+    );
+    return res.rows.length ? liveRunOf(res.rows[0]) : null;
+  }
+
   /** The runs of partitions `parts`, with their pins (to take over a partition), oldest first. */
   async partitionRuns(parts: readonly number[]): Promise<LiveRun[]> {
     if (parts.length === 0) return [];
