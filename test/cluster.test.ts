@@ -14,7 +14,8 @@ import { parseExposition } from './helpers/metrics-exposition.js';
 import { until } from './helpers/wait.js';
 import { context, trace } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { exporterFor, providerFor } from './helpers/otel.js';
 import { runCli } from './helpers/server.js';
 
@@ -279,6 +280,46 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       expect(treeBytes(db.dir).includes(Buffer.from('cluster-pending-run')), 'the scan reads the stored rows').toBe(true);
     } finally {
       await c.stop();
+    }
+  }, 90_000);
+
+  it('the run-scope rule judges a run held by another instance by its pinned contract (bound ingest tokens)', async () => {
+    await client.query('CREATE DATABASE scope');
+    const dir = mkdtempSync(join(tmpdir(), 'ta-cluster-tokens-'));
+    const tokens = join(dir, 'ingest');
+    const ORCH = 'orch-token-0123456789abcdef';
+    const FIELD = 'field-token-0123456789abcdef';
+    writeFileSync(tokens, `${ORCH} orchestrator\n${FIELD} fieldops-main\n`);
+    const url = db.url.replace(/\/audit$/, '/scope');
+    const args = (name: string) => ['--store', url, '--instance', name, '--lease-ttl', `${TTL_MS}ms`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--ingest-tokens', tokens];
+    const [d, e] = await Promise.all([startServerProcess({ args: args('auditor-d') }), startServerProcess({ args: args('auditor-e') })]);
+    try {
+      const owners = await until('D and E share the partitions', async () => {
+        const [x, y] = await Promise.all([getJson(`${d.api}/api/v1/cluster`), getJson(`${e.api}/api/v1/cluster`)]);
+        return x.body.owned === PARTITIONS / 2 && y.body.owned === PARTITIONS / 2 ? (x.body.ownedPartitions as number[]) : null;
+      }, 30_000);
+      let run = '';
+      for (let i = 0; ; i++) if (owners.includes(partitionOf((run = `scope-run-${i}`), PARTITIONS))) break;
+      const send = async (srv: ServerProcess, token: string, r: object) => {
+        const res = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body: ndjson([r]), headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${token}` } });
+        return (await res.json()) as { accepted: number; rejected: { error: string }[] };
+      };
+      const at = new Date().toISOString();
+      // The run names the fieldops-manual contract (not the default), at its owner D.
+      expect((await send(d, FIELD, { run, event: 's', type: 'run.start', at, contract: 'fieldops-manual', from: 'fieldops-main' })).accepted).toBe(1);
+      // At E, which does not hold the run: the default contract's owner may not end it; fieldops-manual's owner may.
+      const refused = await send(e, ORCH, { run, event: 'end-o', type: 'run.end', at, result: 'completed', from: 'orchestrator' });
+      expect(refused.accepted).toBe(0);
+      expect(refused.rejected[0].error).toMatch(/contract fieldops-manual's owner "fieldops-main"/);
+      expect((await send(e, FIELD, { run, event: 'end', type: 'run.end', at, result: 'completed', from: 'fieldops-main' })).accepted).toBe(1);
+      const view = await until('the run at D', async () => {
+        const r = await getJson(`${d.api}/api/v1/runs/${run}`);
+        return r.body?.receipts?.length === 2 ? r.body : null;
+      }, 10_000);
+      expect(view.pin.contract).toBe('fieldops-manual');
+      expect(view.receipts.map((x: { event: string }) => x.event).sort()).toEqual(['end', 's']);
+    } finally {
+      await Promise.all([d.stop(), e.stop()]);
     }
   }, 90_000);
 });

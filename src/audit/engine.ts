@@ -45,6 +45,8 @@ export interface DetachedRun {
 /** Runs held by other instances of a cluster, read from the shared store on demand (see AuditEngine.fetch). */
 export interface RemoteRuns {
   load(run: string): Promise<DetachedRun | null>;
+  /** The run's stored pin and its contract's content (for the run-scope rule of a run held elsewhere). */
+  pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null>;
   /** Runs of the whole cluster, newest first, as the shared store lists them (verdict as last stored by the owner). */
   list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]>;
 }
@@ -133,6 +135,8 @@ export class AuditEngine extends EventEmitter {
   /** New runs and receipts of ingests that passed the live caps and have not landed yet. */
   private reservedRuns = 0;
   private reservedReceipts = 0;
+  /** Cluster mode: pins of runs other instances hold, read for the run-scope rule (bounded, oldest dropped first). */
+  private readonly foreignPins = new Map<string, PinRecord>();
   /** Digests of stored receipts of live runs: a redelivery is recognised without the store (see DeliveredDigests). */
   private readonly delivered: DeliveredDigests;
 
@@ -467,6 +471,37 @@ export class AuditEngine extends EventEmitter {
     return { verdict: this.evaluateDetached(detached, now), receipts: detached.receipts, updatedAt: detached.updatedAt };
   }
 
+  /**
+   * Cluster mode: before the run-scope rule checks run-level receipts of runs another instance holds, read their
+   * stored pins (scopeContract then judges them by the pinned contract, as the owner would).
+   */
+  async prefetchPins(runs: Iterable<string>): Promise<void> {
+    const remote = this.opts.remote;
+    if (!remote) return;
+    const wanted = [...new Set(runs)].filter((r) => !this.runs.has(r) && !this.foreignPins.has(r));
+    await Promise.all(
+      wanted.map(async (run) => {
+        let p = await remote.pin(run);
+        if (!p) {
+          // Not pinned yet (its owner writes the pin just after the first evaluation): the pin its stored run.start names.
+          const d = await remote.load(run);
+          if (!d) return;
+          const state = new RunState(run);
+          for (const r of d.receipts) if (r.type === 'run.start') state.add(r);
+          const resolved = resolvePin(state, this.registry, this.opts.defaultContract);
+          if (!resolved.ok || !state.firstStart()) return;
+          this.pinnedContracts.set(resolved.contract.hash, resolved.contract);
+          p = { record: { pin: resolved.pin, contractHash: resolved.contract.hash }, contractContent: null };
+        }
+        if (!this.pinnedContracts.has(p.record.contractHash) && p.contractContent) {
+          this.pinnedContracts.set(p.record.contractHash, contractFromCanonical(p.contractContent, `pinned ${p.record.pin.contract}@${p.record.pin.version}`));
+        }
+        if (this.foreignPins.size >= 10_000) this.foreignPins.delete(this.foreignPins.keys().next().value!);
+        this.foreignPins.set(run, p.record);
+      }),
+    );
+  }
+
   /** A run's verdict as fetch gives it. */
   async fetchVerdict(run: string, now: number): Promise<RunVerdict | null> {
     const held = this.verdictOf(run);
@@ -597,7 +632,7 @@ export class AuditEngine extends EventEmitter {
    */
   scopeContract(run: string, batch: readonly Receipt[] = []): Contract | null {
     const live = this.runs.get(run);
-    const record = live?.pin ?? this.store.getPin(run);
+    const record = live?.pin ?? this.store.getPin(run) ?? this.foreignPins.get(run);
     if (record) return this.pinnedContracts.get(record.contractHash) ?? null;
     const state = new RunState(run);
     const first = live?.state.firstStart();

@@ -6,6 +6,7 @@
  */
 import type { DetachedRun, RemoteRuns } from '../audit/engine.js';
 import type { PgStore } from '../store/pg-store.js';
+import type { PinRecord } from '../store/index.js';
 
 export class SharedStoreRuns implements RemoteRuns {
   private readonly cache = new Map<string, { at: number; run: DetachedRun | null }>();
@@ -29,6 +30,12 @@ export class SharedStoreRuns implements RemoteRuns {
     if (this.cache.size >= (this.opts.maxCached ?? 1000)) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(run, { at: now, run: detached });
     return detached;
+  }
+
+  async pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null> {
+    const record = await this.pg.getPin(run);
+    if (!record) return null;
+    return { record, contractContent: await this.pg.getContractContent(record.contractHash) };
   }
 
   async list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]> {

@@ -245,6 +245,7 @@ async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor:
       validLines.push(lineNo);
     }
     // Run scope (run-level receipts and gaps from a bound token): src/ingest/trust.ts.
+    await ingestor.prepareTrust(valid);
     const { kept, refused } = ingestor.trust(valid, auth.source);
     for (const f of refused) reject(validLines[f.index], f.reason);
     if (refused.length) rejected.sort((a, b) => a.line - b.line);

@@ -85,6 +85,16 @@ export class Ingestor {
     return { kept, refused };
   }
 
+  /**
+   * Cluster mode: the run-scope rule of `trust` judges run-level receipts and gaps from a bound source by the run's
+   * pinned contract; for runs another instance holds, their stored pins are read first. Nothing to do otherwise.
+   */
+  async prepareTrust(receipts: readonly Receipt[]): Promise<void> {
+    if (this.sources === UNBOUND || !this.engine.remote) return;
+    const runs = receipts.filter((r) => r.type === 'run.start' || r.type === 'run.end' || r.type === 'outcome' || r.type === 'gap').map((r) => r.run);
+    if (runs.length) await this.engine.prefetchPins(runs);
+  }
+
   get saturated(): boolean {
     return this.inflight >= this.limits.maxInflightRequests || this.pendingReceipts >= this.limits.maxPendingReceipts;
   }
@@ -134,12 +144,17 @@ export class Ingestor {
       const rejected = ex.rejected.map((r) => r.reason);
       for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
       if (ex.agentIdsRefused) this.metrics.ingestRefused('agent_id_invalid', ex.agentIdsRefused);
-      const { kept: receipts, refused } = this.trust(ex.receipts, source, bind);
-      for (const r of refused) rejected.push(r.reason);
-      if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
-      const producing = decoded.spanCount - ex.dropped - ex.rejected.length;
-      const spanLog = toSpanLog(ex.pendingLog, now);
-      return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected }, spanLog);
+      const finish = () => {
+        const { kept: receipts, refused } = this.trust(ex.receipts, source, bind);
+        for (const r of refused) rejected.push(r.reason);
+        if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
+        const producing = decoded.spanCount - ex.dropped - ex.rejected.length;
+        const spanLog = toSpanLog(ex.pendingLog, now);
+        return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected }, spanLog);
+      };
+      // In a cluster with bound sources, the pins of runs held elsewhere are read before the trust rules run.
+      if (this.sources !== UNBOUND && this.engine.remote) return this.prepareTrust(ex.receipts).then(finish);
+      return finish();
     } catch (e) {
       return Promise.reject(e);
     }
