@@ -160,6 +160,10 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       const ui = await getJson(`${srv.api}/ui/api/runs/drift-direct-route`);
       expect(ui.status).toBe(200);
       expect(JSON.stringify(ui.body)).toContain('forbidden_edge');
+      const page = await getJson(`${srv.api}/ui/api/runs`);
+      expect(page.body.total).toBe(runs.length);
+      expect(page.body.counts).toMatchObject({ healthy: 1, false_complete: 1, forbidden_edge: 1, waiting: 1 });
+      expect(page.body.runs.length).toBe(runs.length);
     }
     // Both instances owned some of the nine.
     expect(ma.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);

@@ -47,6 +47,8 @@ export interface RemoteRuns {
   load(run: string): Promise<DetachedRun | null>;
   /** The run's stored pin and its contract's content (for the run-scope rule of a run held elsewhere). */
   pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null>;
+  /** Runs of the whole cluster per verdict, as their owners last stored them (optionally of one pinned contract). */
+  counts(filter: { contract?: string }): Promise<Record<string, number>>;
   /** Runs of the whole cluster, newest first, as the shared store lists them (verdict as last stored by the owner). */
   list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]>;
 }

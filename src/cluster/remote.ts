@@ -38,6 +38,10 @@ export class SharedStoreRuns implements RemoteRuns {
     return { record, contractContent: await this.pg.getContractContent(record.contractHash) };
   }
 
+  counts(filter: { contract?: string }): Promise<Record<string, number>> {
+    return this.pg.verdictCounts(filter);
+  }
+
   async list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]> {
     return (await this.pg.listRuns(filter)).map((r) => ({ run: r.run, firstAt: r.firstAt, updatedAt: r.updatedAt }));
   }

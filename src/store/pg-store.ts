@@ -385,6 +385,15 @@ export class PgStore {
     );
   }
 
+  /** Runs per stored verdict (runs not evaluated yet are left out), optionally of one pinned contract. */
+  async verdictCounts(filter: { contract?: string }): Promise<Record<string, number>> {
+    const res =
+      filter.contract === undefined
+        ? await this.pool.query('SELECT verdict, count(*) AS n FROM runs WHERE verdict IS NOT NULL GROUP BY verdict')
+        : await this.pool.query('SELECT r.verdict, count(*) AS n FROM runs r JOIN pins p ON p.run = r.run WHERE r.verdict IS NOT NULL AND p.contract = $1 GROUP BY r.verdict', [filter.contract]);
+    return Object.fromEntries(res.rows.map((r: Row) => [r.verdict as string, Number(r.n)]));
+  }
+
   /** One run's row with its pin, or null when no receipt of it is stored. */
   async getRun(run: string): Promise<LiveRun | null> {
     const res = await this.pool.query(
