@@ -6,9 +6,8 @@
  * initdb and postgres refuse to run as root: as root, the temp dir is handed to the `postgres` system user and the
  * binaries run with its uid/gid (spawn's uid/gid options, which also drop root's supplementary groups).
  *
- * The server runs in its own process group: `kill()` SIGKILLs the postmaster and every backend at once (a crash:
- * nothing is flushed or shut down cleanly), and `restart()` starts it again on the same data dir and port, which
- * runs crash recovery from the WAL. Clusters still running when the test process exits are killed and removed.
+ * `kill()` SIGKILLs the postmaster and every backend (a crash: nothing is flushed or shut down cleanly), and
+ * `restart()` starts it again on the same data dir and port, which runs crash recovery from the WAL. Clusters still running when the test process exits are killed and removed.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -27,7 +26,7 @@ export interface PgCluster {
   database(name: string): Promise<string>;
   /** Fast shutdown, then removes the temp dir. */
   stop(): Promise<void>;
-  /** SIGKILL of the postmaster and all its backends (process group), returning once they are dead; the data dir stays for restart(). */
+  /** SIGKILL of the postmaster and all its backends, returning once they are dead; the data dir stays for restart(). */
   kill(): void;
   /** Starts the server again on the same data dir and port (after kill()); resolves when it accepts connections. */
   restart(): Promise<void>;
@@ -112,8 +111,15 @@ function serverMajor(bin: string): number {
   return m ? Number(m[1]) : 0;
 }
 
-/** True while a process of process group `pgid` is alive (not a zombie), from /proc (Linux). */
-function groupRunning(pgid: number): boolean {
+interface ProcStat {
+  pid: number;
+  state: string;
+  ppid: number;
+}
+
+/** Every process from /proc (Linux): pid, state and parent. */
+function processes(): ProcStat[] {
+  const out: ProcStat[] = [];
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     let stat: string;
@@ -122,11 +128,16 @@ function groupRunning(pgid: number): boolean {
     } catch {
       continue; // exited meanwhile
     }
-    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after its last ')'.
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(fields[2]) === pgid && fields[0] !== 'Z' && fields[0] !== 'X') return true;
+    out.push({ pid: Number(name), state: fields[0], ppid: Number(fields[1]) });
   }
-  return false;
+  return out;
+}
+
+/** True while a process of `pids` is alive (zombies count as dead). */
+function anyAlive(pids: ReadonlySet<number>): boolean {
+  return processes().some((p) => pids.has(p.pid) && p.state !== 'Z' && p.state !== 'X');
 }
 
 async function connectable(url: string): Promise<boolean> {
@@ -192,17 +203,29 @@ export async function startPgCluster(opts: { fsync?: boolean } = {}): Promise<Pg
     child = proc;
   };
 
-  /** SIGKILL to the server's process group; returns once no process of the group runs (zombies aside). */
+  /**
+   * SIGKILL of the postmaster and every backend (each backend leads its own process group, so one group signal is
+   * not enough): the postmaster is stopped first so it forks no new child, then its children and it are killed.
+   * Returns once none of them runs (zombies aside).
+   */
   const killGroup = (): void => {
     const pid = child?.pid;
     if (pid === undefined || exited !== null) return;
     try {
-      process.kill(-pid, 'SIGKILL');
+      process.kill(pid, 'SIGSTOP');
     } catch {
       return; // already gone
     }
+    const victims = new Set<number>([pid, ...processes().filter((p) => p.ppid === pid).map((p) => p.pid)]);
+    for (const victim of victims) {
+      try {
+        process.kill(victim, 'SIGKILL');
+      } catch {
+        // exited meanwhile
+      }
+    }
     const deadline = Date.now() + 10_000;
-    while (groupRunning(pid) && Date.now() < deadline) {
+    while (anyAlive(victims) && Date.now() < deadline) {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
     }
   };
