@@ -124,6 +124,8 @@ export async function migrate(
   const latest = migrations.reduce((max, m) => Math.max(max, m.version), 0);
   await client.query('BEGIN');
   try {
+    // Another server may be running a long migration: wait for it (bounded), whatever the session's lock_timeout.
+    await client.query(`SET LOCAL lock_timeout = '600s'`);
     await client.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,

@@ -11,9 +11,10 @@
  * Ordering lock: every append transaction first takes `pg_advisory_xact_lock(LOG_LOCK)` and holds it to COMMIT, so
  * across all instances `seq` values are assigned and become visible in commit order: a reader tailing `seq > X`
  * never skips a row that commits later with a lower seq. (Without it, two instances' transactions could commit in the
- * opposite order of their sequence values.) Inside the lock the stored variants of the group's (run, event) keys are
- * read once, every delivery is decided in input order, and the new rows are inserted with one batched statement, so
- * `seq` follows input order exactly as in SQLite. Prune takes the same lock.
+ * opposite order of their sequence values.) Inside the lock a group of new receipts is inserted with one batched
+ * statement; when a receipt was stored before (a retry or a conflict), the stored variants of the group's keys are
+ * read once instead and every delivery is decided in input order, so outcomes and `seq` order are the SQLite
+ * store's. Prune takes the same lock.
  *
  * Leases: one row per hash partition of run ids; an owner renews before `expires_at` (database clock `now()`);
  * an expired lease is lost and any instance may claim it (FOR UPDATE SKIP LOCKED).
@@ -87,6 +88,15 @@ interface QueuedAppend {
 interface StoredVariant {
   body: string;
   canonical?: string;
+}
+
+/** A receipt row to insert, decided. */
+interface NewRow {
+  receipt: Receipt;
+  body: string;
+  variant: number;
+  source: string;
+  receivedAt: number;
 }
 
 interface KeyState {
@@ -367,12 +377,13 @@ export class PgStore {
     if (rows.length === 0) return;
     const latest = new Map<string, { verdict: Verdict; settled: boolean; updatedAt: number }>();
     for (const r of rows) latest.set(r.run, r);
-    const runs = [...latest.keys()].sort();
+    const runs = [...latest.keys()];
+    // In run order, as appends touch runs, so the two never wait on each other's row locks in a cycle.
     await this.pool.query(
       `INSERT INTO runs (run, part, first_at, updated_at, verdict, settled)
        SELECT run, part, updated_at, updated_at, verdict, settled
-       FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::boolean[]) WITH ORDINALITY AS u(run, part, updated_at, verdict, settled, ord)
-       ORDER BY ord
+       FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::boolean[]) AS u(run, part, updated_at, verdict, settled)
+       ORDER BY run
        ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled,
          updated_at = GREATEST(runs.updated_at, excluded.updated_at)`,
       [
@@ -618,8 +629,12 @@ export class PgStore {
       const results = await this.commitGroup(group);
       this.isHealthy = true;
       this.commitCount++;
-      if (this.onCommit) this.onCommit(Number(process.hrtime.bigint() - started) / 1e9, receipts);
       group.forEach((a, i) => a.resolve(results[i]));
+      try {
+        this.onCommit?.(Number(process.hrtime.bigint() - started) / 1e9, receipts);
+      } catch {
+        // A metrics callback cannot un-acknowledge a committed group.
+      }
     } catch (err) {
       this.isHealthy = false;
       this.failedCommitCount++;
@@ -631,12 +646,13 @@ export class PgStore {
     }
   }
 
-  private async inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+  /** Runs `work` in a transaction opened by `begin` (one round trip; may hold more statements, no parameters). */
+  private async inTransaction<T>(work: (client: PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
     const client = await this.pool.connect();
     client.on('error', noop);
     let failed = false;
     try {
-      await client.query('BEGIN');
+      await client.query(begin);
       const value = await work(client);
       await client.query('COMMIT');
       return value;
@@ -651,124 +667,142 @@ export class PgStore {
     }
   }
 
-  /** One transaction for a group of appends: ordering lock, read stored variants, decide in input order, insert. */
+  /**
+   * One transaction for a group of appends, under the ordering lock. Fast path (no (run, event) twice in the
+   * group): insert every receipt as variant 0 with ON CONFLICT DO NOTHING; when all went in, they are all accepted
+   * (3 round trips: BEGIN + lock + SAVEPOINT, the write, COMMIT). Otherwise (a redelivery or conflict, or a key
+   * repeated in the group) the fast attempt is rolled back to its savepoint and every delivery is decided in input
+   * order from one read of the stored variants, then written: outcomes and seq order exactly as the SQLite store's.
+   */
   private commitGroup(group: QueuedAppend[]): Promise<AppendResult[]> {
+    const items = group.flatMap((a) => a.items);
+    const spans = group.flatMap((a) => a.spanLog);
+    const keys = new Set<string>();
+    for (const { receipt } of items) keys.add(`${receipt.run}\u0000${receipt.event}`);
+    const fast = keys.size === items.length;
+    const begin = `BEGIN; SELECT pg_advisory_xact_lock(${LOG_LOCK})${fast ? '; SAVEPOINT fast' : ''}`;
     return this.inTransaction(async (client) => {
-      await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
-
-      // Stored variants of every (run, event) in the group, read once under the lock (no other writer interleaves).
-      const keyRuns: string[] = [];
-      const keyEvents: string[] = [];
-      const states = new Map<string, KeyState | null>();
-      for (const a of group) {
-        for (const { receipt } of a.items) {
-          const key = `${receipt.run}\u0000${receipt.event}`;
-          if (states.has(key)) continue;
-          states.set(key, null);
-          keyRuns.push(receipt.run);
-          keyEvents.push(receipt.event);
+      if (fast) {
+        const rows = items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt }));
+        if ((await this.writeRows(client, rows, spans)) === rows.length) {
+          return group.map((a) => ({ accepted: a.items.length, duplicates: 0, conflicts: 0, results: a.items.map((): AppendOutcome => 'accepted') }));
         }
+        await client.query('ROLLBACK TO SAVEPOINT fast');
       }
-      if (keyRuns.length > 0) {
-        const stored = await client.query(
-          `SELECT r.run, r.event, r.variant, r.body FROM receipts r
-           JOIN unnest($1::text[], $2::text[]) AS k(run, event) ON r.run = k.run AND r.event = k.event
-           ORDER BY r.run, r.event, r.variant`,
-          [keyRuns, keyEvents],
-        );
-        for (const row of stored.rows as Row[]) {
-          const key = `${row.run as string}\u0000${row.event as string}`;
-          let state = states.get(key) ?? null;
-          if (state === null) {
-            state = { variants: [], maxVariant: -1 };
-            states.set(key, state);
-          }
-          state.variants.push({ body: row.body as string });
-          state.maxVariant = Math.max(state.maxVariant, row.variant as number);
-        }
-      }
-
-      // Decide each delivery in input order, exactly as the SQLite store's storeOne does.
-      const ins = { run: [] as string[], event: [] as string[], variant: [] as number[], body: [] as string[], source: [] as string[], receivedAt: [] as number[], part: [] as number[] };
-      const touched = new Map<string, { firstAt: number; lastAt: number }>();
-      const results = group.map((a) => {
-        const result = emptyResult();
-        for (const { receipt, source, receivedAt } of a.items) {
-          const key = `${receipt.run}\u0000${receipt.event}`;
-          const body = compactReceiptJson(receipt);
-          const state = states.get(key) ?? null;
-          let variant: number;
-          let outcome: AppendOutcome;
-          if (state === null) {
-            variant = 0;
-            outcome = 'accepted';
-            states.set(key, { variants: [{ body }], maxVariant: 0 });
-          } else {
-            const canonical = canonicalReceiptJson(receipt);
-            const same = state.variants.some((v) => {
-              v.canonical ??= canonicalReceiptJson(JSON.parse(v.body) as Receipt);
-              return v.canonical === canonical;
-            });
-            if (same) {
-              countOutcome(result, 'duplicate');
-              continue;
-            }
-            variant = state.maxVariant + 1;
-            outcome = 'conflict';
-            state.maxVariant = variant;
-            state.variants.push({ body, canonical });
-          }
-          countOutcome(result, outcome);
-          ins.run.push(receipt.run);
-          ins.event.push(receipt.event);
-          ins.variant.push(variant);
-          ins.body.push(body);
-          ins.source.push(source);
-          ins.receivedAt.push(receivedAt);
-          ins.part.push(this.partitionOf(receipt.run));
-          const seen = touched.get(receipt.run);
-          if (seen === undefined) touched.set(receipt.run, { firstAt: receivedAt, lastAt: receivedAt });
-          else {
-            if (receivedAt < seen.firstAt) seen.firstAt = receivedAt;
-            if (receivedAt > seen.lastAt) seen.lastAt = receivedAt;
-          }
-        }
-        return result;
-      });
-
-      if (ins.run.length > 0) {
-        await client.query(
-          `INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
-           SELECT run, event, variant, body, source, received_at, $8, part
-           FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::int[])
-             WITH ORDINALITY AS u(run, event, variant, body, source, received_at, part, ord)
-           ORDER BY ord`,
-          [ins.run, ins.event, ins.variant, ins.body, ins.source, ins.receivedAt, ins.part, this.instance],
-        );
-        // Runs in key order, like setVerdictStates, so the two never wait on each other's row locks in a cycle.
-        const runs = [...touched.keys()].sort();
-        await client.query(
-          `INSERT INTO runs (run, part, first_at, updated_at)
-           SELECT run, part, first_at, updated_at
-           FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS u(run, part, first_at, updated_at, ord)
-           ORDER BY ord
-           ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
-             updated_at = GREATEST(runs.updated_at, excluded.updated_at)`,
-          [runs, runs.map((r) => this.partitionOf(r)), runs.map((r) => touched.get(r)!.firstAt), runs.map((r) => touched.get(r)!.lastAt)],
-        );
-      }
-
-      const spans = group.flatMap((a) => a.spanLog);
-      if (spans.length > 0) {
-        await client.query(
-          `INSERT INTO span_log (trace_id, part, origin, logged_at, body)
-           SELECT trace_id, part, $5, logged_at, body
-           FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[]) WITH ORDINALITY AS u(trace_id, part, logged_at, body, ord)
-           ORDER BY ord`,
-          [spans.map((e) => e.traceId), spans.map((e) => this.partitionOf(e.traceId)), spans.map((e) => e.loggedAt), spans.map((e) => e.body), this.instance],
-        );
-      }
+      const { results, rows } = await this.decide(client, group);
+      const written = await this.writeRows(client, rows, spans);
+      if (written !== rows.length) throw new Error(`postgres store: ${rows.length - written} decided receipts were already stored (a writer without the ordering lock?)`);
       return results;
+    }, begin);
+  }
+
+  /** Reads the stored variants of the group's (run, event) keys once and decides every delivery in input order. */
+  private async decide(client: PoolClient, group: QueuedAppend[]): Promise<{ results: AppendResult[]; rows: NewRow[] }> {
+    const keyRuns: string[] = [];
+    const keyEvents: string[] = [];
+    const states = new Map<string, KeyState | null>();
+    for (const a of group) {
+      for (const { receipt } of a.items) {
+        const key = `${receipt.run}\u0000${receipt.event}`;
+        if (states.has(key)) continue;
+        states.set(key, null);
+        keyRuns.push(receipt.run);
+        keyEvents.push(receipt.event);
+      }
+    }
+    if (keyRuns.length > 0) {
+      const stored = await client.query(
+        `SELECT r.run, r.event, r.variant, r.body FROM receipts r
+         JOIN unnest($1::text[], $2::text[]) AS k(run, event) ON r.run = k.run AND r.event = k.event
+         ORDER BY r.run, r.event, r.variant`,
+        [keyRuns, keyEvents],
+      );
+      for (const row of stored.rows as Row[]) {
+        const key = `${row.run as string}\u0000${row.event as string}`;
+        let state = states.get(key) ?? null;
+        if (state === null) {
+          state = { variants: [], maxVariant: -1 };
+          states.set(key, state);
+        }
+        state.variants.push({ body: row.body as string });
+        state.maxVariant = Math.max(state.maxVariant, row.variant as number);
+      }
+    }
+    const rows: NewRow[] = [];
+    const results = group.map((a) => {
+      const result = emptyResult();
+      for (const { receipt, source, receivedAt } of a.items) {
+        const key = `${receipt.run}\u0000${receipt.event}`;
+        const body = compactReceiptJson(receipt);
+        const state = states.get(key) ?? null;
+        if (state === null) {
+          countOutcome(result, 'accepted');
+          states.set(key, { variants: [{ body }], maxVariant: 0 });
+          rows.push({ receipt, body, variant: 0, source, receivedAt });
+          continue;
+        }
+        const canonical = canonicalReceiptJson(receipt);
+        const same = state.variants.some((v) => {
+          v.canonical ??= canonicalReceiptJson(JSON.parse(v.body) as Receipt);
+          return v.canonical === canonical;
+        });
+        if (same) {
+          countOutcome(result, 'duplicate');
+          continue;
+        }
+        state.maxVariant++;
+        state.variants.push({ body, canonical });
+        countOutcome(result, 'conflict');
+        rows.push({ receipt, body, variant: state.maxVariant, source, receivedAt });
+      }
+      return result;
     });
+    return { results, rows };
+  }
+
+  /**
+   * One statement: inserts `rows` in order (ON CONFLICT DO NOTHING), touches `runs` for the rows that went in (in
+   * run order, as setVerdictStates, so the two never wait on each other's row locks in a cycle) and inserts the span
+   * log entries. Returns how many receipt rows went in.
+   */
+  private async writeRows(client: PoolClient, rows: readonly NewRow[], spans: readonly SpanLogEntry[]): Promise<number> {
+    if (rows.length === 0 && spans.length === 0) return 0;
+    const res = await client.query(
+      `WITH ins AS (
+         INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
+         SELECT run, event, variant, body, source, received_at, $8, part
+         FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::int[])
+           WITH ORDINALITY AS u(run, event, variant, body, source, received_at, part, ord)
+         ORDER BY ord
+         ON CONFLICT (run, event, variant) DO NOTHING
+         RETURNING run, part, received_at
+       ), touched AS (
+         INSERT INTO runs (run, part, first_at, updated_at)
+         SELECT run, min(part), min(received_at), max(received_at) FROM ins GROUP BY run ORDER BY run
+         ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
+           updated_at = GREATEST(runs.updated_at, excluded.updated_at)
+       ), spans AS (
+         INSERT INTO span_log (trace_id, part, origin, logged_at, body)
+         SELECT trace_id, part, $8, logged_at, body
+         FROM unnest($9::text[], $10::int[], $11::bigint[], $12::text[]) WITH ORDINALITY AS s(trace_id, part, logged_at, body, ord)
+         ORDER BY ord
+       )
+       SELECT count(*) AS inserted FROM ins`,
+      [
+        rows.map((r) => r.receipt.run),
+        rows.map((r) => r.receipt.event),
+        rows.map((r) => r.variant),
+        rows.map((r) => r.body),
+        rows.map((r) => r.source),
+        rows.map((r) => r.receivedAt),
+        rows.map((r) => this.partitionOf(r.receipt.run)),
+        this.instance,
+        spans.map((e) => e.traceId),
+        spans.map((e) => this.partitionOf(e.traceId)),
+        spans.map((e) => e.loggedAt),
+        spans.map((e) => e.body),
+      ],
+    );
+    return Number(res.rows[0].inserted);
   }
 }

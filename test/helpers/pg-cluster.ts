@@ -6,12 +6,11 @@
  * initdb and postgres refuse to run as root: as root, the temp dir is handed to the `postgres` system user and the
  * binaries run with its uid/gid (spawn's uid/gid options, which also drop root's supplementary groups).
  *
- * The server runs in its own process group: `kill()` SIGKILLs the postmaster and every backend at once (a crash:
- * nothing is flushed or shut down cleanly), and `restart()` starts it again on the same data dir and port, which
- * runs crash recovery from the WAL. Clusters still running when the test process exits are killed and removed.
+ * `kill()` SIGKILLs the postmaster and every backend (a crash: nothing is flushed or shut down cleanly), and
+ * `restart()` starts it again on the same data dir and port, which runs crash recovery from the WAL. Clusters still running when the test process exits are killed and removed.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,7 +26,7 @@ export interface PgCluster {
   database(name: string): Promise<string>;
   /** Fast shutdown, then removes the temp dir. */
   stop(): Promise<void>;
-  /** SIGKILL of the postmaster and all its backends (process group); the data dir stays for restart(). */
+  /** SIGKILL of the postmaster and all its backends, returning once they are dead; the data dir stays for restart(). */
   kill(): void;
   /** Starts the server again on the same data dir and port (after kill()); resolves when it accepts connections. */
   restart(): Promise<void>;
@@ -105,6 +104,42 @@ function installExitHook(): void {
   });
 }
 
+/** The major version of the server in `bin` (from `postgres --version`). */
+function serverMajor(bin: string): number {
+  const out = execFileSync(join(bin, 'postgres'), ['--version'], { encoding: 'utf8' });
+  const m = /(\d+)(?:\.\d+)?/.exec(out);
+  return m ? Number(m[1]) : 0;
+}
+
+interface ProcStat {
+  pid: number;
+  state: string;
+  ppid: number;
+}
+
+/** Every process from /proc (Linux): pid, state and parent. */
+function processes(): ProcStat[] {
+  const out: ProcStat[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out.push({ pid: Number(name), state: fields[0], ppid: Number(fields[1]) });
+  }
+  return out;
+}
+
+/** True while a process of `pids` is alive (zombies count as dead). */
+function anyAlive(pids: ReadonlySet<number>): boolean {
+  return processes().some((p) => pids.has(p.pid) && p.state !== 'Z' && p.state !== 'X');
+}
+
 async function connectable(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   client.on('error', () => {});
@@ -155,6 +190,8 @@ export async function startPgCluster(opts: { fsync?: boolean } = {}): Promise<Pg
       '-c', `fsync=${opts.fsync === false ? 'off' : 'on'}`,
       '-c', 'max_connections=100',
       '-c', 'log_min_messages=warning',
+      // After a crash, recovery first fsyncs the data dir: one syncfs() instead of one fsync per file (PostgreSQL 14+).
+      ...(serverMajor(bin) >= 14 ? ['-c', 'recovery_init_sync_method=syncfs'] : []),
     ], { ...ids, cwd: dir, env, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
     proc.stderr!.setEncoding('utf8');
     proc.stderr!.on('data', (chunk: string) => {
@@ -166,13 +203,30 @@ export async function startPgCluster(opts: { fsync?: boolean } = {}): Promise<Pg
     child = proc;
   };
 
+  /**
+   * SIGKILL of the postmaster and every backend (each backend leads its own process group, so one group signal is
+   * not enough): the postmaster is stopped first so it forks no new child, then its children and it are killed.
+   * Returns once none of them runs (zombies aside).
+   */
   const killGroup = (): void => {
     const pid = child?.pid;
     if (pid === undefined || exited !== null) return;
     try {
-      process.kill(-pid, 'SIGKILL');
+      process.kill(pid, 'SIGSTOP');
     } catch {
-      // already gone
+      return; // already gone
+    }
+    const victims = new Set<number>([pid, ...processes().filter((p) => p.ppid === pid).map((p) => p.pid)]);
+    for (const victim of victims) {
+      try {
+        process.kill(victim, 'SIGKILL');
+      } catch {
+        // exited meanwhile
+      }
+    }
+    const deadline = Date.now() + 10_000;
+    while (anyAlive(victims) && Date.now() < deadline) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
     }
   };
 

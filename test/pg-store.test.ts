@@ -1,0 +1,500 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Receipt } from '../src/core/types.js';
+import {
+  PG_SCHEMA_VERSION,
+  PgStore,
+  ReceiptStore,
+  StoreCommitError,
+  partitionOf,
+  type AppendResult,
+  type PgStoreOptions,
+  type SpanLogEntry,
+  type StoredReceipt,
+} from '../src/store/index.js';
+import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
+import { at, edge, end, start, wait } from './helpers/receipts.js';
+import { until } from './helpers/wait.js';
+
+let cluster: PgCluster;
+const stores: PgStore[] = [];
+const dirs: string[] = [];
+let dbCounter = 0;
+
+beforeAll(async () => {
+  cluster = await startPgCluster();
+}, 120_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+afterEach(async () => {
+  for (const s of stores.splice(0)) await s.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A fresh database of the shared throwaway cluster. */
+function freshDb(): Promise<string> {
+  return cluster.database(`t${++dbCounter}`);
+}
+
+async function open(url: string, instance: string, opts: Omit<PgStoreOptions, 'instance'> = {}): Promise<PgStore> {
+  const store = await PgStore.open(url, { instance, ...opts });
+  stores.push(store);
+  return store;
+}
+
+async function sql<T = Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows as T[];
+  } finally {
+    await client.end();
+  }
+}
+
+function delivery(receipt: Receipt, source = 'token-a', receivedAt = 1_000): StoredReceipt {
+  return { receipt, source, receivedAt };
+}
+
+/** A run id of partition `part` (of `partitions`), the `n`-th such id. */
+function runIn(part: number, partitions: number, n = 0): string {
+  let found = 0;
+  for (let i = 0; ; i++) {
+    const id = `run-${i}`;
+    if (partitionOf(id, partitions) === part && found++ === n) return id;
+  }
+}
+
+describe('PgStore: durability', () => {
+  // First in the file: crash recovery then replays little WAL (every CREATE DATABASE of later tests adds some).
+  it('an acknowledged append survives kill -9 of the database server', async () => {
+    const store = await PgStore.open(cluster.url, { instance: 'a' });
+    stores.push(store);
+    const batch = Array.from({ length: 20 }, (_, i) => delivery(edge(`e${i}`, 0, 'a -> b : delegate', { run: 'durable' })));
+    const results = await Promise.all([store.append(batch.slice(0, 10)), store.append(batch.slice(10))]);
+    expect(results.map((r) => r.accepted)).toEqual([10, 10]);
+    cluster.kill();
+    // While the server is down, appends fail and nothing is acknowledged.
+    await expect(store.append([delivery(edge('lost', 0, 'a -> b : delegate', { run: 'durable' }))])).rejects.toBeInstanceOf(StoreCommitError);
+    expect(store.healthy()).toBe(false);
+    await cluster.restart();
+    const after = await open(cluster.url, 'b');
+    expect((await after.runReceipts('durable')).map((r) => r.event)).toEqual(batch.map((d) => d.receipt.event));
+    // The first store reconnects by itself.
+    expect((await store.append([delivery(edge('later', 0, 'a -> b : delegate', { run: 'durable' }))])).accepted).toBe(1);
+    expect(store.healthy()).toBe(true);
+    expect((await after.runReceipts('durable')).map((r) => r.event)).toEqual([...batch.map((d) => d.receipt.event), 'later']);
+  });
+});
+
+describe('partitionOf', () => {
+  /** Reference: FNV-1a over TextEncoder's UTF-8. */
+  function reference(key: string, partitions: number): number {
+    let h = 0x811c9dc5;
+    for (const b of new TextEncoder().encode(key)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+    return h % partitions;
+  }
+
+  it('is FNV-1a 32-bit of the UTF-8 bytes, modulo the partition count', () => {
+    expect(partitionOf('', 2 ** 32)).toBe(0x811c9dc5);
+    expect(partitionOf('a', 2 ** 32)).toBe(0xe40c292c);
+    expect(partitionOf('foobar', 2 ** 32)).toBe(0xbf9cf968);
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), fc.integer({ min: 1, max: 1024 }), (key, n) => {
+        const p = partitionOf(key, n);
+        return p === reference(key, n) && p >= 0 && p < n;
+      }),
+    );
+    // Lone surrogates hash as U+FFFD, as TextEncoder encodes them.
+    expect(partitionOf('a\ud800b', 2 ** 32)).toBe(reference('a\ud800b', 2 ** 32));
+  });
+});
+
+describe('PgStore: schema and migrations', () => {
+  it('applies the migrations once; a second instance opens the same schema and keeps its partition count', async () => {
+    const url = await freshDb();
+    // Two servers starting together: the migration lock serialises them.
+    const [a, b] = await Promise.all([open(url, 'a', { partitions: 8 }), open(url, 'b', { partitions: 8 })]);
+    const c = await open(url, 'c', { partitions: 32 });
+    expect([a.partitions, b.partitions, c.partitions]).toEqual([8, 8, 8]);
+    expect(c.instance).toBe('c');
+    const versions = await sql<{ version: number }>(url, 'SELECT version FROM schema_migrations ORDER BY version');
+    expect(versions.map((v) => v.version)).toEqual(Array.from({ length: PG_SCHEMA_VERSION }, (_, i) => i + 1));
+    expect(await sql(url, 'SELECT count(*)::int AS n FROM leases')).toEqual([{ n: 8 }]);
+    expect(await sql(url, `SELECT value FROM meta WHERE key = 'partitions'`)).toEqual([{ value: '8' }]);
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: 'r' }))]);
+    expect(await b.runReceipts('r')).toHaveLength(1);
+  });
+
+  it('refuses a database whose schema is newer than this build', async () => {
+    const url = await freshDb();
+    await open(url, 'a');
+    await sql(url, 'INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now())', [PG_SCHEMA_VERSION + 1]);
+    await expect(PgStore.open(url, { instance: 'b' })).rejects.toThrow(/schema version \d+ is newer than this build/);
+  });
+});
+
+describe('PgStore: append', () => {
+  /** Appends, each awaited in turn (`sequential`) or all in one turn, through both stores. */
+  async function both(batches: StoredReceipt[][], sequential: boolean): Promise<{ pg: AppendResult[]; lite: AppendResult[]; pgStore: PgStore; lite_: ReceiptStore }> {
+    const pgStore = await open(await freshDb(), 'a');
+    const dir = mkdtempSync(join(tmpdir(), 'pg-parity-'));
+    dirs.push(dir);
+    const lite = ReceiptStore.open(dir);
+    const run = async (append: (b: StoredReceipt[]) => Promise<AppendResult>): Promise<AppendResult[]> => {
+      if (!sequential) return Promise.all(batches.map(append));
+      const out: AppendResult[] = [];
+      for (const b of batches) out.push(await append(b));
+      return out;
+    };
+    const pgResults = await run((b) => pgStore.append(b));
+    const liteResults = await run((b) => lite.append(b));
+    return { pg: pgResults, lite: liteResults, pgStore, lite_: lite };
+  }
+
+  const r1 = { run: 'r1' };
+  const r2 = { run: 'tenant-7/r2' };
+  const batches: StoredReceipt[][] = [
+    [delivery(start('s', 0, r1)), delivery(edge('e1', 1, 'orchestrator -> researcher : delegate', r1))],
+    // A retry written differently (explicit status, another offset, spaced edge): a duplicate.
+    [delivery({ ...edge('e1', 1, 'orchestrator -> researcher : delegate', r1), status: 'ok', at: at(1).replace('Z', '+00:00') }, 'token-b', 2_000)],
+    // A different content under a stored event: a conflict, kept as variant 1.
+    [delivery(edge('e1', 1, 'orchestrator -> writer : delegate', r1), 'token-b', 3_000)],
+    // Retries of both versions: duplicates; a third content: conflict.
+    [delivery(edge('e1', 1, 'orchestrator -> writer : delegate', r1)), delivery(edge('e1', 1, 'orchestrator -> researcher : delegate', r1)), delivery(edge('e1', 1, 'orchestrator -> critic : delegate', r1))],
+    // Inside one batch: new, its duplicate, its conflict, another run.
+    [delivery(wait('w1', 2, 'researcher', 'orchestrator -> researcher : delegate', 10, r2)), delivery(wait('w1', 2, 'researcher', 'orchestrator->researcher:delegate', 10, r2)), delivery(wait('w1', 2, 'researcher', 'orchestrator -> researcher : delegate', 11, r2)), delivery(end('end', 3, 'completed', r1))],
+    [delivery(end('end', 3, 'failed', r1), 'token-c', 500), delivery(end('end', 3, 'failed', r1))],
+  ];
+
+  for (const sequential of [true, false]) {
+    it(`gives the SQLite store's outcomes and stored order on the same input (${sequential ? 'one append at a time' : 'all appends in one turn'})`, async () => {
+      const { pg: pgResults, lite: liteResults, pgStore, lite_ } = await both(batches, sequential);
+      try {
+        expect(pgResults).toEqual(liteResults);
+        expect(pgResults.flatMap((r) => r.results)).toContain('conflict');
+        expect(pgResults.flatMap((r) => r.results)).toContain('duplicate');
+        for (const run of ['r1', 'tenant-7/r2']) expect(await pgStore.runReceipts(run)).toEqual(lite_.runReceipts(run));
+        expect(await pgStore.counts()).toEqual(lite_.counts());
+      } finally {
+        lite_.close();
+      }
+    });
+  }
+
+  it('group commit: 50 concurrent appends share transactions and all resolve', async () => {
+    const commits: number[] = [];
+    const store = await open(await freshDb(), 'a', { onCommit: (_s, n) => commits.push(n) });
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => store.append([delivery(edge(`e${i}`, 0, 'a -> b : delegate', { run: `run-${i % 7}` })), delivery(edge(`f${i}`, 0, 'a -> b : delegate', { run: `run-${i % 7}` }))])),
+    );
+    expect(results.every((r) => r.accepted === 2)).toBe(true);
+    expect(commits.length).toBeGreaterThan(0);
+    expect(commits.length).toBeLessThan(50);
+    expect(commits.reduce((a, b) => a + b, 0)).toBe(100);
+    expect(store.commitStats()).toEqual({ commits: commits.length, failedCommits: 0 });
+    expect(await store.counts()).toEqual({ receipts: 100, runs: 7 });
+  });
+
+  it('acknowledges nothing of a group whose commit fails, and recovers with the next', async () => {
+    const store = await open(await freshDb(), 'a');
+    // A NUL byte is refused by PostgreSQL text: the whole group's transaction fails.
+    const poisoned = store.append([delivery(edge('bad', 0, 'a -> b : delegate', { run: 'r' }), 'tok\u0000en')]);
+    const innocent = store.append([delivery(edge('good', 0, 'a -> b : delegate', { run: 'r' }))]);
+    await expect(poisoned).rejects.toBeInstanceOf(StoreCommitError);
+    await expect(innocent).rejects.toBeInstanceOf(StoreCommitError);
+    expect(store.healthy()).toBe(false);
+    expect(await store.runReceipts('r')).toEqual([]);
+    expect((await store.append([delivery(edge('good', 0, 'a -> b : delegate', { run: 'r' }))])).accepted).toBe(1);
+    expect(store.healthy()).toBe(true);
+    expect(store.commitStats().failedCommits).toBe(1);
+  });
+
+  it('refuses appends while the queue holds too many receipts', async () => {
+    const store = await open(await freshDb(), 'a', { maxQueuedReceipts: 10 });
+    const first = store.append(Array.from({ length: 8 }, (_, i) => delivery(edge(`e${i}`, 0, 'a -> b : delegate', { run: 'r' }))));
+    const second = store.append(Array.from({ length: 5 }, (_, i) => delivery(edge(`x${i}`, 0, 'a -> b : delegate', { run: 'r' }))));
+    await expect(second).rejects.toMatchObject({ name: 'StoreCommitError', code: 'STORE_SATURATED' });
+    expect((await first).accepted).toBe(8);
+    // Once committed, the queue has room again.
+    expect((await store.append([delivery(edge('y', 0, 'a -> b : delegate', { run: 'r' }))])).accepted).toBe(1);
+  });
+
+  it('rejects appends after close', async () => {
+    const store = await PgStore.open(await freshDb(), { instance: 'a' });
+    const before = store.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: 'r' }))]);
+    await store.close();
+    // What was queued before close is committed.
+    expect((await before).accepted).toBe(1);
+    await expect(store.append([delivery(edge('e2', 0, 'a -> b : delegate', { run: 'r' }))])).rejects.toThrow(/closed/);
+  });
+});
+
+describe('PgStore: tail across instances', () => {
+  it('sees every seq of two concurrently appending instances exactly once, in order, never skipping one', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a');
+    const b = await open(url, 'b');
+    const reader = await open(url, 'reader');
+    const perLoop = 40;
+    let appending = true;
+    const appender = async (store: PgStore, loop: number): Promise<void> => {
+      for (let i = 0; i < perLoop; i++) {
+        const run = `run-${store.instance}-${loop}-${i % 5}`;
+        await store.append([0, 1, 2].map((k) => delivery(edge(`e${i}-${k}`, 0, 'a -> b : delegate', { run }), store.instance, Date.now())));
+      }
+    };
+    const loops = Promise.all([0, 1, 2, 3].flatMap((loop) => [appender(a, loop), appender(b, loop)])).finally(() => {
+      appending = false;
+    });
+
+    const seen: number[] = [];
+    /** After each poll: the highest seq seen and how many were seen up to then. */
+    const checkpoints: { max: number; count: number }[] = [];
+    let after = 0;
+    for (;;) {
+      const done = !appending;
+      const rows = await reader.tail(after, 7);
+      for (const r of rows) seen.push(r.seq);
+      if (rows.length > 0) {
+        after = rows[rows.length - 1].seq;
+        checkpoints.push({ max: after, count: seen.length });
+      } else if (done) break;
+    }
+    await loops;
+
+    const full = (await reader.tail(0, 100_000)).map((r) => r.seq);
+    expect(full).toHaveLength(2 * 4 * perLoop * 3);
+    expect(seen).toEqual(full);
+    // Gap-free at every point: everything committed up to what the tailer had seen was seen by then.
+    for (const c of checkpoints) expect(full.filter((s) => s <= c.max)).toHaveLength(c.count);
+    expect(checkpoints.length).toBeGreaterThan(10);
+    expect(await reader.headSeq()).toBe(full[full.length - 1]);
+    const origins = (await reader.tail(0, 100_000)).map((r) => r.origin);
+    expect(origins.filter((o) => o === 'a')).toHaveLength(4 * perLoop * 3);
+    expect(origins.filter((o) => o === 'b')).toHaveLength(4 * perLoop * 3);
+  });
+
+  it('filters by partition and origin, and reports fields as stored', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await open(url, 'b');
+    const r0 = runIn(0, 8);
+    const r5 = runIn(5, 8);
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r0 }), 'tok', 111)]);
+    await b.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r5 }), 'tok2', 222)]);
+    await b.append([delivery(edge('e1', 0, 'a -> c : delegate', { run: r0 }), 'tok2', 333)]);
+    expect(await a.headSeq()).toBeGreaterThan(0);
+    const all = await a.tail(0, 10);
+    expect(all.map((r) => [r.receipt.run, r.variant, r.source, r.origin, r.receivedAt])).toEqual([
+      [r0, 0, 'tok', 'a', 111],
+      [r5, 0, 'tok2', 'b', 222],
+      [r0, 1, 'tok2', 'b', 333],
+    ]);
+    expect((await a.tail(0, 10, [0])).map((r) => r.receipt.run)).toEqual([r0, r0]);
+    expect((await a.tail(0, 10, [0, 5], 'a')).map((r) => r.origin)).toEqual(['b', 'b']);
+    expect(await a.tail(all[2].seq, 10)).toEqual([]);
+    expect(await a.tail(0, 1)).toHaveLength(1);
+  });
+});
+
+describe('PgStore: pins, contracts, runs, prune', () => {
+  const pinA = { contract: 'research', version: '2', phase: 'build' };
+  const pinB = { contract: 'research', version: '3', phase: 'build' };
+
+  it('keeps the first pin written by any instance', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a');
+    const b = await open(url, 'b');
+    expect(await a.getPin('r')).toBeNull();
+    const [fromA, fromB] = await Promise.all([a.setPin('r', pinA, 'hash-a'), b.setPin('r', pinB, 'hash-b')]);
+    expect(fromA).toEqual(fromB);
+    const winner = fromA;
+    expect([pinA, pinB]).toContainEqual(winner.pin);
+    expect(await b.setPin('r', winner.pin === pinA ? pinB : pinA, 'other')).toEqual(winner);
+    expect(await a.getPin('r')).toEqual(winner);
+    expect(await b.getPin('r')).toEqual(winner);
+  });
+
+  it('stores contract content by hash, first write wins', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a');
+    const b = await open(url, 'b');
+    await a.putContractContent('h1', 'research', '2', 'agents: [a]');
+    await b.putContractContent('h1', 'research', '2', 'something else');
+    expect(await b.getContractContent('h1')).toBe('agents: [a]');
+    expect(await a.getContractContent('h2')).toBeNull();
+  });
+
+  it('lists runs of partitions with verdicts and pins, and lists runs newest first with filters', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a', { partitions: 8 });
+    const [x, y, z] = [runIn(1, 8), runIn(1, 8, 1), runIn(6, 8)];
+    await s.append([delivery(start('s', 0, { run: x }), 'tok', 1_000)]);
+    await s.append([delivery(start('s', 0, { run: y }), 'tok', 2_000), delivery(edge('e', 1, 'a -> b : delegate', { run: y }), 'tok', 2_500)]);
+    await s.append([delivery(start('s', 0, { run: z }), 'tok', 3_000)]);
+    await s.setPin(x, pinA, 'ha');
+    await s.setPin(z, pinB, 'hb');
+    await s.setVerdictStates([
+      { run: x, verdict: 'healthy', settled: true, updatedAt: 5_000 },
+      { run: y, verdict: 'working', settled: false, updatedAt: 100 }, // older than its receipts: updated_at keeps 2500
+      { run: x, verdict: 'forbidden_edge', settled: true, updatedAt: 6_000 }, // the last row per run wins
+    ]);
+    const part1 = await s.partitionRuns([1]);
+    expect(part1).toEqual([
+      { run: x, firstAt: 1_000, updatedAt: 6_000, verdict: 'forbidden_edge', settled: true, pin: pinA, contractHash: 'ha' },
+      { run: y, firstAt: 2_000, updatedAt: 2_500, verdict: 'working', settled: false, pin: null, contractHash: null },
+    ]);
+    expect((await s.partitionRuns([1, 6])).map((r) => r.run)).toEqual([x, y, z]);
+    expect(await s.partitionRuns([])).toEqual([]);
+    expect((await s.listRuns({ limit: 10 })).map((r) => r.run)).toEqual([z, y, x]);
+    expect((await s.listRuns({ limit: 2 })).map((r) => r.run)).toEqual([z, y]);
+    expect((await s.listRuns({ limit: 10, verdict: 'forbidden_edge' })).map((r) => r.run)).toEqual([x]);
+    expect(await s.listRuns({ limit: 10, contract: 'research' })).toEqual([
+      { run: z, verdict: null, settled: false, firstAt: 3_000, updatedAt: 3_000, pin: pinB },
+      { run: x, verdict: 'forbidden_edge', settled: true, firstAt: 1_000, updatedAt: 6_000, pin: pinA },
+    ]);
+  });
+
+  it('prunes only settled runs last updated before the cut, of the given partitions', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a', { partitions: 8 });
+    const oldSettled = runIn(2, 8);
+    const oldOpen = runIn(2, 8, 1);
+    const newSettled = runIn(2, 8, 2);
+    const otherPart = runIn(3, 8);
+    for (const run of [oldSettled, oldOpen, newSettled, otherPart]) {
+      await s.append([delivery(edge('e1', 0, 'a -> b : delegate', { run }), 'tok', 1_000), delivery(edge('e1', 0, 'a -> c : delegate', { run }), 'tok', 1_000)]);
+      await s.setPin(run, pinA, 'h');
+    }
+    await s.setVerdictStates([
+      { run: oldSettled, verdict: 'healthy', settled: true, updatedAt: 2_000 },
+      { run: oldOpen, verdict: 'working', settled: false, updatedAt: 2_000 },
+      { run: newSettled, verdict: 'healthy', settled: true, updatedAt: 9_500 },
+      { run: otherPart, verdict: 'healthy', settled: true, updatedAt: 2_000 },
+    ]);
+    expect(await s.prune(1_000, 10_000, [2])).toBe(1);
+    expect(await s.runReceipts(oldSettled)).toEqual([]);
+    expect(await s.getPin(oldSettled)).toBeNull();
+    for (const run of [oldOpen, newSettled, otherPart]) {
+      expect(await s.runReceipts(run)).toHaveLength(2);
+      expect(await s.getPin(run)).not.toBeNull();
+    }
+    expect(await s.counts()).toEqual({ receipts: 6, runs: 3 });
+    expect(await s.prune(1_000, 10_000, [2])).toBe(0);
+    expect(await s.prune(1_000, 10_000, [])).toBe(0);
+    expect(await s.prune(1_000, 10_000, [3])).toBe(1);
+    expect(await s.counts()).toEqual({ receipts: 4, runs: 2 });
+  });
+});
+
+describe('PgStore: span log', () => {
+  it('commits span log entries with their append and reads, deletes and prunes them by partition and origin', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await open(url, 'b');
+    const traceIn = (part: number, n = 0): string => {
+      let found = 0;
+      for (let i = 0; ; i++) if (partitionOf(`trace${i}`, 8) === part && found++ === n) return `trace${i}`;
+    };
+    const t1 = traceIn(4);
+    const t2 = traceIn(4, 1);
+    const t3 = traceIn(7);
+    const entry = (traceId: string, loggedAt: number): SpanLogEntry => ({ traceId, loggedAt, body: `[{"spanId":"${traceId}"}]` });
+    // A span log entry alone still commits.
+    await a.append([], [entry(t1, 1_000)]);
+    await a.append([delivery(edge('e', 0, 'a -> b : delegate', { run: 'r' }))], [entry(t2, 2_000), entry(t3, 2_000)]);
+    await b.append([], [entry(t1, 3_000)]);
+    // A redelivery (its fast insert is rolled back and redone) still logs its span entries exactly once.
+    expect((await b.append([delivery(edge('e', 0, 'a -> b : delegate', { run: 'r' }))], [entry(t3, 3_000)])).results).toEqual(['duplicate']);
+
+    const all = await a.spanLog([4, 7]);
+    expect(all.map((e) => [e.traceId, e.origin])).toEqual([[t1, 'a'], [t2, 'a'], [t3, 'a'], [t1, 'b'], [t3, 'b']]);
+    expect(all[0].body).toBe(`[{"spanId":"${t1}"}]`);
+    expect(all.map((e) => e.seq)).toEqual([...all.map((e) => e.seq)].sort((x, y) => x - y));
+    expect((await a.spanLog([4])).map((e) => e.traceId)).toEqual([t1, t2, t1]);
+    expect((await a.spanLog([4, 7], 'b')).map((e) => e.traceId)).toEqual([t1, t3]);
+    expect(await a.spanLog([])).toEqual([]);
+
+    // Older than 2500, of origin a, and t1 still pending: only t2 and t3 go (b's t1 entry is b's).
+    expect(await a.pruneSpanLog(2_500, (t) => t === t1, 'a')).toBe(2);
+    expect((await a.spanLog([4, 7])).map((e) => [e.traceId, e.origin])).toEqual([[t1, 'a'], [t1, 'b'], [t3, 'b']]);
+    expect(await a.pruneSpanLog(500, () => false, 'a')).toBe(0);
+    await a.deleteSpanLog([all[0].seq]);
+    expect((await a.spanLog([4, 7])).map((e) => e.origin)).toEqual(['b', 'b']);
+  });
+});
+
+describe('PgStore: leases and liveness', () => {
+  const ALL = [0, 1, 2, 3, 4, 5, 6, 7];
+
+  it('gives each partition one owner; an owner that stops renewing loses its partitions after the ttl; release hands them over', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await open(url, 'b', { partitions: 8 });
+    const ttl = 1_000;
+    expect(await a.claimLeases(8, ttl)).toEqual(ALL);
+    expect(await b.claimLeases(8, ttl)).toEqual([]);
+    // While A renews (past its first ttl), B gets nothing.
+    for (let i = 0; i < 6; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      expect(await a.renewLeases(ttl)).toEqual(ALL);
+      expect(await b.claimLeases(8, ttl)).toEqual([]);
+    }
+    const table = await a.leaseTable();
+    expect(table.map((l) => l.owner)).toEqual(ALL.map(() => 'a'));
+    expect(table.every((l) => l.expiresInMs > 0 && l.expiresInMs <= ttl)).toBe(true);
+
+    // A stops renewing: after the ttl, B claims everything; A's late renewal finds nothing left.
+    const claimed = new Set<number>();
+    await until('B claims all partitions', async () => {
+      for (const p of await b.claimLeases(8, 60_000)) claimed.add(p);
+      return claimed.size === 8;
+    });
+    expect([...claimed].sort((x, y) => x - y)).toEqual(ALL);
+    expect(await a.renewLeases(ttl)).toEqual([]);
+    expect(await b.renewLeases(60_000)).toEqual(ALL);
+
+    // A release is taken over at once.
+    await b.releaseLeases([0, 1, 2, 3]);
+    await a.releaseLeases([4, 5]); // not A's: nothing happens
+    expect(await a.claimLeases(8, 60_000)).toEqual([0, 1, 2, 3]);
+    expect((await a.leaseTable()).map((l) => l.owner)).toEqual(['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']);
+    expect(await a.claimLeases(0, 60_000)).toEqual([]);
+  });
+
+  it('claims at most max partitions, and two claimers never get the same one', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await open(url, 'b', { partitions: 8 });
+    expect(await a.claimLeases(3, 60_000)).toEqual([0, 1, 2]);
+    const [fromA, fromB] = await Promise.all([a.claimLeases(4, 60_000), b.claimLeases(4, 60_000)]);
+    expect(fromA.length + fromB.length).toBe(5);
+    expect(new Set([...fromA, ...fromB]).size).toBe(5);
+    expect(fromA.concat(fromB).every((p) => p >= 3)).toBe(true);
+  });
+
+  it('counts live instances by heartbeat; a closed instance releases its leases and stops counting at once', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await PgStore.open(url, { instance: 'b' });
+    const c = await open(url, 'c');
+    expect(await a.heartbeat(60_000)).toEqual({ liveInstances: 1 });
+    expect(await b.heartbeat(60_000)).toEqual({ liveInstances: 2 });
+    expect(await a.heartbeat(60_000)).toEqual({ liveInstances: 2 });
+    // C's heartbeat lapses after its short ttl.
+    expect(await c.heartbeat(300)).toEqual({ liveInstances: 3 });
+    await until('C expires', async () => (await a.heartbeat(60_000)).liveInstances === 2);
+    expect(await b.claimLeases(8, 60_000)).toEqual(ALL);
+    await b.close();
+    expect(await a.heartbeat(60_000)).toEqual({ liveInstances: 1 });
+    expect(await a.claimLeases(8, 60_000)).toEqual(ALL);
+  });
+});
