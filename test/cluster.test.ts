@@ -165,6 +165,16 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       expect(page.body.counts).toMatchObject({ healthy: 1, false_complete: 1, forbidden_edge: 1, waiting: 1 });
       expect(page.body.runs.length).toBe(runs.length);
     }
+    // An acknowledgement at the instance that does not hold the run reaches the owner's alerting series.
+    const aParts = (await getJson(`${a.api}/api/v1/cluster`)).body.ownedPartitions as number[];
+    const notOwner = aParts.includes(partitionOf('drift-premature', PARTITIONS)) ? b : a;
+    const ack = await runCli(['ack', 'drift-premature', '--server', notOwner.api, '--by', 'oncall']);
+    expect(ack.code, ack.stderr).toBe(0);
+    await until('the false completion leaves the alerting series', async () => {
+      const m = await Promise.all([a, b].map(metricsOf));
+      const alerting = sumBy(m, 'topology_alerting_runs', ['verdict']);
+      return alerting.false_complete === undefined && alerting.forbidden_edge === 1;
+    }, 10_000);
     // Both instances owned some of the nine.
     expect(ma.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);
     expect(mb.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);

@@ -654,6 +654,19 @@ export class AuditEngine extends EventEmitter {
     return { acked: true, at: new Date(now).toISOString() };
   }
 
+  /**
+   * Cluster mode: an acknowledgement recorded in the shared store (at any instance) applied by the run's owner. It
+   * holds only while the run is still in the acknowledged verdict (a new verdict alerts again).
+   */
+  applyAck(run: string, verdict: string, at: number): boolean {
+    const live = this.runs.get(run);
+    if (!live?.verdict || live.verdict.verdict !== verdict) return false;
+    if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined && live.ackedAt >= at) return false;
+    live.ackedVerdict = live.verdict.verdict;
+    live.ackedAt = at;
+    return true;
+  }
+
   ackedOf(run: string): string | null {
     const live = this.runs.get(run);
     return live && live.ackedVerdict === live.verdict?.verdict && live.ackedAt !== undefined ? new Date(live.ackedAt).toISOString() : null;

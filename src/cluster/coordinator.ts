@@ -38,6 +38,7 @@ export interface ClusterHooks {
 export class ClusterCoordinator {
   private readonly owned = new Set<number>();
   private cursor = 0;
+  private ackCursor = 0;
   private engine: AuditEngine | null = null;
   private leaseValidUntil = 0;
   private renewTimer: NodeJS.Timeout | null = null;
@@ -185,6 +186,8 @@ export class ClusterCoordinator {
         this.hooks.log('takeover_run_failed', { run, error: (e as Error).message });
       }
     }
+    // Acknowledgements of the partitions' runs made anywhere before.
+    for (const ack of await this.pg.acksSince(0, parts)) engine.applyAck(ack.run, ack.verdict, ack.ackedAt);
     this.takeovers += parts.length;
     this.hooks.log('partitions_taken', { partitions: parts.length, runs: adopted, ms: this.hooks.clock() - started });
   }
@@ -200,11 +203,15 @@ export class ClusterCoordinator {
     }
   }
 
-  /** Folds receipts other instances stored for runs owned here, in commit order. */
+  /** Folds receipts other instances stored for runs owned here, in commit order; applies acknowledgements made anywhere. */
   private async tail(): Promise<void> {
     if (this.owned.size === 0) {
       this.cursor = await this.pg.headSeq();
       return;
+    }
+    for (const ack of await this.pg.acksSince(this.ackCursor, this.ownedParts())) {
+      this.engine!.applyAck(ack.run, ack.verdict, ack.ackedAt);
+      this.ackCursor = ack.seq;
     }
     for (;;) {
       const rows = await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance);

@@ -32,7 +32,7 @@ export interface ApiOptions {
   /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
   otlpHttpPort?: () => number;
   /** Acknowledge a run (POST /api/v1/runs/{run}/ack): it leaves the alerting series. */
-  ack?: (run: string, by: string | undefined) => { acked: boolean; at: string } | null;
+  ack?: (run: string, by: string | undefined) => { acked: boolean; at: string } | null | Promise<{ acked: boolean; at: string } | null>;
   version?: string;
   /** Waiting long-polls changed (for the topology_api_long_polls gauge). */
   onLongPolls?: (waiting: number) => void;
@@ -166,7 +166,7 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
           const by = url.searchParams.get('by') ?? undefined;
           if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
           const run = decodeURIComponent(ackMatch[1]);
-          const r = opts.ack(run, by);
+          const r = await opts.ack(run, by);
           return r ? json(res, 200, { run, acked: true, at: r.at, already: !r.acked }) : json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
         }
         if (req.method !== 'GET') return json(res, 405, { error: 'use GET' }, { allow: 'GET' });

@@ -144,11 +144,12 @@ export class Ingestor {
       const rejected = ex.rejected.map((r) => r.reason);
       for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
       if (ex.agentIdsRefused) this.metrics.ingestRefused('agent_id_invalid', ex.agentIdsRefused);
+      const spanCount = decoded.spanCount; // the closure below must not hold the decoded spans
       const finish = () => {
         const { kept: receipts, refused } = this.trust(ex.receipts, source, bind);
         for (const r of refused) rejected.push(r.reason);
         if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
-        const producing = decoded.spanCount - ex.dropped - ex.rejected.length;
+        const producing = spanCount - ex.dropped - ex.rejected.length;
         const spanLog = toSpanLog(ex.pendingLog, now);
         return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected }, spanLog);
       };

@@ -318,7 +318,16 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       unmapped: () => pipeline.unmapped.snapshot(),
       cluster: cluster ? () => ({ store: 'postgres', instance: cluster!.pg.instance, ...cluster!.stats(), ownedPartitions: cluster!.ownedParts() }) : undefined,
       otlpHttpPort: () => bound.otlpHttp,
-      ack: (run) => engine.ack(run, Date.now()),
+      ack: async (run) => {
+        const now = Date.now();
+        if (!cluster) return engine.ack(run, now);
+        // In a cluster the acknowledgement goes to the shared store; the run's owner applies it to its alerting series.
+        const v = engine.verdictOf(run) ?? (await engine.fetchVerdict(run, now));
+        if (!v) return null;
+        const local = engine.ack(run, now);
+        await cluster.pg.putAck(run, v.verdict, now);
+        return local ?? { acked: true, at: new Date(now).toISOString() };
+      },
       version: cfg.version,
       onLongPolls: (n) => resources.setLongPolls(n),
       onLiveLimit: (l) => resources.liveLimited(l, 'ndjson'),

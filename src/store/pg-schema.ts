@@ -16,6 +16,7 @@
  * pins: the pin of a run, first write wins. contracts: pinned contract content by content hash.
  * span_log: pending span records, `part` = partition of the trace id, `origin` = the instance that logged it.
  * instances: live servers (heartbeats, database clock). leases: one row per partition: its owner and lease expiry.
+ * acks (version 2): the verdict an operator acknowledged per run, at any instance; its owner applies it.
  */
 export interface PgMigration {
   version: number;
@@ -96,6 +97,22 @@ CREATE TABLE leases (
   owner text,
   expires_at timestamptz NOT NULL DEFAULT now()
 );
+`,
+  },
+  {
+    // Acknowledgements of verdicts (POST /api/v1/runs/{run}/ack) at any instance, read by the run's owner in `seq`
+    // order (written under LOG_LOCK, like receipts, so a reader never skips one committed late).
+    version: 2,
+    sql: `
+CREATE TABLE acks (
+  run text PRIMARY KEY,
+  part integer NOT NULL,
+  verdict text NOT NULL,
+  acked_at bigint NOT NULL,
+  seq bigint NOT NULL
+);
+CREATE SEQUENCE acks_seq;
+CREATE INDEX acks_by_part_seq ON acks (part, seq);
 `,
   },
 ];

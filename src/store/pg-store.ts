@@ -396,6 +396,25 @@ export class PgStore {
     );
   }
 
+  /** Records that an operator acknowledged `verdict` of `run` (the latest acknowledgement wins). */
+  async putAck(run: string, verdict: string, ackedAt: number): Promise<void> {
+    await this.inTransaction(async (client) => {
+      await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
+      await client.query(
+        `INSERT INTO acks (run, part, verdict, acked_at, seq) VALUES ($1, $2, $3, $4, nextval('acks_seq'))
+         ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, acked_at = excluded.acked_at, seq = excluded.seq`,
+        [run, this.partitionOf(run), verdict, ackedAt],
+      );
+    });
+  }
+
+  /** Acknowledgements of partitions `parts` written after `afterSeq`, in seq order. */
+  async acksSince(afterSeq: number, parts: readonly number[]): Promise<{ seq: number; run: string; verdict: string; ackedAt: number }[]> {
+    if (parts.length === 0) return [];
+    const res = await this.pool.query('SELECT seq, run, verdict, acked_at FROM acks WHERE part = ANY($1::int[]) AND seq > $2 ORDER BY seq LIMIT 10000', [[...parts], afterSeq]);
+    return res.rows.map((r: Row) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at) }));
+  }
+
   /** Runs per stored verdict (runs not evaluated yet are left out), optionally of one pinned contract. */
   async verdictCounts(filter: { contract?: string }): Promise<Record<string, number>> {
     const res =
@@ -472,6 +491,8 @@ export class PgStore {
              DELETE FROM pins WHERE run IN (SELECT run FROM gone)
            ), receipts_gone AS (
              DELETE FROM receipts WHERE run IN (SELECT run FROM gone)
+           ), acks_gone AS (
+             DELETE FROM acks WHERE run IN (SELECT run FROM gone)
            )
            SELECT count(*) AS n FROM gone`,
           [[...parts], cutoff, batch],
