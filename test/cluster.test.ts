@@ -336,4 +336,23 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       await Promise.all([d.stop(), e.stop()]);
     }
   }, 90_000);
+
+  it('an instance restarted under the same name before its leases expire takes its own partitions back at once', async () => {
+    const before = (await getJson(`${b.api}/api/v1/cluster`)).body;
+    expect(before.owned).toBe(PARTITIONS);
+    b.child.kill('SIGKILL');
+    await b.stop();
+    const t0 = Date.now();
+    b = await startServerProcess({ args: clusterArgs('auditor-b') });
+    const live = await until('the restarted instance holds its runs', async () => {
+      const m = await metricsOf(b);
+      const runs = m.find((x) => x.name === 'topology_live_runs')?.value ?? 0;
+      const cl = (await getJson(`${b.api}/api/v1/cluster`)).body;
+      return cl.owned === PARTITIONS && runs > 0 ? runs : null;
+    }, 10_000);
+    expect(live).toBeGreaterThanOrEqual(Object.keys(expected).length);
+    // Its leases were still valid: it did not wait for them to expire.
+    expect(Date.now() - t0).toBeLessThan(TTL_MS);
+    expect(b.stderr()).toMatch(/"event":"partitions_taken","partitions":16/);
+  }, 60_000);
 });

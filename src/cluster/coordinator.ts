@@ -134,6 +134,9 @@ export class ClusterCoordinator {
     this.leaseValidUntil = now + this.opts.leaseTtlMs - this.renewEveryMs;
     const heldSet = new Set(held);
     for (const p of [...this.owned]) if (!heldSet.has(p)) this.dropPartition(p);
+    // Leases held under this name but not loaded: a restart under the same --instance before they expired.
+    const unloaded = held.filter((p) => !this.owned.has(p));
+    if (unloaded.length) await this.takeOver(unloaded);
     const fair = Math.ceil(this.pg.partitions / this.liveInstances);
     if (held.length > fair) {
       const extra = held.sort((a, b) => b - a).slice(0, held.length - fair);
