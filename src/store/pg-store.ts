@@ -12,8 +12,9 @@
  * across all instances `seq` values are assigned and become visible in commit order: a reader tailing `seq > X`
  * never skips a row that commits later with a lower seq. (Without it, two instances' transactions could commit in the
  * opposite order of their sequence values.) Inside the lock the stored variants of the group's (run, event) keys are
- * read once, every delivery is decided in input order, and the new rows are inserted with one batched statement, so
- * `seq` follows input order exactly as in SQLite. Prune takes the same lock.
+ * read once, every delivery is decided in input order, and the new rows (receipts, runs, span log) are inserted with
+ * one statement, so `seq` follows input order exactly as in SQLite. Prune takes the same lock. A commit is four round
+ * trips (BEGIN with the lock, the read, the insert, COMMIT): the lock is held across three of them.
  *
  * Leases: one row per hash partition of run ids; an owner renews before `expires_at` (database clock `now()`);
  * an expired lease is lost and any instance may claim it (FOR UPDATE SKIP LOCKED).
@@ -431,8 +432,7 @@ export class PgStore {
     const batch = 500;
     let total = 0;
     for (;;) {
-      const n = await this.inTransaction(async (client) => {
-        await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
+      const n = await this.underOrderingLock(async (client) => {
         const res = await client.query(
           `WITH gone AS (
              DELETE FROM runs WHERE run IN (
@@ -612,12 +612,17 @@ export class PgStore {
     }
   }
 
-  private async inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * One transaction holding the ordering lock (LOG_LOCK) from its start to COMMIT. BEGIN and the lock go in one
+   * round trip (a simple-protocol query of two statements): while the lock is held every round trip of the
+   * transaction delays every other instance's commits, and under CPU contention a round trip is a scheduling wait.
+   */
+  private async underOrderingLock<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     client.on('error', noop);
     let failed = false;
     try {
-      await client.query('BEGIN');
+      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
       const value = await work(client);
       await client.query('COMMIT');
       return value;
@@ -634,9 +639,7 @@ export class PgStore {
 
   /** One transaction for a group of appends: ordering lock, read stored variants, decide in input order, insert. */
   private commitGroup(group: QueuedAppend[]): Promise<AppendResult[]> {
-    return this.inTransaction(async (client) => {
-      await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
-
+    return this.underOrderingLock(async (client) => {
       // Stored variants of every (run, event) in the group, read once under the lock (no other writer interleaves).
       const keyRuns: string[] = [];
       const keyEvents: string[] = [];
@@ -717,36 +720,37 @@ export class PgStore {
         return result;
       });
 
-      if (ins.run.length > 0) {
-        await client.query(
-          `INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
-           SELECT run, event, variant, body, source, received_at, $8, part
-           FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::int[])
-             WITH ORDINALITY AS u(run, event, variant, body, source, received_at, part, ord)
-           ORDER BY ord`,
-          [ins.run, ins.event, ins.variant, ins.body, ins.source, ins.receivedAt, ins.part, this.instance],
-        );
+      // New receipts, their runs and the span log entries in one statement: one round trip under the lock.
+      const spans = group.flatMap((a) => a.spanLog);
+      if (ins.run.length > 0 || spans.length > 0) {
         // Runs in key order, like setVerdictStates, so the two never wait on each other's row locks in a cycle.
         const runs = [...touched.keys()].sort();
         await client.query(
-          `INSERT INTO runs (run, part, first_at, updated_at)
-           SELECT run, part, first_at, updated_at
-           FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS u(run, part, first_at, updated_at, ord)
-           ORDER BY ord
-           ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
-             updated_at = GREATEST(runs.updated_at, excluded.updated_at)`,
-          [runs, runs.map((r) => this.partitionOf(r)), runs.map((r) => touched.get(r)!.firstAt), runs.map((r) => touched.get(r)!.lastAt)],
-        );
-      }
-
-      const spans = group.flatMap((a) => a.spanLog);
-      if (spans.length > 0) {
-        await client.query(
-          `INSERT INTO span_log (trace_id, part, origin, logged_at, body)
-           SELECT trace_id, part, $5, logged_at, body
-           FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[]) WITH ORDINALITY AS u(trace_id, part, logged_at, body, ord)
-           ORDER BY ord`,
-          [spans.map((e) => e.traceId), spans.map((e) => this.partitionOf(e.traceId)), spans.map((e) => e.loggedAt), spans.map((e) => e.body), this.instance],
+          `WITH new_receipts AS (
+             INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
+             SELECT run, event, variant, body, source, received_at, $8, part
+             FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::int[])
+               WITH ORDINALITY AS u(run, event, variant, body, source, received_at, part, ord)
+             ORDER BY ord
+           ), touched_runs AS (
+             INSERT INTO runs (run, part, first_at, updated_at)
+             SELECT run, part, first_at, updated_at
+             FROM unnest($9::text[], $10::int[], $11::bigint[], $12::bigint[]) WITH ORDINALITY AS u(run, part, first_at, updated_at, ord)
+             ORDER BY ord
+             ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
+               updated_at = GREATEST(runs.updated_at, excluded.updated_at)
+           ), logged_spans AS (
+             INSERT INTO span_log (trace_id, part, origin, logged_at, body)
+             SELECT trace_id, part, $8, logged_at, body
+             FROM unnest($13::text[], $14::int[], $15::bigint[], $16::text[]) WITH ORDINALITY AS u(trace_id, part, logged_at, body, ord)
+             ORDER BY ord
+           )
+           SELECT 1`,
+          [
+            ins.run, ins.event, ins.variant, ins.body, ins.source, ins.receivedAt, ins.part, this.instance,
+            runs, runs.map((r) => this.partitionOf(r)), runs.map((r) => touched.get(r)!.firstAt), runs.map((r) => touched.get(r)!.lastAt),
+            spans.map((e) => e.traceId), spans.map((e) => this.partitionOf(e.traceId)), spans.map((e) => e.loggedAt), spans.map((e) => e.body),
+          ],
         );
       }
       return results;
