@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { parseReceiptFile } from '../src/core/receipt.js';
-import { partitionOf } from '../src/store/pg-store.js';
+import { partitionOf, PgStore } from '../src/store/pg-store.js';
 import { startPgCluster } from './helpers/pg-cluster.js';
 import { getJson, ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { parseExposition } from './helpers/metrics-exposition.js';
@@ -178,6 +178,15 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     // Both instances owned some of the nine.
     expect(ma.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);
     expect(mb.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);
+    // The owners wrote each run's pin to the shared store (behind, with the tick's flush): the single instance's pins.
+    const singleRuns = (await getJson(`${single.api}/api/v1/runs?limit=100`)).body.runs as { run: string; pin: object | null }[];
+    const pinned = Object.fromEntries(singleRuns.filter((r) => r.pin !== null).map((r) => [r.run, r.pin]));
+    expect(Object.keys(pinned).length).toBeGreaterThan(0);
+    const rows = await until('every pin written to the shared store', async () => {
+      const res = await client.query('SELECT run, contract, version, phase FROM pins');
+      return res.rows.length >= Object.keys(pinned).length ? res.rows : null;
+    }, 10_000);
+    expect(Object.fromEntries(rows.map((r) => [r.run, { contract: r.contract, version: r.version, phase: r.phase }]))).toEqual(pinned);
   }, 90_000);
 
   it('SIGKILL of one instance: the other answers every run, takes receipts for its runs, turns its waiting run incomplete within lease expiry + 1 s, and loses no acknowledged receipt', async () => {
@@ -355,4 +364,36 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     expect(Date.now() - t0).toBeLessThan(TTL_MS);
     expect(b.stderr()).toMatch(/"event":"partitions_taken","partitions":16/);
   }, 60_000);
+  it('setPins writes many pins in one statement; the first pin of a run wins, in the input and across instances', async () => {
+    const url = await db.database('pins_batch');
+    const [p1, p2] = await Promise.all(['pins-1', 'pins-2'].map((instance) => PgStore.open(url, { instance, partitions: 4 })));
+    try {
+      const v3 = { contract: 'research-publish', version: '3', phase: 'research' };
+      const v2 = { contract: 'research-publish', version: '2', phase: 'publish' };
+      const first = await p1.setPins([{ run: 'r1', pin: v3, contractHash: 'h3' }, { run: 'r2', pin: v3, contractHash: 'h3' }]);
+      expect(Object.fromEntries(first)).toEqual({ r1: { pin: v3, contractHash: 'h3' }, r2: { pin: v3, contractHash: 'h3' } });
+      // r2 is pinned already (by the other instance); r3 twice in one call: its first pin wins.
+      const second = await p2.setPins([
+        { run: 'r3', pin: v2, contractHash: 'h2' },
+        { run: 'r2', pin: v2, contractHash: 'h2' },
+        { run: 'r3', pin: v3, contractHash: 'h3' },
+      ]);
+      expect(Object.fromEntries(second)).toEqual({ r2: { pin: v3, contractHash: 'h3' }, r3: { pin: v2, contractHash: 'h2' } });
+      expect(await p1.getPin('r3')).toEqual({ pin: v2, contractHash: 'h2' });
+      const direct = new pg.Client({ connectionString: url });
+      await direct.connect();
+      try {
+        expect((await direct.query('SELECT run, contract_hash FROM pins ORDER BY run')).rows).toEqual([
+          { run: 'r1', contract_hash: 'h3' },
+          { run: 'r2', contract_hash: 'h3' },
+          { run: 'r3', contract_hash: 'h2' },
+        ]);
+      } finally {
+        await direct.end();
+      }
+      expect((await p1.setPins([])).size).toBe(0);
+    } finally {
+      await Promise.all([p1.close(), p2.close()]);
+    }
+  }, 30_000);
 });

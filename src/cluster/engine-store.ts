@@ -20,6 +20,8 @@ export class ClusterEngineStore implements EngineStore {
   private readonly pins = new Map<string, PinRecord>();
   private readonly contracts = new Map<string, string>();
   private verdicts = new Map<string, { run: string; verdict: Verdict; settled: boolean; updatedAt: number }>();
+  /** Pins set here and not written yet (written by the next flush; kept when the run is forgotten meanwhile). */
+  private pendingPins = new Map<string, PinRecord>();
   private readonly writes = new Set<Promise<unknown>>();
   private adopted: AdoptedSpanLogEntry[] = [];
   private failures = 0;
@@ -40,13 +42,17 @@ export class ClusterEngineStore implements EngineStore {
     return this.pins.get(run) ?? null;
   }
 
-  /** The first pin wins in the shared store too: when another owner's pin is already there, it replaces this one here. */
+  /**
+   * The first pin wins in the shared store too: when another owner's pin is already there, it replaces this one here.
+   * Written behind by the next flush (the tick), with every pin set meanwhile in one statement: one transaction, and
+   * one WAL flush, per tick rather than per new run.
+   */
   setPin(run: string, pin: Pin, contractHash: string): PinRecord {
     const existing = this.pins.get(run);
     if (existing) return existing;
     const record: PinRecord = { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
     this.pins.set(run, record);
-    void this.track(this.pg.setPin(run, record.pin, contractHash).then((inForce) => this.pins.set(run, inForce)), 'pin_write_failed');
+    this.pendingPins.set(run, record);
     return record;
   }
 
@@ -68,24 +74,45 @@ export class ClusterEngineStore implements EngineStore {
     this.verdicts.set(run, { run, verdict, settled, updatedAt });
   }
 
-  /** Writes the verdict states set since the last call (one statement); called by the tick. Never rejects. */
-  flushVerdicts(): Promise<void> {
+  /**
+   * Writes the pins and the verdict states set since the last call (one statement each); called by the tick.
+   * Never rejects: what failed is put back for the next flush.
+   */
+  flush(): Promise<void> {
     // One flush at a time, so a run's states land in the order they were set.
     if (this.flushing) return this.flushing;
-    if (this.verdicts.size === 0) return Promise.resolve();
+    if (this.verdicts.size === 0 && this.pendingPins.size === 0) return Promise.resolve();
+    const pins = [...this.pendingPins];
+    this.pendingPins = new Map();
     const rows = [...this.verdicts.values()];
     this.verdicts = new Map();
-    this.flushing = this.track(
-      this.pg.setVerdictStates(rows).catch((e) => {
-        // Put them back (unless newer ones were set meanwhile) for the next flush.
-        for (const r of rows) if (!this.verdicts.has(r.run)) this.verdicts.set(r.run, r);
-        throw e;
-      }),
-      'verdict_write_failed',
-    ).then(() => {
+    this.flushing = Promise.all([this.track(this.writePins(pins), 'pin_write_failed'), this.track(this.writeVerdicts(rows), 'verdict_write_failed')]).then(() => {
       this.flushing = null;
     });
     return this.flushing;
+  }
+
+  private async writePins(pins: [string, PinRecord][]): Promise<void> {
+    if (pins.length === 0) return;
+    try {
+      const inForce = await this.pg.setPins(pins.map(([run, r]) => ({ run, pin: r.pin, contractHash: r.contractHash })));
+      // The pin in force is the first any instance wrote; a run forgotten meanwhile stays forgotten.
+      for (const [run, record] of inForce) if (this.pins.has(run)) this.pins.set(run, record);
+    } catch (e) {
+      for (const [run, r] of pins) if (!this.pendingPins.has(run)) this.pendingPins.set(run, r);
+      throw e;
+    }
+  }
+
+  private async writeVerdicts(rows: { run: string; verdict: Verdict; settled: boolean; updatedAt: number }[]): Promise<void> {
+    if (rows.length === 0) return;
+    try {
+      await this.pg.setVerdictStates(rows);
+    } catch (e) {
+      // Put them back (unless newer ones were set meanwhile) for the next flush.
+      for (const r of rows) if (!this.verdicts.has(r.run)) this.verdicts.set(r.run, r);
+      throw e;
+    }
   }
 
   putContractContent(hash: string, contract: string, version: string, content: string): void {
@@ -140,7 +167,8 @@ export class ClusterEngineStore implements EngineStore {
 
   /** Resolves when every write started so far has landed (or failed). */
   async sync(): Promise<void> {
-    await this.flushVerdicts();
+    await this.flush(); // the flush in flight, if any
+    await this.flush(); // what was set meanwhile
     while (this.writes.size) await Promise.allSettled([...this.writes]);
   }
 

@@ -389,7 +389,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     const now = Date.now();
     try {
       engine.tick(now);
-      if (engineStore instanceof ClusterEngineStore) void engineStore.flushVerdicts();
+      if (engineStore instanceof ClusterEngineStore) void engineStore.flush();
       if (cluster) metrics.setClusterPartitions(cluster.stats().owned);
       const gaps = pipeline.expire(now);
       if (gaps.length) {

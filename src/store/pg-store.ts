@@ -359,6 +359,36 @@ export class PgStore {
     return inForce;
   }
 
+  /**
+   * Pins runs in one statement (one transaction, one WAL flush, rather than one per run); per run the first pin
+   * written (by any instance) wins and is never changed. Returns the pins in force of the given runs.
+   */
+  async setPins(rows: readonly { run: string; pin: Pin; contractHash: string }[]): Promise<Map<string, PinRecord>> {
+    const inForce = new Map<string, PinRecord>();
+    if (rows.length === 0) return inForce;
+    const first = new Map<string, { pin: Pin; contractHash: string }>();
+    for (const r of rows) if (!first.has(r.run)) first.set(r.run, r);
+    // Runs in key order, so two instances' pin writes never wait on each other's inserts in a cycle.
+    const runs = [...first.keys()].sort();
+    const of = (f: (r: { pin: Pin; contractHash: string }) => string) => runs.map((run) => f(first.get(run)!));
+    await this.pool.query(
+      `INSERT INTO pins (run, contract, version, phase, contract_hash)
+       SELECT run, contract, version, phase, contract_hash
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(run, contract, version, phase, contract_hash, ord)
+       ORDER BY ord
+       ON CONFLICT (run) DO NOTHING`,
+      [runs, of((r) => r.pin.contract), of((r) => r.pin.version), of((r) => r.pin.phase), of((r) => r.contractHash)],
+    );
+    const res = await this.pool.query('SELECT run, contract, version, phase, contract_hash FROM pins WHERE run = ANY($1::text[])', [runs]);
+    for (const row of res.rows as Row[]) {
+      inForce.set(row.run as string, {
+        pin: { contract: row.contract as string, version: row.version as string, phase: row.phase as string },
+        contractHash: row.contract_hash as string,
+      });
+    }
+    return inForce;
+  }
+
   /** Stores pinned contract content by its hash (first write wins; a hash names one content). */
   async putContractContent(hash: string, contract: string, version: string, content: string): Promise<void> {
     await this.pool.query(
