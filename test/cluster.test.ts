@@ -13,7 +13,7 @@ import { getJson, ROOT, startServerProcess, type ServerProcess } from './helpers
 import { parseExposition } from './helpers/metrics-exposition.js';
 import { until } from './helpers/wait.js';
 import { context, trace } from '@opentelemetry/api';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { exporterFor, providerFor } from './helpers/otel.js';
@@ -396,4 +396,51 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       await Promise.all([p1.close(), p2.close()]);
     }
   }, 30_000);
+
+  it('with --span-routing any, a child and its caller reaching different live instances still give the derived edges (either order)', async () => {
+    const url = await db.database('anyroute');
+    const args = (name: string) => ['--store', url, '--instance', name, '--lease-ttl', `${TTL_MS}ms`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--parent-wait', '60s', '--span-routing', 'any'];
+    const [f, g] = await Promise.all([startServerProcess({ args: args('auditor-f') }), startServerProcess({ args: args('auditor-g') })]);
+    try {
+      await until('F and G share the partitions', async () => {
+        const [x, y] = await Promise.all([getJson(`${f.api}/api/v1/cluster`), getJson(`${g.api}/api/v1/cluster`)]);
+        return x.body.owned === PARTITIONS / 2 && y.body.owned === PARTITIONS / 2;
+      }, 30_000);
+      const send = async (srv: ServerProcess, spans: ReadableSpan[]) => {
+        const exp = exporterFor('http-protobuf', srv);
+        expect(await new Promise<number>((res) => exp.export(spans, (r) => res(r.code)))).toBe(0);
+        await exp.shutdown();
+      };
+      for (const order of ['child-first', 'parent-first'] as const) {
+        const provider = new BasicTracerProvider(); // no processor: the spans are exported by hand below
+        const tracer = provider.getTracer('any-routing');
+        const runId = `any-${order}`;
+        const run = { 'topology.run.id': runId };
+        const parent = tracer.startSpan('invoke_agent orchestrator', { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'orchestrator', ...run } });
+        const child = tracer.startSpan('invoke_agent researcher', { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'researcher', 'gen_ai.input.messages': MARKER, ...run } }, trace.setSpan(context.active(), parent));
+        child.end();
+        parent.end();
+        const [first, second] = order === 'child-first' ? [child, parent] : [parent, child];
+        await send(f, [first as unknown as ReadableSpan]);
+        await send(g, [second as unknown as ReadableSpan]);
+        for (const srv of [f, g]) {
+          const body = await until(`the derived edges of ${runId} at ${srv.api}`, async () => {
+            const r = await getJson(`${srv.api}/api/v1/runs/${runId}`);
+            const edges = (r.body?.receipts ?? []).filter((x: { type: string }) => x.type === 'edge').map((x: any) => `${x.from} -> ${x.to} : ${x.kind}`);
+            return edges.includes('orchestrator -> researcher : delegate') ? r.body : null;
+          }, 15_000);
+          expect(body.receipts.some((x: { type: string }) => x.type === 'gap')).toBe(false);
+          expect(JSON.stringify(body)).not.toContain(MARKER);
+        }
+        await provider.shutdown().catch(() => undefined);
+      }
+      // Nothing waits any more, anywhere, and nothing is left in the shared span log.
+      await until('no pending span on either instance', async () => {
+        const texts = await Promise.all([f, g].map(async (srv) => (await fetch(`${srv.api}/metrics`)).text()));
+        return texts.every((t) => /^topology_pending_parent_spans 0$/m.test(t));
+      }, 10_000);
+    } finally {
+      await Promise.all([f.stop(), g.stop()]);
+    }
+  }, 90_000);
 });

@@ -102,6 +102,13 @@ function instanceArg(v: string | undefined): string | undefined {
   return v;
 }
 
+function spanRoutingArg(v: string | undefined, cluster: boolean): 'trace' | 'any' | undefined {
+  if (v === undefined) return undefined;
+  if (v !== 'trace' && v !== 'any') throw new UsageError(`--span-routing: expected trace or any: ${v}`);
+  if (!cluster) throw new UsageError('--span-routing applies to a cluster (--store postgres://...)');
+  return v;
+}
+
 function partitionsArg(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1 || n > 4096) throw new UsageError(`--partitions: expected an integer from 1 to 4096: ${v}`);
@@ -152,6 +159,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       instance: { type: 'string' },
       'lease-ttl': { type: 'string' },
       partitions: { type: 'string' },
+      'span-routing': { type: 'string' },
     },
   });
   const level = values['log-level'] as LogLevel;
@@ -195,6 +203,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     instance: instanceArg(values.instance),
     leaseTtlMs: durationArg('--lease-ttl', values['lease-ttl'], DEFAULTS.leaseTtlMs),
     partitions: values.partitions !== undefined ? partitionsArg(values.partitions) : undefined,
+    spanRouting: spanRoutingArg(values['span-routing'], values.store !== undefined),
     defaultContract: values.contract,
     maxBodyBytes: bytesArg('--max-body', values['max-body'], DEFAULTS.maxBodyBytes),
     maxGrpcMessageBytes: bytesArg('--max-grpc-message', values['max-grpc-message'], DEFAULTS.maxGrpcMessageBytes),

@@ -55,6 +55,7 @@ export const SERVE_SPEC = registerSpec({
     { name: 'store', type: 'string', value: 'URL', help: 'shared PostgreSQL store (postgres://user@host:port/db) instead of --data: any number of instances share it (password via PGPASSWORD or ~/.pgpass; docs/scaling.md)' },
     { name: 'instance', type: 'string', value: 'NAME', shown: 'host-pid-random', help: "this instance's name in a cluster (--store)" },
     { name: 'lease-ttl', type: 'string', value: 'DUR', default: '10s', help: "cluster: how long a partition lease lasts unrenewed (a crashed instance's runs are taken over within this plus 0.5 s)" },
+    { name: 'span-routing', type: 'string', value: 'MODE', default: 'trace', help: "cluster: 'trace' when the Collector routes spans by trace id; 'any' when a span may reach any instance (spans of other instances' traces are forwarded through the shared store)" },
     { name: 'partitions', type: 'string', value: 'N', default: '64', help: 'cluster: hash partitions of runs, fixed when the shared schema is created' },
     { name: 'port', type: 'string', value: 'N', default: '9464', help: 'API, web view and /metrics port' },
     { name: 'otlp-http-port', type: 'string', value: 'N', default: '4318', help: 'OTLP/HTTP receiver port (POST /v1/traces)' },

@@ -28,6 +28,12 @@ export interface ClusterOptions {
   tailEveryMs?: number;
   /** Receipts read per tail query. */
   tailBatch?: number;
+  /**
+   * `trace` (default): the Collector routes every span of a trace to one instance; span records are adopted only
+   * from instances that are gone. `any`: spans may arrive anywhere; instances forward the spans of traces they do not
+   * own through the shared span log, and the owner of a trace's partition resolves them (every tail read).
+   */
+  spanRouting?: 'trace' | 'any';
 }
 
 export interface ClusterHooks {
@@ -67,6 +73,9 @@ export class ClusterCoordinator {
 
   /** Whether this instance owns the run (its partition's lease). */
   readonly owns = (run: string): boolean => this.owned.has(this.pg.partitionOf(run));
+
+  /** With `--span-routing any`: whether another instance resolves the trace (its partition is not owned here). */
+  readonly forwards = (traceId: string): boolean => !this.owned.has(this.pg.partitionOf(traceId));
 
   /** The partitions held, ascending. */
   ownedParts(): number[] {
@@ -212,6 +221,15 @@ export class ClusterCoordinator {
       this.cursor = await this.pg.headSeq();
       return;
     }
+    if (this.opts.spanRouting === 'any' && this.replaySpanLog) {
+      // Span records other instances forwarded for traces this instance resolves.
+      const entries = await this.pg.foreignSpanLog(this.ownedParts(), this.pg.instance, 2000);
+      if (entries.length) {
+        this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
+        await this.replaySpanLog();
+        await this.store.sync(); // the replayed entries are deleted before the next read
+      }
+    }
     for (const ack of await this.pg.acksSince(this.ackCursor, this.ownedParts())) {
       this.engine!.applyAck(ack.run, ack.verdict, ack.ackedAt);
       this.ackCursor = ack.seq;
@@ -236,6 +254,7 @@ export class ClusterCoordinator {
     if (entries.length === 0) return;
     this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
     const n = await this.replaySpanLog();
+    await this.store.sync();
     this.hooks.log('span_log_adopted', { entries: n });
   }
 }

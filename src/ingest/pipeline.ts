@@ -5,7 +5,7 @@ import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptio
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 import { idReason, withEvidence } from './trust.js';
-import { INVALID_NAME, LangGraphAssembler, LANGGRAPH_DIALECT, type LgSpan } from './dialects/langgraph.js';
+import { INVALID_NAME, isLangGraphSpan, LangGraphAssembler, LANGGRAPH_DIALECT, type LgSpan } from './dialects/langgraph.js';
 import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
 import { UnmappedTracker } from './unmapped.js';
 
@@ -249,6 +249,57 @@ export class SpanPipeline {
     // fields only, never names or text), so the wait survives a crash.
     out.pendingLog = this.pendingLogOf(places.map((span) => logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const }));
     return out;
+  }
+
+  /**
+   * Cluster mode with spans not routed by trace id (`serve --span-routing any`): spans of traces another instance
+   * resolves (the owner of the trace's partition). Explicit receipts and the receipts a dialect reads off one span
+   * alone are made here; what caller resolution needs (every span's place, agent invocations, handoffs, relays) is
+   * returned as logged spans for the trace's resolver and never enters this pipeline's buffers, so nothing of these
+   * traces waits or expires here. LangGraph spans are not forwarded (a graph is read whole, root included): the
+   * caller processes traces carrying them here (`hasLangGraph`).
+   */
+  forward(input: SpanRecord[], source = 'auditor'): ExtractResult & { forwardLog: PendingTraceLog[]; agentIdsRefused: number } {
+    const out: ExtractResult & { forwardLog: PendingTraceLog[]; agentIdsRefused: number } = { receipts: [], rejected: [], dropped: 0, forwardLog: [], agentIdsRefused: 0 };
+    const produced: Receipt[] = [];
+    const evidence = { from: [source], to: [source], span: source };
+    const byTrace = new Map<string, LoggedSpan[]>();
+    for (const raw of input) {
+      const span = withRun(raw, this.runKey);
+      if (namedRun(span.attrs) === 'invalid') {
+        out.rejected.push({ spanId: span.spanId, reason: 'the span names a run id that is not an id (1-200 of letters, digits and _ . : @ # + = - /)', code: 'run_id_invalid' });
+        continue;
+      }
+      let logged: LoggedSpan = { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' };
+      if (!explicitReceiptsOf(span, out)) {
+        let claimed = false;
+        for (const d of this.dialects) {
+          const r = d(span);
+          if (!r) continue;
+          claimed = true;
+          for (const x of r.receipts) {
+            if (x.type === 'gap' && (x.reason === 'agent_id_invalid' || x.reason === 'handoff_agent_invalid')) out.agentIdsRefused++;
+            produced.push(withEvidence(x, evidence));
+          }
+          if (r.agentSpan) logged = logAgent(r.agentSpan, source);
+          else if (r.handoff) logged = logHandoff(r.handoff, source);
+          else if (r.relay) logged = { ...logged, op: 'relay' };
+          break;
+        }
+        if (!claimed) out.dropped++;
+      }
+      const list = byTrace.get(span.traceId);
+      if (list) list.push(logged);
+      else byTrace.set(span.traceId, [logged]);
+    }
+    this.checked(produced, out);
+    out.forwardLog = [...byTrace].map(([traceId, spans]) => ({ traceId, spans }));
+    return out;
+  }
+
+  /** Whether the span belongs to a LangGraph graph (such traces are resolved where they arrive). */
+  static hasLangGraph(span: SpanRecord): boolean {
+    return isLangGraphSpan(span);
   }
 
   /** LangGraph receipts of the last addBatch/expire, counted for the unmapped report and the refusal metric. */

@@ -3,7 +3,7 @@
  * with admission control (bounded in-flight work instead of unbounded queues).
  */
 import type { Receipt } from '../core/types.js';
-import type { SpanPipeline } from '../ingest/pipeline.js';
+import { SpanPipeline } from '../ingest/pipeline.js';
 import type { AuditMetrics } from '../metrics/index.js';
 import type { DecodedExport } from '../otlp/types.js';
 import { parseLoggedSpan, type LoggedSpan, type PendingTraceLog } from '../ingest/pipeline.js';
@@ -40,6 +40,11 @@ export interface SpanIngestResult {
 export type SourceBinding = (r: Receipt) => string | null;
 
 export class Ingestor {
+  /**
+   * Cluster mode with `--span-routing any`: whether another instance resolves this trace (the owner of its
+   * partition); its spans are then forwarded through the shared span log. Null: every trace is resolved here.
+   */
+  forwardTrace: ((traceId: string) => boolean) | null = null;
   private inflight = 0;
   private pendingReceipts = 0;
 
@@ -140,7 +145,25 @@ export class Ingestor {
   spans(decoded: DecodedExport, transport: 'http' | 'grpc', source: string, bind?: SourceBinding): Promise<SpanIngestResult> {
     try {
       const now = this.clock();
-      const ex = this.pipeline.process(decoded.spans, now, source);
+      let local = decoded.spans;
+      let foreign: typeof local = [];
+      if (this.forwardTrace) {
+        // Cluster, spans not routed by trace id: traces another instance resolves are forwarded through the shared
+        // span log (LangGraph graphs, read whole, stay here).
+        const graphs = new Set<string>();
+        for (const sp of local) if (SpanPipeline.hasLangGraph(sp)) graphs.add(sp.traceId);
+        local = [];
+        for (const sp of decoded.spans) (this.forwardTrace(sp.traceId) && !graphs.has(sp.traceId) ? foreign : local).push(sp);
+      }
+      const ex = this.pipeline.process(local, now, source);
+      if (foreign.length) {
+        const fw = this.pipeline.forward(foreign, source);
+        ex.receipts.push(...fw.receipts);
+        ex.rejected.push(...fw.rejected);
+        ex.dropped += fw.dropped;
+        ex.agentIdsRefused += fw.agentIdsRefused;
+        ex.pendingLog.push(...fw.forwardLog);
+      }
       const rejected = ex.rejected.map((r) => r.reason);
       for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
       if (ex.agentIdsRefused) this.metrics.ingestRefused('agent_id_invalid', ex.agentIdsRefused);

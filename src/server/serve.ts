@@ -44,6 +44,8 @@ export interface ServeConfig {
   leaseTtlMs?: number;
   /** Hash partitions of runs, fixed when the shared schema is first created. */
   partitions?: number;
+  /** Cluster: `trace` when the Collector routes by trace id (default), `any` when spans may reach any instance. */
+  spanRouting?: 'trace' | 'any';
   defaultContract?: string;
   maxBodyBytes: number;
   maxGrpcMessageBytes: number;
@@ -226,7 +228,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     });
     cleanup.push(() => pg.close());
     const shared = new ClusterEngineStore(pg, () => cluster?.ownedParts() ?? [], cfg.log);
-    cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs }, { log: cfg.log, clock: Date.now });
+    cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock: Date.now });
     remote = new SharedStoreRuns(pg);
     engineStore = shared;
     store = { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() };
@@ -275,6 +277,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending, langgraphWaiting: pipeline.langgraph.waiting });
   if (cluster) {
     const c = cluster;
+    if (cfg.spanRouting === 'any') ingestor.forwardTrace = c.forwards;
     await c.start(engine, () => ingestor.replaySpanLog());
     cleanup.push(() => c.stop());
     cfg.log('cluster_joined', { instance: c.pg.instance, ...c.stats() });

@@ -546,6 +546,13 @@ export class PgStore {
     return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
   }
 
+  /** Span log entries of partitions `parts` logged by other instances than `origin`, oldest first, at most `limit`. */
+  async foreignSpanLog(parts: readonly number[], origin: string, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
+    if (parts.length === 0) return [];
+    const res = await this.pool.query('SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND origin <> $2 ORDER BY seq LIMIT $3', [[...parts], origin, limit]);
+    return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
+  }
+
   /** Forgets span log entries by seq. */
   async deleteSpanLog(seqs: readonly number[]): Promise<void> {
     if (seqs.length === 0) return;
