@@ -30,6 +30,8 @@ export interface StoredReceipt {
   source: string;
   /** Server time of receipt, ms since epoch. */
   receivedAt: number;
+  /** compactReceiptJson(receipt), when the caller already made it (then it is not made again). */
+  body?: string;
 }
 
 export type AppendOutcome = 'accepted' | 'duplicate' | 'conflict';
@@ -617,7 +619,7 @@ export class ReceiptStore {
   /** Inserts one delivery: new (accepted), equal to a stored version (duplicate) or a new version (conflict). */
   private storeOne(item: StoredReceipt): AppendOutcome {
     const { receipt, source, receivedAt } = item;
-    const body = compactReceiptJson(receipt);
+    const body = item.body ?? compactReceiptJson(receipt);
     if (this.stmt.insertFirst.run(receipt.run, receipt.event, body, source, receivedAt).changes === 1) return 'accepted';
     const canonical = canonicalReceiptJson(receipt);
     const stored = this.stmt.variants.all(receipt.run, receipt.event);
