@@ -22,10 +22,14 @@
 // exactly the receipts sent as accepted (checked after every phase).
 //
 // Per transport:
-//   warm-up       closed loop, --warmup-seconds
+//   warm-up       closed loop, --warmup-seconds (8: on a shared machine V8 keeps optimizing for several seconds, and
+//                 its compiler threads' CPU would otherwise be counted as the server's per-span cost)
 //   saturation    closed loop of --concurrency clients for --seconds, in --rounds rounds; after each round this
 //                 process decodes the same bodies alone (decodeExportTraceRequest / decodeExportTraceJson from
-//                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side
+//                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side;
+//                 for gRPC, grpc-js and the retry storm each round is preceded by an HTTP protobuf round (fresh ids)
+//                 into the same server, and the ratio of the two is reported per round and as their median
+//                 ("vs HTTP (paired)": the retry storm's must be >= 1, gRPC's ~1); --no-pairs skips them
 //   half rate     open loop paced at half the sustained rate just measured, for --half-seconds: ack latency
 //   floor         the same clients against a receiver that only takes requests off the wire (node:http,
 //                 node:http2 with the receiver's settings, or grpc-js)
@@ -67,13 +71,15 @@ const { values: args } = parseArgs({
     templates: { type: 'string', default: '4' },
     transports: { type: 'string', default: 'http-protobuf,grpc,grpc-js,retry-storm' },
     'decode-seconds': { type: 'string', default: '2' },
-    'warmup-seconds': { type: 'string', default: '3' },
+    'warmup-seconds': { type: 'string', default: '8' },
     rounds: { type: 'string', default: '4' },
     // Write a V8 CPU profile of the server into this directory (for finding hot spots; slows the server a little).
     profile: { type: 'string' },
     // Extra node flags for the server process (e.g. --perf-basic-prof to attach `perf record -p <pid>`).
     'server-node-args': { type: 'string', default: '' },
     'floor-seconds': { type: 'string', default: '3' },
+    // Alternate the rounds of gRPC and the retry storm with HTTP protobuf rounds into the same server (ratio side by side).
+    'no-pairs': { type: 'boolean', default: false },
     // internal: run as the transport-floor receiver (see floorServerMain)
     'floor-server': { type: 'boolean', default: false },
   },
@@ -90,6 +96,7 @@ const DECODE_SECONDS = Number(args['decode-seconds']);
 const WARMUP_SECONDS = Number(args['warmup-seconds']);
 const ROUNDS = Number(args.rounds);
 const FLOOR_SECONDS = Number(args['floor-seconds']);
+const PAIRED = !args['no-pairs'];
 
 // ---------------------------------------------------------------------------------------------------------
 // Payloads
@@ -672,21 +679,31 @@ function decodeOnly(bodies, encoding, seconds) {
 
 async function measureTransport(server, name, templates) {
   const spec = TRANSPORT[name];
-  deliveries = spec.deliveries ?? 1;
   const t = templates[spec.encoding];
   const bodies = decodeBodies(templates, spec.encoding);
   const closed = spec.client(server.ports, CONCURRENCY);
-  summarise(await saturate(server, closed, t, WARMUP_SECONDS, MAX_BATCHES)); // warm up (JIT, caches, store)
+  // Side by side: the transports other than HTTP protobuf alternate their rounds with HTTP protobuf rounds (fresh
+  // ids) into the same server, so their ratio to it is taken under the same load, minute by minute.
+  const paired = name !== 'http-protobuf' && PAIRED ? TRANSPORT['http-protobuf'].client(server.ports, CONCURRENCY) : null;
+  const phase = async (client, d, seconds, batches) => {
+    deliveries = d;
+    return saturate(server, client, t, seconds, batches);
+  };
+  summarise(await phase(closed, spec.deliveries ?? 1, WARMUP_SECONDS, MAX_BATCHES)); // warm up (JIT, caches, store)
+  if (paired) summarise(await phase(paired, 1, 1, MAX_BATCHES));
   decodeOnly(bodies, spec.encoding, 0.3);
   // Saturation in ROUNDS rounds, each followed by decode-only of the same bodies: ratios side by side.
   const rounds = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const phase = await saturate(server, closed, t, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
-    const e2e = summarise(phase).spansPerServerCpuSec;
+    const ref = paired ? summarise(await phase(paired, 1, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS)).spansPerServerCpuSec : undefined;
+    const ph = await phase(closed, spec.deliveries ?? 1, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
+    const e2e = summarise(ph).spansPerServerCpuSec;
     const decode = decodeOnly(bodies, spec.encoding, DECODE_SECONDS / ROUNDS);
-    rounds.push({ phase, e2e, decode: Math.round(decode), ratio: round(e2e / decode, 3) });
+    rounds.push({ phase: ph, e2e, decode: Math.round(decode), ratio: round(e2e / decode, 3), ref });
   }
   closed.close();
+  paired?.close();
+  deliveries = spec.deliveries ?? 1;
   const max = summarise(...rounds.map((r) => r.phase));
   const open = spec.client(server.ports, 256);
   const half = await paced(server, open, t, max.batches / max.wallSeconds / 2, HALF_SECONDS);
@@ -694,9 +711,11 @@ async function measureTransport(server, name, templates) {
   return {
     max,
     half,
-    rounds: rounds.map((r) => ({ spansPerServerCpuSec: r.e2e, decodeOnlySpansPerCpuSec: r.decode, ratio: r.ratio })),
+    rounds: rounds.map((r) => ({ spansPerServerCpuSec: r.e2e, decodeOnlySpansPerCpuSec: r.decode, ratio: r.ratio, ...(paired ? { httpProtobufSpansPerServerCpuSec: r.ref, vsHttpProtobuf: round(r.e2e / r.ref, 3) } : {}) })),
     decodeOnlySpansPerCpuSec: Math.round(median(rounds.map((r) => r.decode))),
     endToEndVsDecodeOnly: median(rounds.map((r) => r.ratio)),
+    // Median over rounds of (this transport's spans per server CPU-second / HTTP protobuf's in the round before it).
+    ...(paired ? { vsHttpProtobuf: median(rounds.map((r) => round(r.e2e / r.ref, 3))) } : {}),
   };
 }
 
@@ -833,6 +852,7 @@ async function main() {
     ['peak RSS', 10, (n, r) => `${Math.round(r.serverPeakRssMiB)}MiB`],
     ['transport-only', 15, (n, r) => r.transportOnlySpansPerCpuSec],
     ['e2e/(transport+decode)', 23, (n, r) => r.endToEndVsTransportPlusDecode],
+    ['vs HTTP (paired)', 17, (n, r) => r.vsHttpProtobuf ?? '—'],
   ];
   console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
   for (const name of TRANSPORTS) {
