@@ -29,7 +29,9 @@
 //                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side;
 //                 for gRPC, grpc-js and the retry storm each round is preceded by an HTTP protobuf round (fresh ids)
 //                 into the same server, and the ratio of the two is reported per round and as their median
-//                 ("vs HTTP (paired)": the retry storm's must be >= 1, gRPC's ~1); --no-pairs skips them
+//                 ("vs HTTP (paired)": the retry storm's must be >= 1, gRPC's ~1); --no-pairs skips them;
+//                 --baseline DIR: another build's server (e.g. an older commit, built in DIR) runs beside, each
+//                 round is followed by the same round against it ("vs baseline": median of this / baseline)
 //   half rate     open loop paced at half the sustained rate just measured, for --half-seconds: ack latency
 //   floor         the same clients against a receiver that only takes requests off the wire (node:http,
 //                 node:http2 with the receiver's settings, or grpc-js)
@@ -80,6 +82,10 @@ const { values: args } = parseArgs({
     'floor-seconds': { type: 'string', default: '3' },
     // Alternate the rounds of gRPC and the retry storm with HTTP protobuf rounds into the same server (ratio side by side).
     'no-pairs': { type: 'boolean', default: false },
+    // Another build of the repository (a directory with bin/, dist/, contracts/, e.g. an older commit from
+    // `git archive <commit> | tar -x -C DIR` and `tsc -p tsconfig.build.json` there): its server runs beside this
+    // one and every round is followed by the same round against it, for a before/after ratio under the same load.
+    baseline: { type: 'string' },
     // internal: run as the transport-floor receiver (see floorServerMain)
     'floor-server': { type: 'boolean', default: false },
   },
@@ -97,6 +103,7 @@ const WARMUP_SECONDS = Number(args['warmup-seconds']);
 const ROUNDS = Number(args.rounds);
 const FLOOR_SECONDS = Number(args['floor-seconds']);
 const PAIRED = !args['no-pairs'];
+const BASELINE = args.baseline ? resolve(args.baseline) : null;
 
 // ---------------------------------------------------------------------------------------------------------
 // Payloads
@@ -380,12 +387,12 @@ function memoryOf(pid) {
   return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
 }
 
-async function startServer(extraArgs = []) {
+async function startServer(extraArgs = [], root = ROOT) {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-bench-ingest-'));
   const child = spawn(
     process.execPath,
-    [...(args.profile ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean), join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT },
+    [...(args.profile && root === ROOT ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean), join(root, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(root, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extraArgs],
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd: root },
   );
   let out = '';
   let err = '';
@@ -677,7 +684,7 @@ function decodeOnly(bodies, encoding, seconds) {
 
 // ---------------------------------------------------------------------------------------------------------
 
-async function measureTransport(server, name, templates) {
+async function measureTransport(server, name, templates, base = null) {
   const spec = TRANSPORT[name];
   const t = templates[spec.encoding];
   const bodies = decodeBodies(templates, spec.encoding);
@@ -685,12 +692,14 @@ async function measureTransport(server, name, templates) {
   // Side by side: the transports other than HTTP protobuf alternate their rounds with HTTP protobuf rounds (fresh
   // ids) into the same server, so their ratio to it is taken under the same load, minute by minute.
   const paired = name !== 'http-protobuf' && PAIRED ? TRANSPORT['http-protobuf'].client(server.ports, CONCURRENCY) : null;
-  const phase = async (client, d, seconds, batches) => {
+  const baseClient = base ? spec.client(base.ports, CONCURRENCY) : null;
+  const phase = async (client, d, seconds, batches, srv = server) => {
     deliveries = d;
-    return saturate(server, client, t, seconds, batches);
+    return saturate(srv, client, t, seconds, batches);
   };
   summarise(await phase(closed, spec.deliveries ?? 1, WARMUP_SECONDS, MAX_BATCHES)); // warm up (JIT, caches, store)
   if (paired) summarise(await phase(paired, 1, 1, MAX_BATCHES));
+  if (base) summarise(await phase(baseClient, spec.deliveries ?? 1, WARMUP_SECONDS, MAX_BATCHES, base));
   decodeOnly(bodies, spec.encoding, 0.3);
   // Saturation in ROUNDS rounds, each followed by decode-only of the same bodies: ratios side by side.
   const rounds = [];
@@ -699,10 +708,12 @@ async function measureTransport(server, name, templates) {
     const ph = await phase(closed, spec.deliveries ?? 1, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
     const e2e = summarise(ph).spansPerServerCpuSec;
     const decode = decodeOnly(bodies, spec.encoding, DECODE_SECONDS / ROUNDS);
-    rounds.push({ phase: ph, e2e, decode: Math.round(decode), ratio: round(e2e / decode, 3), ref });
+    const before = base ? summarise(await phase(baseClient, spec.deliveries ?? 1, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS, base)).spansPerServerCpuSec : undefined;
+    rounds.push({ phase: ph, e2e, decode: Math.round(decode), ratio: round(e2e / decode, 3), ref, before });
   }
   closed.close();
   paired?.close();
+  baseClient?.close();
   deliveries = spec.deliveries ?? 1;
   const max = summarise(...rounds.map((r) => r.phase));
   const open = spec.client(server.ports, 256);
@@ -711,7 +722,15 @@ async function measureTransport(server, name, templates) {
   return {
     max,
     half,
-    rounds: rounds.map((r) => ({ spansPerServerCpuSec: r.e2e, decodeOnlySpansPerCpuSec: r.decode, ratio: r.ratio, ...(paired ? { httpProtobufSpansPerServerCpuSec: r.ref, vsHttpProtobuf: round(r.e2e / r.ref, 3) } : {}) })),
+    rounds: rounds.map((r) => ({
+      spansPerServerCpuSec: r.e2e,
+      decodeOnlySpansPerCpuSec: r.decode,
+      ratio: r.ratio,
+      ...(paired ? { httpProtobufSpansPerServerCpuSec: r.ref, vsHttpProtobuf: round(r.e2e / r.ref, 3) } : {}),
+      ...(base ? { baselineSpansPerServerCpuSec: r.before, vsBaseline: round(r.e2e / r.before, 3) } : {}),
+    })),
+    // Median over rounds of (this build's spans per server CPU-second / the baseline build's in the round after it).
+    ...(base ? { baselineSpansPerServerCpuSec: Math.round(median(rounds.map((r) => r.before))), vsBaseline: median(rounds.map((r) => round(r.e2e / r.before, 3))) } : {}),
     decodeOnlySpansPerCpuSec: Math.round(median(rounds.map((r) => r.decode))),
     endToEndVsDecodeOnly: median(rounds.map((r) => r.ratio)),
     // Median over rounds of (this transport's spans per server CPU-second / HTTP protobuf's in the round before it).
@@ -814,9 +833,10 @@ async function main() {
     if (!TRANSPORT[name]) throw new Error(`unknown transport ${name}`);
     const server = await startServer(TRANSPORT[name].serverArgs);
     process.stderr.write(`${name}: server pid ${server.pid}\n`);
+    const base = BASELINE ? await startServer(TRANSPORT[name].serverArgs, BASELINE) : null;
     if (process.env.BENCH_PAUSE_MS) await sleep(Number(process.env.BENCH_PAUSE_MS));
     try {
-      results[name] = await measureTransport(server, name, templates);
+      results[name] = await measureTransport(server, name, templates, base);
       results[name].liveRunsAtEnd = (await scrape(server.ports.api)).liveRuns;
       // The limit on the other side: what the transport alone costs (a no-op receiver), and the two together.
       const floor = await transportFloor(name, templates);
@@ -825,6 +845,7 @@ async function main() {
       results[name].transportPlusDecodeSpansPerCpuSec = Math.round(1 / (1 / floor + 1 / decode));
       results[name].endToEndVsTransportPlusDecode = round(results[name].max.spansPerServerCpuSec / results[name].transportPlusDecodeSpansPerCpuSec, 3);
     } finally {
+      if (base) await base.stop();
       const peak = memoryOf(server.pid).hwmMiB;
       const code = await server.stop();
       if (code !== 0) process.stderr.write(`server exited with ${code}\n${server.stderr().slice(-2000)}\n`);
@@ -853,13 +874,14 @@ async function main() {
     ['transport-only', 15, (n, r) => r.transportOnlySpansPerCpuSec],
     ['e2e/(transport+decode)', 23, (n, r) => r.endToEndVsTransportPlusDecode],
     ['vs HTTP (paired)', 17, (n, r) => r.vsHttpProtobuf ?? '—'],
+    ...(BASELINE ? [['baseline', 10, (n, r) => r.baselineSpansPerServerCpuSec], ['vs baseline', 12, (n, r) => r.vsBaseline]] : []),
   ];
   console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
   for (const name of TRANSPORTS) {
     console.log(cols.map(([, w, f], i) => (i === 0 ? String(f(name, results[name])).padEnd(w) : String(f(name, results[name])).padStart(w))).join(''));
   }
   console.log(`one fresh server per transport; bench took ${round((performance.now() - started) / 1000, 1)} s`);
-  console.log(JSON.stringify({ bench: 'ingest', machine, payload, concurrency: CONCURRENCY, results }));
+  console.log(JSON.stringify({ bench: 'ingest', machine, payload, concurrency: CONCURRENCY, ...(BASELINE ? { baseline: BASELINE } : {}), results }));
 }
 
 export { buildTemplates, checkTemplates, patched, nextBatch };
