@@ -468,7 +468,14 @@ const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export
 
 function httpClient(port, contentType, maxSockets) {
   const agent = new http.Agent({ keepAlive: true, maxSockets });
+  // A kept-alive socket that sat idle while other rounds ran may be closed by the server (keep-alive timeout) just
+  // as it is reused: that request never reached the server, so it is sent again on a new socket (Node's advice).
   const send = (body) =>
+    sendOnce(body).catch((e) => {
+      if (e.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) return sendOnce(body);
+      throw e;
+    });
+  const sendOnce = (body) =>
     new Promise((resolve, reject) => {
       const req = http.request(
         { host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { 'content-type': contentType, 'content-length': body.length } },
@@ -486,7 +493,7 @@ function httpClient(port, contentType, maxSockets) {
           });
         },
       );
-      req.on('error', reject);
+      req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
       req.end(body);
     });
   return { send, close: () => agent.destroy() };
