@@ -192,13 +192,15 @@ export function explicitReceiptsOf(span: SpanRecord, out: ExtractResult): boolea
     if ('receipt' in r) out.receipts.push(r.receipt);
     else out.rejected.push({ spanId: span.spanId, reason: r.reason, code: r.code });
   }
-  span.events.forEach((ev, i) => {
-    if (ev.attrs['topology.event.type'] === undefined) return;
+  const events = span.events;
+  for (let i = 0; i < events.length; i++) {
+    const ev = events[i];
+    if (ev.attrs['topology.event.type'] === undefined) continue;
     produced = true;
     const attrs = { ...span.attrs, ...ev.attrs };
     const r = explicitReceipt(attrs, { run: runIdOf(attrs, span.traceId), event: `${span.spanId}.${i}` }, ev.timeMs, span.statusCode, ev.timeNs);
     if ('receipt' in r) out.receipts.push(r.receipt);
     else out.rejected.push({ spanId: span.spanId, reason: r.reason, code: r.code });
-  });
+  }
   return produced;
 }
