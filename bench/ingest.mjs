@@ -22,10 +22,16 @@
 // exactly the receipts sent as accepted (checked after every phase).
 //
 // Per transport:
-//   warm-up       closed loop, --warmup-seconds
+//   warm-up       closed loop, --warmup-seconds (8: on a shared machine V8 keeps optimizing for several seconds, and
+//                 its compiler threads' CPU would otherwise be counted as the server's per-span cost)
 //   saturation    closed loop of --concurrency clients for --seconds, in --rounds rounds; after each round this
 //                 process decodes the same bodies alone (decodeExportTraceRequest / decodeExportTraceJson from
-//                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side
+//                 dist/otlp) for the decode-only limit, so each end-to-end / decode-only ratio is taken side by side;
+//                 for gRPC, grpc-js and the retry storm each round is preceded by an HTTP protobuf round (fresh ids)
+//                 into the same server, and the ratio of the two is reported per round and as their median
+//                 ("vs HTTP (paired)": the retry storm's must be >= 1, gRPC's ~1); --no-pairs skips them;
+//                 --baseline DIR: another build's server (e.g. an older commit, built in DIR) runs beside, each
+//                 round is followed by the same round against it ("vs baseline": median of this / baseline)
 //   half rate     open loop paced at half the sustained rate just measured, for --half-seconds: ack latency
 //   floor         the same clients against a receiver that only takes requests off the wire (node:http,
 //                 node:http2 with the receiver's settings, or grpc-js)
@@ -35,12 +41,13 @@
 //
 // Diagnostics: --profile DIR writes a V8 CPU profile of the server; --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr).
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
 import os from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -51,8 +58,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../dist/otlp/index.js';
 import { messages, prng, text } from './payloads.mjs';
-import { cpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
 
+const ROOT = resolve(import.meta.dirname, '..');
 const IS_MAIN = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
 const { values: args } = parseArgs({
   args: IS_MAIN ? process.argv.slice(2) : [],
@@ -66,13 +73,19 @@ const { values: args } = parseArgs({
     templates: { type: 'string', default: '4' },
     transports: { type: 'string', default: 'http-protobuf,grpc,grpc-js,retry-storm' },
     'decode-seconds': { type: 'string', default: '2' },
-    'warmup-seconds': { type: 'string', default: '3' },
+    'warmup-seconds': { type: 'string', default: '8' },
     rounds: { type: 'string', default: '4' },
     // Write a V8 CPU profile of the server into this directory (for finding hot spots; slows the server a little).
     profile: { type: 'string' },
     // Extra node flags for the server process (e.g. --perf-basic-prof to attach `perf record -p <pid>`).
     'server-node-args': { type: 'string', default: '' },
     'floor-seconds': { type: 'string', default: '3' },
+    // Alternate the rounds of gRPC and the retry storm with HTTP protobuf rounds into the same server (ratio side by side).
+    'no-pairs': { type: 'boolean', default: false },
+    // Another build of the repository (a directory with bin/, dist/, contracts/, e.g. an older commit from
+    // `git archive <commit> | tar -x -C DIR` and `tsc -p tsconfig.build.json` there): its server runs beside this
+    // one and every round is followed by the same round against it, for a before/after ratio under the same load.
+    baseline: { type: 'string' },
     // internal: run as the transport-floor receiver (see floorServerMain)
     'floor-server': { type: 'boolean', default: false },
   },
@@ -89,6 +102,8 @@ const DECODE_SECONDS = Number(args['decode-seconds']);
 const WARMUP_SECONDS = Number(args['warmup-seconds']);
 const ROUNDS = Number(args.rounds);
 const FLOOR_SECONDS = Number(args['floor-seconds']);
+const PAIRED = !args['no-pairs'];
+const BASELINE = args.baseline ? resolve(args.baseline) : null;
 
 // ---------------------------------------------------------------------------------------------------------
 // Payloads
@@ -349,15 +364,140 @@ function checkTemplates(templates) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The server (bench/otlp-load.mjs), with --profile and --server-node-args
+// The server
 
-const startServer = (extraArgs = []) =>
-  startServe(extraArgs, [...(args.profile ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean)]);
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** User and system CPU seconds of a process, all threads (utime, stime: fields 14 and 15 of /proc/<pid>/stat). */
+function cpuSecondsOf(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(fields[11]) / CLK_TCK, system: Number(fields[12]) / CLK_TCK };
+}
+
+function memoryOf(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'latin1');
+  const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+  return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
+}
+
+async function startServer(extraArgs = [], root = ROOT) {
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-bench-ingest-'));
+  const child = spawn(
+    process.execPath,
+    [...(args.profile && root === ROOT ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean), join(root, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(root, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extraArgs],
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd: root },
+  );
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  if (process.env.BENCH_SERVER_LOG) {
+    const log = createWriteStream(process.env.BENCH_SERVER_LOG);
+    child.stdout.on('data', (d) => log.write(d));
+    child.stderr.on('data', (d) => log.write(d));
+  }
+  const ports = await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error(`server did not start: ${err}`)), 30_000);
+    child.stdout.on('data', () => {
+      const line = out.split('\n').find((l) => l.startsWith('{"listening"'));
+      if (line) {
+        clearTimeout(t);
+        res(JSON.parse(line).listening);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(t);
+      rej(new Error(`server exited with ${code}: ${err}`));
+    });
+  });
+  const exited = new Promise((r) => child.once('exit', (code) => r(code)));
+  return {
+    pid: child.pid,
+    ports,
+    stderr: () => err,
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      const code = await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
+
+async function scrape(port) {
+  const text = await new Promise((res, rej) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics' }, (r) => {
+      let s = '';
+      r.setEncoding('utf8');
+      r.on('data', (d) => (s += d));
+      r.on('end', () => res(s));
+    }).on('error', rej);
+  });
+  const sum = (name, match = () => true) => {
+    let n = 0;
+    for (const line of text.split('\n')) {
+      if (!line.startsWith(name)) continue;
+      const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)/.exec(line);
+      if (m && m[1] === name && match(m[2] ?? '')) n += Number(m[3]);
+    }
+    return n;
+  };
+  return {
+    accepted: sum('topology_receipts_total', (l) => l.includes('result="accepted"')),
+    duplicates: sum('topology_receipts_total', (l) => l.includes('result="duplicate"')),
+    notAccepted: sum('topology_receipts_total', (l) => !l.includes('result="accepted"') && !l.includes('result="duplicate"')),
+    commits: sum('topology_store_commit_batch_size_count'),
+    committedReceipts: sum('topology_store_commit_batch_size_sum'),
+    liveRuns: sum('topology_live_runs'),
+    commitSeconds: sum('topology_store_commit_duration_seconds_sum'),
+    commitBuckets: [...text.matchAll(/^topology_store_commit_duration_seconds_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)/gm)].map((m) => [Number(m[1]), Number(m[2])]),
+  };
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Clients
 
 const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
+
+function httpClient(port, contentType, maxSockets) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets });
+  // A kept-alive socket that sat idle while other rounds ran may be closed by the server (keep-alive timeout) just
+  // as it is reused: that request never reached the server, so it is sent again on a new socket (Node's advice).
+  const send = (body) =>
+    sendOnce(body).catch((e) => {
+      if (e.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) return sendOnce(body);
+      throw e;
+    });
+  const sendOnce = (body) =>
+    new Promise((resolve, reject) => {
+      const req = http.request(
+        { host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { 'content-type': contentType, 'content-length': body.length } },
+        (res) => {
+          const chunks = [];
+          res.on('data', (c) => chunks.push(c));
+          res.on('end', () => {
+            const answer = Buffer.concat(chunks);
+            if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${answer.toString().slice(0, 200)}`));
+            // A partial success (rejected spans) is a failure here: every span of these batches is valid.
+            if (contentType === 'application/json' ? JSON.parse(answer.toString() || '{}').partialSuccess?.rejectedSpans : answer.length > 0) {
+              return reject(new Error(`partial success: ${answer.toString().slice(0, 200)}`));
+            }
+            resolve();
+          });
+        },
+      );
+      req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
+      req.end(body);
+    });
+  return { send, close: () => agent.destroy() };
+}
 
 function grpcClient(port) {
   const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
@@ -405,6 +545,12 @@ function nextBatch(templates) {
   return { body: patched(t, seq), spans: t.spans * deliveries, receipts: t.receipts, again: t.receipts * (deliveries - 1) };
 }
 
+const quantile = (xs, q) => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Server CPU (user, system) and the server's receipt counters, at one instant. */
 async function serverSnapshot(server) {
@@ -476,6 +622,8 @@ async function paced(server, client, templates, batchesPerSecond, seconds) {
   return { ...summarise({ latencies, spans, receipts, again, wall, before, after }), targetBatchesPerSec: round(batchesPerSecond, 1), maxSendSlipMs: round(maxSlipMs, 1) };
 }
 
+const round = (x, digits = 0) => Math.round(x * 10 ** digits) / 10 ** digits;
+const median = (xs) => quantile(xs, 0.5);
 
 /** Rates of one or more phases (tallies added up); checks that the server accepted every receipt sent, once. */
 function summarise(...phases) {
@@ -543,23 +691,37 @@ function decodeOnly(bodies, encoding, seconds) {
 
 // ---------------------------------------------------------------------------------------------------------
 
-async function measureTransport(server, name, templates) {
+async function measureTransport(server, name, templates, base = null) {
   const spec = TRANSPORT[name];
-  deliveries = spec.deliveries ?? 1;
   const t = templates[spec.encoding];
   const bodies = decodeBodies(templates, spec.encoding);
   const closed = spec.client(server.ports, CONCURRENCY);
-  summarise(await saturate(server, closed, t, WARMUP_SECONDS, MAX_BATCHES)); // warm up (JIT, caches, store)
+  // Side by side: the transports other than HTTP protobuf alternate their rounds with HTTP protobuf rounds (fresh
+  // ids) into the same server, so their ratio to it is taken under the same load, minute by minute.
+  const paired = name !== 'http-protobuf' && PAIRED ? TRANSPORT['http-protobuf'].client(server.ports, CONCURRENCY) : null;
+  const baseClient = base ? spec.client(base.ports, CONCURRENCY) : null;
+  const phase = async (client, d, seconds, batches, srv = server) => {
+    deliveries = d;
+    return saturate(srv, client, t, seconds, batches);
+  };
+  summarise(await phase(closed, spec.deliveries ?? 1, WARMUP_SECONDS, MAX_BATCHES)); // warm up (JIT, caches, store)
+  if (paired) summarise(await phase(paired, 1, 1, MAX_BATCHES));
+  if (base) summarise(await phase(baseClient, spec.deliveries ?? 1, WARMUP_SECONDS, MAX_BATCHES, base));
   decodeOnly(bodies, spec.encoding, 0.3);
   // Saturation in ROUNDS rounds, each followed by decode-only of the same bodies: ratios side by side.
   const rounds = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const phase = await saturate(server, closed, t, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
-    const e2e = summarise(phase).spansPerServerCpuSec;
+    const ref = paired ? summarise(await phase(paired, 1, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS)).spansPerServerCpuSec : undefined;
+    const ph = await phase(closed, spec.deliveries ?? 1, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
+    const e2e = summarise(ph).spansPerServerCpuSec;
     const decode = decodeOnly(bodies, spec.encoding, DECODE_SECONDS / ROUNDS);
-    rounds.push({ phase, e2e, decode: Math.round(decode), ratio: round(e2e / decode, 3) });
+    const before = base ? summarise(await phase(baseClient, spec.deliveries ?? 1, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS, base)).spansPerServerCpuSec : undefined;
+    rounds.push({ phase: ph, e2e, decode: Math.round(decode), ratio: round(e2e / decode, 3), ref, before });
   }
   closed.close();
+  paired?.close();
+  baseClient?.close();
+  deliveries = spec.deliveries ?? 1;
   const max = summarise(...rounds.map((r) => r.phase));
   const open = spec.client(server.ports, 256);
   const half = await paced(server, open, t, max.batches / max.wallSeconds / 2, HALF_SECONDS);
@@ -567,9 +729,19 @@ async function measureTransport(server, name, templates) {
   return {
     max,
     half,
-    rounds: rounds.map((r) => ({ spansPerServerCpuSec: r.e2e, decodeOnlySpansPerCpuSec: r.decode, ratio: r.ratio })),
+    rounds: rounds.map((r) => ({
+      spansPerServerCpuSec: r.e2e,
+      decodeOnlySpansPerCpuSec: r.decode,
+      ratio: r.ratio,
+      ...(paired ? { httpProtobufSpansPerServerCpuSec: r.ref, vsHttpProtobuf: round(r.e2e / r.ref, 3) } : {}),
+      ...(base ? { baselineSpansPerServerCpuSec: r.before, vsBaseline: round(r.e2e / r.before, 3) } : {}),
+    })),
+    // Median over rounds of (this build's spans per server CPU-second / the baseline build's in the round after it).
+    ...(base ? { baselineSpansPerServerCpuSec: Math.round(median(rounds.map((r) => r.before))), vsBaseline: median(rounds.map((r) => round(r.e2e / r.before, 3))) } : {}),
     decodeOnlySpansPerCpuSec: Math.round(median(rounds.map((r) => r.decode))),
     endToEndVsDecodeOnly: median(rounds.map((r) => r.ratio)),
+    // Median over rounds of (this transport's spans per server CPU-second / HTTP protobuf's in the round before it).
+    ...(paired ? { vsHttpProtobuf: median(rounds.map((r) => round(r.e2e / r.ref, 3))) } : {}),
   };
 }
 
@@ -668,9 +840,10 @@ async function main() {
     if (!TRANSPORT[name]) throw new Error(`unknown transport ${name}`);
     const server = await startServer(TRANSPORT[name].serverArgs);
     process.stderr.write(`${name}: server pid ${server.pid}\n`);
+    const base = BASELINE ? await startServer(TRANSPORT[name].serverArgs, BASELINE) : null;
     if (process.env.BENCH_PAUSE_MS) await sleep(Number(process.env.BENCH_PAUSE_MS));
     try {
-      results[name] = await measureTransport(server, name, templates);
+      results[name] = await measureTransport(server, name, templates, base);
       results[name].liveRunsAtEnd = (await scrape(server.ports.api)).liveRuns;
       // The limit on the other side: what the transport alone costs (a no-op receiver), and the two together.
       const floor = await transportFloor(name, templates);
@@ -679,6 +852,7 @@ async function main() {
       results[name].transportPlusDecodeSpansPerCpuSec = Math.round(1 / (1 / floor + 1 / decode));
       results[name].endToEndVsTransportPlusDecode = round(results[name].max.spansPerServerCpuSec / results[name].transportPlusDecodeSpansPerCpuSec, 3);
     } finally {
+      if (base) await base.stop();
       const peak = memoryOf(server.pid).hwmMiB;
       const code = await server.stop();
       if (code !== 0) process.stderr.write(`server exited with ${code}\n${server.stderr().slice(-2000)}\n`);
@@ -706,13 +880,15 @@ async function main() {
     ['peak RSS', 10, (n, r) => `${Math.round(r.serverPeakRssMiB)}MiB`],
     ['transport-only', 15, (n, r) => r.transportOnlySpansPerCpuSec],
     ['e2e/(transport+decode)', 23, (n, r) => r.endToEndVsTransportPlusDecode],
+    ['vs HTTP (paired)', 17, (n, r) => r.vsHttpProtobuf ?? '—'],
+    ...(BASELINE ? [['baseline', 10, (n, r) => r.baselineSpansPerServerCpuSec], ['vs baseline', 12, (n, r) => r.vsBaseline]] : []),
   ];
   console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
   for (const name of TRANSPORTS) {
     console.log(cols.map(([, w, f], i) => (i === 0 ? String(f(name, results[name])).padEnd(w) : String(f(name, results[name])).padStart(w))).join(''));
   }
   console.log(`one fresh server per transport; bench took ${round((performance.now() - started) / 1000, 1)} s`);
-  console.log(JSON.stringify({ bench: 'ingest', machine, payload, concurrency: CONCURRENCY, results }));
+  console.log(JSON.stringify({ bench: 'ingest', machine, payload, concurrency: CONCURRENCY, ...(BASELINE ? { baseline: BASELINE } : {}), results }));
 }
 
 export { buildTemplates, checkTemplates, patched, nextBatch };

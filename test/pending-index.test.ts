@@ -266,6 +266,12 @@ describe('PendingIndex against the naive model', () => {
             const byKey = (a: Sp, b: Sp) => a.spanId.localeCompare(b.spanId);
             expect([...ix.handoffsOf(`t${t}`)].sort(byKey)).toEqual([...m.handoffs.values()].filter((h) => h.traceId === `t${t}`).sort(byKey));
           }
+          // Per-trace selections keep arrival order (what the resolver's incremental retries rely on).
+          const some = [`t${ops.length % T}`, `t${(ops.length + 2) % T}`];
+          expect(ix.pendingAgentsOf(some)).toEqual([...m.agents.values()].filter((a) => some.includes(a.traceId)));
+          expect(ix.pendingHandoffsOf(some)).toEqual([...m.handoffs.values()].filter((h) => some.includes(h.traceId)));
+          const firstAgent = [...m.agents.keys()][0];
+          if (firstAgent !== undefined) expect(ix.pendingAgentsOf([], [firstAgent, 'nope/x'])).toEqual([m.agents.get(firstAgent)]);
           expect(ix.pendingTraceIds()).toEqual(new Set([...m.agents.values(), ...m.handoffs.values()].map((x) => x.traceId)));
         }
       }),

@@ -186,6 +186,29 @@ describe('ReceiptStore: pins, verdict state, contracts, prune', () => {
     expect(openStore(dir).getPin('r')).toEqual({ pin: pinA, contractHash: 'hash-a' });
   });
 
+  it('answers "no pin" for a run its own commit created without a query, and the pin once set, also after prune', async () => {
+    const store = openStore();
+    const stmt = (store as unknown as { stmt: { getPin: { get: (run: string) => unknown } } }).stmt;
+    const real = stmt.getPin.get.bind(stmt.getPin);
+    const queried: string[] = [];
+    stmt.getPin.get = (run: string) => (queried.push(run), real(run));
+    await store.append([delivery(edge('fresh', 'e1'))]);
+    expect(store.getPin('fresh')).toBeNull();
+    expect(store.getPin('never-seen')).toBeNull();
+    expect(queried).toEqual(['never-seen']);
+    expect(store.setPin('fresh', pinA, 'hash-a')).toEqual({ pin: pinA, contractHash: 'hash-a' });
+    await store.sync();
+    expect(store.getPin('fresh')).toEqual({ pin: pinA, contractHash: 'hash-a' });
+    expect(queried).toEqual(['never-seen', 'fresh']);
+    // a run created again after its pin and receipts were pruned has no pin
+    store.setVerdictState('fresh', 'healthy', true, 1_000);
+    await store.sync();
+    expect(store.prune(10, 10_000)).toBe(1);
+    await store.append([delivery(edge('fresh', 'e1'), 's', 20_000)]);
+    expect(store.getPin('fresh')).toBeNull();
+    expect(store.setPin('fresh', pinB, 'hash-b').pin).toEqual(pinB);
+  });
+
   it('stores contract content by hash, first write wins, across reopen', async () => {
     const dir = tempDir();
     const store = openStore(dir);

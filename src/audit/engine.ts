@@ -14,6 +14,7 @@ import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests } from './delivered.js';
+import { compactReceiptJson } from '../core/canonical.js';
 
 export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
@@ -289,12 +290,15 @@ export class AuditEngine extends EventEmitter {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
     const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
     // A redelivery of stored content of a live run is a duplicate without a store round trip (see DeliveredDigests).
+    // The stored form is made once here and handed to the store with the receipt.
     const incoming = receipts;
     const digests: string[] = [];
+    const bodies: string[] = [];
     let known = 0;
     receipts = [];
     for (const r of incoming) {
-      const d = DeliveredDigests.digest(r);
+      const body = compactReceiptJson(r);
+      const d = DeliveredDigests.digestOfJson(body);
       if (this.runs.has(r.run) && this.delivered.has(r.run, r.event, d)) {
         known++;
         const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
@@ -303,12 +307,13 @@ export class AuditEngine extends EventEmitter {
       } else {
         receipts.push(r);
         digests.push(d);
+        bodies.push(body);
       }
     }
     const release = limits ? this.reserve(receipts) : () => {};
     let res;
     try {
-      res = await this.store.append(receipts.map((receipt) => ({ receipt, source, receivedAt: now })), spanLog);
+      res = await this.store.append(receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i] })), spanLog);
     } finally {
       release();
     }

@@ -23,14 +23,17 @@ export const AGENT_ID_PATTERN = /^[A-Za-z0-9_.@#+=][A-Za-z0-9_.@#+=-]{0,199}$/;
 export const AgentId = z.string().regex(AGENT_ID_PATTERN, 'an agent id: 1-200 of letters, digits and _ . @ # + = - (no ":", no leading "-", no spaces, no paths)');
 export const isAgentId = (v: unknown): v is string => typeof v === 'string' && v.length <= 200 && AGENT_ID_PATTERN.test(v);
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+/** RFC 3339 with at most nine fraction digits (the Time rule; also checked directly by src/ingest/extract.ts). */
+export const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 export const Time = z
   .string()
   .regex(RFC3339, 'an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)')
   .refine((s) => !Number.isNaN(Date.parse(s)), 'not a valid date');
 
+/** A version as text (the Version rule's string form). */
+export const VERSION_PATTERN = /^[A-Za-z0-9_.+-]{1,64}$/;
 const Version = z
-  .union([z.string().regex(/^[A-Za-z0-9_.+-]{1,64}$/, 'a version: letters, digits, _ . + -'), z.number().int().nonnegative()])
+  .union([z.string().regex(VERSION_PATTERN, 'a version: letters, digits, _ . + -'), z.number().int().nonnegative()])
   .transform((v) => String(v))
   .describe('the contract version; a JSON integer is read as its decimal text, any other number is refused');
 

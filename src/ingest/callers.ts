@@ -18,7 +18,7 @@
 import type { Receipt } from '../core/types.js';
 import type { SpanLinkRecord, SpanRecord } from '../otlp/types.js';
 import { localStatus } from './extract.js';
-import { PendingIndex } from './pending-index.js';
+import { keyOf, PendingIndex } from './pending-index.js';
 import { withEvidence } from './trust.js';
 
 /** What the resolver reads of a span that is neither an agent nor a handoff: its place in the trace. */
@@ -186,20 +186,64 @@ export class CallerResolver {
   addBatch(agentSpans: AgentSpan[], spans: readonly SpanPlace[], now: number, extras: BatchExtras = {}): Receipt[] {
     const idx = this.idx;
     const handoffs = extras.handoffs ?? [];
+    // The traces this batch changes: only their waiting spans (and agents linked to them) can resolve now.
+    const touched = new Set<string>();
     for (const a of agentSpans) {
       idx.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs, source: a.source }, now);
+      touched.add(a.traceId);
     }
-    for (const h of handoffs) idx.index(h.traceId, h.spanId, h.parentSpanId, null, now);
-    for (const r of extras.relays ?? []) if (!idx.has(r.traceId, r.spanId)) idx.index(r.traceId, r.spanId, r.parentSpanId, null, now);
+    for (const h of handoffs) {
+      idx.index(h.traceId, h.spanId, h.parentSpanId, null, now);
+      touched.add(h.traceId);
+    }
+    for (const r of extras.relays ?? []) {
+      if (!idx.has(r.traceId, r.spanId)) idx.index(r.traceId, r.spanId, r.parentSpanId, null, now);
+      touched.add(r.traceId);
+    }
     if (idx.traceCount() > 0) {
       for (const s of spans) {
         const t = idx.trace(s.traceId);
-        if (t && !t.nodes.has(s.spanId)) idx.index(s.traceId, s.spanId, s.parentSpanId, null, now);
+        if (t && !t.nodes.has(s.spanId)) {
+          idx.index(s.traceId, s.spanId, s.parentSpanId, null, now);
+          touched.add(s.traceId);
+        }
       }
     }
-    for (const a of agentSpans) if ((a.edges ?? 'call') === 'call' || a.links?.length) idx.addAgent(a);
+    for (const a of agentSpans) {
+      if ((a.edges ?? 'call') === 'call' || a.links?.length) {
+        const replaced = idx.agentByKey(keyOf(a.traceId, a.spanId));
+        if (replaced?.links?.length) this.stopWaitingOnLinks(replaced);
+        idx.addAgent(a);
+        if (a.links?.length) this.waitOnLinks(a);
+      }
+    }
     for (const h of handoffs) idx.addHandoff(h);
-    return this.resolvePending();
+    return this.resolvePending(touched);
+  }
+
+  /**
+   * Agent spans whose senders arrive through links, by the traces their links point into: a span indexed in
+   * one of those traces may resolve them, though their own trace did not change.
+   */
+  private readonly linkWaiters = new Map<string, Set<string>>();
+
+  private waitOnLinks(a: AgentSpan): void {
+    const key = keyOf(a.traceId, a.spanId);
+    for (const l of a.links ?? []) {
+      let w = this.linkWaiters.get(l.traceId);
+      if (!w) this.linkWaiters.set(l.traceId, (w = new Set()));
+      w.add(key);
+    }
+  }
+
+  private stopWaitingOnLinks(a: AgentSpan): void {
+    const key = keyOf(a.traceId, a.spanId);
+    for (const l of a.links ?? []) {
+      const w = this.linkWaiters.get(l.traceId);
+      if (!w) continue;
+      w.delete(key);
+      if (w.size === 0) this.linkWaiters.delete(l.traceId);
+    }
   }
 
   /** True while the trace holds agent spans or handoffs waiting for a caller, sender or target (O(1)). */
@@ -256,14 +300,16 @@ export class CallerResolver {
       fromSource = c.source;
       run ??= c.run;
     }
-    const t = this.idx.trace(h.traceId)!.state;
+    // The trace's state is gone only when the index evicted the trace while this span was being added (every
+    // other trace waiting): its claims went with it.
+    const t = this.idx.trace(h.traceId)?.state;
     if (h.to !== null) {
-      t.claims.push({ agent: h.to, afterMs: h.startMs });
+      t?.claims.push({ agent: h.to, afterMs: h.startMs });
       return [handoffEdge(h, run ?? h.traceId, from, h.to, fromSource)];
     }
     const next = this.nextInvocation(h);
     if (next === null) return null;
-    t.claimed.add(next.spanId);
+    t!.claimed.add(next.spanId); // nextInvocation found the target in the trace, so the trace is indexed
     if (next.agent.id === UNNAMED_AGENT) return [handoffGap(h, run ?? next.agent.run, 'handoff_target_unidentified', { from })];
     return [handoffEdge(h, run ?? next.agent.run, from, next.agent.id, fromSource, next.agent.source)];
   }
@@ -295,12 +341,12 @@ export class CallerResolver {
     const c = this.walk(a.traceId, a.parentSpanId);
     if (c === null) return null;
     if (this.heldByHandoff(a)) return null;
-    const t = this.idx.trace(a.traceId)!.state;
-    if (t.claimed.delete(a.spanId)) return [];
+    const t = this.idx.trace(a.traceId)?.state; // absent: evicted while this span was added (see tryHandoff)
+    if (t?.claimed.delete(a.spanId)) return [];
     const names = namesOf(a);
-    const claim = t.claims.findIndex((x) => names.includes(x.agent) && x.afterMs <= a.startMs);
+    const claim = t ? t.claims.findIndex((x) => names.includes(x.agent) && x.afterMs <= a.startMs) : -1;
     if (claim >= 0) {
-      t.claims.splice(claim, 1);
+      t!.claims.splice(claim, 1);
       return [];
     }
     if (c === 'entry') return []; // the entry agent
@@ -309,18 +355,30 @@ export class CallerResolver {
     return callReceipts(a, c.id, c.source);
   }
 
-  private resolvePending(): Receipt[] {
+  /**
+   * Retry the waiting spans of the traces `touched` changed (and the agents linked into them), handoffs first,
+   * each kind in arrival order. A waiting span's outcome depends only on its own trace (its walk, the trace's
+   * handoffs, claims and claimed targets) and, for linked senders, on the traces its links name; a retry that
+   * fails changes nothing, and nothing in a pass unblocks a span tried earlier in the same pass. So a span in
+   * a trace nothing touched would fail again: retrying only these gives exactly the receipts (and order) of
+   * retrying every waiting span, at a cost that follows the batch instead of everything pending.
+   */
+  private resolvePending(touched: ReadonlySet<string>): Receipt[] {
     const out: Receipt[] = [];
-    for (const h of this.idx.pendingHandoffs()) {
+    if (touched.size === 0) return out;
+    for (const h of this.idx.pendingHandoffsOf(touched)) {
       const r = this.tryHandoff(h);
       if (r === null) continue;
       this.idx.removeHandoff(h);
       out.push(...r);
     }
-    for (const a of this.idx.pendingAgents()) {
+    const linked: string[] = [];
+    for (const t of touched) for (const k of this.linkWaiters.get(t) ?? []) linked.push(k);
+    for (const a of this.idx.pendingAgentsOf(touched, linked)) {
       const r = this.tryAgent(a);
       if (r === null) continue;
       this.idx.removeAgent(a);
+      if (a.links?.length) this.stopWaitingOnLinks(a);
       out.push(...r);
     }
     return out;
@@ -333,15 +391,23 @@ export class CallerResolver {
    */
   expire(now: number): Receipt[] {
     const out: Receipt[] = [];
-    for (const h of this.idx.expireHandoffs(now, this.opts.waitMs)) {
+    const expiredHandoffs = this.idx.expireHandoffs(now, this.opts.waitMs);
+    for (const h of expiredHandoffs) {
       const c = h.from === null ? this.walk(h.traceId, h.parentSpanId) : null;
       const from = h.from ?? (c && c !== 'entry' && c.id !== UNNAMED_AGENT ? c.id : null);
       const run = h.run ?? (c && c !== 'entry' ? c.run : h.traceId);
       out.push(handoffGap(h, run, from === null ? 'handoff_source_unresolved' : 'handoff_target_unresolved', { from, to: h.to }));
     }
     // Invocations held for an expired handoff are released first: their own caller may be known.
-    if (out.length > 0) out.push(...this.resolvePending());
-    for (const a of this.idx.expireAgents(now, this.opts.waitMs)) out.push(unresolvedGap(a));
+    if (out.length > 0) {
+      const touched = new Set<string>();
+      for (const h of expiredHandoffs) touched.add(h.traceId);
+      out.push(...this.resolvePending(touched));
+    }
+    for (const a of this.idx.expireAgents(now, this.opts.waitMs)) {
+      if (a.links?.length) this.stopWaitingOnLinks(a);
+      out.push(unresolvedGap(a));
+    }
     this.idx.sweep(now, this.opts.waitMs * 2);
     return out;
   }

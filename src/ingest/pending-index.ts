@@ -54,7 +54,25 @@ export interface PendingIndexOptions {
   maxSpans: number;
 }
 
-const keyOf = (traceId: string, spanId: string) => `${traceId}/${spanId}`;
+export const keyOf = (traceId: string, spanId: string) => `${traceId}/${spanId}`;
+
+function addTo<T>(byTrace: Map<string, Map<string, T>>, traceId: string, key: string, item: T): void {
+  let m = byTrace.get(traceId);
+  if (!m) byTrace.set(traceId, (m = new Map()));
+  m.set(key, item);
+}
+
+function inArrivalOrder<T>(items: Map<string, T>, arrival: Map<string, number>): T[] {
+  if (items.size <= 1) return [...items.values()];
+  return [...items].sort((x, y) => arrival.get(x[0])! - arrival.get(y[0])!).map((e) => e[1]);
+}
+
+function removeFrom<T>(byTrace: Map<string, Map<string, T>>, traceId: string, key: string): void {
+  const m = byTrace.get(traceId);
+  if (!m) return;
+  m.delete(key);
+  if (m.size === 0) byTrace.delete(traceId);
+}
 
 export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private readonly traces = new Map<string, TraceEntry<I, X>>();
@@ -62,6 +80,15 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private readonly handoffs = new Map<string, H>(); // key trace/span, arrival order
   /** The pending handoffs of each trace (key trace/span -> span), for rules that look only at one trace. */
   private readonly handoffsByTrace = new Map<string, Map<string, H>>();
+  /** The pending agent spans of each trace (key trace/span -> span), for retrying only the traces a batch touched. */
+  private readonly agentsByTrace = new Map<string, Map<string, A>>();
+  /**
+   * Arrival order of each pending agent and of each pending handoff (a replaced span keeps its place, as in
+   * `agents` / `handoffs`); one span may wait as both, so each kind has its own.
+   */
+  private readonly agentArrival = new Map<string, number>();
+  private readonly handoffArrival = new Map<string, number>();
+  private arrivals = 0;
   /** Idle traces (no pending work) by seq; entries whose trace is gone, re-created or pending are stale and skipped. */
   private heap: { seq: number; traceId: string }[] = [];
   private seq = 0;
@@ -141,17 +168,22 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   /** Make an agent span wait (a span already waiting is replaced and keeps its place). */
   addAgent(a: A): void {
     const k = keyOf(a.traceId, a.spanId);
-    if (!this.agents.has(k)) this.inc(a.traceId);
+    if (!this.agents.has(k)) {
+      this.inc(a.traceId);
+      this.agentArrival.set(k, ++this.arrivals);
+    }
     this.agents.set(k, a);
+    addTo(this.agentsByTrace, a.traceId, k, a);
   }
 
   addHandoff(h: H): void {
     const k = keyOf(h.traceId, h.spanId);
-    if (!this.handoffs.has(k)) this.inc(h.traceId);
+    if (!this.handoffs.has(k)) {
+      this.inc(h.traceId);
+      this.handoffArrival.set(k, ++this.arrivals);
+    }
     this.handoffs.set(k, h);
-    let m = this.handoffsByTrace.get(h.traceId);
-    if (!m) this.handoffsByTrace.set(h.traceId, (m = new Map()));
-    m.set(k, h);
+    addTo(this.handoffsByTrace, h.traceId, k, h);
   }
 
   /** The pending handoffs of one trace (order unspecified). */
@@ -159,9 +191,35 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     return this.handoffsByTrace.get(traceId)?.values() ?? [];
   }
 
+  /** The pending agent span with this key (`trace/span`), if it waits. */
+  agentByKey(key: string): A | undefined {
+    return this.agents.get(key);
+  }
+
+  /** The pending agent spans of these traces, plus those with the given keys, in arrival order. */
+  pendingAgentsOf(traceIds: Iterable<string>, keys: Iterable<string> = []): A[] {
+    const out = new Map<string, A>();
+    for (const t of traceIds) for (const [k, a] of this.agentsByTrace.get(t) ?? []) out.set(k, a);
+    for (const k of keys) {
+      const a = this.agents.get(k);
+      if (a !== undefined) out.set(k, a);
+    }
+    return inArrivalOrder(out, this.agentArrival);
+  }
+
+  /** The pending handoff spans of these traces, in arrival order. */
+  pendingHandoffsOf(traceIds: Iterable<string>): H[] {
+    const out = new Map<string, H>();
+    for (const t of traceIds) for (const [k, h] of this.handoffsByTrace.get(t) ?? []) out.set(k, h);
+    return inArrivalOrder(out, this.handoffArrival);
+  }
+
   /** Stop an agent span's wait (resolved). */
   removeAgent(a: SpanKey): boolean {
-    if (!this.agents.delete(keyOf(a.traceId, a.spanId))) return false;
+    const k = keyOf(a.traceId, a.spanId);
+    if (!this.agents.delete(k)) return false;
+    removeFrom(this.agentsByTrace, a.traceId, k);
+    this.agentArrival.delete(k);
     this.dec(a.traceId);
     return true;
   }
@@ -169,12 +227,13 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   removeHandoff(h: SpanKey): boolean {
     const k = keyOf(h.traceId, h.spanId);
     if (!this.handoffs.delete(k)) return false;
-    const m = this.handoffsByTrace.get(h.traceId)!;
-    m.delete(k);
-    if (m.size === 0) this.handoffsByTrace.delete(h.traceId);
+    removeFrom(this.handoffsByTrace, h.traceId, k);
+    this.handoffArrival.delete(k);
     this.dec(h.traceId);
     return true;
   }
+
+
 
   /** Handoffs whose trace has been quiet for `waitMs` (or is gone): removed, counted as expired, returned in arrival order. */
   expireHandoffs(now: number, waitMs: number): H[] {

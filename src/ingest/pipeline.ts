@@ -247,7 +247,7 @@ export class SpanPipeline {
     this.checked(produced, out);
     // Traces that still wait for a caller, target or graph root: log this batch's spans of them (resolution
     // fields only, never names or text), so the wait survives a crash.
-    out.pendingLog = this.pendingLogOf(places.map((span) => logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const }));
+    out.pendingLog = this.pendingLogOf(places, (span) => span.traceId, (span) => logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const });
     return out;
   }
 
@@ -314,12 +314,14 @@ export class SpanPipeline {
   }
 
   /** The logged spans of traces still holding pending work (callers, targets or a LangGraph root). */
-  private pendingLogOf(spans: LoggedSpan[]): PendingTraceLog[] {
+  private pendingLogOf<T>(spans: readonly T[], traceOf: (span: T) => string, toLogged: (span: T) => LoggedSpan): PendingTraceLog[] {
     if (this.callers.stats().pending === 0 && this.langgraph.waiting === 0) return [];
     const pendingTraces = this.pendingTraceIds();
     const byTrace = new Map<string, LoggedSpan[]>();
-    for (const l of spans) {
-      if (!pendingTraces.has(l.t)) continue;
+    // Only the spans of pending traces are turned into log records (most of a batch's spans never are).
+    for (const span of spans) {
+      if (!pendingTraces.has(traceOf(span))) continue;
+      const l = toLogged(span);
       const list = byTrace.get(l.t);
       if (list) list.push(l);
       else byTrace.set(l.t, [l]);
@@ -353,7 +355,7 @@ export class SpanPipeline {
       }
     });
     this.checked(this.callers.addBatch(agentSpans, places, now, { handoffs, relays }), out);
-    out.pendingLog = this.pendingLogOf(spans);
+    out.pendingLog = this.pendingLogOf(spans, (l) => l.t, (l) => l);
     return out;
   }
 

@@ -74,9 +74,53 @@ export interface UnmappedOptions {
   maxReports?: number;
 }
 
+/**
+ * Insertion order of a Map's keys, for evicting the oldest in O(1): V8's `map.keys().next()` walks over every
+ * entry deleted since the table was last rebuilt, so evicting the first key of a large Map one at a time (a FIFO)
+ * costs O(deleted) per call (about 60 µs per span at 200,000 span ids). Entries are [key, value] as inserted; one
+ * whose key was deleted (or deleted and set again: another value object) is stale and skipped.
+ */
+class InsertionOrder<K, V> {
+  private order: [K, V][] = [];
+  private head = 0;
+
+  push(key: K, value: V, map: Map<K, V>): void {
+    this.order.push([key, value]);
+    this.compact(map);
+  }
+
+  /** The oldest key still mapped to the value it was inserted with, removed from the order; undefined when none. */
+  shift(map: Map<K, V>): K | undefined {
+    while (this.head < this.order.length) {
+      const [key, value] = this.order[this.head++];
+      if (map.get(key) === value) return key;
+    }
+    this.clear();
+    return undefined;
+  }
+
+  clear(): void {
+    this.order = [];
+    this.head = 0;
+  }
+
+  /** Drop consumed entries once they are half the array, and stale ones once they outnumber the map (amortised O(1)). */
+  compact(map: Map<K, V>): void {
+    if (this.order.length - this.head > 2 * map.size + 1024) {
+      this.order = [...map];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.order.length) {
+      this.order = this.order.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
 export class UnmappedTracker {
   private readonly traces = new Map<string, Tracked>();
+  private readonly traceOrder = new InsertionOrder<string, Tracked>();
   private readonly spanTrace = new Map<string, string>();
+  private readonly spanOrder = new InsertionOrder<string, string>();
   private readonly ring: UnmappedTrace[] = [];
   private readonly counts = new Map<string, number>();
   private readonly maxTraces: number;
@@ -99,13 +143,14 @@ export class UnmappedTracker {
     if (!t) {
       if (marker === null && !claimed) return;
       if (this.traces.size >= this.maxTraces) {
-        const first = this.traces.keys().next();
-        if (!first.done) {
-          this.traces.delete(first.value);
+        const first = this.traceOrder.shift(this.traces);
+        if (first !== undefined) {
+          this.traces.delete(first);
           this.evicted++;
         }
       }
       this.traces.set(span.traceId, (t = { dialect: marker ?? 'other', spans: 0, marked: 0, claimed: 0, agents: 0, receipts: 0, lastSeen: now }));
+      this.traceOrder.push(span.traceId, t, this.traces);
     }
     if (t.dialect === 'other' && marker !== null) t.dialect = marker;
     if (marker === 'langgraph' || marker === 'adk') t.dialect = marker; // the more specific family wins
@@ -114,14 +159,21 @@ export class UnmappedTracker {
     if (claimed) t.claimed++;
     if (agent) t.agents++;
     t.lastSeen = now;
-    if (this.spanTrace.size >= this.maxSpanIds) {
-      const first = this.spanTrace.keys().next();
-      if (!first.done) this.spanTrace.delete(first.value);
+    // Receipts that arrive later without their trace (derived ones: `<span id>:delegate`, gaps of expired waits)
+    // come from agent and handoff spans, which a dialect claimed; unclaimed spans (content, model, tool spans:
+    // most of a batch) never name one, so only claimed spans are remembered.
+    if (!claimed) return;
+    const known = this.spanTrace.get(span.spanId);
+    if (known === span.traceId) return;
+    if (known === undefined && this.spanTrace.size >= this.maxSpanIds) {
+      const first = this.spanOrder.shift(this.spanTrace);
+      if (first !== undefined) this.spanTrace.delete(first);
     }
     this.spanTrace.set(span.spanId, span.traceId);
+    this.spanOrder.push(span.spanId, span.traceId, this.spanTrace); // a span id seen again under another trace moves to the end
   }
 
-  /** Note a receipt: its event id starts with the id of the span it came from. */
+  /** Note a receipt: its event id starts with the id of the (claimed) span it came from. */
   receipt(event: string, traceId?: string): void {
     const trace = traceId ?? this.spanTrace.get(event.slice(0, 16));
     if (trace === undefined) return;
@@ -145,7 +197,11 @@ export class UnmappedTracker {
       this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
       this.onReport?.(r);
     }
-    if (this.spanTrace.size > 0 && this.traces.size === 0) this.spanTrace.clear();
+    if (this.spanTrace.size > 0 && this.traces.size === 0) {
+      this.spanTrace.clear();
+      this.spanOrder.clear();
+    }
+    this.traceOrder.compact(this.traces);
     return out;
   }
 

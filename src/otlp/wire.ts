@@ -165,9 +165,30 @@ export function nanosPartsToMillis(hi: number, lo: number): number {
 export function exactIso(ms: number, subNs?: number): string {
   if (subNs === undefined) return new Date(ms).toISOString();
   const whole = Math.round(ms - subNs / 1e6);
-  const base = new Date(whole).toISOString();
-  if (subNs === 0) return base;
-  return `${base.slice(0, -1)}${String(subNs).padStart(6, '0').replace(/0+$/, '')}Z`;
+  if (subNs === 0) return isoMillis(whole);
+  // the nanoseconds below the millisecond as six digits, trailing zeros dropped
+  const ns = String(subNs).padStart(6, '0');
+  let end = 6;
+  while (ns.charCodeAt(end - 1) === 48) end--;
+  return `${isoMillis(whole).slice(0, -1)}${ns.slice(0, end)}Z`;
+}
+
+/** Last second formatted by isoMillis: spans of a batch mostly share it. */
+let isoSecond = NaN;
+let isoPrefix = '';
+/** Years 1970-9999: `toISOString` gives `YYYY-MM-DDTHH:MM:SS.mmmZ`, 24 characters. */
+const ISO_FIXED_END = 253_402_300_800_000;
+
+/** `new Date(whole).toISOString()` for whole milliseconds, formatting the date and time once per second. */
+function isoMillis(whole: number): string {
+  if (!(whole >= 0 && whole < ISO_FIXED_END)) return new Date(whole).toISOString();
+  const second = Math.floor(whole / 1000);
+  if (second !== isoSecond) {
+    isoPrefix = new Date(second * 1000).toISOString().slice(0, 20); // YYYY-MM-DDTHH:MM:SS.
+    isoSecond = second;
+  }
+  const milli = whole - second * 1000;
+  return `${isoPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
 
 /** Converts a varint's two 32-bit halves, read as a two's-complement int64, to the nearest number. */

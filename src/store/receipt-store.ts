@@ -30,6 +30,8 @@ export interface StoredReceipt {
   source: string;
   /** Server time of receipt, ms since epoch. */
   receivedAt: number;
+  /** compactReceiptJson(receipt), when the caller already made it (then it is not made again). */
+  body?: string;
 }
 
 export type AppendOutcome = 'accepted' | 'duplicate' | 'conflict';
@@ -220,7 +222,13 @@ export class ReceiptStore {
     isNewRun: Database.Statement<[string], { one: number }>;
     insertSpanLog: Database.Statement<[string, number, string]>;
   };
-  private readonly commitGroup: (group: QueuedGroup) => { results: AppendResult[]; newRuns: number };
+  private readonly commitGroup: (group: QueuedGroup) => { results: AppendResult[]; newRuns: number; created: string[] };
+  /**
+   * Runs whose `runs` row a commit created and that have no pin since: getPin answers null for them without a
+   * query (a pin row is only ever written for a run that already has its row, by setPin, which forgets the run
+   * here). A cache: bounded, cleared when full; a run not in it is looked up as before.
+   */
+  private readonly pinless = new Set<string>();
 
   private constructor(db: Database.Database, opts: ReceiptStoreOptions) {
     this.db = db;
@@ -277,18 +285,18 @@ export class ReceiptStore {
         if (queued.spanLog) for (const e of queued.spanLog) this.stmt.insertSpanLog.run(e.traceId, e.loggedAt, e.body);
         return result;
       });
-      let newRuns = 0;
+      const created: string[] = [];
       for (const [run, touch] of touched) {
-        if (this.stmt.isNewRun.get(run) === undefined) newRuns++;
+        if (this.stmt.isNewRun.get(run) === undefined) created.push(run);
         this.stmt.touchRun.run(run, touch.firstAt, touch.lastAt);
       }
       for (const [run, p] of pins) this.stmt.insertPin.run(run, p.pin.contract, p.pin.version, p.pin.phase, p.contractHash);
       for (const [run, state] of verdicts) {
-        if (!touched.has(run) && this.stmt.isNewRun.get(run) === undefined) newRuns++;
+        if (!touched.has(run) && this.stmt.isNewRun.get(run) === undefined) created.push(run);
         this.stmt.upsertVerdict.run(run, state.updatedAt, state.updatedAt, state.verdict, state.settled ? 1 : 0);
       }
       for (const c of contracts) this.stmt.insertContract.run(c.hash, c.contract, c.version, c.content);
-      return { results, newRuns };
+      return { results, newRuns: created.length, created };
     });
 
     this.receiptCount = (db.prepare('SELECT count(*) AS n FROM receipts').get() as { n: number }).n;
@@ -396,6 +404,7 @@ export class ReceiptStore {
     if (existing !== null) return existing;
     const record: PinRecord = { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
     this.pendingPins.set(run, record);
+    this.pinless.delete(run);
     this.scheduleFlush();
     return record;
   }
@@ -403,6 +412,7 @@ export class ReceiptStore {
   getPin(run: string): PinRecord | null {
     const pending = this.pendingPins.get(run);
     if (pending !== undefined) return pending;
+    if (this.pinless.has(run)) return null;
     const row = this.stmt.getPin.get(run);
     if (row === undefined) return null;
     return {
@@ -572,7 +582,7 @@ export class ReceiptStore {
       verdicts: [...this.pendingVerdicts.entries()],
       contracts: [...this.pendingContracts.values()],
     };
-    let committed: { results: AppendResult[]; newRuns: number };
+    let committed: { results: AppendResult[]; newRuns: number; created: string[] };
     const started = process.hrtime.bigint();
     try {
       committed = this.commitGroup(group);
@@ -596,6 +606,10 @@ export class ReceiptStore {
     this.pendingVerdicts = new Map();
     this.pendingContracts = new Map();
     this.runCount += committed.newRuns;
+    if (this.pinless.size + committed.created.length > 65_536) this.pinless.clear();
+    // (A run's pin is only set after its receipts committed, so a run this commit created has none: checked anyway.)
+    const pinned = committed.created.length && group.pins.length ? new Set(group.pins.map(([run]) => run)) : null;
+    for (const run of committed.created) if (!pinned?.has(run)) this.pinless.add(run);
     committed.results.forEach((result, i) => {
       this.receiptCount += result.accepted + result.conflicts;
       appends[i].resolve(result);
@@ -617,7 +631,7 @@ export class ReceiptStore {
   /** Inserts one delivery: new (accepted), equal to a stored version (duplicate) or a new version (conflict). */
   private storeOne(item: StoredReceipt): AppendOutcome {
     const { receipt, source, receivedAt } = item;
-    const body = compactReceiptJson(receipt);
+    const body = item.body ?? compactReceiptJson(receipt);
     if (this.stmt.insertFirst.run(receipt.run, receipt.event, body, source, receivedAt).changes === 1) return 'accepted';
     const canonical = canonicalReceiptJson(receipt);
     const stored = this.stmt.variants.all(receipt.run, receipt.event);
