@@ -158,6 +158,8 @@ export class ClusterCoordinator {
       if (claimed.length) await this.takeOver(claimed);
     }
     await this.adoptSpanLog();
+    // Runs the engine pruned (settled past retention) leave this instance's memory too.
+    this.store.retain((run) => this.engine!.verdictOf(run) !== null);
   }
 
   /**
@@ -192,6 +194,7 @@ export class ClusterCoordinator {
       }
       if (!this.owns(run)) continue; // lost again meanwhile
       try {
+        this.store.rememberAll(list);
         engine.adopt(stored, list, content, now);
         adopted++;
       } catch (e) {
@@ -237,10 +240,9 @@ export class ClusterCoordinator {
     for (;;) {
       const rows = await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance);
       if (rows.length === 0) return;
-      this.engine!.foldStored(
-        rows.map((r) => r.receipt),
-        this.hooks.clock(),
-      );
+      const receipts = rows.map((r) => r.receipt);
+      this.store.rememberAll(receipts);
+      this.engine!.foldStored(receipts, this.hooks.clock());
       this.cursor = rows[rows.length - 1].seq;
       if (rows.length < this.tailBatch) return;
     }

@@ -5,6 +5,7 @@
  * store's group commit: an append resolves only after the PostgreSQL COMMIT (acknowledged = committed).
  */
 import type { Pin, Receipt, Verdict } from '../core/types.js';
+import { canonicalReceiptJson } from '../core/canonical.js';
 import type { AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { EngineStore } from '../audit/engine.js';
@@ -25,6 +26,8 @@ export class ClusterEngineStore implements EngineStore {
   private readonly writes = new Set<Promise<unknown>>();
   private adopted: AdoptedSpanLogEntry[] = [];
   private failures = 0;
+  /** Receipts of the runs owned here (see runReceipts). */
+  private readonly held = new Map<string, { list: Receipt[]; byEvent: Map<string, string[]>; at: number }>();
   private flushing: Promise<void> | null = null;
 
   constructor(
@@ -34,8 +37,48 @@ export class ClusterEngineStore implements EngineStore {
     private readonly log: (event: string, fields?: Record<string, unknown>) => void = () => {},
   ) {}
 
-  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
-    return this.pg.append(items, spanLog);
+  /**
+   * Stores receipts; once committed, those of runs owned here are also kept in memory (see runReceipts) before the
+   * engine folds them, as the embedded store holds them before its append resolves.
+   */
+  async append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
+    const res = await this.pg.append(items, spanLog);
+    const owned = new Set(this.ownedParts());
+    items.forEach((item, i) => {
+      if (res.results[i] !== 'duplicate' && owned.has(this.pg.partitionOf(item.receipt.run))) this.remember(item.receipt);
+    });
+    return res;
+  }
+
+  /**
+   * The receipts of runs owned here, read back synchronously by the engine (a conflict's rebuild, the events of an
+   * unknown agent, the API): every distinct content per (run, event) in commit order, as the store holds them.
+   */
+  runReceipts(run: string): Receipt[] {
+    return this.held.get(run)?.list.slice() ?? [];
+  }
+
+  /** Forgets the held receipts (and pins) of runs the engine no longer holds (pruned or dropped). */
+  retain(live: (run: string) => boolean, now = Date.now()): void {
+    // A run remembered in the last minute may be on its way into the engine (an append resolving): kept.
+    for (const [run, h] of this.held) if (now - h.at > 60_000 && !live(run)) this.forget(run);
+  }
+
+  /** Receipts read from the shared store (a tail read, a takeover): kept unless an equal content is held already. */
+  rememberAll(receipts: readonly Receipt[]): void {
+    for (const r of receipts) this.remember(r);
+  }
+
+  private remember(r: Receipt): void {
+    let run = this.held.get(r.run);
+    if (!run) this.held.set(r.run, (run = { list: [], byEvent: new Map(), at: Date.now() }));
+    else run.at = Date.now();
+    const canon = canonicalReceiptJson(r);
+    const seen = run.byEvent.get(r.event);
+    if (seen?.includes(canon)) return;
+    if (seen) seen.push(canon);
+    else run.byEvent.set(r.event, [canon]);
+    run.list.push(r);
   }
 
   getPin(run: string): PinRecord | null {
@@ -66,6 +109,7 @@ export class ClusterEngineStore implements EngineStore {
   }
 
   forget(run: string): void {
+    this.held.delete(run);
     this.pins.delete(run);
     this.verdicts.delete(run);
   }
@@ -123,11 +167,6 @@ export class ClusterEngineStore implements EngineStore {
 
   getContractContent(hash: string): string | null {
     return this.contracts.get(hash) ?? null;
-  }
-
-  /** Receipts of a run are read asynchronously in a cluster (AuditEngine.fetch); the engine never restores from here. */
-  runReceipts(_run: string): Receipt[] {
-    throw new Error('cluster store: receipts are read from the shared store asynchronously (AuditEngine.fetch)');
   }
 
   /** Nothing to restore: an instance of a cluster takes runs over partition by partition (ClusterCoordinator). */
