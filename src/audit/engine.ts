@@ -7,13 +7,13 @@
  */
 import { EventEmitter } from 'node:events';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
-import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
+import { RunState, evaluate, resolvePin, type Pinning, type ReceiptSource } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
-import { DeliveredDigests } from './delivered.js';
+import { DeliveredDigests, type Digest } from './delivered.js';
 
 export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
@@ -102,6 +102,11 @@ export class AuditEngine extends EventEmitter {
   private reservedReceipts = 0;
   /** Digests of stored receipts of live runs: a redelivery is recognised without the store (see DeliveredDigests). */
   private readonly delivered: DeliveredDigests;
+  /**
+   * Where live RunStates read their receipts back (a conflict's rebuild, the events of an unknown agent or a foreign
+   * version): the store. A RunState holds aggregates and a digest per event, not the receipts.
+   */
+  private readonly receiptSource: ReceiptSource = (run) => this.store.runReceipts(run);
 
   constructor(
     readonly registry: ContractRegistry,
@@ -138,7 +143,7 @@ export class AuditEngine extends EventEmitter {
             }
           }
         }
-        const state = new RunState(lr.run);
+        const state = new RunState(lr.run, this.receiptSource);
         let held = 0;
         for (const r of this.store.runReceipts(lr.run)) {
           if (state.add(r) !== 'duplicate') held++;
@@ -251,7 +256,7 @@ export class AuditEngine extends EventEmitter {
     const perType = new Map<string, { accepted: number; duplicate: number; conflict: number }>();
     // A redelivery of stored content of a live run is a duplicate without a store round trip (see DeliveredDigests).
     const incoming = receipts;
-    const digests: string[] = [];
+    const digests: Digest[] = [];
     let known = 0;
     receipts = [];
     for (const r of incoming) {
@@ -278,11 +283,11 @@ export class AuditEngine extends EventEmitter {
     receipts.forEach((r, i) => {
       let live = this.runs.get(r.run);
       if (!live) {
-        const state = new RunState(r.run);
+        const state = new RunState(r.run, this.receiptSource);
         live = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
         this.runs.set(r.run, live);
       }
-      const result = live.state.add(r);
+      const result = live.state.add(r, res.results[i]);
       if (result !== 'duplicate') {
         live.held++;
         this.heldReceipts++;
@@ -352,10 +357,25 @@ export class AuditEngine extends EventEmitter {
     return n;
   }
 
+  /**
+   * A live run's verdict and receipts. The receipts are read from the store (live state keeps none): the folded ones
+   * in arrival order, then every version of each conflicted event id (conflicts in the order they appeared).
+   */
   get(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null {
     const live = this.runs.get(run);
     if (!live) return null;
-    return { verdict: live.verdict, receipts: [...live.state.byEvent.values(), ...[...live.state.conflicts.values()].flat()], updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
+    const conflicts = live.state.conflicts;
+    let receipts = this.store.runReceipts(run);
+    if (conflicts.size > 0) {
+      const versions = new Map<string, Receipt[]>([...conflicts.keys()].map((event) => [event, []]));
+      const folded = receipts.filter((r) => {
+        const v = versions.get(r.event);
+        if (v) v.push(r);
+        return !v;
+      });
+      receipts = [...folded, ...[...versions.values()].flat()];
+    }
+    return { verdict: live.verdict, receipts, updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
   }
 
   /** The candidates shadow-evaluated by this engine. */

@@ -1,11 +1,10 @@
 /** Plan deadlines: late_edge and missed_deadline (incomplete), waiting on a named dependency, pending work. */
 import { humanDuration } from '../edge.js';
 import { ceilMillis, humanDelta } from '../time.js';
-import { Collector, atOrBefore, iso, type EvalContext, type RuleResult } from './context.js';
+import { atOrBefore, iso, type Collector, type EvalContext } from './context.js';
 
-export function planRules(ctx: EvalContext): RuleResult {
-  const { plan, obs, due, dueNs, end, clock, clockNs, byEnd } = ctx;
-  const out = new Collector();
+export function planRules(ctx: EvalContext, out: Collector): void {
+  const { plan, obs, due, dueNs, end, clock, clockNs } = ctx;
   for (let i = 0; i < plan.length; i++) {
     const step = plan[i];
     const d = due[i];
@@ -31,7 +30,7 @@ export function planRules(ctx: EvalContext): RuleResult {
     }
     if (d === null) continue; // not due yet: pending behind earlier edges
     // A deadline after the run's end is void (the end settles the run; completion decides).
-    if (deadline !== null && atOrBefore(deadline, dNs, clock, clockNs) && byEnd(deadline, dNs)) {
+    if (deadline !== null && atOrBefore(deadline, dNs, clock, clockNs) && ctx.byEnd(deadline, dNs)) {
       out.add({
         verdict: 'incomplete',
         code: 'missed_deadline',
@@ -69,5 +68,4 @@ export function planRules(ctx: EvalContext): RuleResult {
       });
     }
   }
-  return out;
 }
