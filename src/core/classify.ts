@@ -69,10 +69,11 @@ export class EdgeAgg implements Obs {
   }
 }
 
-/** A parsed wait edge: its spec and canonical text (shared by every wait on the same text). */
+/** A parsed wait edge: its spec, canonical text and the tripleKeys it matches (shared by every wait on the same text). */
 export interface WaitEdge {
   spec: EdgeSpec;
   key: string;
+  keys: string[];
 }
 
 /** A declared wait with what evaluate needs from it, read once when the receipt is folded. */
@@ -103,7 +104,7 @@ function waitEdgeOf(text: string): WaitEdge | null {
   if (parsed !== undefined) return parsed;
   try {
     const spec = parseEdge(text);
-    parsed = { spec, key: specKey(spec) };
+    parsed = { spec, key: specKey(spec), keys: spec.to.map((t) => tripleKey(spec.from, t, spec.kind)) };
   } catch {
     parsed = null; // validated at ingest; an unparsable wait is ignored by evaluate
   }
@@ -157,7 +158,7 @@ const EXACT_GROWTH = 64;
 function grown<T>(list: T[], k: 1 | 3 | 4, a: T, b?: T, c?: T, d?: T): T[] {
   const n = list.length;
   let out = list;
-  if (n + k > EXACT_GROWTH) {
+  if (n + k > EXACT_GROWTH && n > 0) {
     out.push(a);
   } else {
     out = new Array<T>(n + k);
@@ -263,8 +264,8 @@ export class RunState {
     for (let i = 0; i < list.length; i++) if (list[i].key === key) return list[i];
     return undefined;
   }
-  /** Agents named by the receipts (as from, an edge's to, a wait's on), with how often; events via agentEvents. */
-  agents = new Map<string, number>();
+  /** Agents named by the receipts (as from, an edge's to, a wait's on), in order of first naming; events via agentEvents. */
+  agents = new Set<string>();
   // Versions the receipts carry, with how often: the one version most runs carry inline, a map once there are more.
   private version1: string | undefined = undefined;
   private version1Count = 0;
@@ -340,18 +341,22 @@ export class RunState {
    */
   add(r: Receipt, known?: AddResult): AddResult {
     const event = r.event;
-    const prev = this.ids !== null ? (this.ids.has(event) ? null : undefined) : this.kept!.get(event);
+    const ids = this.ids;
+    let prev: Receipt | null | undefined;
+    if (ids !== null) {
+      const n = ids.size;
+      ids.add(event); // one hash lookup: a new id is added, a known one leaves the size as it was
+      prev = ids.size === n ? null : undefined;
+    } else prev = this.kept!.get(event);
     if (prev === undefined) {
-      if (known === 'conflict' && this.ids !== null) {
+      if (known === 'conflict' && ids !== null) {
         // another content under this id is stored (e.g. by another writer) and was never folded here
-        this.ids.add(event);
         this.conflictMap ??= new Map();
         this.conflictMap.set(event, this.storedConflict(event, r));
         this.version++;
         return 'conflict';
       }
-      if (this.ids !== null) this.ids.add(event);
-      else this.kept!.set(event, keptCopy(r));
+      if (ids === null) this.kept!.set(event, keptCopy(r));
       this.fold(r, millisOf(r.at), subMillisOf(r.at));
       this.version++;
       return 'accepted';
@@ -427,7 +432,7 @@ export class RunState {
     this.lastNs = 0;
     this.edgeMap = null;
     this.edgeList = [];
-    this.agents = new Map();
+    this.agents = new Set();
     this.version1 = undefined;
     this.version1Count = 0;
     this.versionMap = null;
@@ -453,8 +458,14 @@ export class RunState {
   }
 
   private mention(agent: string, event: string): void {
-    const n = this.agents.get(agent);
-    this.agents.set(n === undefined ? sharedText(agent) : agent, n === undefined ? 1 : n + 1);
+    const agents = this.agents;
+    const n = agents.size;
+    agents.add(agent);
+    if (agents.size !== n) {
+      // a new name: keep the shared copy of it
+      agents.delete(agent);
+      agents.add(sharedText(agent));
+    }
     if (this.agentLists !== null) this.agentLists.get(agent)?.push(event);
   }
 
@@ -701,33 +712,49 @@ function samePinning(state: RunState, p: Pinning): boolean {
   return state.cachedContract === null && state.cachedPinContract === p.reason;
 }
 
-/** A finding with its sort keys; the joined agent and event lists are made only when a comparison reaches them. */
-interface SortableFinding {
-  f: Finding;
-  precedence: number;
-  agents: string | null;
-  events: string | null;
-}
-
-/** Findings order: precedence, code, edge, agents, events, message. */
-function compareFindings(a: SortableFinding, b: SortableFinding): number {
+/** Findings order: precedence, code, edge, agents, events, message (the lists compared as comma-joined text). */
+function compareFindings(a: Finding, b: Finding): number {
   return (
-    a.precedence - b.precedence ||
-    cmp(a.f.code, b.f.code) ||
-    cmp(a.f.edge ?? '', b.f.edge ?? '') ||
-    cmp((a.agents ??= a.f.agents.join(',')), (b.agents ??= b.f.agents.join(','))) ||
-    cmp((a.events ??= a.f.events.join(',')), (b.events ??= b.f.events.join(','))) ||
-    cmp(a.f.message, b.f.message)
+    PRECEDENCE[a.verdict] - PRECEDENCE[b.verdict] ||
+    cmp(a.code, b.code) ||
+    cmp(a.edge ?? '', b.edge ?? '') ||
+    cmp(a.agents.join(','), b.agents.join(',')) ||
+    cmp(a.events.join(','), b.events.join(',')) ||
+    cmp(a.message, b.message)
   );
 }
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** Sorts findings in place by compareFindings (a stable sort, as before). */
+/**
+ * Sorts findings in place by compareFindings, stably. A verdict has a handful: an insertion sort, no wrapper objects;
+ * the lists are joined only when two findings tie on precedence, code and edge.
+ */
 function sortFindings(findings: Finding[]): void {
-  if (findings.length < 2) return;
-  const sortable = findings.map((f): SortableFinding => ({ f, precedence: PRECEDENCE[f.verdict], agents: null, events: null }));
-  sortable.sort(compareFindings);
-  for (let i = 0; i < sortable.length; i++) findings[i] = sortable[i].f;
+  const n = findings.length;
+  if (n > 32) {
+    // many findings: each one's joined lists made once
+    const keyed = findings.map((f) => ({ f, agents: f.agents.join(','), events: f.events.join(',') }));
+    keyed.sort(
+      (a, b) =>
+        PRECEDENCE[a.f.verdict] - PRECEDENCE[b.f.verdict] ||
+        cmp(a.f.code, b.f.code) ||
+        cmp(a.f.edge ?? '', b.f.edge ?? '') ||
+        cmp(a.agents, b.agents) ||
+        cmp(a.events, b.events) ||
+        cmp(a.f.message, b.f.message),
+    );
+    for (let i = 0; i < n; i++) findings[i] = keyed[i].f;
+    return;
+  }
+  for (let i = 1; i < n; i++) {
+    const f = findings[i];
+    let j = i - 1;
+    while (j >= 0 && compareFindings(findings[j], f) > 0) {
+      findings[j + 1] = findings[j];
+      j--;
+    }
+    findings[j + 1] = f;
+  }
 }
 
 function finish(state: RunState, pin: Pin | null, out: Collector, planFinished: boolean): RunVerdict {

@@ -14,32 +14,35 @@ export function planRules(ctx: EvalContext, out: Collector): void {
     const deadline = d !== null && step.withinMs !== undefined ? d + step.withinMs : null;
     if (o) {
       if (deadline !== null && !atOrBefore(o.at, o.ns, deadline, dNs)) {
+        const deadlineIso = iso(deadline, dNs);
         out.add({
           verdict: 'incomplete',
           code: 'late_edge',
           edge: step.key,
           agents: step.dependency ? [step.dependency] : [],
           events: [o.event],
-          message: `${step.key} came ${humanDelta(o.at, o.ns, deadline, dNs, humanDuration)} after its deadline ${iso(deadline, dNs)}: investigate the first absent expected edge`,
+          message: `${step.key} came ${humanDelta(o.at, o.ns, deadline, dNs, humanDuration)} after its deadline ${deadlineIso}: investigate the first absent expected edge`,
           settled: true,
-          deadline: iso(deadline, dNs),
-          since: iso(deadline, dNs),
+          deadline: deadlineIso,
+          since: deadlineIso,
         });
       }
       continue;
     }
     if (d === null) continue; // not due yet: pending behind earlier edges
     // A deadline after the run's end is void (the end settles the run; completion decides).
+    // (each instant's text is made once: the same string in the message and the fields)
+    const deadlineIso = deadline !== null ? iso(deadline, dNs) : '';
     if (deadline !== null && atOrBefore(deadline, dNs, clock, clockNs) && ctx.byEnd(deadline, dNs)) {
       out.add({
         verdict: 'incomplete',
         code: 'missed_deadline',
         edge: step.key,
         agents: step.dependency ? [step.dependency] : [],
-        message: `${step.key} still absent at its deadline ${iso(deadline, dNs)}: investigate the first absent expected edge`,
+        message: `${step.key} still absent at its deadline ${deadlineIso}: investigate the first absent expected edge`,
         settled: true,
-        deadline: iso(deadline, dNs),
-        since: iso(deadline, dNs),
+        deadline: deadlineIso,
+        since: deadlineIso,
       });
     } else if (end) {
       // an ended run waits for nothing; completion decides
@@ -50,21 +53,22 @@ export function planRules(ctx: EvalContext, out: Collector): void {
         code: 'waiting',
         edge: step.key,
         agents: [step.dependency],
-        message: `waiting on ${step.dependency} for ${step.key} until ${iso(deadline, dNs)}: notify or observe the named dependency`,
+        message: `waiting on ${step.dependency} for ${step.key} until ${deadlineIso}: notify or observe the named dependency`,
         settled: false,
-        deadline: iso(deadline, dNs),
+        deadline: deadlineIso,
         since: iso(d, dNs),
       });
     } else {
       if (deadline !== null) out.changeAt(ceilMillis(deadline, dNs));
+      const since = iso(d, dNs);
       out.add({
         verdict: 'working',
         code: 'pending',
         edge: step.key,
-        message: `${step.key} is due since ${iso(d, dNs)}${deadline !== null ? `, deadline ${iso(deadline, dNs)}` : ''}: useful work may continue`,
+        message: `${step.key} is due since ${since}${deadline !== null ? `, deadline ${deadlineIso}` : ''}: useful work may continue`,
         settled: false,
-        ...(deadline !== null ? { deadline: iso(deadline, dNs) } : {}),
-        since: iso(d, dNs),
+        ...(deadline !== null ? { deadline: deadlineIso } : {}),
+        since,
       });
     }
   }

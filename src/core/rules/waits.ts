@@ -10,6 +10,10 @@ export function waitRules(ctx: EvalContext, out: Collector): void {
   if (n === 0) return;
   const times = state.waitTimes;
   const refs = state.waitRefs;
+  // Waits usually share a few edges (and their WaitEdge objects): each one's observation is looked up once per
+  // evaluation (the last edge kept at hand, the others in a map).
+  let lastEdge: WaitEdge | null = null;
+  let lastSeen: Obs | null = null;
   let waitSeen: Map<WaitEdge, Obs | null> | null = null;
   for (let i = 0; i < n; i++) {
     const at = times[4 * i];
@@ -19,11 +23,16 @@ export function waitRules(ctx: EvalContext, out: Collector): void {
     if (!ctx.byEnd(at, atNs) || !ctx.byEnd(deadline, deadlineNs)) continue; // void after the end
     const edge = refs[3 * i + 2] as WaitEdge | null;
     if (edge === null) continue; // validated at ingest
-    const { spec, key } = edge;
-    // Waits usually share a few edges (and their WaitEdge objects): look each one up once per evaluation.
-    waitSeen ??= new Map();
-    let seen = waitSeen.get(edge);
-    if (seen === undefined) waitSeen.set(edge, (seen = ctx.observedAt(spec)));
+    const key = edge.key;
+    let seen: Obs | null;
+    if (edge === lastEdge) seen = lastSeen;
+    else {
+      const known = waitSeen?.get(edge);
+      seen = known !== undefined ? known : ctx.observedKeys(edge.keys);
+      if (lastEdge !== null) (waitSeen ??= new Map()).set(lastEdge, lastSeen);
+      lastEdge = edge;
+      lastSeen = seen;
+    }
     if (seen && atOrBefore(seen.at, seen.ns, deadline, deadlineNs)) continue;
     const event = refs[3 * i] as string;
     const on = refs[3 * i + 1] as string;
