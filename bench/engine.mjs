@@ -15,7 +15,8 @@
 //   incremental  one new receipt in a run of 1,000 receipts: RunState.add + evaluate, microseconds (p50/p99).
 //                Only the new receipt is folded; nothing re-reads the run.
 //   deadlines    an AuditEngine (dist/audit/engine.js) with a real ReceiptStore in a temp dir holds 100,000
-//                live runs, each `waiting` on a plan step whose deadline falls within the next few seconds;
+//                live runs, each `waiting` on a plan step whose deadline falls after the setup (its duration is
+//                estimated first by timing a tenth of it; the deadlines are spread over 4 s);
 //                engine.tick runs every 200 ms as serve does (with the per-tick gauge serve computes). For every
 //                `waiting` -> `incomplete` transition: how late after its deadline it appeared (p50/p99/max).
 //   rss          peak RSS (VmHWM) of a fresh process whose AuditEngine holds 1,000,000 live receipts (ingested
