@@ -8,15 +8,21 @@
 //                way the engine ingests them: per batch, add every receipt, then evaluate each touched run once.
 //                Batches like one OTLP export of bench/ingest.mjs: 51 receipts over 3 runs. Also the same stream
 //                with one evaluation per receipt (the worst case), and a full re-evaluation of every live run.
-//                Throughput per CPU-second of this process (user + system).
+//                Throughput per CPU-second of this process (user + system). The RunStates are made as the engine
+//                makes them: over a receipt source (the store, read only for a conflict's rebuild or the events of an
+//                unknown agent or foreign version; this stream has none, and the bench fails if it were read), so
+//                they hold no receipt; each keeps its last verdict (the engine keeps every live run's verdict).
 //   incremental  one new receipt in a run of 1,000 receipts: RunState.add + evaluate, microseconds (p50/p99).
 //                Only the new receipt is folded; nothing re-reads the run.
 //   deadlines    an AuditEngine (dist/audit/engine.js) with a real ReceiptStore in a temp dir holds 100,000
-//                live runs, each `waiting` on a plan step whose deadline falls within the next few seconds;
+//                live runs, each `waiting` on a plan step whose deadline falls after the setup (its duration is
+//                estimated first by timing a tenth of it; the deadlines are spread over 4 s);
 //                engine.tick runs every 200 ms as serve does (with the per-tick gauge serve computes). For every
 //                `waiting` -> `incomplete` transition: how late after its deadline it appeared (p50/p99/max).
 //   rss          peak RSS (VmHWM) of a fresh process whose AuditEngine holds 1,000,000 live receipts (ingested
-//                through a real ReceiptStore), and the V8 heap they take.
+//                through a real ReceiptStore), and the V8 heap they take; then every run's receipts read back
+//                through AuditEngine.get (as the API reads them: from the store) and counted. Then a second fresh
+//                process restores the same store (AuditEngine.restore, as serve does on start): its peak RSS.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -38,6 +44,7 @@ const { values: args } = parseArgs({
     'run-size': { type: 'string', default: '1000' },
     'deadline-runs': { type: 'string', default: '100000' },
     'rss-receipts': { type: 'string', default: '1000000' },
+    'rss-dir': { type: 'string' },
   },
 });
 const RUNS = Number(args.runs);
@@ -93,6 +100,10 @@ function receiptOf(run, k, t0, openWaits = false) {
 }
 
 const evaluateState = (state, now) => evaluate(state, resolvePin(state, registry), now, { registry });
+/** The live engine's RunStates read their run back from the store only for a conflict or an event listing: never here. */
+const noReads = (run) => {
+  throw new Error(`bench: RunState of ${run} read its receipts back (a conflict or an event listing in a stream that has none)`);
+};
 
 // ---------------------------------------------------------------------------------------------------------
 
@@ -103,7 +114,7 @@ function classifierThroughput() {
   const states = [];
   const next = new Int32Array(RUNS);
   for (let i = 0; i < RUNS; i++) {
-    const s = new RunState(`run-${i}`);
+    const s = new RunState(`run-${i}`, noReads);
     s.add(receiptOf(s.run, 0, t0));
     s.add(receiptOf(s.run, 1, t0));
     next[i] = 2;
@@ -188,7 +199,7 @@ function incrementalReceipt(openWaits) {
   // (each run grows from RUN_SIZE to RUN_SIZE + 100 receipts): 1,000 samples.
   // (Warm-up: 3,000 evaluations, until the optimizing compiler has settled; before that a call costs 5-10x more.)
   for (let w = 0; w < 6; w++) {
-    const warm = new RunState(`warm-${w}`);
+    const warm = new RunState(`warm-${w}`, noReads);
     for (let k = 0; k < RUN_SIZE + 500; k++) {
       warm.add(receiptOf(warm.run, k, t0, openWaits));
       if (k >= RUN_SIZE) evaluateState(warm, now);
@@ -198,7 +209,7 @@ function incrementalReceipt(openWaits) {
   let cpu = 0;
   let first;
   for (let n = 0; n < 10; n++) {
-    const state = new RunState(`long-run-${n}`);
+    const state = new RunState(`long-run-${n}`, noReads);
     for (let k = 0; k < RUN_SIZE; k++) state.add(receiptOf(state.run, k, t0, openWaits));
     const v = evaluateState(state, now); // a live run is evaluated after every batch
     first ??= v;
@@ -225,7 +236,34 @@ function incrementalReceipt(openWaits) {
 }
 
 /** 100,000 live runs waiting on `verifier -> orchestrator : return`, whose 10m deadlines fall 2 s to 6 s from now. */
+/** Wall seconds to ingest `runs` runs of the deadline shape into a scratch engine: how far ahead the deadlines go. */
+async function setupEstimate(runs) {
+  const dir = mkdtempSync(join(os.tmpdir(), 'ta-bench-engine-'));
+  const store = ReceiptStore.open(dir);
+  const engine = new AuditEngine(registry, store, { retentionMs: 7 * 86_400_000 });
+  const t = Date.now();
+  const batch = [];
+  for (let i = 0; i < runs; i++) {
+    const at = t - 600_000;
+    batch.push(
+      { run: `est-${i}`, event: 'start', type: 'run.start', at: iso(at - 60_000), version: '3', contract: CONTRACT, phase: 'research', from: 'orchestrator' },
+      { run: `est-${i}`, event: 'e1', type: 'edge', at: iso(at - 30_000), version: '3', from: 'orchestrator', to: 'researcher', kind: 'delegate' },
+      { run: `est-${i}`, event: 'e2', type: 'edge', at: iso(at), version: '3', from: 'researcher', to: 'verifier', kind: 'handoff' },
+    );
+    if (batch.length >= 3000) await engine.ingest(batch.splice(0), 'bench', Date.now());
+  }
+  await engine.ingest(batch.splice(0), 'bench', Date.now());
+  await store.sync();
+  store.close();
+  rmSync(dir, { recursive: true, force: true });
+  return (Date.now() - t) / 1000;
+}
+
 async function deadlineTransitions() {
+  // The deadlines must fall after the setup, whose speed depends on the machine's load: time a tenth of it first.
+  const pilot = Math.max(1000, Math.floor(DEADLINE_RUNS / 10));
+  const estimate = (await setupEstimate(pilot)) * (DEADLINE_RUNS / pilot);
+  const offsetMs = Math.max(12_000, Math.ceil(estimate * 1.6 * 1000) + 4000);
   const dir = mkdtempSync(join(os.tmpdir(), 'ta-bench-engine-'));
   const store = ReceiptStore.open(dir);
   const engine = new AuditEngine(registry, store, { retentionMs: 7 * 86_400_000 });
@@ -236,7 +274,7 @@ async function deadlineTransitions() {
   const setupCpu = cpuSeconds();
   for (let i = 0; i < DEADLINE_RUNS; i++) {
     const run = `dl-${i}`;
-    const deadline = start + 12_000 + Math.floor((4000 * i) / DEADLINE_RUNS); // spread over 4 s, after setup
+    const deadline = start + offsetMs + Math.floor((4000 * i) / DEADLINE_RUNS); // spread over 4 s, after setup
     const handoffAt = deadline - 600_000;
     deadlineOf.set(run, deadline);
     batch.push(
@@ -270,7 +308,7 @@ async function deadlineTransitions() {
       engine.tick(now);
       engine.gauge(); // serve computes the topology_runs gauge every tick
       (now < firstDeadline ? idleTicks : ticks).push(performance.now() - s);
-      if (lateness.length >= DEADLINE_RUNS || now > start + 30_000) {
+      if (lateness.length >= DEADLINE_RUNS || now > start + offsetMs + 18_000) {
         clearInterval(timer);
         done();
       }
@@ -281,7 +319,7 @@ async function deadlineTransitions() {
   rmSync(dir, { recursive: true, force: true });
   return {
     liveRuns: engine.liveRuns,
-    setup,
+    setup: { ...setup, deadlinesAfterSeconds: round(offsetMs / 1000, 1) },
     transitions: lateness.length,
     lateP50Ms: quantile(lateness, 0.5),
     lateP99Ms: quantile(lateness, 0.99),
@@ -292,9 +330,8 @@ async function deadlineTransitions() {
   };
 }
 
-/** In a fresh process: an engine holding RSS_RECEIPTS live receipts (runs of 20), then VmHWM. */
-async function rssChild() {
-  const dir = mkdtempSync(join(os.tmpdir(), 'ta-bench-rss-'));
+/** In a fresh process: an engine holding RSS_RECEIPTS live receipts (runs of 20), then VmHWM; the store is kept in `dir`. */
+async function rssChild(dir) {
   const store = ReceiptStore.open(dir);
   const engine = new AuditEngine(registry, store, { retentionMs: 7 * 86_400_000 });
   const t0 = Date.now() - 86_400_000;
@@ -313,26 +350,53 @@ async function rssChild() {
   if (batch.length) await engine.ingest(batch, 'bench', Date.now());
   await store.sync();
   const ingestSeconds = (performance.now() - start) / 1000;
+  globalThis.gc?.();
+  const heap = process.memoryUsage();
+  const m = memory();
+  // Every run's receipts, as the API reads them (from the store), counted.
   let held = 0;
   for (let i = 0; i < runs; i++) held += engine.get(`rss-${i}`)?.receipts.length ?? 0;
+  const afterReads = memory();
+  store.close();
+  console.log(JSON.stringify({ receipts: held, liveRuns: engine.liveRuns, liveReceipts: engine.liveReceipts, ingestSeconds: round(ingestSeconds, 1), peakRssMiB: m.hwmMiB, rssMiB: m.rssMiB, heapUsedMiB: round(heap.heapUsed / 2 ** 20, 1), externalMiB: round(heap.external / 2 ** 20, 1), peakRssAfterReadsMiB: afterReads.hwmMiB }));
+}
+
+/** In a fresh process: restore the engine from the store in `dir` (as serve starts), then VmHWM. */
+async function restoreChild(dir) {
+  const store = ReceiptStore.open(dir);
+  const engine = new AuditEngine(registry, store, { retentionMs: 7 * 86_400_000 });
+  const start = performance.now();
+  const r = engine.restore(Date.now());
+  const seconds = (performance.now() - start) / 1000;
   globalThis.gc?.();
   const heap = process.memoryUsage();
   const m = memory();
   store.close();
-  rmSync(dir, { recursive: true, force: true });
-  console.log(JSON.stringify({ receipts: held, liveRuns: engine.liveRuns, ingestSeconds: round(ingestSeconds, 1), peakRssMiB: m.hwmMiB, rssMiB: m.rssMiB, heapUsedMiB: round(heap.heapUsed / 2 ** 20, 1), externalMiB: round(heap.external / 2 ** 20, 1) }));
+  console.log(JSON.stringify({ runs: r.runs, receipts: r.receipts, liveReceipts: engine.liveReceipts, restoreSeconds: round(seconds, 1), peakRssMiB: m.hwmMiB, rssMiB: m.rssMiB, heapUsedMiB: round(heap.heapUsed / 2 ** 20, 1) }));
+}
+
+function child(part, dir) {
+  const r = spawnSync(process.execPath, ['--expose-gc', new URL(import.meta.url).pathname, '--part', part, '--rss-receipts', String(RSS_RECEIPTS), '--rss-dir', dir], { encoding: 'utf8', maxBuffer: 1 << 24 });
+  if (r.status !== 0) throw new Error(`${part} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
 }
 
 function rss() {
-  const r = spawnSync(process.execPath, ['--expose-gc', new URL(import.meta.url).pathname, '--part', 'rss-child', '--rss-receipts', String(RSS_RECEIPTS)], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`rss child failed: ${r.stderr}`);
-  return JSON.parse(r.stdout.trim().split('\n').pop());
+  const dir = mkdtempSync(join(os.tmpdir(), 'ta-bench-rss-'));
+  try {
+    const held = child('rss-child', dir);
+    const restored = child('restore-child', dir);
+    return { ...held, restore: restored };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
 
 async function main() {
-  if (args.part === 'rss-child') return rssChild();
+  if (args.part === 'rss-child') return rssChild(args['rss-dir']);
+  if (args.part === 'restore-child') return restoreChild(args['rss-dir']);
   const parts = args.part === 'all' ? ['classifier', 'incremental', 'deadlines', 'rss'] : args.part.split(',');
   const results = {};
   const started = performance.now();
@@ -350,7 +414,7 @@ async function main() {
       console.log(`deadlines: ${r.transitions} waiting -> incomplete transitions with ${r.liveRuns} live runs: late by p50 ${r.lateP50Ms} ms, p99 ${r.lateP99Ms} ms, max ${r.lateMaxMs} ms (tick p99 ${r.tickP99Ms} ms, max ${r.tickMaxMs} ms; idle tick ${r.idleTickP50Ms} ms; setup ${r.setup.receipts} receipts in ${r.setup.seconds} s)`);
     } else if (part === 'rss') {
       const r = (results.rss = rss());
-      console.log(`rss: ${r.receipts} live receipts in ${r.liveRuns} runs held by the engine: peak RSS ${r.peakRssMiB} MiB (heap ${r.heapUsedMiB} MiB; ingested in ${r.ingestSeconds} s)`);
+      console.log(`rss: ${r.liveReceipts} live receipts in ${r.liveRuns} runs held by the engine: peak RSS ${r.peakRssMiB} MiB (heap ${r.heapUsedMiB} MiB; ingested in ${r.ingestSeconds} s); all ${r.receipts} read back through get: peak ${r.peakRssAfterReadsMiB} MiB; restore of ${r.restore.receipts} receipts in ${r.restore.runs} runs in a fresh process: peak RSS ${r.restore.peakRssMiB} MiB (heap ${r.restore.heapUsedMiB} MiB, ${r.restore.restoreSeconds} s)`);
     } else throw new Error(`unknown part ${part}`);
   }
   const machine = { nproc: os.availableParallelism(), cpu: os.cpus()[0]?.model, node: process.version, loadavg1m: round(os.loadavg()[0], 2) };

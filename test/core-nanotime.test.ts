@@ -3,8 +3,9 @@
  * at every boundary: 1 ns either side of a deadline and of the run's end, conflicts 1 ns apart, ties by code point.
  */
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ContractError, classify, formatInstant, parseContract, parseInstant, parseReceiptFile, ReceiptFileError, validateReceipt, type Receipt } from '../src/core/index.js';
+import { ContractError, classify, formatInstant, millisOf, parseContract, parseInstant, parseReceiptFile, ReceiptFileError, validateReceipt, type Receipt } from '../src/core/index.js';
 import { replayCommand } from '../src/cli/replay.js';
 import { codes, finding, receipt, registryOf } from './helpers/receipts.js';
 
@@ -35,6 +36,32 @@ const e = (at: string, from: string, to: string, kind: string, event?: string) =
 const now = (t: string) => parseInstant(t);
 
 describe('instants exact to the nanosecond', () => {
+  it('millisOf reads RFC 3339 texts as Date.parse does (its direct path and its fallback)', () => {
+    const d2 = (lo: number, hi: number) => fc.integer({ min: lo, max: hi }).map((x) => String(x).padStart(2, '0'));
+    const text = fc
+      .record({
+        year: fc.integer({ min: 0, max: 9999 }).map((x) => String(x).padStart(4, '0')),
+        month: d2(0, 13),
+        day: d2(0, 32),
+        hour: d2(0, 24),
+        minute: d2(0, 60),
+        second: d2(0, 60),
+        sep: fc.constantFrom('T', 'T', 'T', 't', ' '),
+        fraction: fc.option(fc.stringMatching(/^[0-9]{1,10}$/), { nil: undefined }),
+        zone: fc.oneof(fc.constantFrom('Z', 'Z', 'z', ''), fc.tuple(fc.constantFrom('+', '-'), d2(0, 24), d2(0, 60)).map(([s, h, m]) => `${s}${h}:${m}`)),
+      })
+      .map((t) => `${t.year}-${t.month}-${t.day}${t.sep}${t.hour}:${t.minute}:${t.second}${t.fraction === undefined ? '' : `.${t.fraction}`}${t.zone}`);
+    fc.assert(
+      fc.property(fc.oneof(text, fc.string({ maxLength: 30 })), (t) => {
+        expect(Object.is(millisOf(t), Date.parse(t)), t).toBe(true);
+      }),
+      { numRuns: 20_000 },
+    );
+    for (const t of ['2024-02-29T23:59:59.999Z', '2026-02-30T00:00:00Z', '1969-12-31T23:59:59.9999Z', '0000-01-01T00:00:00+23:59', '9999-12-31T23:59:59-23:59', '2026-01-01T00:00:00.Z', '2026-01-01T00:00:00.1234567891Z']) {
+      expect(Object.is(millisOf(t), Date.parse(t)), t).toBe(true);
+    }
+  });
+
   it('parses and prints up to nine fraction digits; the printed form keeps the precision given', () => {
     expect(parseInstant('2026-11-30T11:02:00.0004Z')).toEqual({ ms: Date.parse('2026-11-30T11:02:00Z'), ns: 400_000 });
     expect(parseInstant('2026-11-30T11:02:00.999999999+01:00')).toEqual({ ms: Date.parse('2026-11-30T10:02:00.999Z'), ns: 999_999 });

@@ -3,6 +3,7 @@
  * different content) are still found exactly, before and after a restart (when the store answers alone).
  */
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Receipt } from '../src/core/types.js';
 import { AuditEngine } from '../src/audit/engine.js';
@@ -85,17 +86,80 @@ describe('redelivery', () => {
 
   it('keeps at most maxEntries digests; forgotten ones fall back to the store, still exact', async () => {
     const d = new DeliveredDigests(4);
-    const r = batch('x')[0];
-    const dig = DeliveredDigests.digest(r);
-    for (const run of ['a', 'b', 'c']) for (const ev of ['1', '2']) d.record(run, ev, dig);
-    expect(d.size).toBeLessThanOrEqual(4);
-    expect(d.has('a', '1', dig)).toBe(false); // the oldest run went first
-    expect(d.has('c', '2', dig)).toBe(true);
-    expect(d.has('c', '2', DeliveredDigests.digest({ ...r, at: at(9) }))).toBe(false);
+    const r = (run: string, event: string): Receipt => ({ ...batch(run)[0], event });
+    const dig = (run: string, event: string) => DeliveredDigests.digest(r(run, event));
+    for (const run of ['a', 'b', 'c']) for (const ev of ['1', '2']) d.record(run, ev, dig(run, ev));
+    expect(d.size).toBe(4);
+    expect(d.has('a', '1', dig('a', '1'))).toBe(false); // the oldest digests went first
+    expect(d.has('a', '2', dig('a', '2'))).toBe(false);
+    expect(d.has('b', '1', dig('b', '1'))).toBe(true);
+    expect(d.has('c', '2', dig('c', '2'))).toBe(true);
+    expect(d.has('c', '2', DeliveredDigests.digest({ ...r('c', '2'), at: at(9) }))).toBe(false);
+    expect(d.has('b', '1', dig('c', '2'))).toBe(false); // another run's digest
+    d.forget('c');
+    expect(d.has('c', '2', dig('c', '2'))).toBe(false);
+    d.record('c', '2', dig('c', '2'));
+    expect(d.has('c', '2', dig('c', '2'))).toBe(true);
+    expect(d.size).toBe(4);
 
     const { engine, append } = engineOver(tempDir('ta-redeliver-'), 3);
     await engine.ingest([...batch('r4'), ...batch('r5')], 'src', now);
     expect(await engine.ingest([...batch('r4'), ...batch('r5')], 'src', now + 1)).toEqual({ accepted: 0, duplicates: 6, conflicts: 0 });
     expect(append.mock.calls[1][0].length).toBeGreaterThanOrEqual(3); // r4's digests were evicted: the store answered
+  });
+
+  it('the digest table answers as a plain model would: bound, oldest first, forgotten runs, colliding slots', () => {
+    // Digests whose first word takes few values collide in the table: probing and removal are exercised.
+    const digestArb = fc.tuple(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 0, max: 40 })).map(([h, x]) => {
+      const b = Buffer.alloc(32);
+      b.writeInt32LE(h * 65536, 0);
+      b.writeInt32LE(x, 4);
+      return b.toString('latin1');
+    });
+    const runArb = fc.constantFrom('a', 'b', 'c', 'd');
+    const opArb = fc.oneof(
+      fc.record({ op: fc.constant('record' as const), run: runArb, digest: digestArb }),
+      fc.record({ op: fc.constant('has' as const), run: runArb, digest: digestArb }),
+      fc.record({ op: fc.constant('forget' as const), run: runArb }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 40 }), fc.array(opArb, { maxLength: 400 }), (max, ops) => {
+        const d = new DeliveredDigests(max);
+        // the model: recorded (run number, digest) pairs, oldest first
+        const ids = new Map<string, number>();
+        let next = 1;
+        let held: { id: number; key: string }[] = [];
+        const key = (b: string) => b.slice(0, 16);
+        for (const o of ops) {
+          if (o.op === 'forget') {
+            d.forget(o.run);
+            ids.delete(o.run);
+          } else if (o.op === 'record') {
+            d.record(o.run, 'e', o.digest);
+            let id = ids.get(o.run);
+            if (id === undefined) ids.set(o.run, (id = next++));
+            else if (held.some((x) => x.id === id && x.key === key(o.digest))) continue;
+            held.push({ id, key: key(o.digest) });
+            if (held.length > max) held = held.slice(held.length - max);
+          } else {
+            const id = ids.get(o.run);
+            expect(d.has(o.run, 'e', o.digest)).toBe(id !== undefined && held.some((x) => x.id === id && x.key === key(o.digest)));
+          }
+          expect(d.size).toBe(held.length);
+        }
+      }),
+      { numRuns: 300 },
+    );
+    // growing past the first table, wrapping the ring many times
+    const d = new DeliveredDigests(3000);
+    const dg = (i: number) => {
+      const b = Buffer.alloc(32);
+      b.writeInt32LE((i % 97) * 4096, 0); // 97 home slots only
+      b.writeInt32LE(i, 4);
+      return b.toString('latin1');
+    };
+    for (let i = 0; i < 10_000; i++) d.record(i % 3 === 0 ? 'x' : 'y', 'e', dg(i));
+    expect(d.size).toBe(3000);
+    for (let i = 0; i < 10_000; i++) expect(d.has(i % 3 === 0 ? 'x' : 'y', 'e', dg(i)), String(i)).toBe(i >= 7000);
   });
 });

@@ -7,13 +7,13 @@
  */
 import { EventEmitter } from 'node:events';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
-import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
+import { RunState, evaluate, resolvePin, type Pinning, type ReceiptSource } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
-import { DeliveredDigests } from './delivered.js';
+import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
 
 export interface EngineHooks {
@@ -142,6 +142,11 @@ export class AuditEngine extends EventEmitter {
   private readonly foreignPins = new Map<string, PinRecord>();
   /** Digests of stored receipts of live runs: a redelivery is recognised without the store (see DeliveredDigests). */
   private readonly delivered: DeliveredDigests;
+  /**
+   * Where live RunStates read their receipts back (a conflict's rebuild, the events of an unknown agent or a foreign
+   * version): the store. A RunState holds aggregates and a digest per event, not the receipts.
+   */
+  private readonly receiptSource: ReceiptSource = (run) => this.store.runReceipts(run);
 
   constructor(
     readonly registry: ContractRegistry,
@@ -178,7 +183,7 @@ export class AuditEngine extends EventEmitter {
             }
           }
         }
-        const state = new RunState(lr.run);
+        const state = new RunState(lr.run, this.receiptSource);
         let held = 0;
         for (const r of this.store.runReceipts(lr.run)) {
           if (state.add(r) !== 'duplicate') held++;
@@ -292,7 +297,7 @@ export class AuditEngine extends EventEmitter {
     // A redelivery of stored content of a live run is a duplicate without a store round trip (see DeliveredDigests).
     // The stored form is made once here and handed to the store with the receipt.
     const incoming = receipts;
-    const digests: string[] = [];
+    const digests: Digest[] = [];
     const bodies: string[] = [];
     let known = 0;
     receipts = [];
@@ -330,11 +335,11 @@ export class AuditEngine extends EventEmitter {
       }
       let live = this.runs.get(r.run);
       if (!live) {
-        const state = new RunState(r.run);
+        const state = new RunState(r.run, this.receiptSource);
         live = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
         this.runs.set(r.run, live);
       }
-      const result = live.state.add(r);
+      const result = live.state.add(r, res.results[i]);
       if (result !== 'duplicate') {
         live.held++;
         this.heldReceipts++;
@@ -393,7 +398,7 @@ export class AuditEngine extends EventEmitter {
       if (owns && !owns(r.run)) continue;
       let live = this.runs.get(r.run);
       if (!live) {
-        live = { state: new RunState(r.run), verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
+        live = { state: new RunState(r.run, this.receiptSource), verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
         this.runs.set(r.run, live);
       }
       const result = live.state.add(r);
@@ -419,7 +424,7 @@ export class AuditEngine extends EventEmitter {
     }
     let live = this.runs.get(stored.run);
     if (!live) {
-      live = { state: new RunState(stored.run), verdict: null as unknown as RunVerdict, updatedAt: stored.updatedAt, enteredAt: stored.updatedAt, held: 0 };
+      live = { state: new RunState(stored.run, this.receiptSource), verdict: null as unknown as RunVerdict, updatedAt: stored.updatedAt, enteredAt: stored.updatedAt, held: 0 };
       this.runs.set(stored.run, live);
     }
     if (stored.pin && stored.contractHash && !live.pin) live.pin = { pin: stored.pin, contractHash: stored.contractHash };
@@ -578,10 +583,25 @@ export class AuditEngine extends EventEmitter {
     return n;
   }
 
+  /**
+   * A live run's verdict and receipts. The receipts are read from the store (live state keeps none): the folded ones
+   * in arrival order, then every version of each conflicted event id (conflicts in the order they appeared).
+   */
   get(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null {
     const live = this.runs.get(run);
     if (!live) return null;
-    return { verdict: live.verdict, receipts: [...live.state.byEvent.values(), ...[...live.state.conflicts.values()].flat()], updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
+    const conflicts = live.state.conflicts;
+    let receipts = this.store.runReceipts(run);
+    if (conflicts.size > 0) {
+      const versions = new Map<string, Receipt[]>([...conflicts.keys()].map((event) => [event, []]));
+      const folded = receipts.filter((r) => {
+        const v = versions.get(r.event);
+        if (v) v.push(r);
+        return !v;
+      });
+      receipts = [...folded, ...[...versions.values()].flat()];
+    }
+    return { verdict: live.verdict, receipts, updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
   }
 
   /** Cluster mode: the reader of runs other instances hold (null on a single instance). */

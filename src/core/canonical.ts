@@ -4,7 +4,7 @@
  * Pure functions, no I/O.
  */
 import type { Receipt } from './types.js';
-import { subMillisOf } from './time.js';
+import { millisOf, subMillisOf } from './time.js';
 
 /**
  * Every field a receipt may carry. Typed as a record over `keyof Receipt` so the compiler forces this list to
@@ -65,7 +65,7 @@ export function compactReceiptJson(receipt: Receipt): string {
 function normalisedValue(key: string, value: Json): Json {
   if (INSTANT_FIELDS.has(key) && typeof value === 'string') {
     // Exact to the nanosecond: whole milliseconds, plus the sub-millisecond nanoseconds when there are any.
-    const ms = Date.parse(value);
+    const ms = millisOf(value);
     if (Number.isNaN(ms)) return value;
     const ns = subMillisOf(value);
     return ns === 0 ? ms : `${ms}+${ns}ns`;
@@ -102,3 +102,4 @@ export function canonicalReceiptJson(receipt: Receipt): string {
 export function sameReceipt(a: Receipt, b: Receipt): boolean {
   return canonicalReceiptJson(a) === canonicalReceiptJson(b);
 }
+

@@ -3,17 +3,22 @@
  *
  * Receipts are folded into a RunState whose aggregates are commutative (sets, minima, counts), so the
  * verdict cannot depend on arrival order, and adding one receipt costs O(1): the server keeps one RunState
- * per live run and re-evaluates it without re-reading the run. `evaluate` costs O(plan + distinct edges,
- * agents and versions + declared waits), plus the event lists its findings carry; it re-reads receipts only to
- * list the events of an unknown agent or a foreign version (runs with handoff receipts also pay the handoff audit).
+ * per live run and re-evaluates it without re-reading the run. A RunState keeps aggregates and, per event, a
+ * digest of its content (for duplicates and conflicts), not the receipts: the few lists findings need (run.start
+ * and run.end receipts, declared waits, gaps, handoff receipts) are kept, and the rest is read back from the
+ * run's receipt source (the store, on a live server) when a conflict needs a rebuild or a finding lists the
+ * events of an unknown agent or a foreign version. `evaluate` costs O(plan + distinct edges, agents and versions +
+ * declared waits) and allocates little; an evaluation of an unchanged state at a `now` before its verdict's
+ * nextChangeAt returns that verdict (runs with handoff receipts also pay the handoff audit).
  * `evaluate` is the one verdict function: it composes the rule families of src/core/rules/ (docs/architecture.md).
  */
 import { compactKey, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
 import { receiptCanon } from './receipt.js';
-import { subMillisOf, toInstant, type Instant } from './time.js';
+import { millisOf, subMillisOf, type Instant } from './time.js';
+import type { Contract } from './contract.js';
 import type { ContractRegistry, PinResolution, PinRef } from './registry.js';
-import { precedence, type Finding, type NaiveVerdict, type Pin, type Receipt, type RunVerdict, type Verdict } from './types.js';
-import { earlier, evalContext, mergeSorted, type Obs, type RuleResult } from './rules/context.js';
+import { PRECEDENCE, type Finding, type NaiveVerdict, type Pin, type Receipt, type RunVerdict, type Verdict } from './types.js';
+import { Collector, earlier, evalContext, mergeSorted, type Obs } from './rules/context.js';
 import { evidenceRules, noPinRule, pinRules } from './rules/evidence.js';
 import { agentRules } from './rules/agents.js';
 import { routeRules } from './rules/routes.js';
@@ -24,34 +29,70 @@ import { handoffRules } from './rules/handoffs.js';
 
 export type AddResult = 'accepted' | 'duplicate' | 'conflict';
 
-export interface EdgeAgg {
-  from: string;
-  to: string;
-  kind: string;
+/**
+ * Where a RunState reads its run's receipts back (every stored version, conflicting ones included, in any order):
+ * the receipt store on a live server. Read only to rebuild after a conflict and to list the events of an unknown
+ * agent or a foreign version; receipts not (yet) folded into the state are skipped.
+ */
+export type ReceiptSource = (run: string) => Iterable<Receipt>;
+
+/**
+ * The observations of one edge (from, to, kind) in a run. It is also its earliest observation (by time, then event
+ * id): `event`, `at`, `ns` (an Obs; `first` is the same object).
+ */
+export class EdgeAgg implements Obs {
   /** How many receipts observed this edge. */
-  count: number;
-  /** The earliest observation (by time, then event id). */
-  first: Obs;
-  /** Event ids of the observations, sorted; ids added since the last read wait in `unsorted` (see sortedEvents). */
+  count = 1;
+  /**
+   * Event ids of the observations, sorted; ids added since the last read wait in `unsorted` (see sortedEvents).
+   * A `sorted` array is never changed once made (a read replaces it), so findings may hold it.
+   */
   sorted: string[];
-  unsorted: string[];
+  unsorted: string[] = NO_EVENTS;
+
+  constructor(
+    readonly from: string,
+    readonly to: string,
+    readonly kind: string,
+    /** tripleKey(from, to, kind): its key in RunState.edges. */
+    readonly key: string,
+    public event: string,
+    public at: number,
+    public ns: number,
+  ) {
+    this.sorted = [event];
+  }
+
+  /** The earliest observation (by time, then event id). */
+  get first(): Obs {
+    return this;
+  }
 }
 
-/** A parsed wait edge: its spec and canonical text (shared by every wait on the same text). */
+/** A parsed wait edge: its spec, canonical text and the tripleKeys it matches (shared by every wait on the same text). */
 export interface WaitEdge {
   spec: EdgeSpec;
   key: string;
+  keys: string[];
 }
 
 /** A declared wait with what evaluate needs from it, read once when the receipt is folded. */
-interface WaitFacts {
-  receipt: Receipt;
+export interface WaitFacts {
+  event: string;
+  /** The awaited agent. */
+  on: string;
   at: number;
   atNs: number;
   deadline: number;
   deadlineNs: number;
   /** The awaited edge, or null when its text does not parse (validated at ingest; such a wait is ignored). */
   edge: WaitEdge | null;
+}
+
+/** A conflicted event id: the canonical forms of the distinct contents delivered under it, and whether any was not ok. */
+export interface ConflictFacts {
+  canons: string[];
+  notOk: boolean;
 }
 
 /** Parsed wait edges by their text: a run's waits usually name a handful of edges. Bounded. */
@@ -63,7 +104,7 @@ function waitEdgeOf(text: string): WaitEdge | null {
   if (parsed !== undefined) return parsed;
   try {
     const spec = parseEdge(text);
-    parsed = { spec, key: specKey(spec) };
+    parsed = { spec, key: specKey(spec), keys: spec.to.map((t) => tripleKey(spec.from, t, spec.kind)) };
   } catch {
     parsed = null; // validated at ingest; an unparsable wait is ignored by evaluate
   }
@@ -71,129 +112,364 @@ function waitEdgeOf(text: string): WaitEdge | null {
   return parsed;
 }
 
+/** An edge aggregate's event ids in sorted order (the order sortStr gives), merging in ids added since the last call. */
+export function sortedEvents(e: EdgeAgg): string[] {
+  if (e.unsorted.length > 0) {
+    const added = e.unsorted;
+    e.unsorted = NO_EVENTS;
+    e.sorted = mergeSorted(e.sorted, added.sort());
+  }
+  return e.sorted;
+}
+
+/** Up to this many edge aggregates a run's are found by a scan; past it, by a map. */
+const SCAN_EDGES = 8;
+
+const notOk = (r: Receipt): boolean => r.status !== undefined && r.status !== 'ok';
+
+/** Shared empty list of the lists a RunState allocates on first use (never written: replaced on the first push). */
+const EMPTY = Object.freeze([]) as unknown as never[];
+const NO_EVENTS: string[] = EMPTY;
+const NO_CONFLICTS: ReadonlyMap<string, ConflictFacts> = new Map();
+const NO_VERSIONS: ReadonlyMap<string, number> = new Map();
+
 /**
- * Receipt fields whose values repeat across receipts (types, versions, enums, agent and contract ids): the copy a
- * RunState keeps shares one string per distinct value, so a million live receipts do not hold a million copies
- * of "orchestrator". Bounded: past the bound new values are kept as they are.
+ * Names that repeat across runs (versions, agents, edge kinds) as a state keeps them: one string per distinct
+ * value, so a million live receipts do not hold a copy of "orchestrator" per run. Bounded: past the bound new
+ * values are kept as they are.
  */
-const SHARED_FIELDS = ['type', 'version', 'status', 'contract', 'phase', 'from', 'to', 'kind', 'on', 'edge', 'result', 'reason', 'state', 'finalOwner', 'onTimeout', 'budgetOp'] as const;
 const sharedStrings = new Map<string, string>();
 const SHARED_STRINGS = 100_000;
 
-function shared(v: string): string {
+function sharedText(v: string): string {
   const s = sharedStrings.get(v);
   if (s !== undefined) return s;
   if (sharedStrings.size < SHARED_STRINGS) sharedStrings.set(v, v);
   return v;
 }
 
-/** The receipt as a RunState keeps it: an equal copy (same fields, same order) whose repeated strings are shared. */
-function keptReceipt(r: Receipt, run: string): Receipt {
+/** Lists up to this long grow by an exact-size copy (see grown). */
+const EXACT_GROWTH = 64;
+
+/**
+ * `list` with `k` items (a, b, c, d) added: while the list is short, a copy of exact size (an array pushed to keeps
+ * room for 16 more, which most runs' few edges and waits never use); past EXACT_GROWTH, in place.
+ */
+function grown<T>(list: T[], k: 1 | 3 | 4, a: T, b?: T, c?: T, d?: T): T[] {
+  const n = list.length;
+  let out = list;
+  if (n + k > EXACT_GROWTH && n > 0) {
+    out.push(a);
+  } else {
+    out = new Array<T>(n + k);
+    for (let i = 0; i < n; i++) out[i] = list[i];
+    out[n] = a;
+  }
+  if (k === 1) return out;
+  if (out === list) {
+    out.push(b!, c!);
+    if (k === 4) out.push(d!);
+  } else {
+    out[n + 1] = b!;
+    out[n + 2] = c!;
+    if (k === 4) out[n + 3] = d!;
+  }
+  return out;
+}
+
+/** Receipt fields whose values repeat across receipts: shared in the copies a state keeps. */
+const SHARED_FIELDS = ['type', 'version', 'status', 'contract', 'phase', 'from', 'to', 'kind', 'on', 'edge', 'result', 'reason', 'state', 'finalOwner', 'onTimeout', 'budgetOp'] as const;
+
+/** An equal copy of a receipt (same fields, same order), its repeated names shared: never the caller's object. */
+function keptCopy(r: Receipt): Receipt {
   const c = { ...r } as Record<string, unknown>;
-  if (c.run === run) c.run = run;
   for (const k of SHARED_FIELDS) {
     const v = c[k];
-    if (typeof v === 'string') c[k] = shared(v);
+    if (typeof v === 'string') c[k] = sharedText(v);
   }
   return c as unknown as Receipt;
 }
 
-/** An edge aggregate's event ids in sorted order (the order sortStr gives), merging in ids added since the last call. */
-export function sortedEvents(e: EdgeAgg): string[] {
-  if (e.unsorted.length > 0) {
-    e.sorted = mergeSorted(e.sorted, e.unsorted.sort());
-    e.unsorted = [];
-  }
-  return e.sorted;
-}
-
-/** A receipt's observation. */
-const obsOf = (r: Receipt): Obs => ({ event: r.event, at: Date.parse(r.at), ns: subMillisOf(r.at) });
-
-function count<K>(m: Map<K, number>, k: K): void {
-  m.set(k, (m.get(k) ?? 0) + 1);
+/** What a conflict rebuild or an event listing reads: the run's receipts that are folded, each once. */
+interface FoldedReceipt {
+  receipt: Receipt;
+  at: number;
+  ns: number;
 }
 
 /** The fold of one run's receipts. */
 export class RunState {
-  readonly byEvent = new Map<string, Receipt>();
-  /** event id -> every distinct content seen under it (only for conflicts). */
-  readonly conflicts = new Map<string, Receipt[]>();
-  // aggregates (rebuilt from byEvent minus conflicts when a conflict appears)
-  starts: Receipt[] = [];
-  ends: Receipt[] = [];
+  /**
+   * Bumped by every change of the aggregates (a receipt folded, a conflict, a rebuild): an evaluation of the
+   * same version, pin and registry may reuse the previous verdict while `now` has not reached its nextChangeAt.
+   */
+  version = 0;
+  /**
+   * Every event id seen (conflicted ones included): with a source, the ids only (the source holds the receipts);
+   * without one, each with a copy of its accepted receipt (what a repeat is compared with and a rebuild folds again).
+   */
+  private readonly ids: Set<string> | null;
+  private readonly kept: Map<string, Receipt> | null;
+  private conflictMap: Map<string, ConflictFacts> | null = null;
+  /** Event lists of agents and versions asked for (see agentEvents), kept up to date from then on. */
+  private agentLists: Map<string, string[]> | null = null;
+  private versionLists: Map<string, string[]> | null = null;
+  // The last evaluation and what it depended on (see evaluate); cachedVerdict is null when there is none.
+  /** @internal */ cachedVerdict: RunVerdict | null = null;
+  /** @internal */ cachedVersion = -1;
+  /** @internal the pin of cachedVerdict: its contract (null: no pin) and fields, or why there was none */
+  cachedContract: Contract | null = null;
+  /** @internal */ cachedPinContract = '';
+  /** @internal */ cachedPinVersion = '';
+  /** @internal */ cachedPinPhase = '';
+  /** @internal */ cachedRegistry: ContractRegistry | undefined = undefined;
+  /** @internal */ cachedRevision = 0;
+  /** @internal */ cachedNowMs = 0;
+  /** @internal */ cachedNowNs = 0;
+
+  // aggregates (rebuilt from the folded receipts minus conflicts when a conflict appears)
+  starts: readonly Receipt[] = EMPTY;
+  ends: readonly Receipt[] = EMPTY;
+  /** The earliest run.start and run.end (by time, then event id) and their instants. */
+  private firstStartR: Receipt | null = null;
+  firstStartAt = Infinity;
+  firstStartNs = 0;
+  private firstEndR: Receipt | null = null;
+  firstEndAt = Infinity;
+  firstEndNs = 0;
   /** The earliest and latest receipt instants: whole ms, and the sub-ms nanoseconds in firstNs / lastNs. */
   firstAt = Infinity;
   firstNs = 0;
   lastAt = -Infinity;
   lastNs = 0;
-  edges = new Map<string, EdgeAgg>();
-  /** Agents named by the receipts (as from, an edge's to, a wait's on), with how often; events via agentEvents. */
-  agents = new Map<string, number>();
+  /** The edge aggregates in creation order (scanned while there are few, else looked up in edgeMap). */
+  private edgeList: EdgeAgg[] = [];
+  /** The aggregates by tripleKey, made once a run has more than SCAN_EDGES of them (or `edges` is read). */
+  private edgeMap: Map<string, EdgeAgg> | null = null;
+
+  /** The edge aggregates (the values of `edges`), in creation order. */
+  get edgeAggs(): readonly EdgeAgg[] {
+    return this.edgeList;
+  }
+
+  /** The edge aggregates by tripleKey(from, to, kind). */
+  get edges(): ReadonlyMap<string, EdgeAgg> {
+    return (this.edgeMap ??= new Map(this.edgeList.map((e) => [e.key, e])));
+  }
+
+  /** The aggregate of a tripleKey, or undefined. */
+  edge(key: string): EdgeAgg | undefined {
+    if (this.edgeMap !== null) return this.edgeMap.get(key);
+    const list = this.edgeList;
+    for (let i = 0; i < list.length; i++) if (list[i].key === key) return list[i];
+    return undefined;
+  }
+  /** Agents named by the receipts (as from, an edge's to, a wait's on), in order of first naming; events via agentEvents. */
+  agents = new Set<string>();
+  // Versions the receipts carry, with how often: the one version most runs carry inline, a map once there are more.
+  private version1: string | undefined = undefined;
+  private version1Count = 0;
+  private versionMap: Map<string, number> | null = null;
+
   /** Versions the receipts carry, with how often; events via versionEvents. */
-  versions = new Map<string, number>();
-  waits: Receipt[] = [];
-  /** Parsed facts of `waits`, in the same order. */
-  waitFacts: WaitFacts[] = [];
+  get versions(): ReadonlyMap<string, number> {
+    if (this.versionMap !== null) return this.versionMap;
+    return this.version1 === undefined ? NO_VERSIONS : new Map([[this.version1, this.version1Count]]);
+  }
+
+  /** Do the receipts that carry a version all carry `version` (or none carries one)? */
+  onlyVersion(version: string): boolean {
+    return this.versionMap === null && (this.version1 === undefined || this.version1 === version);
+  }
+  /**
+   * The declared waits, in fold order, packed (no object per wait): wait i's instants at waitTimes[4i..4i+3] (at, atNs,
+   * deadline, deadlineNs: an array of doubles, unboxed) and its event, awaited agent and edge at waitRefs[3i..3i+2].
+   */
+  waitTimes: readonly number[] = EMPTY;
+  waitRefs: readonly (string | WaitEdge | null)[] = EMPTY;
+
+  /** How many waits were declared. */
+  get waitCount(): number {
+    return this.waitTimes.length >> 2;
+  }
+
+  /** The declared waits as objects (made on each call). */
+  get waitFacts(): WaitFacts[] {
+    const out: WaitFacts[] = [];
+    const t = this.waitTimes;
+    const r = this.waitRefs;
+    for (let i = 0, n = this.waitCount; i < n; i++) {
+      out.push({ event: r[3 * i] as string, on: r[3 * i + 1] as string, at: t[4 * i], atNs: t[4 * i + 1], deadline: t[4 * i + 2], deadlineNs: t[4 * i + 3], edge: r[3 * i + 2] as WaitEdge | null });
+    }
+    return out;
+  }
   verifiedOutcome: Obs | null = null;
-  gaps: Receipt[] = [];
-  notOk: string[] = [];
-  handoffs: Receipt[] = [];
+  /** Verified outcome receipts (the handoff audit reads them). */
+  verifiedOutcomes: readonly Receipt[] = EMPTY;
+  gaps: readonly Receipt[] = EMPTY;
+  notOk: readonly string[] = EMPTY;
+  handoffs: readonly Receipt[] = EMPTY;
 
-  constructor(readonly run: string) {}
+  /**
+   * `source`: where the run's receipts are read back from (the store); the state then keeps no receipt but the
+   * few lists above. Without one, the state keeps a copy of every accepted receipt for its rebuilds.
+   */
+  constructor(
+    readonly run: string,
+    private readonly source?: ReceiptSource,
+  ) {
+    this.ids = source ? new Set() : null;
+    this.kept = source ? null : new Map();
+  }
 
+  /** Folded events: distinct event ids minus the conflicted ones. */
   get size(): number {
-    return this.byEvent.size;
+    return (this.ids ?? this.kept!).size - (this.conflictMap?.size ?? 0);
+  }
+
+  /** Conflicted event ids (neither content is used). */
+  get conflicts(): ReadonlyMap<string, ConflictFacts> {
+    return this.conflictMap ?? NO_CONFLICTS;
   }
 
   /**
-   * Adds one receipt; a repeat of an event id with equal content is a duplicate, with different content a conflict.
-   * The state keeps an equal copy of the receipt (see keptReceipt), never the caller's object.
+   * Adds one receipt; a repeat of an event id with equal content (equal canonical forms) is a duplicate, with
+   * different content a conflict. A new event id costs no comparison: only a repeat reads the earlier content (the
+   * kept copy, or the source). `known`: the answer of the store that holds the run's receipts, when the caller has
+   * it (the store compares canonical forms itself): a store's duplicate is a duplicate here without reading
+   * anything, and a store's conflict is a conflict even for an event id this state has not folded yet.
    */
-  add(input: Receipt): AddResult {
-    const r = keptReceipt(input, this.run);
-    const conflicted = this.conflicts.get(r.event);
+  add(r: Receipt, known?: AddResult): AddResult {
+    const event = r.event;
+    const ids = this.ids;
+    let prev: Receipt | null | undefined;
+    if (ids !== null) {
+      const n = ids.size;
+      ids.add(event); // one hash lookup: a new id is added, a known one leaves the size as it was
+      prev = ids.size === n ? null : undefined;
+    } else prev = this.kept!.get(event);
+    if (prev === undefined) {
+      if (known === 'conflict' && ids !== null) {
+        // another content under this id is stored (e.g. by another writer) and was never folded here
+        this.conflictMap ??= new Map();
+        this.conflictMap.set(event, this.storedConflict(event, r));
+        this.version++;
+        return 'conflict';
+      }
+      if (ids === null) this.kept!.set(event, keptCopy(r));
+      this.fold(r, millisOf(r.at), subMillisOf(r.at));
+      this.version++;
+      return 'accepted';
+    }
+    if (known === 'duplicate') return 'duplicate';
+    const canon = receiptCanon(r);
+    const conflicted = this.conflictMap?.get(event);
     if (conflicted) {
-      const c = receiptCanon(r);
-      if (conflicted.some((x) => receiptCanon(x) === c)) return 'duplicate';
-      conflicted.push(r);
+      if (conflicted.canons.includes(canon)) return known === 'conflict' ? 'conflict' : 'duplicate';
+      conflicted.canons.push(canon);
+      if (r.status !== undefined && r.status !== 'ok') conflicted.notOk = true;
+      this.version++;
       return 'conflict';
     }
-    const prev = this.byEvent.get(r.event);
-    if (prev) {
-      if (receiptCanon(prev) === receiptCanon(r)) return 'duplicate';
-      this.conflicts.set(r.event, [prev, r]);
-      this.byEvent.delete(r.event);
-      this.rebuild();
-      return 'conflict';
+    let facts: ConflictFacts;
+    if (prev !== null) {
+      const first = receiptCanon(prev);
+      if (first === canon && known !== 'conflict') return 'duplicate';
+      facts = { canons: first === canon ? [first] : [first, canon], notOk: notOk(prev) || notOk(r) };
+    } else {
+      facts = this.storedConflict(event, r);
+      if (facts.canons.length === 1 && known !== 'conflict') return 'duplicate';
     }
-    this.byEvent.set(r.event, r);
-    this.fold(r);
-    return 'accepted';
+    (this.conflictMap ??= new Map()).set(event, facts);
+    this.rebuild();
+    return 'conflict';
+  }
+
+  /** The distinct contents the source holds under `event`, with `r` (first stored first). */
+  private storedConflict(event: string, r: Receipt): ConflictFacts {
+    const facts: ConflictFacts = { canons: [], notOk: notOk(r) };
+    for (const x of this.source!(this.run)) {
+      if (x.event !== event) continue;
+      const c = receiptCanon(x);
+      if (!facts.canons.includes(c)) facts.canons.push(c);
+      if (notOk(x)) facts.notOk = true;
+    }
+    const c = receiptCanon(r);
+    if (!facts.canons.includes(c)) facts.canons.push(c);
+    return facts;
+  }
+
+  /** The folded receipts, each once (from the kept copies, or the source), with their instants. */
+  private *folded(): Generator<FoldedReceipt> {
+    const conflicts = this.conflictMap;
+    if (this.kept !== null) {
+      for (const [event, r] of this.kept) if (!conflicts?.has(event)) yield { receipt: r, at: millisOf(r.at), ns: subMillisOf(r.at) };
+      return;
+    }
+    const seen = new Set<string>();
+    for (const r of this.source!(this.run)) {
+      const event = r.event;
+      if (!this.ids!.has(event) || conflicts?.has(event) || seen.has(event)) continue;
+      seen.add(event);
+      yield { receipt: r, at: millisOf(r.at), ns: subMillisOf(r.at) };
+    }
   }
 
   private rebuild(): void {
-    this.starts = [];
-    this.ends = [];
+    this.version++;
+    this.cachedVerdict = null;
+    this.starts = EMPTY;
+    this.ends = EMPTY;
+    this.firstStartR = null;
+    this.firstStartAt = Infinity;
+    this.firstStartNs = 0;
+    this.firstEndR = null;
+    this.firstEndAt = Infinity;
+    this.firstEndNs = 0;
     this.firstAt = Infinity;
     this.firstNs = 0;
     this.lastAt = -Infinity;
     this.lastNs = 0;
-    this.edges = new Map();
-    this.agents = new Map();
-    this.versions = new Map();
-    this.waits = [];
-    this.waitFacts = [];
+    this.edgeMap = null;
+    this.edgeList = [];
+    this.agents = new Set();
+    this.version1 = undefined;
+    this.version1Count = 0;
+    this.versionMap = null;
+    this.agentLists = null;
+    this.versionLists = null;
+    this.waitTimes = EMPTY;
+    this.waitRefs = EMPTY;
     this.verifiedOutcome = null;
-    this.gaps = [];
-    this.notOk = [];
-    this.handoffs = [];
-    for (const r of this.byEvent.values()) this.fold(r);
+    this.verifiedOutcomes = EMPTY;
+    this.gaps = EMPTY;
+    this.notOk = EMPTY;
+    this.handoffs = EMPTY;
+    for (const { receipt, at, ns } of this.folded()) this.fold(receipt, at, ns);
   }
 
-  private fold(r: Receipt): void {
-    const at = Date.parse(r.at);
-    const ns = subMillisOf(r.at);
+  /** Keeps a receipt in one of the few lists of whole receipts (a copy, its repeated names shared). */
+  private push<K extends 'starts' | 'ends' | 'gaps' | 'handoffs' | 'verifiedOutcomes'>(list: K, r: Receipt): Receipt {
+    const c = keptCopy(r);
+    const l = this[list];
+    if (l === EMPTY) this[list] = [c];
+    else (l as Receipt[]).push(c);
+    return c;
+  }
+
+  private mention(agent: string, event: string): void {
+    const agents = this.agents;
+    const n = agents.size;
+    agents.add(agent);
+    if (agents.size !== n) {
+      // a new name: keep the shared copy of it
+      agents.delete(agent);
+      agents.add(sharedText(agent));
+    }
+    if (this.agentLists !== null) this.agentLists.get(agent)?.push(event);
+  }
+
+  private fold(r: Receipt, at: number, ns: number): void {
     if (at < this.firstAt || (at === this.firstAt && ns < this.firstNs)) {
       this.firstAt = at;
       this.firstNs = ns;
@@ -202,76 +478,139 @@ export class RunState {
       this.lastAt = at;
       this.lastNs = ns;
     }
-    if (r.version !== undefined) count(this.versions, r.version);
-    if (r.status !== undefined && r.status !== 'ok') this.notOk.push(r.event);
-    if (r.from !== undefined) count(this.agents, r.from);
+    const event = r.event;
+    if (r.version !== undefined) {
+      const v = r.version;
+      if (this.versionMap === null && (this.version1 === undefined || this.version1 === v)) {
+        this.version1 ??= sharedText(v);
+        this.version1Count++;
+      } else {
+        if (this.versionMap === null) this.versionMap = new Map([[this.version1!, this.version1Count]]);
+        const n = this.versionMap.get(v);
+        this.versionMap.set(v, n === undefined ? 1 : n + 1);
+      }
+      if (this.versionLists !== null) this.versionLists.get(r.version)?.push(event);
+    }
+    if (r.status !== undefined && r.status !== 'ok') {
+      if (this.notOk === EMPTY) this.notOk = [event];
+      else (this.notOk as string[]).push(event);
+    }
+    if (r.from !== undefined) this.mention(r.from, event);
     switch (r.type) {
-      case 'run.start':
-        this.starts.push(r);
-        break;
-      case 'run.end':
-        this.ends.push(r);
-        break;
-      case 'edge': {
-        count(this.agents, r.to!);
-        const k = tripleKey(r.from!, r.to!, r.kind!);
-        const e = this.edges.get(k);
-        if (e) {
-          e.count++;
-          e.unsorted.push(r.event);
-          const o = { event: r.event, at, ns };
-          if (earlier(e.first, o)) e.first = o;
-        } else this.edges.set(k, { from: r.from!, to: r.to!, kind: r.kind!, count: 1, first: { event: r.event, at, ns }, sorted: [r.event], unsorted: [] });
+      case 'run.start': {
+        const c = this.push('starts', r);
+        if (this.firstStartR === null || at < this.firstStartAt || (at === this.firstStartAt && (ns < this.firstStartNs || (ns === this.firstStartNs && event < this.firstStartR.event)))) {
+          this.firstStartR = c;
+          this.firstStartAt = at;
+          this.firstStartNs = ns;
+        }
         break;
       }
-      case 'wait':
-        count(this.agents, r.on!);
-        this.waits.push(r);
-        this.waitFacts.push({ receipt: r, at, atNs: ns, deadline: Date.parse(r.deadline!), deadlineNs: subMillisOf(r.deadline!), edge: waitEdgeOf(r.edge!) });
+      case 'run.end': {
+        const c = this.push('ends', r);
+        if (this.firstEndR === null || at < this.firstEndAt || (at === this.firstEndAt && (ns < this.firstEndNs || (ns === this.firstEndNs && event < this.firstEndR.event)))) {
+          this.firstEndR = c;
+          this.firstEndAt = at;
+          this.firstEndNs = ns;
+        }
         break;
+      }
+      case 'edge': {
+        const from = r.from!;
+        const to = r.to!;
+        const kind = r.kind!;
+        this.mention(to, event);
+        let e: EdgeAgg | undefined;
+        const list = this.edgeList;
+        if (this.edgeMap === null) {
+          // few edges (the usual run): compare the fields, no key made
+          for (let i = 0; i < list.length; i++) {
+            const x = list[i];
+            if (x.to === to && x.from === from && x.kind === kind) {
+              e = x;
+              break;
+            }
+          }
+        } else e = this.edgeMap.get(tripleKey(from, to, kind));
+        if (e) {
+          e.count++;
+          if (e.unsorted === NO_EVENTS) e.unsorted = [event];
+          else e.unsorted.push(event);
+          if (at < e.at || (at === e.at && (ns < e.ns || (ns === e.ns && event < e.event)))) {
+            e.event = event;
+            e.at = at;
+            e.ns = ns;
+          }
+        } else {
+          e = new EdgeAgg(sharedText(from), sharedText(to), sharedText(kind), tripleKey(from, to, kind), event, at, ns);
+          this.edgeList = grown(list, 1, e);
+          if (this.edgeMap !== null) this.edgeMap.set(e.key, e);
+          else if (this.edgeList.length > SCAN_EDGES) this.edgeMap = new Map(this.edgeList.map((x) => [x.key, x]));
+        }
+        break;
+      }
+      case 'wait': {
+        this.mention(r.on!, event);
+        this.waitTimes = grown(this.waitTimes as number[], 4, at, ns, millisOf(r.deadline!), subMillisOf(r.deadline!));
+        this.waitRefs = grown(this.waitRefs as (string | WaitEdge | null)[], 3, event, sharedText(r.on!), waitEdgeOf(r.edge!));
+        break;
+      }
       case 'outcome':
         if (r.verified === true) {
-          const o = { event: r.event, at, ns };
+          this.push('verifiedOutcomes', r);
+          const o = { event, at, ns };
           if (earlier(this.verifiedOutcome, o)) this.verifiedOutcome = o;
         }
         break;
       case 'gap':
-        this.gaps.push(r);
+        this.push('gaps', r);
         break;
       case 'handoff':
-        this.handoffs.push(r);
+        this.push('handoffs', r);
         break;
     }
   }
 
-  /** Event ids of the receipts naming `agent` (as from, an edge's to, a wait's on), in fold order. */
+  /** Event ids of the receipts naming `agent` (as from, an edge's to, a wait's on), once per naming. */
   agentEvents(agent: string): string[] {
-    const out: string[] = [];
-    for (const r of this.byEvent.values()) {
-      if ((r.from !== undefined && r.from === agent) || (r.type === 'edge' && r.to === agent) || (r.type === 'wait' && r.on === agent)) out.push(r.event);
+    if (!this.agents.has(agent)) return [];
+    let list = this.agentLists?.get(agent);
+    if (list === undefined) {
+      list = [];
+      for (const { receipt: r } of this.folded()) {
+        if (r.from !== undefined && r.from === agent) list.push(r.event);
+        if ((r.type === 'edge' && r.to === agent) || (r.type === 'wait' && r.on === agent)) list.push(r.event);
+      }
+      (this.agentLists ??= new Map()).set(agent, list);
     }
-    return out;
+    return list;
   }
 
-  /** Event ids of the receipts carrying `version`, in fold order. */
+  /** Event ids of the receipts carrying `version`. */
   versionEvents(version: string): string[] {
-    const out: string[] = [];
-    for (const r of this.byEvent.values()) if (r.version !== undefined && r.version === version) out.push(r.event);
-    return out;
+    if (!(this.versionMap !== null ? this.versionMap.has(version) : this.version1 === version)) return [];
+    let list = this.versionLists?.get(version);
+    if (list === undefined) {
+      list = [];
+      for (const { receipt: r } of this.folded()) if (r.version !== undefined && r.version === version) list.push(r.event);
+      (this.versionLists ??= new Map()).set(version, list);
+    }
+    return list;
+  }
+
+  /** The receipts a handoff audit reads: handoff transitions, run ends and verified outcomes. */
+  handoffReceipts(): Receipt[] {
+    return [...this.handoffs, ...this.ends, ...this.verifiedOutcomes];
   }
 
   /** The earliest run.start (by time, then event id), the one that pins. */
   firstStart(): Receipt | null {
-    let best: Receipt | null = null;
-    for (const s of this.starts) if (!best || earlier(obsOf(best), obsOf(s))) best = s;
-    return best;
+    return this.firstStartR;
   }
 
   /** The run's end: its earliest run.end (by time, then event id). */
   firstEnd(): Receipt | null {
-    let best: Receipt | null = null;
-    for (const s of this.ends) if (!best || earlier(obsOf(best), obsOf(s))) best = s;
-    return best;
+    return this.firstEndR;
   }
 }
 
@@ -299,74 +638,140 @@ export interface EvaluateOptions {
 export function naiveVerdict(state: RunState): NaiveVerdict {
   if (state.size === 0 && state.conflicts.size === 0) return 'red';
   if (state.notOk.length > 0) return 'red';
-  for (const c of state.conflicts.values()) if (c.some((r) => r.status !== undefined && r.status !== 'ok')) return 'red';
-  if (state.ends.some((e) => e.result === 'failed')) return 'red';
+  for (const c of state.conflicts.values()) if (c.notOk) return 'red';
+  for (const e of state.ends) if (e.result === 'failed') return 'red';
   return 'green';
 }
 
 /**
  * Evaluate a run's verdict and every finding at `now`: milliseconds since the epoch, or an Instant exact to the
  * nanosecond (src/core/time.ts). The one verdict function: it composes the rule families of src/core/rules/, each
- * of which returns its findings and the earliest time they may change with time alone.
+ * of which adds its findings and the earliest time they may change with time alone.
+ *
+ * The state remembers its last verdict: evaluated again with no change of the state (its `version`), the same pin
+ * (contract, version, phase and contract content), the same registry (and registry revision), at a `now` not before
+ * the last one and before the verdict's nextChangeAt (the whole millisecond before it, for a `now` with a sub-ms
+ * part), the previous verdict is returned as it is: nothing in it can differ (test/core-incremental.test.ts).
  */
 export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Instant, opts: EvaluateOptions = {}): RunVerdict {
-  const { ms: now, ns: nowNs } = toInstant(nowAt);
-  const evidence = evidenceRules(state);
-  if (!pinning.ok) return finish(state, null, [evidence, noPinRule(pinning.reason)], false);
-  const ctx = evalContext(state, pinning.pin, pinning.contract, now, nowNs, opts.registry);
-  const parts = [
-    evidence,
-    pinRules(ctx),
-    agentRules(ctx),
-    routeRules(ctx),
-    planRules(ctx),
-    waitRules(ctx),
-    stallRules(ctx),
-    endRules(ctx),
-    handoffRules(state, now),
-  ];
-  return finish(state, ctx.pin, parts, ctx.absent.length === 0 && ctx.outcomeOk);
+  const now = typeof nowAt === 'number' ? nowAt : nowAt.ms;
+  const nowNs = typeof nowAt === 'number' ? 0 : nowAt.ns;
+  const registry = opts.registry;
+  const cached = state.cachedVerdict;
+  if (
+    cached !== null &&
+    state.cachedVersion === state.version &&
+    state.cachedRegistry === registry &&
+    (registry === undefined || state.cachedRevision === registry.revision) &&
+    samePinning(state, pinning) &&
+    (now > state.cachedNowMs || (now === state.cachedNowMs && nowNs >= state.cachedNowNs))
+  ) {
+    const next = cached.nextChangeAt;
+    if (next === null || now < (nowNs === 0 ? next : next - 1)) return cached;
+  }
+  const out = new Collector();
+  evidenceRules(state, out);
+  let pin: Pin | null = null;
+  let planFinished = false;
+  if (!pinning.ok) noPinRule(pinning.reason, out);
+  else {
+    const ctx = evalContext(state, pinning.pin, pinning.contract, now, nowNs, registry);
+    pinRules(ctx, out);
+    agentRules(ctx, out);
+    routeRules(ctx, out);
+    planRules(ctx, out);
+    waitRules(ctx, out);
+    stallRules(ctx, out);
+    endRules(ctx, out);
+    handoffRules(state, now, out);
+    pin = ctx.pin;
+    planFinished = ctx.absent.length === 0 && ctx.outcomeOk;
+  }
+  const verdict = finish(state, pin, out, planFinished);
+  state.cachedVerdict = verdict;
+  state.cachedVersion = state.version;
+  if (pinning.ok) {
+    state.cachedContract = pinning.contract;
+    state.cachedPinContract = pinning.pin.contract;
+    state.cachedPinVersion = pinning.pin.version;
+    state.cachedPinPhase = pinning.pin.phase;
+  } else {
+    state.cachedContract = null;
+    state.cachedPinContract = pinning.reason;
+  }
+  state.cachedRegistry = registry;
+  state.cachedRevision = registry?.revision ?? 0;
+  state.cachedNowMs = now;
+  state.cachedNowNs = nowNs;
+  return verdict;
 }
 
-/** A finding with its sort keys; the joined agent and event lists are made only when a comparison reaches them. */
-interface SortableFinding {
-  f: Finding;
-  precedence: number;
-  agents: string | null;
-  events: string | null;
+/** The pin decision of the state's cached verdict: the same pin (by value) and contract content, or the same reason for none. */
+function samePinning(state: RunState, p: Pinning): boolean {
+  if (p.ok) return state.cachedContract === p.contract && state.cachedPinContract === p.pin.contract && state.cachedPinVersion === p.pin.version && state.cachedPinPhase === p.pin.phase;
+  return state.cachedContract === null && state.cachedPinContract === p.reason;
 }
 
-/** Findings order: precedence, code, edge, agents, events, message. */
-function compareFindings(a: SortableFinding, b: SortableFinding): number {
+/** Findings order: precedence, code, edge, agents, events, message (the lists compared as comma-joined text). */
+function compareFindings(a: Finding, b: Finding): number {
   return (
-    a.precedence - b.precedence ||
-    cmp(a.f.code, b.f.code) ||
-    cmp(a.f.edge ?? '', b.f.edge ?? '') ||
-    cmp((a.agents ??= a.f.agents.join(',')), (b.agents ??= b.f.agents.join(','))) ||
-    cmp((a.events ??= a.f.events.join(',')), (b.events ??= b.f.events.join(','))) ||
-    cmp(a.f.message, b.f.message)
+    PRECEDENCE[a.verdict] - PRECEDENCE[b.verdict] ||
+    cmp(a.code, b.code) ||
+    cmp(a.edge ?? '', b.edge ?? '') ||
+    cmp(a.agents.join(','), b.agents.join(',')) ||
+    cmp(a.events.join(','), b.events.join(',')) ||
+    cmp(a.message, b.message)
   );
 }
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** Sorts findings in place by compareFindings (a stable sort, as before). */
+/**
+ * Sorts findings in place by compareFindings, stably. A verdict has a handful: an insertion sort, no wrapper objects;
+ * the lists are joined only when two findings tie on precedence, code and edge.
+ */
 function sortFindings(findings: Finding[]): void {
-  if (findings.length < 2) return;
-  const sortable = findings.map((f): SortableFinding => ({ f, precedence: precedence(f.verdict), agents: null, events: null }));
-  sortable.sort(compareFindings);
-  for (let i = 0; i < sortable.length; i++) findings[i] = sortable[i].f;
+  const n = findings.length;
+  if (n > 32) {
+    // many findings: each one's joined lists made once
+    const keyed = findings.map((f) => ({ f, agents: f.agents.join(','), events: f.events.join(',') }));
+    keyed.sort(
+      (a, b) =>
+        PRECEDENCE[a.f.verdict] - PRECEDENCE[b.f.verdict] ||
+        cmp(a.f.code, b.f.code) ||
+        cmp(a.f.edge ?? '', b.f.edge ?? '') ||
+        cmp(a.agents, b.agents) ||
+        cmp(a.events, b.events) ||
+        cmp(a.f.message, b.f.message),
+    );
+    for (let i = 0; i < n; i++) findings[i] = keyed[i].f;
+    return;
+  }
+  for (let i = 1; i < n; i++) {
+    const f = findings[i];
+    let j = i - 1;
+    while (j >= 0 && compareFindings(findings[j], f) > 0) {
+      findings[j + 1] = findings[j];
+      j--;
+    }
+    findings[j + 1] = f;
+  }
 }
 
-function finish(state: RunState, pin: Pin | null, parts: RuleResult[], planFinished: boolean): RunVerdict {
-  const findings: Finding[] = [];
-  let nextChangeAt = Infinity;
-  for (const p of parts) {
-    for (const f of p.findings) findings.push(f);
-    if (p.nextChangeAt < nextChangeAt) nextChangeAt = p.nextChangeAt;
-  }
+function finish(state: RunState, pin: Pin | null, out: Collector, planFinished: boolean): RunVerdict {
+  const findings = out.findings;
   sortFindings(findings);
   let verdict: Verdict = planFinished ? 'healthy' : 'working';
-  for (const f of findings) if (precedence(f.verdict) < precedence(verdict)) verdict = f.verdict;
+  let best = PRECEDENCE[verdict];
+  let settled = false;
+  for (let i = 0; i < findings.length; i++) {
+    const f = findings[i];
+    const p = PRECEDENCE[f.verdict];
+    if (p < best) {
+      best = p;
+      verdict = f.verdict;
+    }
+    if (f.settled) settled = true;
+  }
   const settledVerdict = verdict !== 'working' && verdict !== 'waiting' && verdict !== 'uncertain';
   return {
     run: state.run,
@@ -374,12 +779,12 @@ function finish(state: RunState, pin: Pin | null, parts: RuleResult[], planFinis
     verdict,
     naive: naiveVerdict(state),
     findings,
-    settled: settledVerdict || findings.some((f) => f.settled),
-    nextChangeAt: Number.isFinite(nextChangeAt) ? nextChangeAt : null,
+    settled: settledVerdict || settled,
+    nextChangeAt: Number.isFinite(out.nextChangeAt) ? out.nextChangeAt : null,
   };
 }
 
-/** Group receipts by run, preserving nothing about order (the verdict does not depend on it). */
+/** Group receipts by run, preserving nothing about order (the verdict does not depend on it). Each state keeps its receipts. */
 export function groupByRun(receipts: Iterable<Receipt>): Map<string, RunState> {
   const runs = new Map<string, RunState>();
   for (const r of receipts) {

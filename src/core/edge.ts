@@ -43,9 +43,23 @@ export function compactKey(text: string): string {
   return text.replace(/\s+/g, '');
 }
 
-/** Compact triple key used by maps on the hot path. */
+/** One string object per triple key text (bounded): equal keys are the same object, so map lookups compare pointers. */
+const triples = new Map<string, string>();
+const TRIPLE_KEYS = 100_000;
+
+/**
+ * Compact triple key used by maps on the hot path. Interned: the same text gives the same flat string object (up to
+ * a bound; past it keys are made as they are), so looking a run's edge up in a contract's map is a pointer compare.
+ */
 export function tripleKey(from: string, to: string, kind: string): string {
-  return `${from}\u0000${to}\u0000${kind}`;
+  const k = `${from}\u0000${to}\u0000${kind}`;
+  const known = triples.get(k);
+  if (known !== undefined) return known;
+  if (triples.size >= TRIPLE_KEYS) return k;
+  // A property key is a flat, internalized string: the copy every later lookup compares by pointer.
+  const flat = Object.keys({ [k]: 0 })[0];
+  triples.set(flat, flat);
+  return flat;
 }
 
 const DURATION_RE = /^(\d+)(ms|s|m|h|d)$/;

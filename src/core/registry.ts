@@ -16,6 +16,12 @@ export type PinResolution = { ok: true; pin: Pin; contract: Contract } | { ok: f
  */
 export class ContractRegistry {
   private readonly byId = new Map<string, Contract[]>();
+  private revisionCount = 0;
+
+  /** Bumped by every contract added (a cached verdict depends on the registry's content). */
+  get revision(): number {
+    return this.revisionCount;
+  }
 
   static fromContracts(contracts: Contract[]): ContractRegistry {
     const r = new ContractRegistry();
@@ -44,6 +50,7 @@ export class ContractRegistry {
     }
     list.push(c);
     list.sort((a, b) => compareVersions(a.version, b.version));
+    this.revisionCount++;
     this.byId.set(c.contract, list);
     return null;
   }

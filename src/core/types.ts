@@ -18,7 +18,8 @@ export const VERDICTS = [
 export type Verdict = (typeof VERDICTS)[number];
 
 /** Precedence: lower index wins. */
-export const precedence = (v: Verdict): number => VERDICTS.indexOf(v);
+export const PRECEDENCE: Readonly<Record<Verdict, number>> = Object.freeze(Object.fromEntries(VERDICTS.map((v, i) => [v, i])) as Record<Verdict, number>);
+export const precedence = (v: Verdict): number => PRECEDENCE[v] ?? -1;
 
 export const EDGE_KINDS = ['delegate', 'handoff', 'return'] as const;
 export type EdgeKind = (typeof EDGE_KINDS)[number];

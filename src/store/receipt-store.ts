@@ -213,7 +213,7 @@ export class ReceiptStore {
     upsertVerdict: Database.Statement<[string, number, number, string, number]>;
     insertContract: Database.Statement<[string, string, string, string]>;
     getContract: Database.Statement<[string], { content: string }>;
-    runReceipts: Database.Statement<[string], { body: string }>;
+    runReceipts: Database.Statement<[string], { seq: number; event: string; body: string }>;
     liveRuns: Database.Statement<[], Row>;
     prunable: Database.Statement<[number], { run: string }>;
     deleteReceipts: Database.Statement<[string]>;
@@ -260,7 +260,7 @@ export class ReceiptStore {
         `INSERT INTO contracts (hash, contract, version, content) VALUES (?, ?, ?, ?)
          ON CONFLICT (hash) DO NOTHING`),
       getContract: db.prepare('SELECT content FROM contracts WHERE hash = ?'),
-      runReceipts: db.prepare('SELECT body FROM receipts WHERE run = ? ORDER BY seq'),
+      runReceipts: db.prepare('SELECT seq, event, body FROM receipts WHERE run = ? ORDER BY seq'),
       liveRuns: db.prepare(
         `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled,
                 p.contract, p.version, p.phase, p.contract_hash
@@ -354,8 +354,8 @@ export class ReceiptStore {
    * not JSON throws a StoreRowError naming the table and row.
    */
   runReceipts(run: string): Receipt[] {
-    return this.db
-      .prepare<[string], { seq: number; event: string; body: string }>('SELECT seq, event, body FROM receipts WHERE run = ? ORDER BY seq')
+    // One prepared statement for every call: the engine reads a run back for the API and for conflict rebuilds.
+    return this.stmt.runReceipts
       .all(run)
       .map((row) => {
         try {

@@ -4,13 +4,15 @@
  */
 import { formatDuration } from '../edge.js';
 import { ceilMillis } from '../time.js';
-import { Collector, atOrBefore, iso, type EvalContext, type Obs, type RuleResult } from './context.js';
+import type { Finding } from '../types.js';
+import { atOrBefore, iso, type Collector, type EvalContext, type Obs } from './context.js';
 
 /** max_duration_exceeded and no_progress, settled like missed deadlines. */
-export function stallRules(ctx: EvalContext): RuleResult {
-  const { state, phase, plan, obs, due, dueNs, end, clock, clockNs, startAt, startNs, byEnd, observedAt } = ctx;
-  const out = new Collector();
-  if ((phase.progressWithinMs === undefined && phase.maxDurationMs === undefined) || !Number.isFinite(startAt)) return out;
+export function stallRules(ctx: EvalContext, out: Collector): void {
+  const { state, phase, plan, obs, due, dueNs, end, clock, clockNs, startAt, startNs } = ctx;
+  if ((phase.progressWithinMs === undefined && phase.maxDurationMs === undefined) || !Number.isFinite(startAt)) return;
+  const byEnd = (ms: number, ns: number): boolean => ctx.byEnd(ms, ns);
+  const observedAt = ctx.observedAt.bind(ctx);
   const vo = state.verifiedOutcome;
   /** Is the plan finished at (t, tNs): every expected edge and, where required, a verified outcome observed by then? */
   const finishedAt = (t: number, tNs: number): boolean => {
@@ -92,13 +94,21 @@ export function stallRules(ctx: EvalContext): RuleResult {
       break;
     }
   }
-  return out;
 }
 
+/** The same in every run: one frozen object (its fields in the order the findings' JSON always had). */
+const AWAITING_OUTCOME: Finding = Object.freeze({
+  verdict: 'working',
+  code: 'awaiting_outcome',
+  message: 'every expected edge is observed; a verified outcome receipt is still required for healthy',
+  settled: false,
+  agents: Object.freeze([]) as unknown as string[],
+  events: Object.freeze([]) as unknown as string[],
+});
+
 /** How the run ended (false_complete, run_<result>), or a finished plan awaiting its verified outcome. */
-export function endRules(ctx: EvalContext): RuleResult {
+export function endRules(ctx: EvalContext, out: Collector): void {
   const { end, endAt, endNs, absent, outcomeOk } = ctx;
-  const out = new Collector();
   if (end) {
     if (end.result === 'completed') {
       if (absent.length > 0 || !outcomeOk) {
@@ -129,7 +139,6 @@ export function endRules(ctx: EvalContext): RuleResult {
       });
     }
   } else if (absent.length === 0 && !outcomeOk) {
-    out.add({ verdict: 'working', code: 'awaiting_outcome', message: 'every expected edge is observed; a verified outcome receipt is still required for healthy', settled: false });
+    out.push(AWAITING_OUTCOME);
   }
-  return out;
 }

@@ -1,19 +1,20 @@
 /** Evidence and pin rules: conflicts and gaps (uncertain, whatever the pin), no pin, and stale_contract. */
 import type { RunState } from '../classify.js';
 import { startRef } from '../classify.js';
-import { Collector, type EvalContext, type RuleResult } from './context.js';
+import { sortStr, type Collector, type EvalContext } from './context.js';
 
 /** Conflicting deliveries and declared gaps: uncertain until the evidence is fixed. */
-export function evidenceRules(state: RunState): RuleResult {
-  const out = new Collector();
-  for (const [event, versions] of state.conflicts) {
-    out.add({
-      verdict: 'uncertain',
-      code: 'conflict',
-      events: [event],
-      message: `event ${event} was delivered ${versions.length} times with different content; neither is used: fix the emitter's event ids`,
-      settled: false,
-    });
+export function evidenceRules(state: RunState, out: Collector): void {
+  if (state.conflicts.size > 0) {
+    for (const [event, c] of state.conflicts) {
+      out.add({
+        verdict: 'uncertain',
+        code: 'conflict',
+        events: [event],
+        message: `event ${event} was delivered ${c.canons.length} times with different content; neither is used: fix the emitter's event ids`,
+        settled: false,
+      });
+    }
   }
   for (const g of state.gaps) {
     out.add({
@@ -25,50 +26,51 @@ export function evidenceRules(state: RunState): RuleResult {
       settled: false,
     });
   }
-  return out;
 }
 
 /** No resolvable pin: nothing else can be judged. */
-export function noPinRule(reason: string): RuleResult {
-  const out = new Collector();
+export function noPinRule(reason: string, out: Collector): void {
   out.add({ verdict: 'uncertain', code: 'no_pin', message: `no resolvable pinned contract: ${reason}`, settled: false });
-  return out;
 }
 
 /** stale_contract: a retired pin, receipts of another version, a later run.start naming another pin. */
-export function pinRules(ctx: EvalContext): RuleResult {
+export function pinRules(ctx: EvalContext, out: Collector): void {
   const { state, pin, contract, where, registry, first } = ctx;
-  const out = new Collector();
   if (contract.retired) {
     out.add({ verdict: 'stale_contract', code: 'retired_version', message: `the pinned version ${where} is retired: stop comparing the run with the wrong design; start runs on a current version`, settled: true });
   }
-  for (const version of state.versions.keys()) {
-    if (version === pin.version) continue;
-    const events = state.versionEvents(version);
-    out.add({
-      verdict: 'stale_contract',
-      code: 'version_mismatch',
-      events,
-      message: `receipts carry version "${version}" but the run is pinned to "${pin.version}" (${where}): stop comparing the run with the wrong design`,
-      settled: true,
-    });
-  }
-  for (const s of state.starts) {
-    if (s === first) continue;
-    const ref = startRef(s);
-    const res = registry ? registry.resolve(ref) : null;
-    const same = res
-      ? res.ok && res.pin.contract === pin.contract && res.pin.version === pin.version && res.pin.phase === pin.phase
-      : ref.contract === pin.contract && (ref.version ?? pin.version) === pin.version && (ref.phase ?? pin.phase) === pin.phase;
-    if (!same) {
-      out.add({
-        verdict: 'stale_contract',
-        code: 'repinned',
-        events: [s.event],
-        message: `a later run.start names ${ref.contract}@${ref.version ?? '(newest)'}/${ref.phase ?? '(first phase)'} but the run is pinned to ${where}/${pin.phase}: a run never adopts a new version midway`,
-        settled: true,
-      });
+  if (!state.onlyVersion(pin.version)) {
+    for (const version of state.versions.keys()) {
+      if (version === pin.version) continue;
+      out.add(
+        {
+          verdict: 'stale_contract',
+          code: 'version_mismatch',
+          events: sortStr(state.versionEvents(version)),
+          message: `receipts carry version "${version}" but the run is pinned to "${pin.version}" (${where}): stop comparing the run with the wrong design`,
+          settled: true,
+        },
+        true,
+      );
     }
   }
-  return out;
+  if (state.starts.length > 1) {
+    for (const s of state.starts) {
+      if (s === first) continue;
+      const ref = startRef(s);
+      const res = registry ? registry.resolve(ref) : null;
+      const same = res
+        ? res.ok && res.pin.contract === pin.contract && res.pin.version === pin.version && res.pin.phase === pin.phase
+        : ref.contract === pin.contract && (ref.version ?? pin.version) === pin.version && (ref.phase ?? pin.phase) === pin.phase;
+      if (!same) {
+        out.add({
+          verdict: 'stale_contract',
+          code: 'repinned',
+          events: [s.event],
+          message: `a later run.start names ${ref.contract}@${ref.version ?? '(newest)'}/${ref.phase ?? '(first phase)'} but the run is pinned to ${where}/${pin.phase}: a run never adopts a new version midway`,
+          settled: true,
+        });
+      }
+    }
+  }
 }

@@ -6,13 +6,12 @@
  */
 import type { RunState } from '../classify.js';
 import { handoffAudit } from './handoff/lifecycle.js';
-import { Collector, NO_CHANGE, type RuleResult } from './context.js';
+import type { Collector } from './context.js';
 
-export function handoffRules(state: RunState, now: number): RuleResult {
-  if (state.handoffs.length === 0) return NO_CHANGE; // only runs with handoff receipts pay
-  const { findings, nextChangeAt } = handoffAudit([...state.byEvent.values()], now);
-  const out = new Collector();
+export function handoffRules(state: RunState, now: number, out: Collector): void {
+  if (state.handoffs.length === 0) return; // only runs with handoff receipts pay
+  // The audit reads the handoff transitions, the run's ends and its verified outcomes (the state keeps them).
+  const { findings, nextChangeAt } = handoffAudit(state.handoffReceipts(), now);
   for (const f of findings) out.add(f);
   out.changeAt(nextChangeAt);
-  return out;
 }

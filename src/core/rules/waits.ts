@@ -2,31 +2,51 @@
 import type { WaitEdge } from '../classify.js';
 import { humanDuration } from '../edge.js';
 import { ceilMillis, humanDelta } from '../time.js';
-import { Collector, atOrBefore, iso, type EvalContext, type Obs, type RuleResult } from './context.js';
+import { atOrBefore, iso, type Collector, type EvalContext, type Obs } from './context.js';
 
-export function waitRules(ctx: EvalContext): RuleResult {
-  const { state, end, clock, clockNs, byEnd, observedAt } = ctx;
-  const out = new Collector();
-  const waitSeen = new Map<WaitEdge, Obs | null>();
-  for (const { receipt: w, at, atNs, deadline, deadlineNs, edge } of state.waitFacts) {
-    if (!byEnd(at, atNs) || !byEnd(deadline, deadlineNs)) continue; // void after the end
+export function waitRules(ctx: EvalContext, out: Collector): void {
+  const { state, end, clock, clockNs } = ctx;
+  const n = state.waitCount;
+  if (n === 0) return;
+  const times = state.waitTimes;
+  const refs = state.waitRefs;
+  // Waits usually share a few edges (and their WaitEdge objects): each one's observation is looked up once per
+  // evaluation (the last edge kept at hand, the others in a map).
+  let lastEdge: WaitEdge | null = null;
+  let lastSeen: Obs | null = null;
+  let waitSeen: Map<WaitEdge, Obs | null> | null = null;
+  for (let i = 0; i < n; i++) {
+    const at = times[4 * i];
+    const atNs = times[4 * i + 1];
+    const deadline = times[4 * i + 2];
+    const deadlineNs = times[4 * i + 3];
+    if (!ctx.byEnd(at, atNs) || !ctx.byEnd(deadline, deadlineNs)) continue; // void after the end
+    const edge = refs[3 * i + 2] as WaitEdge | null;
     if (edge === null) continue; // validated at ingest
-    const { spec, key } = edge;
-    // Waits usually share a few edges (and their WaitEdge objects): look each one up once per evaluation.
-    let seen = waitSeen.get(edge);
-    if (seen === undefined) waitSeen.set(edge, (seen = observedAt(spec)));
+    const key = edge.key;
+    let seen: Obs | null;
+    if (edge === lastEdge) seen = lastSeen;
+    else {
+      const known = waitSeen?.get(edge);
+      seen = known !== undefined ? known : ctx.observedKeys(edge.keys);
+      if (lastEdge !== null) (waitSeen ??= new Map()).set(lastEdge, lastSeen);
+      lastEdge = edge;
+      lastSeen = seen;
+    }
     if (seen && atOrBefore(seen.at, seen.ns, deadline, deadlineNs)) continue;
+    const event = refs[3 * i] as string;
+    const on = refs[3 * i + 1] as string;
     const deadlineIso = iso(deadline, deadlineNs);
     if (atOrBefore(deadline, deadlineNs, clock, clockNs) || seen) {
       out.add({
         verdict: 'incomplete',
         code: seen ? 'late_wait' : 'missed_wait',
         edge: key,
-        agents: [w.on!],
-        events: seen ? [w.event, seen.event] : [w.event],
+        agents: [on],
+        events: seen ? [event, seen.event] : [event],
         message: seen
-          ? `${key}, waited on ${w.on}, came ${humanDelta(seen.at, seen.ns, deadline, deadlineNs, humanDuration)} after the wait's deadline ${deadlineIso}: investigate the first absent expected edge`
-          : `${key}, waited on ${w.on}, still absent at the wait's deadline ${deadlineIso}: investigate the first absent expected edge`,
+          ? `${key}, waited on ${on}, came ${humanDelta(seen.at, seen.ns, deadline, deadlineNs, humanDuration)} after the wait's deadline ${deadlineIso}: investigate the first absent expected edge`
+          : `${key}, waited on ${on}, still absent at the wait's deadline ${deadlineIso}: investigate the first absent expected edge`,
         settled: true,
         deadline: deadlineIso,
         since: deadlineIso,
@@ -37,9 +57,9 @@ export function waitRules(ctx: EvalContext): RuleResult {
         verdict: 'waiting',
         code: 'declared_wait',
         edge: key,
-        agents: [w.on!],
-        events: [w.event],
-        message: `declared wait on ${w.on} for ${key} until ${deadlineIso}: notify or observe the named dependency`,
+        agents: [on],
+        events: [event],
+        message: `declared wait on ${on} for ${key} until ${deadlineIso}: notify or observe the named dependency`,
         settled: false,
         deadline: deadlineIso,
         since: iso(at, atNs),
@@ -49,5 +69,4 @@ export function waitRules(ctx: EvalContext): RuleResult {
       out.changeAt(ceilMillis(deadline, deadlineNs));
     }
   }
-  return out;
 }
