@@ -41,9 +41,8 @@
 //
 // Diagnostics: --profile DIR writes a V8 CPU profile of the server; --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr).
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
 import os from 'node:os';
@@ -58,8 +57,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../dist/otlp/index.js';
 import { messages, prng, text } from './payloads.mjs';
+import { ROOT, cpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
 
-const ROOT = resolve(import.meta.dirname, '..');
 const IS_MAIN = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
 const { values: args } = parseArgs({
   args: IS_MAIN ? process.argv.slice(2) : [],
@@ -366,137 +365,15 @@ function checkTemplates(templates) {
 // ---------------------------------------------------------------------------------------------------------
 // The server
 
-const CLK_TCK = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** User and system CPU seconds of a process, all threads (utime, stime: fields 14 and 15 of /proc/<pid>/stat). */
-function cpuSecondsOf(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { user: Number(fields[11]) / CLK_TCK, system: Number(fields[12]) / CLK_TCK };
-}
-
-function memoryOf(pid) {
-  const status = readFileSync(`/proc/${pid}/status`, 'latin1');
-  const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
-  return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
-}
-
-async function startServer(extraArgs = [], root = ROOT) {
-  const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-bench-ingest-'));
-  const child = spawn(
-    process.execPath,
-    [...(args.profile && root === ROOT ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean), join(root, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(root, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'], cwd: root },
-  );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (err += d));
-  if (process.env.BENCH_SERVER_LOG) {
-    const log = createWriteStream(process.env.BENCH_SERVER_LOG);
-    child.stdout.on('data', (d) => log.write(d));
-    child.stderr.on('data', (d) => log.write(d));
-  }
-  const ports = await new Promise((res, rej) => {
-    const t = setTimeout(() => rej(new Error(`server did not start: ${err}`)), 30_000);
-    child.stdout.on('data', () => {
-      const line = out.split('\n').find((l) => l.startsWith('{"listening"'));
-      if (line) {
-        clearTimeout(t);
-        res(JSON.parse(line).listening);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(t);
-      rej(new Error(`server exited with ${code}: ${err}`));
-    });
-  });
-  const exited = new Promise((r) => child.once('exit', (code) => r(code)));
-  return {
-    pid: child.pid,
-    ports,
-    stderr: () => err,
-    async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM');
-      const code = await exited;
-      rmSync(dataDir, { recursive: true, force: true });
-      return code;
-    },
-  };
-}
-
-async function scrape(port) {
-  const text = await new Promise((res, rej) => {
-    http.get({ host: '127.0.0.1', port, path: '/metrics' }, (r) => {
-      let s = '';
-      r.setEncoding('utf8');
-      r.on('data', (d) => (s += d));
-      r.on('end', () => res(s));
-    }).on('error', rej);
-  });
-  const sum = (name, match = () => true) => {
-    let n = 0;
-    for (const line of text.split('\n')) {
-      if (!line.startsWith(name)) continue;
-      const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)/.exec(line);
-      if (m && m[1] === name && match(m[2] ?? '')) n += Number(m[3]);
-    }
-    return n;
-  };
-  return {
-    accepted: sum('topology_receipts_total', (l) => l.includes('result="accepted"')),
-    duplicates: sum('topology_receipts_total', (l) => l.includes('result="duplicate"')),
-    notAccepted: sum('topology_receipts_total', (l) => !l.includes('result="accepted"') && !l.includes('result="duplicate"')),
-    commits: sum('topology_store_commit_batch_size_count'),
-    committedReceipts: sum('topology_store_commit_batch_size_sum'),
-    liveRuns: sum('topology_live_runs'),
-    commitSeconds: sum('topology_store_commit_duration_seconds_sum'),
-    commitBuckets: [...text.matchAll(/^topology_store_commit_duration_seconds_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)/gm)].map((m) => [Number(m[1]), Number(m[2])]),
-  };
-}
-
 // ---------------------------------------------------------------------------------------------------------
-// Clients
+// Clients (the server's child process, its /metrics, /proc readings and the HTTP client: bench/otlp-load.mjs)
 
 const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
-function httpClient(port, contentType, maxSockets) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets });
-  // A kept-alive socket that sat idle while other rounds ran may be closed by the server (keep-alive timeout) just
-  // as it is reused: that request never reached the server, so it is sent again on a new socket (Node's advice).
-  const send = (body) =>
-    sendOnce(body).catch((e) => {
-      if (e.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) return sendOnce(body);
-      throw e;
-    });
-  const sendOnce = (body) =>
-    new Promise((resolve, reject) => {
-      const req = http.request(
-        { host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { 'content-type': contentType, 'content-length': body.length } },
-        (res) => {
-          const chunks = [];
-          res.on('data', (c) => chunks.push(c));
-          res.on('end', () => {
-            const answer = Buffer.concat(chunks);
-            if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${answer.toString().slice(0, 200)}`));
-            // A partial success (rejected spans) is a failure here: every span of these batches is valid.
-            if (contentType === 'application/json' ? JSON.parse(answer.toString() || '{}').partialSuccess?.rejectedSpans : answer.length > 0) {
-              return reject(new Error(`partial success: ${answer.toString().slice(0, 200)}`));
-            }
-            resolve();
-          });
-        },
-      );
-      req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
-      req.end(body);
-    });
-  return { send, close: () => agent.destroy() };
+/** `serve` of this build (or of `root`, a baseline) with --profile (this build only) and --server-node-args. */
+function startServer(extraArgs = [], root = ROOT) {
+  const nodeArgs = [...(args.profile && root === ROOT ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean)];
+  return startServe(extraArgs, nodeArgs, root);
 }
 
 function grpcClient(port) {
@@ -545,12 +422,6 @@ function nextBatch(templates) {
   return { body: patched(t, seq), spans: t.spans * deliveries, receipts: t.receipts, again: t.receipts * (deliveries - 1) };
 }
 
-const quantile = (xs, q) => {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-};
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Server CPU (user, system) and the server's receipt counters, at one instant. */
 async function serverSnapshot(server) {
@@ -622,8 +493,6 @@ async function paced(server, client, templates, batchesPerSecond, seconds) {
   return { ...summarise({ latencies, spans, receipts, again, wall, before, after }), targetBatchesPerSec: round(batchesPerSecond, 1), maxSendSlipMs: round(maxSlipMs, 1) };
 }
 
-const round = (x, digits = 0) => Math.round(x * 10 ** digits) / 10 ** digits;
-const median = (xs) => quantile(xs, 0.5);
 
 /** Rates of one or more phases (tallies added up); checks that the server accepted every receipt sent, once. */
 function summarise(...phases) {

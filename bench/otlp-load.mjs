@@ -54,14 +54,15 @@ export function memoryOf(pid) {
 
 /**
  * Starts `topology-audit serve` (packaged contracts dir, a temp data dir, free loopback ports) as a child process
- * with `extraArgs`; `nodeArgs` go to node before the script. Resolves once it printed its ports.
+ * with `extraArgs`; `nodeArgs` go to node before the script; `root` is the build to run (another checkout's, for a
+ * baseline). Resolves once it printed its ports.
  */
-export async function startServer(extraArgs = [], nodeArgs = []) {
+export async function startServer(extraArgs = [], nodeArgs = [], root = ROOT) {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-bench-ingest-'));
   const child = spawn(
     process.execPath,
-    [...nodeArgs, join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT },
+    [...nodeArgs, join(root, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(root, 'contracts'), '--data', dataDir, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...extraArgs],
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd: root },
   );
   let out = '';
   let err = '';
@@ -139,7 +140,14 @@ export async function scrape(port) {
 /** node:http keep-alive client POSTing bodies to /v1/traces; resolves on a full success, rejects otherwise. */
 export function httpClient(port, contentType, maxSockets) {
   const agent = new http.Agent({ keepAlive: true, maxSockets });
+  // A kept-alive socket that sat idle while other rounds ran may be closed by the server (keep-alive timeout) just
+  // as it is reused: that request never reached the server, so it is sent again on a new socket (Node's advice).
   const send = (body) =>
+    sendOnce(body).catch((e) => {
+      if (e.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) return sendOnce(body);
+      throw e;
+    });
+  const sendOnce = (body) =>
     new Promise((resolve, reject) => {
       const req = http.request(
         { host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { 'content-type': contentType, 'content-length': body.length } },
@@ -157,7 +165,7 @@ export function httpClient(port, contentType, maxSockets) {
           });
         },
       );
-      req.on('error', reject);
+      req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
       req.end(body);
     });
   return { send, close: () => agent.destroy() };

@@ -3,47 +3,27 @@
  * embedded single instance given the same input.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { parseReceiptFile } from '../src/core/receipt.js';
 import { partitionOf, PgStore } from '../src/store/pg-store.js';
 import { startPgCluster } from './helpers/pg-cluster.js';
-import { getJson, ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { parseExposition } from './helpers/metrics-exposition.js';
 import { until } from './helpers/wait.js';
+import { expectedVerdicts, shiftedDrift, treeBytes } from './helpers/drift.js';
 import { context, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { exporterFor, providerFor } from './helpers/otel.js';
-import { runCli } from './helpers/server.js';
 
 const MARKER = 'CLUSTER-SECRET-PROMPT-7c41';
 
-/** Every file under `dir`, concatenated (the database cluster's tables, WAL and free space). */
-function treeBytes(dir: string): Buffer {
-  const out: Buffer[] = [];
-  for (const n of readdirSync(dir)) {
-    const p = join(dir, n);
-    const st = statSync(p);
-    if (st.isDirectory()) out.push(treeBytes(p));
-    else if (st.isFile()) out.push(readFileSync(p));
-  }
-  return Buffer.concat(out);
-}
 
-const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
-const expected = JSON.parse(readFileSync(join(ROOT, 'receipts', 'drift.expected.json'), 'utf8')) as Record<string, string>;
+const expected = expectedVerdicts;
 const PARTITIONS = 16;
 const TTL_MS = 4000;
 
-/** The drift fixture moved so its latest receipt is 5 s old (`wait` stays waiting, `late` is past its deadline). */
-function shifted(): typeof drift {
-  const latest = Math.max(...drift.map((r) => Date.parse(r.at)));
-  const delta = Date.now() - 5000 - latest;
-  return drift.map((r) => ({ ...r, at: new Date(Date.parse(r.at) + delta).toISOString() }));
-}
 
 const ndjson = (rs: readonly object[]) => rs.map((r) => JSON.stringify(r)).join('\n') + '\n';
 
@@ -111,7 +91,7 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
   });
 
   it('the nine drift cases posted half to each instance give the expected verdict from every instance, and metrics sum to the single instance', async () => {
-    const receipts = shifted();
+    const receipts = shiftedDrift();
     const runs = [...new Set(receipts.map((r) => r.run))];
     const toA = new Set(runs.filter((_, i) => i % 2 === 0));
     const [ra, rb, rs] = await Promise.all([post(a, receipts.filter((r) => toA.has(r.run))), post(b, receipts.filter((r) => !toA.has(r.run))), post(single, receipts)]);

@@ -1,27 +1,19 @@
-import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExportResultCode } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
-import { parseReceiptFile, type Receipt } from '../src/core/index.js';
+import { type Receipt } from '../src/core/index.js';
 import { replayReceipts } from '../src/cli/replay.js';
 import { ROOT, getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { emitReceiptsAsSpans, exporterFor, providerFor, receiptAttributes, type Transport } from './helpers/otel.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
+import { drift, expectedVerdicts, shiftedDrift, treeBytes } from './helpers/drift.js';
 
-const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
-const expected: Record<string, string> = JSON.parse(readFileSync(join(ROOT, 'receipts', 'drift.expected.json'), 'utf8'));
 const registry = loadContractDir(join(ROOT, 'contracts'));
-
-/** The drift fixture moved in time so that its latest receipt is `lead` ms before now, with run ids prefixed. */
-function shifted(prefix: string, lead = 5_000): Receipt[] {
-  const latest = Math.max(...drift.map((r) => Date.parse(r.at)));
-  const delta = Date.now() - lead - latest;
-  const move = (t: string) => new Date(Date.parse(t) + delta).toISOString();
-  return drift.map((r) => ({ ...r, run: `${prefix}-${r.run}`, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) }));
-}
+const expected = expectedVerdicts;
+const shifted = shiftedDrift;
 
 async function waitFor<T>(fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
   const end = Date.now() + ms;
@@ -33,16 +25,6 @@ async function waitFor<T>(fn: () => Promise<T | undefined>, ms = 15_000): Promis
   }
 }
 
-function allBytes(dir: string): Buffer {
-  const parts: Buffer[] = [];
-  for (const n of readdirSync(dir)) {
-    const p = join(dir, n);
-    const st = statSync(p);
-    if (st.isDirectory()) parts.push(allBytes(p));
-    else parts.push(readFileSync(p));
-  }
-  return Buffer.concat(parts);
-}
 
 describe('OTLP ingest end to end with the real OpenTelemetry exporters', () => {
   let srv: ServerProcess;
@@ -143,7 +125,7 @@ describe('OTLP ingest end to end with the real OpenTelemetry exporters', () => {
     expect(srv.stdout() + srv.stderr()).not.toContain(marker);
     // Give the store's group commit a moment, then check every byte of the data directory (db, WAL, shm).
     await new Promise((r) => setTimeout(r, 300));
-    const bytes = allBytes(srv.dataDir);
+    const bytes = treeBytes(srv.dataDir);
     expect(bytes.length).toBeGreaterThan(0);
     expect(bytes.includes(Buffer.from(marker))).toBe(false);
     expect(bytes.includes(Buffer.from('content-run'))).toBe(true); // the receipts themselves are there

@@ -25,6 +25,8 @@ import type { Pin, Receipt, Verdict } from '../core/types.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import {
   StoreCommitError,
+  countOutcome,
+  emptyResult,
   StoreRowError,
   type AppendOutcome,
   type AppendResult,
@@ -147,17 +149,6 @@ export function partitionOf(key: string, partitions: number): number {
     mix(0x80 | (c & 0x3f));
   }
   return h % partitions;
-}
-
-function emptyResult(): AppendResult {
-  return { accepted: 0, duplicates: 0, conflicts: 0, results: [] };
-}
-
-function countOutcome(result: AppendResult, outcome: AppendOutcome): void {
-  result.results.push(outcome);
-  if (outcome === 'accepted') result.accepted++;
-  else if (outcome === 'duplicate') result.duplicates++;
-  else result.conflicts++;
 }
 
 function saturated(waiting: number): StoreCommitError {

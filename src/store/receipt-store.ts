@@ -145,11 +145,13 @@ export const DATABASE_FILE = 'receipts.db';
 
 type Row = Record<string, unknown>;
 
-function emptyResult(): AppendResult {
+/** An append's result before any receipt (shared with the PostgreSQL store). */
+export function emptyResult(): AppendResult {
   return { accepted: 0, duplicates: 0, conflicts: 0, results: [] };
 }
 
-function countOutcome(result: AppendResult, outcome: AppendOutcome): void {
+/** Counts one delivery's outcome into an append's result (shared with the PostgreSQL store). */
+export function countOutcome(result: AppendResult, outcome: AppendOutcome): void {
   result.results.push(outcome);
   if (outcome === 'accepted') result.accepted++;
   else if (outcome === 'duplicate') result.duplicates++;
