@@ -155,6 +155,12 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       const alerting = sumBy(m, 'topology_alerting_runs', ['verdict']);
       return alerting.false_complete === undefined && alerting.forbidden_edge === 1;
     }, 10_000);
+    // Ids that are not run ids (prose, 100 KB, a NUL byte) are unknown runs at once, never queries of the shared store.
+    for (const bad of ['not a run id', 'x'.repeat(100_000), 'a\u0000b']) {
+      const res = await fetch(`${b.api}/api/v1/runs/${encodeURIComponent(bad)}`);
+      expect([404, 414, 431], bad.slice(0, 20)).toContain(res.status);
+    }
+    expect((await getJson(`${b.api}/healthz`)).status).toBe(200);
     // Both instances owned some of the nine.
     expect(ma.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);
     expect(mb.find((s) => s.name === 'topology_live_runs')!.value).toBeGreaterThan(0);
@@ -251,11 +257,13 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       const tracer = providerC.getTracer('cluster-pending');
       const run = { 'topology.run.id': 'cluster-pending-run' };
       const parent = tracer.startSpan('invoke_agent orchestrator', { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'orchestrator', ...run } });
+      // The marker in the span name, an event name, an unknown attribute key and a content attribute's value.
       const child = tracer.startSpan(
-        'invoke_agent researcher',
-        { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'researcher', 'gen_ai.input.messages': MARKER, ...run } },
+        `invoke_agent researcher ${MARKER}`,
+        { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'researcher', 'gen_ai.input.messages': MARKER, [`custom.${MARKER}`]: 'x', ...run } },
         trace.setSpan(context.active(), parent),
       );
+      child.addEvent(`tool call ${MARKER}`);
       child.end();
       await providerC.forceFlush();
       await until('C holds the child as pending', async () => /^topology_pending_parent_spans 1$/m.test(await (await fetch(`${c.api}/metrics`)).text()), 10_000);

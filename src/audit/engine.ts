@@ -9,6 +9,7 @@ import { EventEmitter } from 'node:events';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning, type ReceiptSource } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
+import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry, LiveRun as StoredRun } from '../store/index.js';
@@ -475,7 +476,8 @@ export class AuditEngine extends EventEmitter {
    */
   async fetch(run: string, now: number): Promise<{ verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null> {
     const held = this.get(run);
-    if (held || !this.opts.remote) return held;
+    // Only a valid run id can name a stored run: anything else (prose, 100 KB, a NUL) never reaches the shared store.
+    if (held || !this.opts.remote || !isRunId(run)) return held;
     const detached = await this.opts.remote.load(run);
     if (!detached) return null;
     const again = this.get(run); // it may have become live here while the store answered
@@ -490,7 +492,7 @@ export class AuditEngine extends EventEmitter {
   async prefetchPins(runs: Iterable<string>): Promise<void> {
     const remote = this.opts.remote;
     if (!remote) return;
-    const wanted = [...new Set(runs)].filter((r) => !this.runs.has(r) && !this.foreignPins.has(r));
+    const wanted = [...new Set(runs)].filter((r) => isRunId(r) && !this.runs.has(r) && !this.foreignPins.has(r));
     await Promise.all(
       wanted.map(async (run) => {
         let p = await remote.pin(run);
