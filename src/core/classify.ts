@@ -13,6 +13,7 @@
  * `evaluate` is the one verdict function: it composes the rule families of src/core/rules/ (docs/architecture.md).
  */
 import { compactKey, parseEdge, specKey, tripleKey, type EdgeSpec } from './edge.js';
+import { IdSet } from './idset.js';
 import { receiptCanon } from './receipt.js';
 import { millisOf, subMillisOf, type Instant } from './time.js';
 import type { Contract } from './contract.js';
@@ -122,6 +123,9 @@ export function sortedEvents(e: EdgeAgg): string[] {
   return e.sorted;
 }
 
+/** Up to this many distinct wait edges a run's waits are summarised per edge (see RunState.waitEdgeList). */
+const WAIT_EDGES_TRACKED = 8;
+
 /** Up to this many edge aggregates a run's are found by a scan; past it, by a map. */
 const SCAN_EDGES = 8;
 
@@ -208,7 +212,7 @@ export class RunState {
    * Every event id seen (conflicted ones included): with a source, the ids only (the source holds the receipts);
    * without one, each with a copy of its accepted receipt (what a repeat is compared with and a rebuild folds again).
    */
-  private readonly ids: Set<string> | null;
+  private readonly ids: IdSet | null;
   private readonly kept: Map<string, Receipt> | null;
   private conflictMap: Map<string, ConflictFacts> | null = null;
   /** Event lists of agents and versions asked for (see agentEvents), kept up to date from then on. */
@@ -287,6 +291,16 @@ export class RunState {
    */
   waitTimes: readonly number[] = EMPTY;
   waitRefs: readonly (string | WaitEdge | null)[] = EMPTY;
+  /**
+   * The distinct edges the waits name (a run's waits name a few) and, per edge i, its waits' earliest deadline at
+   * waitEdgeMin[2i] (ms) and [2i+1] (ns): when each edge was observed by then, every wait is met (waitRules skips
+   * them). `waitEdgesTracked` is false past WAIT_EDGES_TRACKED distinct edges (the waits are then checked one by one).
+   */
+  waitEdgeList: readonly WaitEdge[] = EMPTY;
+  waitEdgeMin: readonly number[] = EMPTY;
+  waitEdgesTracked = true;
+  /** @internal per allow rule, the merged events of its edges at the last evaluation (src/core/rules/routes.ts) */
+  routeMemo: Map<object, unknown> | null = null;
 
   /** How many waits were declared. */
   get waitCount(): number {
@@ -318,7 +332,7 @@ export class RunState {
     readonly run: string,
     private readonly source?: ReceiptSource,
   ) {
-    this.ids = source ? new Set() : null;
+    this.ids = source ? new IdSet() : null;
     this.kept = source ? null : new Map();
   }
 
@@ -344,9 +358,7 @@ export class RunState {
     const ids = this.ids;
     let prev: Receipt | null | undefined;
     if (ids !== null) {
-      const n = ids.size;
-      ids.add(event); // one hash lookup: a new id is added, a known one leaves the size as it was
-      prev = ids.size === n ? null : undefined;
+      prev = ids.add(event) ? undefined : null; // one hash lookup: a new id is added, a known one is found
     } else prev = this.kept!.get(event);
     if (prev === undefined) {
       if (known === 'conflict' && ids !== null) {
@@ -440,6 +452,10 @@ export class RunState {
     this.versionLists = null;
     this.waitTimes = EMPTY;
     this.waitRefs = EMPTY;
+    this.waitEdgeList = EMPTY;
+    this.waitEdgeMin = EMPTY;
+    this.waitEdgesTracked = true;
+    this.routeMemo = null;
     this.verifiedOutcome = null;
     this.verifiedOutcomes = EMPTY;
     this.gaps = EMPTY;
@@ -551,8 +567,12 @@ export class RunState {
       }
       case 'wait': {
         this.mention(r.on!, event);
-        this.waitTimes = grown(this.waitTimes as number[], 4, at, ns, millisOf(r.deadline!), subMillisOf(r.deadline!));
-        this.waitRefs = grown(this.waitRefs as (string | WaitEdge | null)[], 3, event, sharedText(r.on!), waitEdgeOf(r.edge!));
+        const deadline = millisOf(r.deadline!);
+        const deadlineNs = subMillisOf(r.deadline!);
+        const we = waitEdgeOf(r.edge!);
+        this.waitTimes = grown(this.waitTimes as number[], 4, at, ns, deadline, deadlineNs);
+        this.waitRefs = grown(this.waitRefs as (string | WaitEdge | null)[], 3, event, sharedText(r.on!), we);
+        if (we !== null && this.waitEdgesTracked) this.trackWaitEdge(we, deadline, deadlineNs);
         break;
       }
       case 'outcome':
@@ -569,6 +589,27 @@ export class RunState {
         this.push('handoffs', r);
         break;
     }
+  }
+
+  /** Keeps the earliest deadline of the waits on `we` (see waitEdgeList). */
+  private trackWaitEdge(we: WaitEdge, deadline: number, deadlineNs: number): void {
+    const list = this.waitEdgeList;
+    for (let i = 0; i < list.length; i++) {
+      if (list[i] !== we) continue;
+      const min = this.waitEdgeMin as number[];
+      if (deadline < min[2 * i] || (deadline === min[2 * i] && deadlineNs < min[2 * i + 1])) {
+        min[2 * i] = deadline;
+        min[2 * i + 1] = deadlineNs;
+      }
+      return;
+    }
+    if (list.length >= WAIT_EDGES_TRACKED) {
+      this.waitEdgesTracked = false;
+      return;
+    }
+    this.waitEdgeList = grown(list as WaitEdge[], 1, we);
+    const min = this.waitEdgeMin;
+    this.waitEdgeMin = min === EMPTY ? [deadline, deadlineNs] : [...min, deadline, deadlineNs];
   }
 
   /** Event ids of the receipts naming `agent` (as from, an edge's to, a wait's on), once per naming. */

@@ -1,5 +1,5 @@
 /** forbidden_edge (an edge no allow rule permits) and ambiguous_route (an allow rule observed more than its max). */
-import type { EdgeAgg } from '../classify.js';
+import type { EdgeAgg, RunState } from '../classify.js';
 import { sortedEvents } from '../classify.js';
 import { edgeKey } from '../edge.js';
 import { mergeSorted, type Collector, type EvalContext, type RouteRule } from './context.js';
@@ -45,15 +45,9 @@ export function routeRules(ctx: EvalContext, out: Collector): void {
     let count = 0;
     for (let i = 0; i < keys.length; i++) count += state.edge(keys[i])?.count ?? 0;
     if (count <= route.rule.max) continue;
-    // Event ids are distinct across a run's edges, so merging each edge's sorted ids gives sortStr's result.
-    let events: string[] = [];
     let observed = 0;
-    for (let i = 0; i < keys.length; i++) {
-      const e: EdgeAgg | undefined = state.edge(keys[i]);
-      if (e === undefined) continue;
-      events = mergeSorted(events, sortedEvents(e));
-      observed |= 1 << i;
-    }
+    for (let i = 0; i < keys.length; i++) if (state.edge(keys[i]) !== undefined) observed |= 1 << i;
+    const events = routeEvents(state, route);
     out.add(
       {
         verdict: 'ambiguous_route',
@@ -68,6 +62,58 @@ export function routeRules(ctx: EvalContext, out: Collector): void {
       true,
     );
   }
+}
+
+/** A rule's merged events at an evaluation, with the edge aggregates and sorted lists they were merged from. */
+interface RouteMemo {
+  edges: (EdgeAgg | undefined)[];
+  sorted: (readonly string[] | undefined)[];
+  events: string[];
+}
+
+/**
+ * The sorted event ids of a rule's observed edges. Event ids are distinct across a run's edges, so merging each
+ * edge's sorted ids gives sortStr's result. Kept per rule on the state: when the rule's edges are the ones merged
+ * last time and only gained events since (a long run's usual evaluation), the new ids are merged into the last list
+ * (binary searches: O(new log n)) instead of merging every edge's list again. Lists are never changed once made.
+ */
+function routeEvents(state: RunState, route: RouteRule): string[] {
+  const keys = route.keys;
+  const memo = state.routeMemo?.get(route) as RouteMemo | undefined;
+  if (memo !== undefined) {
+    let valid = true;
+    let added: string[] | null = null;
+    for (let i = 0; i < keys.length; i++) {
+      const e = state.edge(keys[i]);
+      if (e !== memo.edges[i] || (e !== undefined && e.sorted !== memo.sorted[i])) {
+        valid = false;
+        break;
+      }
+      if (e !== undefined && e.unsorted.length > 0) added = added === null ? e.unsorted.slice() : added.concat(e.unsorted);
+    }
+    if (valid) {
+      if (added === null) return memo.events;
+      memo.events = mergeSorted(memo.events, added.sort());
+      for (let i = 0; i < keys.length; i++) {
+        const e = memo.edges[i];
+        if (e !== undefined) memo.sorted[i] = sortedEvents(e);
+      }
+      return memo.events;
+    }
+  }
+  let events: string[] = [];
+  const edges: (EdgeAgg | undefined)[] = new Array(keys.length);
+  const sorted: (readonly string[] | undefined)[] = new Array(keys.length);
+  for (let i = 0; i < keys.length; i++) {
+    const e = state.edge(keys[i]);
+    edges[i] = e;
+    if (e === undefined) continue;
+    const s = sortedEvents(e);
+    sorted[i] = s;
+    events = mergeSorted(events, s);
+  }
+  (state.routeMemo ??= new Map()).set(route, { edges, sorted, events } satisfies RouteMemo);
+  return events;
 }
 
 /** The distinct, sorted agents of a rule's observed edges (shared per rule and set of observed edges). */

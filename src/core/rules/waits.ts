@@ -8,6 +8,21 @@ export function waitRules(ctx: EvalContext, out: Collector): void {
   const { state, end, clock, clockNs } = ctx;
   const n = state.waitCount;
   if (n === 0) return;
+  if (state.waitEdgesTracked) {
+    // Every wait met (its edge observed by its deadline, the usual case once the awaited edges came): no finding and
+    // no change with time, whichever waits the end voids. Checked per distinct edge against its earliest deadline.
+    const edges = state.waitEdgeList;
+    const min = state.waitEdgeMin;
+    let allMet = true;
+    for (let i = 0; i < edges.length; i++) {
+      const seen = ctx.observedKeys(edges[i].keys);
+      if (seen === null || !atOrBefore(seen.at, seen.ns, min[2 * i], min[2 * i + 1])) {
+        allMet = false;
+        break;
+      }
+    }
+    if (allMet) return;
+  }
   const times = state.waitTimes;
   const refs = state.waitRefs;
   // Waits usually share a few edges (and their WaitEdge objects): each one's observation is looked up once per

@@ -1,0 +1,136 @@
+// Long runs take the incremental paths short runs never reach: a run's event id set splits into shards past 256 ids
+// (src/core/idset.ts), a rule's merged events gain new ids by binary search into a list 16 times longer
+// (mergeSorted, routeEvents), and every wait met lets waitRules skip the waits. These properties pin that each
+// equals the plain computation: the verdict of a live state evaluated along the way equals a fresh fold's.
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { RunState, evaluate, resolvePin } from '../src/core/classify.js';
+import { IdSet } from '../src/core/idset.js';
+import { mergeSorted } from '../src/core/rules/context.js';
+import type { Receipt } from '../src/core/types.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
+
+const registry = loadContractDir(join(import.meta.dirname, '..', 'contracts'));
+const T0 = Date.UTC(2026, 0, 15, 10);
+const iso = (ms: number) => new Date(ms).toISOString();
+const EDGES = [
+  { from: 'orchestrator', to: 'researcher', kind: 'delegate' },
+  { from: 'researcher', to: 'verifier', kind: 'handoff' },
+  { from: 'verifier', to: 'orchestrator', kind: 'return' },
+  { from: 'orchestrator', to: 'web-search', kind: 'delegate' },
+  { from: 'orchestrator', to: 'doc-search', kind: 'delegate' },
+  { from: 'researcher', to: 'publisher', kind: 'delegate' },
+  { from: 'publisher', to: 'researcher', kind: 'delegate' }, // forbidden
+] as const;
+const WAIT_EDGES = ['verifier -> orchestrator : return', 'researcher->verifier:handoff', 'orchestrator -> [web-search, doc-search] : delegate'];
+
+/**
+ * A step of a long run: a new receipt (id `k`, hex-like or decimal), or (`again` 0-5) a redelivery of an earlier
+ * receipt, or (`again` 6) another content under an earlier id (a conflict).
+ */
+const step = fc.record({
+  again: fc.integer({ min: 0, max: 99 }),
+  back: fc.nat(),
+  hex: fc.boolean(),
+  what: fc.integer({ min: 0, max: 99 }),
+  minute: fc.integer({ min: 0, max: 600 }),
+  edge: fc.integer({ min: 0, max: EDGES.length - 1 }),
+  wait: fc.integer({ min: 0, max: WAIT_EDGES.length - 1 }),
+  late: fc.integer({ min: 0, max: 300 }),
+});
+type Step = typeof step extends fc.Arbitrary<infer T> ? T : never;
+function receiptOf(s: Step, id: number): Receipt {
+  const event = s.hex ? (0x1000 + id).toString(16).padStart(16, 'a') : `e${id}`;
+  const at = iso(T0 + s.minute * 60_000);
+  if (s.what < 2) return { run: 'r1', event, type: 'run.start', at, contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' } as Receipt;
+  if (s.what < 12) return { run: 'r1', event, type: 'wait', at, from: 'researcher', on: 'verifier', edge: WAIT_EDGES[s.wait], deadline: iso(T0 + (s.minute + s.late) * 60_000) } as Receipt;
+  if (s.what < 13) return { run: 'r1', event, type: 'run.end', at: iso(T0 + (550 + (s.minute % 100)) * 60_000), result: 'completed' } as Receipt;
+  // edges from minute 100 on: a wait before then whose deadline also falls before is met late (late_wait)
+  return { run: 'r1', event, type: 'edge', at: iso(T0 + (100 + Math.floor((s.minute * 5) / 6)) * 60_000), version: '3', ...EDGES[s.edge] } as Receipt;
+}
+const verdictOf = (s: RunState, now: number) => JSON.stringify(evaluate(s, resolvePin(s, registry, 'research-publish'), now, { registry }));
+
+describe('long runs: the incremental paths equal a fresh fold', () => {
+  it('evaluated every few receipts over 300 to 700 receipts, a state over a source equals a fresh self-contained fold', () => {
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 300, maxLength: 700 }), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 0, max: 900 }), (steps, every, minutes) => {
+        const now = T0 + minutes * 60_000;
+        const stored: Receipt[] = [];
+        const live = new RunState('r1', () => stored);
+        const all: Receipt[] = [];
+        let n = 0;
+        for (const s of steps) {
+          const prev = all.length > 0 ? all[s.back % all.length] : undefined;
+          const r = prev !== undefined && s.again < 6 ? { ...prev } : prev !== undefined && s.again === 6 ? receiptOf(s, Number(prev.event.replace(/^e/, '')) || n) : receiptOf(s, n);
+          all.push(r);
+          if (live.add(r) !== 'duplicate') stored.push(r);
+          if (++n % every !== 0 || live.size === 0) continue;
+          const fresh = new RunState('r1');
+          for (const x of all) fresh.add(x);
+          fresh.waitEdgesTracked = false; // the oracle checks every wait one by one
+          expect(verdictOf(live, now)).toBe(verdictOf(fresh, now));
+        }
+      }),
+      { numRuns: 25, endOnFailure: true },
+    );
+  });
+
+  it('a run of 1,100 receipts whose waits are all met, or all open, gives the fresh verdict after every receipt', () => {
+    for (const open of [false, true]) {
+      const live = new RunState('r1', () => []);
+      const all: Receipt[] = [];
+      const now = T0 + 3 * 86_400_000;
+      for (let k = 0; k < 1100; k++) {
+        const at = iso(T0 + k * 1000);
+        const r: Receipt =
+          k === 0
+            ? ({ run: 'r1', event: `e${k}`, type: 'run.start', at, contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' } as Receipt)
+            : k % 4 === 2
+              ? ({ run: 'r1', event: `e${k}`, type: 'wait', at, from: 'researcher', on: 'verifier', edge: WAIT_EDGES[0], deadline: iso(T0 + k * 1000 + 600_000) } as Receipt)
+              : ({ run: 'r1', event: `e${k}`, type: 'edge', at, version: '3', ...EDGES[k % 4 === 0 && !open ? 2 : [0, 1, 3][k % 3]] } as Receipt);
+        all.push(r);
+        live.add(r);
+        const v = verdictOf(live, now);
+        if (k % 97 === 0 || k > 1090) {
+          const fresh = new RunState('r1');
+          for (const x of all) fresh.add(x);
+          fresh.waitEdgesTracked = false;
+          expect(v).toBe(verdictOf(fresh, now));
+        }
+      }
+      const findings = JSON.parse(verdictOf(live, now)).findings as { code: string }[];
+      // the shapes differ where the waits do: every wait met (none reported), or every one missed
+      expect(findings.filter((f) => f.code === 'missed_wait').length).toBe(open ? 275 : 0);
+    }
+  });
+
+  it('IdSet is a set: the same answers and size as a Set, across the split into shards', () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.integer({ min: 0, max: 2000 }).map((i) => `e${i}`), fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), maxLength: 3 }), fc.constant('')), { minLength: 300, maxLength: 3000 }), (ids) => {
+        const a = new IdSet();
+        const b = new Set<string>();
+        for (const id of ids) {
+          expect(a.add(id)).toBe(!b.has(id));
+          b.add(id);
+          expect(a.size).toBe(b.size);
+        }
+        for (const id of ids.slice(0, 200)) expect(a.has(id)).toBe(true);
+        expect(a.has('not-an-id')).toBe(false);
+      }),
+      { numRuns: 60, endOnFailure: true },
+    );
+  });
+
+  it('mergeSorted merges either way round, long into short or short into long, as a sort of the union', () => {
+    const sortedDistinct = fc.uniqueArray(fc.string({ maxLength: 4 }), { maxLength: 400 }).map((a) => a.sort());
+    fc.assert(
+      fc.property(sortedDistinct, sortedDistinct, (a, b) => {
+        const bOnly = b.filter((x) => !a.includes(x));
+        expect(mergeSorted(a, bOnly)).toEqual([...a, ...bOnly].sort());
+        expect(mergeSorted(bOnly, a)).toEqual([...a, ...bOnly].sort());
+      }),
+      { numRuns: 300, endOnFailure: true },
+    );
+  });
+});
