@@ -301,6 +301,8 @@ export class RunState {
   waitEdgesTracked = true;
   /** @internal per allow rule, the merged events of its edges at the last evaluation (src/core/rules/routes.ts) */
   routeMemo: Map<object, unknown> | null = null;
+  /** @internal per declared wait (by index), the findings it has had (src/core/rules/waits.ts) */
+  waitMemo: unknown[] | null = null;
 
   /** How many waits were declared. */
   get waitCount(): number {
@@ -456,6 +458,7 @@ export class RunState {
     this.waitEdgeMin = EMPTY;
     this.waitEdgesTracked = true;
     this.routeMemo = null;
+    this.waitMemo = null;
     this.verifiedOutcome = null;
     this.verifiedOutcomes = EMPTY;
     this.gaps = EMPTY;
