@@ -769,6 +769,23 @@ function compareFindings(a: Finding, b: Finding): number {
 }
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+interface SortKeys {
+  f: Finding;
+  agents: string;
+  events: string;
+}
+/** The joined lists of shared (frozen) findings, which later verdicts of the run sort again (see waitRules). */
+const sharedSortKeys = new WeakMap<Finding, SortKeys>();
+
+function sortKeysOf(f: Finding): SortKeys {
+  let k = sharedSortKeys.get(f);
+  if (k === undefined) {
+    k = { f, agents: f.agents.join(','), events: f.events.join(',') };
+    if (Object.isFrozen(f)) sharedSortKeys.set(f, k);
+  }
+  return k;
+}
+
 /**
  * Sorts findings in place by compareFindings, stably. A verdict has a handful: an insertion sort, no wrapper objects;
  * the lists are joined only when two findings tie on precedence, code and edge.
@@ -776,8 +793,8 @@ const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 function sortFindings(findings: Finding[]): void {
   const n = findings.length;
   if (n > 32) {
-    // many findings: each one's joined lists made once
-    const keyed = findings.map((f) => ({ f, agents: f.agents.join(','), events: f.events.join(',') }));
+    // many findings: each one's joined lists made once (for a finding shared between verdicts, once for all of them)
+    const keyed = findings.map(sortKeysOf);
     keyed.sort(
       (a, b) =>
         PRECEDENCE[a.f.verdict] - PRECEDENCE[b.f.verdict] ||
