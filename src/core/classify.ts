@@ -300,7 +300,7 @@ export class RunState {
   waitEdgeMin: readonly number[] = EMPTY;
   waitEdgesTracked = true;
   /** @internal per allow rule, the merged events of its edges at the last evaluation (src/core/rules/routes.ts) */
-  routeMemo: Map<object, unknown> | null = null;
+  routeMemo: unknown[] | null = null;
   /** @internal per declared wait (by index), the findings it has had (src/core/rules/waits.ts) */
   waitMemo: unknown[] | null = null;
 

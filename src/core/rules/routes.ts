@@ -64,8 +64,12 @@ export function routeRules(ctx: EvalContext, out: Collector): void {
   }
 }
 
+/** A rule's merged events are kept on the state once they are this many (see routeEvents). */
+const MEMO_EVENTS = 64;
+
 /** A rule's merged events at an evaluation, with the edge aggregates and sorted lists they were merged from. */
 interface RouteMemo {
+  route: RouteRule;
   edges: (EdgeAgg | undefined)[];
   sorted: (readonly string[] | undefined)[];
   events: string[];
@@ -73,13 +77,29 @@ interface RouteMemo {
 
 /**
  * The sorted event ids of a rule's observed edges. Event ids are distinct across a run's edges, so merging each
- * edge's sorted ids gives sortStr's result. Kept per rule on the state: when the rule's edges are the ones merged
- * last time and only gained events since (a long run's usual evaluation), the new ids are merged into the last list
- * (binary searches: O(new log n)) instead of merging every edge's list again. Lists are never changed once made.
+ * edge's sorted ids gives sortStr's result. A rule of one edge has its edge's list (kept sorted incrementally by
+ * sortedEvents). For a rule of several edges with MEMO_EVENTS events or more the merged list is kept on the state (a
+ * short list of such rules, scanned): when the
+ * rule's edges are the ones merged last time and only gained events since (a long run's usual evaluation), the new
+ * ids are merged into the last list (binary searches: O(new log n)) instead of merging every edge's list again.
+ * Lists are never changed once made.
  */
 function routeEvents(state: RunState, route: RouteRule): string[] {
   const keys = route.keys;
-  const memo = state.routeMemo?.get(route) as RouteMemo | undefined;
+  if (keys.length === 1) {
+    const e = state.edge(keys[0]);
+    return e === undefined ? [] : sortedEvents(e);
+  }
+  const memos = state.routeMemo as RouteMemo[] | null;
+  let memo: RouteMemo | undefined;
+  if (memos !== null) {
+    for (let i = 0; i < memos.length; i++) {
+      if (memos[i].route === route) {
+        memo = memos[i];
+        break;
+      }
+    }
+  }
   if (memo !== undefined) {
     let valid = true;
     let added: string[] | null = null;
@@ -112,7 +132,14 @@ function routeEvents(state: RunState, route: RouteRule): string[] {
     sorted[i] = s;
     events = mergeSorted(events, s);
   }
-  (state.routeMemo ??= new Map()).set(route, { edges, sorted, events } satisfies RouteMemo);
+  if (memo !== undefined) {
+    memo.edges = edges;
+    memo.sorted = sorted;
+    memo.events = events;
+  } else if (events.length < MEMO_EVENTS) {
+    // a short list is merged again cheaply: no memo (its memory would outweigh it for the many short runs)
+  } else if (memos !== null) memos.push({ route, edges, sorted, events });
+  else state.routeMemo = [{ route, edges, sorted, events }];
   return events;
 }
 
