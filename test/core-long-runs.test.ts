@@ -105,6 +105,32 @@ describe('long runs: the incremental paths equal a fresh fold', () => {
     }
   });
 
+  it('a run naming many agents (past the scanned list) reports each unknown one once, with its events', () => {
+    const all: Receipt[] = [];
+    const live = new RunState('r1', () => all); // the source: every receipt stored so far
+    all.push(
+      { run: 'r1', event: 's', type: 'run.start', at: iso(T0), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' } as Receipt,
+    );
+    live.add(all[0]);
+    const expected = new Map<string, string[]>();
+    for (let k = 0; k < 120; k++) {
+      const name = `agent-${k % 40}`;
+      const r = { run: 'r1', event: `x${k}`, type: 'edge', at: iso(T0 + k * 1000), version: '3', from: 'orchestrator', to: name, kind: 'delegate' } as Receipt;
+      all.push(r);
+      live.add(r);
+      expected.set(name, [...(expected.get(name) ?? []), r.event]);
+      if (k % 7 === 0) verdictOf(live, T0);
+    }
+    const v = JSON.parse(verdictOf(live, T0)) as { findings: { code: string; agents: string[]; events: string[] }[] };
+    const unknown = v.findings.filter((f) => f.code === 'unknown_agent');
+    expect(unknown.map((f) => f.agents[0]).sort()).toEqual([...expected.keys()].sort());
+    for (const f of unknown) expect(f.events).toEqual([...expected.get(f.agents[0])!].sort());
+    const fresh = new RunState('r1');
+    for (const r of all) fresh.add(r);
+    expect(verdictOf(live, T0)).toBe(verdictOf(fresh, T0));
+    expect(live.agentNames.length).toBe(41);
+  });
+
   it('IdSet is a set: the same answers and size as a Set, across the split into shards', () => {
     fc.assert(
       fc.property(fc.array(fc.oneof(fc.integer({ min: 0, max: 2000 }).map((i) => `e${i}`), fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), maxLength: 3 }), fc.constant('')), { minLength: 300, maxLength: 3000 }), (ids) => {

@@ -126,6 +126,9 @@ export function sortedEvents(e: EdgeAgg): string[] {
 /** Up to this many distinct wait edges a run's waits are summarised per edge (see RunState.waitEdgeList). */
 const WAIT_EDGES_TRACKED = 8;
 
+/** Up to this many agents a run's are found by a scan; past it, also by a set. */
+const SCAN_AGENTS = 16;
+
 /** Up to this many edge aggregates a run's are found by a scan; past it, by a map. */
 const SCAN_EDGES = 8;
 
@@ -268,8 +271,31 @@ export class RunState {
     for (let i = 0; i < list.length; i++) if (list[i].key === key) return list[i];
     return undefined;
   }
-  /** Agents named by the receipts (as from, an edge's to, a wait's on), in order of first naming; events via agentEvents. */
-  agents = new Set<string>();
+  /**
+   * Agents named by the receipts (as from, an edge's to, a wait's on), in order of first naming; events via
+   * agentEvents. A list (a run names a handful: a set would cost ~10x the memory), found by a scan while short, past
+   * SCAN_AGENTS also through agentSet.
+   */
+  private agentList: string[] = EMPTY;
+  private agentSet: Set<string> | null = null;
+
+  /** The agents named, in order of first naming. */
+  get agentNames(): readonly string[] {
+    return this.agentList;
+  }
+
+  /** The agents named, as a set (made on each call). */
+  get agents(): ReadonlySet<string> {
+    return new Set(this.agentList);
+  }
+
+  /** Does a receipt name `agent`? */
+  hasAgent(agent: string): boolean {
+    if (this.agentSet !== null) return this.agentSet.has(agent);
+    const list = this.agentList;
+    for (let i = 0; i < list.length; i++) if (list[i] === agent) return true;
+    return false;
+  }
   // Versions the receipts carry, with how often: the one version most runs carry inline, a map once there are more.
   private version1: string | undefined = undefined;
   private version1Count = 0;
@@ -446,7 +472,8 @@ export class RunState {
     this.lastNs = 0;
     this.edgeMap = null;
     this.edgeList = [];
-    this.agents = new Set();
+    this.agentList = EMPTY;
+    this.agentSet = null;
     this.version1 = undefined;
     this.version1Count = 0;
     this.versionMap = null;
@@ -477,13 +504,12 @@ export class RunState {
   }
 
   private mention(agent: string, event: string): void {
-    const agents = this.agents;
-    const n = agents.size;
-    agents.add(agent);
-    if (agents.size !== n) {
+    if (!this.hasAgent(agent)) {
       // a new name: keep the shared copy of it
-      agents.delete(agent);
-      agents.add(sharedText(agent));
+      const name = sharedText(agent);
+      this.agentList = grown(this.agentList, 1, name);
+      if (this.agentSet !== null) this.agentSet.add(name);
+      else if (this.agentList.length > SCAN_AGENTS) this.agentSet = new Set(this.agentList);
     }
     if (this.agentLists !== null) this.agentLists.get(agent)?.push(event);
   }
@@ -617,7 +643,7 @@ export class RunState {
 
   /** Event ids of the receipts naming `agent` (as from, an edge's to, a wait's on), once per naming. */
   agentEvents(agent: string): string[] {
-    if (!this.agents.has(agent)) return [];
+    if (!this.hasAgent(agent)) return [];
     let list = this.agentLists?.get(agent);
     if (list === undefined) {
       list = [];
