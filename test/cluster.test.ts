@@ -212,6 +212,17 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       }
     })();
     await until('some receipts acknowledged by A', async () => acked.length >= 200, 10_000);
+    // 1,200 more runs, so that A's partitions hold more runs than one takeover query reads (500): B must take every
+    // one over. All live runs are held by the two owners, each once.
+    for (let k = 0; k < 1200; k += 400) {
+      const bulk = Array.from({ length: 400 }, (_, j) => ({ run: `bulk-${k + j}`, event: 'e1', type: 'edge', at: iso(Date.now()), from: 'orchestrator', to: 'researcher', kind: 'delegate' }));
+      expect((await post(b, bulk)).accepted).toBe(400);
+    }
+    const liveRuns = async (srv: ServerProcess) => (await metricsOf(srv)).find((x) => x.name === 'topology_live_runs')?.value ?? 0;
+    const held = await until('the owners hold the bulk runs', async () => {
+      const n = (await liveRuns(a)) + (await liveRuns(b));
+      return n >= 1200 ? n : null;
+    }, 15_000);
     const before = await leases();
     const aExpiry = Math.max(...[...before.values()].filter((l) => l.owner === 'auditor-a').map((l) => l.expiresAt));
     a.child.kill('SIGKILL');
@@ -227,6 +238,9 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     // B takes A's partitions over once A's leases expire, and its timer moves the waiting run to incomplete.
     const turned = await until('B holds the run as incomplete', async () => (entered(b, run, 'incomplete') ? Date.now() : null), 30_000);
     expect((await getJson(`${b.api}/api/v1/cluster`)).body.owned).toBe(PARTITIONS);
+    // Every run A held is held by B now (the stream's runs too: A held them before the kill).
+    await until('B holds every live run', async () => (await liveRuns(b)) >= held, 10_000);
+    expect(b.stderr()).toMatch(/"event":"partitions_taken"/);
     const view = await getJson(`${b.api}/api/v1/runs/${run}`);
     expect(view.body.verdict).toBe('incomplete');
     expect(turned).toBeLessThanOrEqual(Math.max(aExpiry, deadline) + 1000 + 250 /* polling */);

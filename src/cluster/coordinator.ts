@@ -19,6 +19,9 @@ import type { AuditEngine } from '../audit/engine.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { ClusterEngineStore } from './engine-store.js';
 
+/** A takeover reads the receipts of this many runs per query (see takeOver). */
+const TAKEOVER_RUNS = 500;
+
 export interface ClusterOptions {
   /** How long a lease (and an instance's heartbeat) lasts without renewal. */
   leaseTtlMs: number;
@@ -170,35 +173,32 @@ export class ClusterCoordinator {
     const engine = this.engine!;
     const started = this.hooks.clock();
     for (const p of parts) this.owned.add(p);
-    const runs = new Map((await this.pg.partitionRuns(parts)).map((r) => [r.run, r]));
-    const receipts = new Map<string, import('../core/types.js').Receipt[]>();
-    for (let after = 0; ; ) {
-      const rows = await this.pg.tail(after, this.tailBatch, parts);
-      for (const row of rows) {
-        let list = receipts.get(row.receipt.run);
-        if (!list) receipts.set(row.receipt.run, (list = []));
-        list.push(row.receipt);
-      }
-      if (rows.length < this.tailBatch) break;
-      after = rows[rows.length - 1].seq;
-    }
-    const now = this.hooks.clock();
+    // Run by run, a group of runs at a time (every receipt's run has a row, written in the same statement): what is
+    // in memory at once is the partitions' run rows and one group's receipts, not every receipt of the partitions.
+    const runs = await this.pg.partitionRuns(parts);
     let adopted = 0;
-    for (const [run, list] of receipts) {
-      const stored = runs.get(run) ?? { run, firstAt: now, updatedAt: now, verdict: null, settled: false, pin: null, contractHash: null };
-      let content: string | null = null;
-      if (stored.pin && stored.contractHash) {
-        this.store.rememberPin(run, { pin: stored.pin, contractHash: stored.contractHash });
-        content = this.store.getContractContent(stored.contractHash) ?? (await this.pg.getContractContent(stored.contractHash));
-        if (content) this.store.rememberContract(stored.contractHash, content);
-      }
-      if (!this.owns(run)) continue; // lost again meanwhile
-      try {
-        this.store.rememberAll(list);
-        engine.adopt(stored, list, content, now);
-        adopted++;
-      } catch (e) {
-        this.hooks.log('takeover_run_failed', { run, error: (e as Error).message });
+    for (let i = 0; i < runs.length; i += TAKEOVER_RUNS) {
+      const group = runs.slice(i, i + TAKEOVER_RUNS).filter((r) => this.owns(r.run));
+      const receipts = await this.pg.receiptsOfRuns(group.map((r) => r.run));
+      const now = this.hooks.clock();
+      for (const stored of group) {
+        const run = stored.run;
+        const list = receipts.get(run);
+        if (list === undefined) continue; // no receipt (pruned meanwhile)
+        let content: string | null = null;
+        if (stored.pin && stored.contractHash) {
+          this.store.rememberPin(run, { pin: stored.pin, contractHash: stored.contractHash });
+          content = this.store.getContractContent(stored.contractHash) ?? (await this.pg.getContractContent(stored.contractHash));
+          if (content) this.store.rememberContract(stored.contractHash, content);
+        }
+        if (!this.owns(run)) continue; // lost again meanwhile
+        try {
+          this.store.rememberAll(list);
+          engine.adopt(stored, list, content, now);
+          adopted++;
+        } catch (e) {
+          this.hooks.log('takeover_run_failed', { run, error: (e as Error).message });
+        }
       }
     }
     // Acknowledgements of the partitions' runs made anywhere before.

@@ -327,6 +327,20 @@ export class PgStore {
       parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(run)}, event ${JSON.stringify(row.event)})`));
   }
 
+  /** The receipts of several runs, by run, each run's in insertion order (both versions of a conflict included). */
+  async receiptsOfRuns(runs: readonly string[]): Promise<Map<string, Receipt[]>> {
+    const out = new Map<string, Receipt[]>();
+    if (runs.length === 0) return out;
+    const res = await this.pool.query('SELECT seq, run, event, body FROM receipts WHERE run = ANY($1::text[]) ORDER BY seq', [[...runs]]);
+    for (const row of res.rows as Row[]) {
+      const run = row.run as string;
+      let list = out.get(run);
+      if (!list) out.set(run, (list = []));
+      list.push(parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(run)}, event ${JSON.stringify(row.event)})`));
+    }
+    return out;
+  }
+
   async getPin(run: string): Promise<PinRecord | null> {
     const res = await this.pool.query('SELECT contract, version, phase, contract_hash FROM pins WHERE run = $1', [run]);
     if (res.rows.length === 0) return null;
