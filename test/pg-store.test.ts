@@ -422,6 +422,12 @@ describe('PgStore: span log', () => {
     expect((await a.spanLog([4])).map((e) => e.traceId)).toEqual([t1, t2, t1]);
     expect((await a.spanLog([4, 7], 'b')).map((e) => e.traceId)).toEqual([t1, t3]);
     expect(await a.spanLog([])).toEqual([]);
+    // What a takeover adopts: entries of instances not live, a page at a time.
+    const orphans = await a.orphanSpanLog([4, 7], ['a'], 0, 1);
+    expect(orphans.map((e) => e.traceId)).toEqual([all.filter((e) => e.origin !== 'a')[0].traceId]);
+    const rest = await a.orphanSpanLog([4, 7], ['a'], orphans[0].seq, 100);
+    expect([...orphans, ...rest].map((e) => e.seq)).toEqual(all.filter((e) => e.origin !== 'a').map((e) => e.seq));
+    expect(await a.orphanSpanLog([4, 7], ['a', 'b'], 0, 100)).toEqual([]);
 
     // Older than 2500, of origin a, and t1 still pending: only t2 and t3 go (b's t1 entry is b's).
     expect(await a.pruneSpanLog(2_500, (t) => t === t1, 'a')).toBe(2);

@@ -21,6 +21,8 @@ import type { ClusterEngineStore } from './engine-store.js';
 
 /** A takeover reads the receipts of this many runs per query (see takeOver). */
 const TAKEOVER_RUNS = 500;
+/** Span log entries of instances that died are adopted this many per query (see adoptSpanLog). */
+const SPAN_LOG_PAGE = 2000;
 
 export interface ClusterOptions {
   /** How long a lease (and an instance's heartbeat) lasts without renewal. */
@@ -251,12 +253,20 @@ export class ClusterCoordinator {
   /** Span records logged by instances that are gone, in trace partitions owned here: replayed (and re-logged) here. */
   private async adoptSpanLog(): Promise<void> {
     if (!this.replaySpanLog || this.owned.size === 0) return;
-    const live = new Set(await this.pg.liveInstances());
-    const entries = (await this.pg.spanLog(this.ownedParts())).filter((e) => !live.has(e.origin));
-    if (entries.length === 0) return;
-    this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
-    const n = await this.replaySpanLog();
-    await this.store.sync();
-    this.hooks.log('span_log_adopted', { entries: n });
+    const live = await this.pg.liveInstances();
+    // A page at a time (each replayed, then deleted): bounded memory however much the instances that died had logged.
+    let n = 0;
+    let pages = 0;
+    for (let after = 0; ; ) {
+      const entries = await this.pg.orphanSpanLog(this.ownedParts(), live, after, SPAN_LOG_PAGE);
+      if (entries.length === 0) break;
+      pages++;
+      this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
+      n += await this.replaySpanLog();
+      await this.store.sync();
+      after = entries[entries.length - 1].seq;
+      if (entries.length < SPAN_LOG_PAGE) break;
+    }
+    if (pages > 0) this.hooks.log('span_log_adopted', { entries: n });
   }
 }

@@ -551,6 +551,19 @@ export class PgStore {
     return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
   }
 
+  /**
+   * Span log entries of partitions `parts` logged by none of the instances `exclude` (the live ones: what a takeover
+   * adopts), after `afterSeq`, oldest first, at most `limit`.
+   */
+  async orphanSpanLog(parts: readonly number[], exclude: readonly string[], afterSeq: number, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
+    if (parts.length === 0) return [];
+    const res = await this.pool.query(
+      'SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND NOT (origin = ANY($2::text[])) AND seq > $3 ORDER BY seq LIMIT $4',
+      [[...parts], [...exclude], afterSeq, limit],
+    );
+    return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
+  }
+
   /** Span log entries of partitions `parts` logged by other instances than `origin`, oldest first, at most `limit`. */
   async foreignSpanLog(parts: readonly number[], origin: string, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
     if (parts.length === 0) return [];
