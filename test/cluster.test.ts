@@ -348,6 +348,51 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     }
   }, 90_000);
 
+  it('an instance at its live limit: the others refuse receipts that would start new runs in its partitions (503, as its own limit), and take those of its runs and their own', async () => {
+    await client.query('CREATE DATABASE limits');
+    const url = db.url.replace(/\/audit$/, '/limits');
+    const args = (name: string, extra: string[] = []) => ['--store', url, '--instance', name, '--lease-ttl', `${TTL_MS}ms`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', ...extra];
+    const [f, g] = await Promise.all([startServerProcess({ args: args('auditor-f', ['--max-live-runs', '3']) }), startServerProcess({ args: args('auditor-g') })]);
+    try {
+      const fParts = await until('F and G share the partitions', async () => {
+        const [x, y] = await Promise.all([getJson(`${f.api}/api/v1/cluster`), getJson(`${g.api}/api/v1/cluster`)]);
+        return x.body.owned === PARTITIONS / 2 && y.body.owned === PARTITIONS / 2 ? (x.body.ownedPartitions as number[]) : null;
+      }, 30_000);
+      const runsOf = (owned: boolean, n: number, prefix: string) => {
+        const out: string[] = [];
+        for (let i = 0; out.length < n; i++) if (fParts.includes(partitionOf(`${prefix}-${i}`, PARTITIONS)) === owned) out.push(`${prefix}-${i}`);
+        return out;
+      };
+      const at = () => new Date().toISOString();
+      const edge = (run: string, event: string) => ({ run, event, type: 'edge', at: at(), from: 'orchestrator', to: 'researcher', kind: 'delegate' });
+      const send = (srv: ServerProcess, r: object) => fetch(`${srv.api}/v1/receipts`, { method: 'POST', body: ndjson([r]), headers: { 'content-type': 'application/x-ndjson' } });
+      // F takes three runs of its own, sent to G: F folds them from the shared store and is then at its limit.
+      const [r1, r2, r3, fresh] = runsOf(true, 4, 'limit-f');
+      for (const run of [r1, r2, r3]) expect((await send(g, edge(run, 'e1'))).status).toBe(200);
+      const limits = new pg.Client({ connectionString: url });
+      await limits.connect();
+      try {
+        await until('F says it is full', async () => (await limits.query(`SELECT at_limit FROM instances WHERE id = 'auditor-f'`)).rows[0]?.at_limit === true, 10_000);
+      } finally {
+        await limits.end();
+      }
+      expect((await getJson(`${f.api}/api/v1/cluster`)).body.atLiveLimit).toBe(true);
+      await until('G sees F at its limit', async () => (await getJson(`${g.api}/api/v1/cluster`)).body.partitionsAtLimit === PARTITIONS / 2, 5_000);
+      // G refuses a receipt that would start a fourth run of F's ...
+      const refused = await send(g, edge(fresh, 'e1'));
+      expect(refused.status).toBe(503); // as for the instance's own limit: Retry-After, nothing stored
+      expect(refused.headers.get('retry-after')).toBeTruthy();
+      expect(await refused.text()).toMatch(/at its live limit/);
+      expect((await getJson(`${g.api}/api/v1/runs/${fresh}`)).status).toBe(404); // nothing of it stored
+      // ... but takes receipts of F's runs that exist, and new runs of its own.
+      expect((await send(g, edge(r1, 'e2'))).status).toBe(200);
+      const [own] = runsOf(false, 1, 'limit-g');
+      expect((await send(g, edge(own, 'e1'))).status).toBe(200);
+    } finally {
+      await Promise.all([f.stop(), g.stop()]);
+    }
+  }, 90_000);
+
   it('an instance restarted under the same name before its leases expire takes its own partitions back at once', async () => {
     const before = (await getJson(`${b.api}/api/v1/cluster`)).body;
     expect(before.owned).toBe(PARTITIONS);

@@ -78,6 +78,12 @@ export interface EngineOptions {
   owns?: (run: string) => boolean;
   /** Cluster mode: runs owned by other instances, evaluated on demand from the shared store (fetch, listAll). */
   remote?: RemoteRuns;
+  /**
+   * Cluster mode: whether the instance that owns a run is at its live limit (as its last heartbeat said), and which
+   * runs the shared store already has. Receipts that would start a new run owned by a full instance are refused
+   * (LiveLimitError), as that instance would refuse them itself.
+   */
+  ownerFull?: { full(run: string): boolean; known(runs: readonly string[]): Promise<Set<string>> };
 }
 
 /** Refused because a live-state cap is reached: nothing of the request was stored; retry later. */
@@ -247,6 +253,27 @@ export class AuditEngine extends EventEmitter {
     return this.heldReceipts;
   }
 
+  /** At a live limit: no room for a new run (--max-live-runs or --max-live-receipts reached). */
+  atLiveLimit(): boolean {
+    return this.runs.size >= (this.opts.maxLiveRuns ?? Infinity) || this.heldReceipts >= (this.opts.maxLiveReceipts ?? Infinity);
+  }
+
+  /** Cluster mode: refuses receipts that would start new runs owned by an instance at its live limit (see ownerFull). */
+  private async refuseForFullOwners(receipts: readonly Receipt[]): Promise<void> {
+    const full = this.opts.ownerFull;
+    const owns = this.opts.owns;
+    if (!full || !owns) return;
+    let candidates: Set<string> | undefined;
+    for (const r of receipts) if (!owns(r.run) && full.full(r.run)) (candidates ??= new Set()).add(r.run);
+    if (!candidates) return;
+    const known = await full.known([...candidates]);
+    for (const run of candidates) {
+      if (!known.has(run)) {
+        throw new LiveLimitError('runs', 'the instance that owns this run\'s partition is at its live limit (--max-live-runs or --max-live-receipts): receipts of new runs in its partitions are refused until it has room; retry later');
+      }
+    }
+  }
+
   /**
    * The pin step of append -> fold -> pin -> evaluate: the run's pinning, and its first pin persisted (the contract
    * content, then the pin row). Evaluation itself (evaluateRun) reads no store and writes none.
@@ -316,6 +343,7 @@ export class AuditEngine extends EventEmitter {
         bodies.push(body);
       }
     }
+    if (limits) await this.refuseForFullOwners(receipts);
     const release = limits ? this.reserve(receipts) : () => {};
     let res;
     try {

@@ -78,6 +78,14 @@ export class ClusterCoordinator {
 
   /** Whether this instance owns the run (its partition's lease). */
   readonly owns = (run: string): boolean => this.owned.has(this.pg.partitionOf(run));
+  /** Partitions held by another live instance at its live limit (as of the last renewal). */
+  private fullParts = new Set<number>();
+  private saidFull = false;
+  /** For the engine's ownerFull: is a run's owner at its live limit; which runs the shared store has. */
+  readonly ownerFull = {
+    full: (run: string): boolean => this.fullParts.size > 0 && this.fullParts.has(this.pg.partitionOf(run)),
+    known: (runs: readonly string[]): Promise<Set<string>> => this.pg.knownRuns(runs),
+  };
 
   /** With `--span-routing any`: whether another instance resolves the trace (its partition is not owned here). */
   readonly forwards = (traceId: string): boolean => !this.owned.has(this.pg.partitionOf(traceId));
@@ -87,8 +95,12 @@ export class ClusterCoordinator {
     return [...this.owned].sort((a, b) => a - b);
   }
 
-  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; tailSeq: number } {
-    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, tailSeq: this.cursor };
+  /**
+   * `atLiveLimit`: this instance said it is at its live limit at its last heartbeat; `partitionsAtLimit`: partitions
+   * of other instances at theirs (new runs in them are refused here).
+   */
+  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number } {
+    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size };
   }
 
   /** Joins the cluster: heartbeat, claim a fair share, take its runs over; then renews and tails on timers. */
@@ -137,9 +149,12 @@ export class ClusterCoordinator {
     }
     let held: number[];
     try {
-      const beat = await this.pg.heartbeat(this.opts.leaseTtlMs);
+      const full = this.engine?.atLiveLimit() ?? false;
+      const beat = await this.pg.heartbeat(this.opts.leaseTtlMs, full);
+      this.saidFull = full;
       this.liveInstances = Math.max(1, beat.liveInstances);
       held = await this.pg.renewLeases(this.opts.leaseTtlMs);
+      this.fullParts = new Set(await this.pg.fullPartitions());
     } catch (e) {
       this.hooks.log('lease_renew_failed', { error: (e as Error).message });
       return;

@@ -246,6 +246,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const engine = new AuditEngine(registry, engineStore, {
     owns,
     remote,
+    ownerFull: cluster?.ownerFull,
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
     maxLiveRuns: cfg.maxLiveRuns,

@@ -115,6 +115,12 @@ CREATE SEQUENCE acks_seq;
 CREATE INDEX acks_by_part_seq ON acks (part, seq);
 `,
   },
+  {
+    // An instance at its live limit (--max-live-runs / --max-live-receipts) says so with its heartbeat: the other
+    // instances then refuse receipts that would start new runs in its partitions (docs/scaling.md).
+    version: 3,
+    sql: `ALTER TABLE instances ADD COLUMN at_limit boolean NOT NULL DEFAULT false;`,
+  },
 ];
 
 /** The newest schema version this build knows. */

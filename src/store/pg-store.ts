@@ -589,20 +589,40 @@ export class PgStore {
     return del.rowCount ?? 0;
   }
 
-  /** Marks this instance alive for `ttlMs` (database clock). Returns how many instances are alive, this one included. */
-  async heartbeat(ttlMs: number): Promise<{ liveInstances: number }> {
+  /**
+   * Marks this instance alive for `ttlMs` (database clock), and whether it is at its live limit (`full`). Returns how
+   * many instances are alive, this one included.
+   */
+  async heartbeat(ttlMs: number, full = false): Promise<{ liveInstances: number }> {
     const res = await this.pool.query(
       `WITH up AS (
-         INSERT INTO instances (id, seen_at, expires_at) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond')
-         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at
+         INSERT INTO instances (id, seen_at, expires_at, at_limit) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3)
+         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit
          RETURNING id
        ), forgotten AS (
          DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
        )
        SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
-      [this.instance, Math.round(ttlMs)],
+      [this.instance, Math.round(ttlMs), full],
     );
     return { liveInstances: Number(res.rows[0].live) };
+  }
+
+  /** The partitions leased to another live instance that is at its live limit (ascending). */
+  async fullPartitions(): Promise<number[]> {
+    const res = await this.pool.query(
+      `SELECT l.part FROM leases l JOIN instances i ON i.id = l.owner
+       WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1 ORDER BY l.part`,
+      [this.instance],
+    );
+    return res.rows.map((r: Row) => r.part as number);
+  }
+
+  /** Which of `runs` the shared store has (any receipt stored). */
+  async knownRuns(runs: readonly string[]): Promise<Set<string>> {
+    if (runs.length === 0) return new Set();
+    const res = await this.pool.query('SELECT run FROM runs WHERE run = ANY($1::text[])', [[...runs]]);
+    return new Set(res.rows.map((r: Row) => r.run as string));
   }
 
   /** The instances whose heartbeat has not expired (this one included once it has beaten). */
