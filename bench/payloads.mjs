@@ -173,3 +173,24 @@ export function buildTraceBatch(options = {}) {
   const agentSpanCount = readableSpans.filter((s) => s.attributes['gen_ai.operation.name'] === 'invoke_agent').length;
   return { readableSpans, protobuf, json, spanCount: readableSpans.length, agentSpanCount };
 }
+
+/**
+ * A store benchmark's append: `size` edge deliveries of appender `appender`'s `seq`-th append, a new run every
+ * `appendsPerRun` appends (bench/store.mjs, bench/pg-store.mjs); `extra` fields go on each receipt.
+ */
+export function storeDeliveries(appender, seq, size, appendsPerRun, extra = {}) {
+  return Array.from({ length: size }, (_, i) => ({
+    receipt: {
+      run: `run-${appender}-${Math.floor(seq / appendsPerRun)}`,
+      event: `e-${seq}-${i}`,
+      type: 'edge',
+      at: new Date(Date.UTC(2025, 0, 1) + seq).toISOString(),
+      from: 'orchestrator',
+      to: 'researcher',
+      kind: 'delegate',
+      ...extra,
+    },
+    source: 'bench',
+    receivedAt: Date.now(),
+  }));
+}

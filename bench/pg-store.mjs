@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import ts from 'typescript';
 import { PgStore } from '../dist/store/index.js';
+import { storeDeliveries } from './payloads.mjs';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 3);
 const batchSize = Number(process.env.BENCH_BATCH ?? 4);
@@ -50,21 +51,7 @@ function serverCpuSeconds(dir) {
   return ticks / 100; // USER_HZ
 }
 
-function receiptBatch(appender, seq) {
-  return Array.from({ length: batchSize }, (_, i) => ({
-    receipt: {
-      run: `run-${appender}-${Math.floor(seq / 25)}`,
-      event: `e-${seq}-${i}`,
-      type: 'edge',
-      at: new Date(Date.UTC(2025, 0, 1) + seq).toISOString(),
-      from: 'orchestrator',
-      to: 'researcher',
-      kind: 'delegate',
-    },
-    source: 'bench',
-    receivedAt: Date.now(),
-  }));
-}
+const receiptBatch = (appender, seq) => storeDeliveries(appender, seq, batchSize, 25);
 
 function percentile(sorted, p) {
   return sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];

@@ -8,6 +8,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ReceiptStore } from '../dist/store/index.js';
+import { storeDeliveries } from './payloads.mjs';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 1);
 const batchSize = Number(process.env.BENCH_BATCH ?? 4);
@@ -18,22 +19,7 @@ const modes = [
   { name: 'group', options: { groupCommit: true, groupCommitMaxDelayMs: 0 } },
 ];
 
-function receiptBatch(appender, seq) {
-  return Array.from({ length: batchSize }, (_, i) => ({
-    receipt: {
-      run: `run-${appender}-${Math.floor(seq / 50)}`,
-      event: `e-${seq}-${i}`,
-      type: 'edge',
-      at: new Date(Date.UTC(2025, 0, 1) + seq).toISOString(),
-      from: 'orchestrator',
-      to: 'researcher',
-      kind: 'delegate',
-      version: '2',
-    },
-    source: 'bench',
-    receivedAt: Date.now(),
-  }));
-}
+const receiptBatch = (appender, seq) => storeDeliveries(appender, seq, batchSize, 50, { version: '2' });
 
 function percentile(sorted, p) {
   if (sorted.length === 0) return null;
