@@ -26,6 +26,8 @@ export interface PgCluster {
   database(name: string): Promise<string>;
   /** Fast shutdown, then removes the temp dir. */
   stop(): Promise<void>;
+  /** Fast shutdown (a shutdown checkpoint is written), keeping the data dir for restart() or a scan of its files. */
+  shutdown(): Promise<void>;
   /** SIGKILL of the postmaster and all its backends, returning once they are dead; the data dir stays for restart(). */
   kill(): void;
   /** Starts the server again on the same data dir and port (after kill()); resolves when it accepts connections. */
@@ -243,6 +245,17 @@ export async function startPgCluster(opts: { fsync?: boolean } = {}): Promise<Pg
     }
   };
 
+  /** SIGINT: PostgreSQL's fast shutdown (sessions ended, a shutdown checkpoint written); SIGKILL after 20 s. */
+  const fastShutdown = async (): Promise<void> => {
+    const proc = child as ChildProcess | null;
+    if (proc === null || exited !== null) return;
+    const gone = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGINT');
+    const timer = setTimeout(killGroup, 20_000);
+    await gone;
+    clearTimeout(timer);
+  };
+
   const adminUrl = (): string => `postgres://postgres@127.0.0.1:${port}/postgres`;
 
   // A free port can be taken between the probe and the bind: try a few.
@@ -315,15 +328,9 @@ export async function startPgCluster(opts: { fsync?: boolean } = {}): Promise<Pg
       spawnServer();
       await waitReady(adminUrl());
     },
+    shutdown: fastShutdown,
     async stop() {
-      const proc = child;
-      if (proc !== null && exited === null) {
-        const gone = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-        proc.kill('SIGINT'); // fast shutdown
-        const timer = setTimeout(killGroup, 20_000);
-        await gone;
-        clearTimeout(timer);
-      }
+      await fastShutdown();
       live.delete(cleanup);
       rmSync(dir, { recursive: true, force: true });
     },
