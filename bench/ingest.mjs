@@ -40,7 +40,9 @@
 // CPU-second, server peak RSS (VmHWM). A table, then one JSON line.
 //
 // Diagnostics: --profile DIR writes a V8 CPU profile of the server; --server-node-args=... passes node flags to
-// the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr).
+// the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr);
+// --baseline-node-args=... gives the baseline server its own flags (`--baseline . --server-node-args=X
+// --baseline-node-args=` compares one build with and without the flags X, side by side).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -78,6 +80,7 @@ const { values: args } = parseArgs({
     profile: { type: 'string' },
     // Extra node flags for the server process (e.g. --perf-basic-prof to attach `perf record -p <pid>`).
     'server-node-args': { type: 'string', default: '' },
+    'baseline-node-args': { type: 'string' },
     'floor-seconds': { type: 'string', default: '3' },
     // Alternate the rounds of gRPC and the retry storm with HTTP protobuf rounds into the same server (ratio side by side).
     'no-pairs': { type: 'boolean', default: false },
@@ -370,10 +373,14 @@ function checkTemplates(templates) {
 
 const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
-/** `serve` of this build (or of `root`, a baseline) with --profile (this build only) and --server-node-args. */
-function startServer(extraArgs = [], root = ROOT) {
-  const nodeArgs = [...(args.profile && root === ROOT ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...args['server-node-args'].split(' ').filter(Boolean)];
-  return startServe(extraArgs, nodeArgs, root);
+/**
+ * `serve` of this build with --profile and --server-node-args, or of `root` (a baseline) with --baseline-node-args
+ * when given, else --server-node-args.
+ */
+function startServer(extraArgs = [], root = null) {
+  const flags = root !== null && args['baseline-node-args'] !== undefined ? args['baseline-node-args'] : args['server-node-args'];
+  const nodeArgs = [...(args.profile && root === null ? ['--cpu-prof', '--cpu-prof-dir', resolve(args.profile)] : []), ...flags.split(' ').filter(Boolean)];
+  return startServe(extraArgs, nodeArgs, root ?? ROOT);
 }
 
 function grpcClient(port) {
