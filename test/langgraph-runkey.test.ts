@@ -9,10 +9,11 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { describe, expect, it } from 'vitest';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../src/otlp/index.js';
 import { langgraphNodeOf, MAX_NODE_BYTES } from '../src/otlp/metadata.js';
-import { parseLoggedSpan, SpanPipeline } from '../src/ingest/pipeline.js';
+import { parseLoggedSpan, SpanPipeline, type LoggedSpan } from '../src/ingest/pipeline.js';
 import { derivedBinding, evidenceOf } from '../src/ingest/trust.js';
 import { parseRunKey } from '../src/ingest/runkey.js';
 import type { SpanRecord } from '../src/otlp/types.js';
+import type { Receipt } from '../src/core/types.js';
 
 const SECRET = 'SECRET-metadata-3b9f';
 
@@ -209,5 +210,104 @@ describe('run key', () => {
     const spans = twoTurns().map((s) => ({ ...s, attrs: { ...s.attrs, 'topology.run.id': 'explicit-run' } }));
     const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000, runKey: parseRunKey('explicit,conversation,trace') });
     expect(new Set(p.process(spans, 0).receipts.map((r) => r.run))).toEqual(new Set(['explicit-run']));
+  });
+});
+
+describe('cluster with --span-routing any: a graph split between instances is read by its resolver once every node is there', () => {
+  const node = (traceId: string, parent: string, name: string, startMs: number, endMs: number) =>
+    rec({ traceId, parentSpanId: parent, name, startMs, endMs, attrs: { 'openinference.span.kind': 'CHAIN', 'metadata.langgraph_node': name } });
+  /** A supervisor graph's spans in end (so export) order: transfer, supervisor, worker, supervisor again, root last. */
+  function graph() {
+    const t = id(32);
+    const root = rec({ traceId: t, name: 'LangGraph', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
+    const n1 = node(t, root.spanId, 'supervisor', 1, 10);
+    const xfer = rec({ traceId: t, parentSpanId: n1.spanId, name: 'transfer_to_researcher', startMs: 5, endMs: 6, attrs: { 'openinference.span.kind': 'TOOL', 'metadata.langgraph_node': 'tools' } });
+    return [xfer, n1, node(t, root.spanId, 'researcher', 11, 20), node(t, root.spanId, 'supervisor', 21, 30), root];
+  }
+  const show = (rs: { type: string; from?: string; to?: string; kind?: string; reason?: string }[]) => rs.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort();
+  const EXPECTED = ['researcher->supervisor:return', 'supervisor->researcher:delegate'];
+
+  it('one instance alone reads it when the root arrives', () => {
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    expect(show(graph().flatMap((s) => p.process([s], 0).receipts))).toEqual(EXPECTED);
+  });
+
+  it('every split of the exports between the resolver and a forwarding instance, with any timing of its span log reads, gives the same edges and no gap', () => {
+    const flags = fc.array(fc.boolean(), { minLength: 5, maxLength: 5 });
+    fc.assert(
+      fc.property(flags, flags, flags, (forwarded, startRead, finishRead) => {
+        const owner = new SpanPipeline({ waitMs: 60_000, maxSpans: 1000, deferLangGraphRoots: true });
+        const other = new SpanPipeline({ waitMs: 60_000, maxSpans: 1000 });
+        const shared: string[] = []; // the shared span log: forwarded records as stored (JSON), in commit order
+        const receipts: Receipt[] = [];
+        let clock = 0;
+        // A read of the shared span log by the resolver sees what was committed when it began; exports may arrive
+        // while it runs; when it is done, the roots that arrived before it began are read.
+        let read: { began: number; seen: string[] } | null = null;
+        const begin = () => {
+          read = { began: ++clock, seen: shared.splice(0) };
+        };
+        const finish = () => {
+          const r = read!;
+          read = null;
+          for (const body of r.seen) {
+            const spans = (JSON.parse(body) as unknown[]).map(parseLoggedSpan);
+            expect(spans.every((x) => x !== null)).toBe(true);
+            receipts.push(...owner.replay(spans as LoggedSpan[], ++clock).receipts);
+          }
+          receipts.push(...owner.readLangGraphRoots(r.began).receipts);
+        };
+        graph().forEach((span, i) => {
+          // One export at a time (an SDK's batch processor): acknowledged (committed) before the next is sent.
+          if (forwarded[i]) {
+            const out = other.forward([span], 'src-b');
+            expect(out.receipts).toEqual([]);
+            for (const e of out.forwardLog) shared.push(JSON.stringify(e.spans));
+          } else receipts.push(...owner.process([span], ++clock, 'src-a').receipts);
+          if (read !== null && finishRead[i]) finish();
+          if (read === null && startRead[i]) begin();
+        });
+        if (read !== null) finish();
+        for (let k = 0; k < 2; k++) {
+          begin();
+          finish();
+        }
+        expect(show(receipts)).toEqual(EXPECTED);
+        expect(owner.langgraph.waiting).toBe(0);
+        expect(owner.langgraph.deferredRoots).toBe(0);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('forwards node, transfer and root records with ids and validated names only; a root record needs a valid run', () => {
+    const MARK = 'MARK-lg-forward-5e1c';
+    const [xfer, n1, , , root] = graph();
+    const prose = { ...n1, name: `Dr ${MARK}`, attrs: { ...n1.attrs, 'metadata.langgraph_node': `Dr ${MARK}` } };
+    const out = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 }).forward([xfer, prose, root], 'src-b');
+    const logged = out.forwardLog.flatMap((e) => e.spans);
+    expect(JSON.stringify(out.forwardLog)).not.toContain(MARK);
+    expect(logged.map((l) => [l.op, l.node ?? null, l.xfer ?? null])).toEqual([['langgraph', null, 'researcher'], ['langgraph', '', null], ['lgroot', null, null]]);
+    expect(logged[2].run).toBe(root.traceId);
+    expect(out.dropped).toBe(0);
+    expect(JSON.parse(JSON.stringify(logged)).map(parseLoggedSpan)).toEqual(logged);
+    expect(parseLoggedSpan({ ...logged[2], run: `${MARK} and more prose` })).toBeNull();
+    expect(parseLoggedSpan({ ...logged[2], run: undefined })).toBeNull();
+    expect(parseLoggedSpan({ ...logged[2], st: -1 })).toBeNull();
+  });
+
+  it('a deferred root with no node beneath it is forgotten; nodes whose root never comes still end as a gap', () => {
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000, deferLangGraphRoots: true });
+    const [, n1, , , root] = graph();
+    const chain = rec({ traceId: id(32), name: 'RunnableSequence', startMs: 0, endMs: 5, attrs: { 'openinference.span.kind': 'CHAIN' } });
+    p.process([chain], 0);
+    expect(p.langgraph.deferredRoots).toBe(1);
+    expect(p.readLangGraphRoots(1).receipts).toEqual([]);
+    expect(p.langgraph.deferredRoots).toBe(0);
+    // A root read before its nodes arrived gives nothing and is gone: the nodes wait, then become a gap.
+    p.process([root], 10);
+    expect(p.readLangGraphRoots(11).receipts).toEqual([]);
+    p.process([n1], 12);
+    expect(show(p.expire(5000))).toEqual(['gap:langgraph_root_unseen']);
   });
 });

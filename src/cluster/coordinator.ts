@@ -23,6 +23,12 @@ import type { ClusterEngineStore } from './engine-store.js';
 const TAKEOVER_RUNS = 500;
 /** Span log entries of instances that died are adopted this many per query (see adoptSpanLog). */
 const SPAN_LOG_PAGE = 2000;
+/**
+ * With `--span-routing any`, a LangGraph root is read no sooner than this after it arrived (and after a read of the
+ * forwarded span log that began later): time for node spans a sender exported side by side with it (e.g. a
+ * Collector's sending queue with several consumers) to arrive anywhere and be forwarded.
+ */
+export const LANGGRAPH_SETTLE_MS = 500;
 
 export interface ClusterOptions {
   /** How long a lease (and an instance's heartbeat) lasts without renewal. */
@@ -58,6 +64,7 @@ export class ClusterCoordinator {
   private chain: Promise<void> = Promise.resolve();
   private stopped = false;
   private replaySpanLog: (() => Promise<number>) | undefined;
+  private readLangGraphRoots: ((before: number) => Promise<number>) | undefined;
   private liveInstances = 1;
   private takeovers = 0;
   private readonly renewEveryMs: number;
@@ -104,9 +111,15 @@ export class ClusterCoordinator {
   }
 
   /** Joins the cluster: heartbeat, claim a fair share, take its runs over; then renews and tails on timers. */
-  async start(engine: AuditEngine, replaySpanLog?: () => Promise<number>): Promise<void> {
+  /**
+   * `replaySpanLog`: replays the span log entries set with store.setAdopted. `readLangGraphRoots` (with
+   * `--span-routing any`): reads the graphs of LangGraph roots that arrived before the given instant, called after
+   * each read of the span log other instances forwarded.
+   */
+  async start(engine: AuditEngine, replaySpanLog?: () => Promise<number>, readLangGraphRoots?: (before: number) => Promise<number>): Promise<void> {
     this.engine = engine;
     this.replaySpanLog = replaySpanLog;
+    this.readLangGraphRoots = readLangGraphRoots;
     this.cursor = await this.pg.headSeq();
     await this.serial(() => this.rebalance());
     this.renewTimer = setInterval(() => void this.serial(() => this.rebalance()), this.renewEveryMs);
@@ -243,12 +256,17 @@ export class ClusterCoordinator {
     }
     if (this.opts.spanRouting === 'any' && this.replaySpanLog) {
       // Span records other instances forwarded for traces this instance resolves.
-      const entries = await this.pg.foreignSpanLog(this.ownedParts(), this.pg.instance, 2000);
+      const began = this.hooks.clock();
+      const entries = await this.pg.foreignSpanLog(this.ownedParts(), this.pg.instance, SPAN_LOG_PAGE);
       if (entries.length) {
         this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
         await this.replaySpanLog();
         await this.store.sync(); // the replayed entries are deleted before the next read
       }
+      // Every span forwarded before a root that arrived before `began` was committed before that read began, so is
+      // here now (for a sender that sends its batches one after another), unless the read was a full page (more to
+      // read: the roots wait for the next one). Roots also wait LANGGRAPH_SETTLE_MS, for batches sent side by side.
+      if (entries.length < SPAN_LOG_PAGE) await this.readLangGraphRoots?.(began - LANGGRAPH_SETTLE_MS);
     }
     for (const ack of await this.pg.acksSince(this.ackCursor, this.ownedParts())) {
       this.engine!.applyAck(ack.run, ack.verdict, ack.ackedAt);

@@ -5,7 +5,7 @@ import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptio
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 import { idReason, withEvidence } from './trust.js';
-import { INVALID_NAME, isLangGraphSpan, LangGraphAssembler, LANGGRAPH_DIALECT, type LgSpan } from './dialects/langgraph.js';
+import { INVALID_NAME, isLangGraphSpan, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
 import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
 import { UnmappedTracker } from './unmapped.js';
 
@@ -34,13 +34,14 @@ export interface LoggedSpan {
   src: string;
   /**
    * what the span is for resolution: an agent invocation, a handoff, a link target (relay), a LangGraph span
-   * waiting for its graph root (`langgraph`), or a plain node
+   * waiting for its graph root (`langgraph`), a candidate graph root forwarded to the trace's resolver
+   * (`lgroot`: an OpenInference CHAIN span without `langgraph_node`; `run` is its run), or a plain node
    */
-  op: 'agent' | 'handoff' | 'relay' | 'span' | 'langgraph';
+  op: 'agent' | 'handoff' | 'relay' | 'span' | 'langgraph' | 'lgroot';
   st?: number;
   en?: number;
   sc?: number;
-  /** agent: its run; handoff: its named run or null */
+  /** agent, lgroot: its run; handoff: its named run or null */
   run?: string | null;
   agent?: string;
   aliases?: string[];
@@ -66,6 +67,11 @@ export interface PipelineOptions extends CallerResolverOptions {
   runKey?: readonly RunKeyPart[];
   /** How long a trace must be quiet before it is judged unmapped (ms); default twice `waitMs`. */
   unmappedQuietMs?: number;
+  /**
+   * Cluster with `--span-routing any`: LangGraph roots are read by readLangGraphRoots after a read of the shared
+   * span log, not on arrival (see src/ingest/dialects/langgraph.ts).
+   */
+  deferLangGraphRoots?: boolean;
 }
 
 const TRACE_HEX = /^[0-9a-f]{32}$/;
@@ -112,6 +118,10 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer)) return null;
     return { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
   }
+  if (x.op === 'lgroot') {
+    if (!isRunId(x.run)) return null;
+    return { ...base, op: 'lgroot', st: x.st, sc: x.sc, run: x.run };
+  }
   return null;
 }
 
@@ -142,6 +152,9 @@ function namedRun(attrs: Record<string, AttrValue>): 'ok' | 'invalid' {
   return isRunId(typeof v === 'string' ? v : String(v)) ? 'ok' : 'invalid';
 }
 
+/** The run of a LangGraph root span (after withRun): its `topology.run.id`, else its trace. */
+const runOfRoot = (root: SpanRecord): string => String(root.attrs['topology.run.id'] ?? root.traceId);
+
 /** spans -> receipts, for one server. Keeps the caller-resolution and LangGraph buffers between batches. */
 export class SpanPipeline {
   readonly callers: CallerResolver;
@@ -152,7 +165,7 @@ export class SpanPipeline {
 
   constructor(opts: PipelineOptions) {
     this.callers = new CallerResolver(opts);
-    this.langgraph = new LangGraphAssembler({ waitMs: opts.waitMs });
+    this.langgraph = new LangGraphAssembler({ waitMs: opts.waitMs, deferRoots: opts.deferLangGraphRoots });
     this.unmapped = new UnmappedTracker({ quietMs: opts.unmappedQuietMs ?? opts.waitMs * 2 });
     this.dialects = opts.dialects ?? DIALECTS;
     this.runKey = opts.runKey ?? DEFAULT_RUN_KEY;
@@ -188,8 +201,12 @@ export class SpanPipeline {
       }
       places.push(span);
     }
-    const lg = this.langgraph.addBatch(places, now, (root) => String(root.attrs['topology.run.id'] ?? root.traceId), source);
+    const lg = this.langgraph.addBatch(places, now, runOfRoot, source);
     for (const [span, l] of lg.kept) logged.set(span, logLangGraph(span.traceId, span.spanId, l));
+    if (this.langgraph.deferring) {
+      // A root waits for readLangGraphRoots: logged as one while its trace is pending, so a restart keeps it.
+      for (const span of places) if (isRootCandidate(span)) logged.set(span, { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'lgroot', st: span.startMs, sc: span.statusCode, run: runOfRoot(span) });
+    }
     this.langGraphReceipts(produced, out);
     for (const span of places) {
       const before = produced.length;
@@ -256,8 +273,8 @@ export class SpanPipeline {
    * resolves (the owner of the trace's partition). Explicit receipts and the receipts a dialect reads off one span
    * alone are made here; what caller resolution needs (every span's place, agent invocations, handoffs, relays) is
    * returned as logged spans for the trace's resolver and never enters this pipeline's buffers, so nothing of these
-   * traces waits or expires here. LangGraph spans are not forwarded (a graph is read whole, root included): the
-   * caller processes traces carrying them here (`hasLangGraph`).
+   * traces waits or expires here. LangGraph spans go the same way (`langgraph`), and so do candidate graph roots
+   * (`lgroot`, with their run): the resolver reads the graph (its roots wait for a read of the shared span log).
    */
   forward(input: SpanRecord[], source = 'auditor'): ExtractResult & { forwardLog: PendingTraceLog[]; agentIdsRefused: number } {
     const out: ExtractResult & { forwardLog: PendingTraceLog[]; agentIdsRefused: number } = { receipts: [], rejected: [], dropped: 0, forwardLog: [], agentIdsRefused: 0 };
@@ -271,7 +288,9 @@ export class SpanPipeline {
         continue;
       }
       let logged: LoggedSpan = { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' };
-      if (!explicitReceiptsOf(span, out)) {
+      if (isLangGraphSpan(span)) {
+        if (!explicitReceiptsOf(span, out)) logged = logLangGraph(span.traceId, span.spanId, lgSpanOf(span, source));
+      } else if (!explicitReceiptsOf(span, out)) {
         let claimed = false;
         for (const d of this.dialects) {
           const r = d(span);
@@ -286,7 +305,10 @@ export class SpanPipeline {
           else if (r.relay) logged = { ...logged, op: 'relay' };
           break;
         }
-        if (!claimed) out.dropped++;
+        if (!claimed && isRootCandidate(span)) {
+          // Perhaps a graph's root: its resolver decides (not counted as dropped here).
+          logged = { ...logged, op: 'lgroot', st: span.startMs, sc: span.statusCode, run: runOfRoot(span) };
+        } else if (!claimed) out.dropped++;
       }
       const list = byTrace.get(span.traceId);
       if (list) list.push(logged);
@@ -295,11 +317,6 @@ export class SpanPipeline {
     this.checked(produced, out);
     out.forwardLog = [...byTrace].map(([traceId, spans]) => ({ traceId, spans }));
     return out;
-  }
-
-  /** Whether the span belongs to a LangGraph graph (such traces are resolved where they arrive). */
-  static hasLangGraph(span: SpanRecord): boolean {
-    return isLangGraphSpan(span);
   }
 
   /** LangGraph receipts of the last addBatch/expire, counted for the unmapped report and the refusal metric. */
@@ -354,9 +371,41 @@ export class SpanPipeline {
         this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
       }
     });
+    // A forwarded root waits for the next read of the shared span log like one that arrived here (readLangGraphRoots);
+    // without deferLangGraphRoots (nothing forwards roots then) it is read at once if its nodes are here.
+    for (const l of spans) {
+      if (l.op !== 'lgroot') continue;
+      this.langgraph.deferRoot(l.t, l.s, l.run as string, now);
+      if (!this.langgraph.deferring) {
+        this.langgraph.readRoots(Infinity);
+        this.langGraphRootsRead(out);
+      }
+    }
     this.checked(this.callers.addBatch(agentSpans, places, now, { handoffs, relays }), out);
     out.pendingLog = this.pendingLogOf(spans, (l) => l.t, (l) => l);
     return out;
+  }
+
+  /**
+   * deferLangGraphRoots: reads the graphs of the LangGraph roots that arrived before `before` (the start of a read
+   * of the shared span log that is now done); their receipts pass the id rule like any other.
+   */
+  readLangGraphRoots(before: number): ExtractResult & { agentIdsRefused: number } {
+    const out: ExtractResult & { agentIdsRefused: number } = { receipts: [], rejected: [], dropped: 0, agentIdsRefused: 0 };
+    if (this.langgraph.deferredRoots > 0) {
+      this.langgraph.readRoots(before);
+      this.langGraphRootsRead(out);
+    }
+    return out;
+  }
+
+  /** The receipts of the graphs readRoots just read (its lastOutcomes), through the id rule into `out`. */
+  private langGraphRootsRead(out: ExtractResult & { agentIdsRefused?: number }): void {
+    const produced: Receipt[] = [];
+    const refused = { agentIdsRefused: 0 };
+    this.langGraphReceipts(produced, refused);
+    if (out.agentIdsRefused !== undefined) out.agentIdsRefused += refused.agentIdsRefused;
+    this.checked(produced, out);
   }
 
   /** Traces holding pending work: a caller, target or LangGraph root still to come. */

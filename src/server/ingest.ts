@@ -149,11 +149,9 @@ export class Ingestor {
       let foreign: typeof local = [];
       if (this.forwardTrace) {
         // Cluster, spans not routed by trace id: traces another instance resolves are forwarded through the shared
-        // span log (LangGraph graphs, read whole, stay here).
-        const graphs = new Set<string>();
-        for (const sp of local) if (SpanPipeline.hasLangGraph(sp)) graphs.add(sp.traceId);
+        // span log (LangGraph's too: the resolver reads the graph).
         local = [];
-        for (const sp of decoded.spans) (this.forwardTrace(sp.traceId) && !graphs.has(sp.traceId) ? foreign : local).push(sp);
+        for (const sp of decoded.spans) (this.forwardTrace(sp.traceId) ? foreign : local).push(sp);
       }
       const ex = this.pipeline.process(local, now, source);
       if (foreign.length) {
@@ -243,6 +241,21 @@ export class Ingestor {
     }
     store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
     return entries.length;
+  }
+
+  /**
+   * Cluster with `--span-routing any`: the graphs of LangGraph roots that arrived before `before`, the start of a
+   * read of the shared span log that is now done (every span sent before such a root is here by then). Their
+   * receipts are committed like replayed ones, with the binding of the sources that sent the spans.
+   */
+  async readLangGraphRoots(before: number): Promise<number> {
+    const ex = this.pipeline.readLangGraphRoots(before);
+    for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
+    if (ex.agentIdsRefused) this.metrics.ingestRefused('agent_id_invalid', ex.agentIdsRefused);
+    if (ex.receipts.length === 0) return 0;
+    const { kept } = this.trust(ex.receipts, 'auditor');
+    if (kept.length) await this.commit(kept, 'auditor', undefined, false);
+    return kept.length;
   }
 
   /** Forget logged spans of traces whose pending work is over (resolved, or expired into gap receipts). */

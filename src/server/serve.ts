@@ -269,7 +269,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
     cfg.log('warning', { message: 'restored live state is above --max-live-runs or --max-live-receipts: receipts of new runs are refused until settled runs are pruned', runs: restored.runs, receipts: engine.liveReceipts });
   }
-  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, runKey: cfg.runKey });
+  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, runKey: cfg.runKey, deferLangGraphRoots: cluster !== null && cfg.spanRouting === 'any' });
   pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
@@ -279,7 +279,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   if (cluster) {
     const c = cluster;
     if (cfg.spanRouting === 'any') ingestor.forwardTrace = c.forwards;
-    await c.start(engine, () => ingestor.replaySpanLog());
+    await c.start(engine, () => ingestor.replaySpanLog(), (before) => ingestor.readLangGraphRoots(before));
     cleanup.push(() => c.stop());
     cfg.log('cluster_joined', { instance: c.pg.instance, ...c.stats() });
   }

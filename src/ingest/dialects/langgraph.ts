@@ -22,6 +22,14 @@
  *   anything on the spans: a gap, never a guessed edge. So is a node or transfer target that is not an id.
  * A root that never arrives (the wait ends) is a gap too.
  *
+ * Cluster with spans not routed by trace id (`serve --span-routing any`): the owner of a trace's partition
+ * reads its graph, from node spans that reached it directly or were forwarded by other instances through the
+ * shared span log. A root is then not read on arrival (`deferRoots`): spans of the trace that another instance
+ * acknowledged before the root was sent may still be on their way. It is read by `readRoots(before)` once a read
+ * of the shared span log that began after the root arrived is done (src/cluster/coordinator.ts): an exporter
+ * sends its batches one after another and the root ends, so is exported, after every node beneath it, so by
+ * then every node is here. A root that has no node beneath it by then was not a graph root (it is forgotten).
+ *
  * Trust: every kept span remembers the source that sent it. A node span vouches for the agent it is named
  * after, a transfer span for the agent it names; each derived receipt carries those sources as its evidence
  * (src/ingest/trust.ts `withEvidence`), so the ingest's binding check treats a LangGraph edge exactly like one
@@ -74,6 +82,16 @@ export interface LangGraphOptions {
   maxTraces?: number;
   /** Bound on spans kept per trace. */
   maxSpansPerTrace?: number;
+  /** Roots wait for readRoots instead of being read on arrival (cluster, `--span-routing any`). */
+  deferRoots?: boolean;
+}
+
+/** A root candidate waiting for readRoots (deferRoots): its trace, run and when it arrived. */
+interface DeferredRoot {
+  traceId: string;
+  spanId: string;
+  run: string;
+  at: number;
 }
 
 /** What became of a trace's LangGraph spans, for explain and the unmapped report. */
@@ -95,12 +113,39 @@ export function isLangGraphSpan(span: SpanRecord): boolean {
 }
 
 /** A candidate graph root: an OpenInference CHAIN span without `langgraph_node`. */
-function isRootCandidate(span: SpanRecord): boolean {
+export function isRootCandidate(span: SpanRecord): boolean {
   return span.attrs['openinference.span.kind'] === 'CHAIN' && span.attrs[LANGGRAPH_NODE_ATTRIBUTE] === undefined;
+}
+
+/** What is kept of a LangGraph span (isLangGraphSpan): ids, the node or transfer name when it is an id, times, status, source. */
+export function lgSpanOf(s: SpanRecord, source: string): LgSpan {
+  const node = s.attrs[LANGGRAPH_NODE_ATTRIBUTE] as string;
+  const transferTo =
+    s.attrs['openinference.span.kind'] === 'TOOL' && s.name.startsWith(TRANSFER_PREFIX) && s.name.length > TRANSFER_PREFIX.length ? s.name.slice(TRANSFER_PREFIX.length) : null;
+  const lg: LgSpan = {
+    parent: s.parentSpanId,
+    node: s.name === node ? (isId(node) ? node : INVALID_NAME) : null,
+    transferTo: transferTo === null ? null : isId(transferTo) ? transferTo : INVALID_NAME,
+    startMs: s.startMs,
+    endMs: s.endMs,
+    status: s.statusCode,
+    source,
+  };
+  if (s.startNs !== undefined) lg.startNs = s.startNs;
+  if (s.endNs !== undefined) lg.endNs = s.endNs;
+  return lg;
+}
+
+/** Does the trace hold a node span right beneath `spanId` (is `spanId` its graph root)? */
+function hasNodeBeneath(t: LgTrace, spanId: string): boolean {
+  for (const x of t.spans.values()) if (x.parent === spanId && x.node !== null) return true;
+  return false;
 }
 
 export class LangGraphAssembler {
   private readonly traces = new Map<string, LgTrace>();
+  /** deferRoots: root candidates by span id, in arrival order (bounded by maxTraces). */
+  private readonly roots = new Map<string, DeferredRoot>();
   private readonly maxTraces: number;
   private readonly maxSpansPerTrace: number;
   /** Outcomes of the last batch and expiry, for explain (bounded by the batch). */
@@ -110,6 +155,11 @@ export class LangGraphAssembler {
   constructor(private readonly opts: LangGraphOptions) {
     this.maxTraces = opts.maxTraces ?? 10_000;
     this.maxSpansPerTrace = opts.maxSpansPerTrace ?? 20_000;
+  }
+
+  /** Are roots read by readRoots rather than on arrival? */
+  get deferring(): boolean {
+    return this.opts.deferRoots === true;
   }
 
   get waiting(): number {
@@ -141,29 +191,19 @@ export class LangGraphAssembler {
     for (const s of spans) {
       if (!isLangGraphSpan(s)) continue;
       claimed.add(s);
-      const node = s.attrs[LANGGRAPH_NODE_ATTRIBUTE] as string;
-      const transferTo =
-        s.attrs['openinference.span.kind'] === 'TOOL' && s.name.startsWith(TRANSFER_PREFIX) && s.name.length > TRANSFER_PREFIX.length ? s.name.slice(TRANSFER_PREFIX.length) : null;
-      const lg: LgSpan = {
-        parent: s.parentSpanId,
-        node: s.name === node ? (isId(node) ? node : INVALID_NAME) : null,
-        transferTo: transferTo === null ? null : isId(transferTo) ? transferTo : INVALID_NAME,
-        startMs: s.startMs,
-        endMs: s.endMs,
-        status: s.statusCode,
-        source,
-      };
-      if (s.startNs !== undefined) lg.startNs = s.startNs;
-      if (s.endNs !== undefined) lg.endNs = s.endNs;
+      const lg = lgSpanOf(s, source);
       if (this.keep(s.traceId, s.spanId, lg, now)) kept.set(s, lg);
     }
     for (const s of spans) {
       if (!isRootCandidate(s)) continue;
       const t = this.traces.get(s.traceId);
-      if (!t) continue;
-      let isRoot = false;
-      for (const x of t.spans.values()) if (x.parent === s.spanId && x.node !== null) isRoot = true;
-      if (!isRoot) continue;
+      if (this.opts.deferRoots) {
+        // Read later (readRoots); claimed now when the trace already waits for it.
+        this.deferRoot(s.traceId, s.spanId, runOf(s), now);
+        if (t && hasNodeBeneath(t, s.spanId)) claimed.add(s);
+        continue;
+      }
+      if (!t || !hasNodeBeneath(t, s.spanId)) continue;
       claimed.add(s);
       this.traces.delete(s.traceId);
       const outcome = readGraph(s, t, runOf(s));
@@ -171,6 +211,41 @@ export class LangGraphAssembler {
       receipts.push(...outcome.receipts);
     }
     return { claimed, kept, receipts };
+  }
+
+  /** deferRoots: a root candidate that arrived (directly, or forwarded by another instance) at `now`. */
+  deferRoot(traceId: string, spanId: string, run: string, now: number): void {
+    if (this.roots.size >= this.maxTraces) {
+      const first = this.roots.keys().next();
+      if (!first.done) this.roots.delete(first.value);
+    }
+    this.roots.delete(spanId); // a repeat moves to the end
+    this.roots.set(spanId, { traceId, spanId, run, at: now });
+  }
+
+  /** Root candidates waiting for readRoots. */
+  get deferredRoots(): number {
+    return this.roots.size;
+  }
+
+  /**
+   * deferRoots: reads the graph of every root that arrived before `before` (the start of a completed read of the
+   * shared span log), in arrival order; a root with no node beneath it is forgotten. Outcomes in lastOutcomes.
+   */
+  readRoots(before: number): Receipt[] {
+    this.lastOutcomes = [];
+    const receipts: Receipt[] = [];
+    for (const r of this.roots.values()) {
+      if (r.at >= before) break; // arrival order: the rest came later
+      this.roots.delete(r.spanId);
+      const t = this.traces.get(r.traceId);
+      if (!t || !hasNodeBeneath(t, r.spanId)) continue;
+      this.traces.delete(r.traceId);
+      const outcome = readGraph(r, t, r.run);
+      this.lastOutcomes.push(outcome);
+      receipts.push(...outcome.receipts);
+    }
+    return receipts;
   }
 
   /** Keep one span of a trace waiting for its root (also used to restore a logged span after a restart). */
@@ -190,6 +265,11 @@ export class LangGraphAssembler {
   expire(now: number, runOfTrace: (traceId: string) => string = (id) => id): Receipt[] {
     const out: Receipt[] = [];
     this.lastOutcomes = [];
+    // Deferred roots never read (no read of the span log completed since, e.g. the partition moved): forgotten.
+    for (const r of this.roots.values()) {
+      if (now - r.at < this.opts.waitMs) break;
+      this.roots.delete(r.spanId);
+    }
     for (const [traceId, t] of this.traces) {
       if (now - t.lastSeen < this.opts.waitMs) continue;
       this.traces.delete(traceId);
@@ -216,7 +296,7 @@ export class LangGraphAssembler {
 }
 
 /** The node sequence under `root` -> receipts. */
-function readGraph(root: SpanRecord, t: LgTrace, run: string): LangGraphOutcome {
+function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: string): LangGraphOutcome {
   const nodes: { spanId: string; s: LgSpan; agent: string }[] = [];
   for (const [spanId, s] of t.spans) {
     if (s.parent === root.spanId && s.node !== null && !INTERNAL_NODES.has(s.node)) nodes.push({ spanId, s, agent: s.node });
