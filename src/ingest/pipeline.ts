@@ -289,7 +289,9 @@ export class SpanPipeline {
       }
       let logged: LoggedSpan = { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' };
       if (isLangGraphSpan(span)) {
-        if (!explicitReceiptsOf(span, out)) logged = logLangGraph(span.traceId, span.spanId, lgSpanOf(span, source));
+        // As in process: kept for its graph, and its explicit receipts (if any) made here.
+        explicitReceiptsOf(span, out);
+        logged = logLangGraph(span.traceId, span.spanId, lgSpanOf(span, source));
       } else if (!explicitReceiptsOf(span, out)) {
         let claimed = false;
         for (const d of this.dialects) {
