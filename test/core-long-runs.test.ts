@@ -1,7 +1,8 @@
 // Long runs take the incremental paths short runs never reach: a run's event id set splits into shards past 256 ids
 // (src/core/idset.ts), a rule's merged events gain new ids by binary search into a list 16 times longer
 // (mergeSorted, routeEvents), and every wait met lets waitRules skip the waits. These properties pin that each
-// equals the plain computation: the verdict of a live state evaluated along the way equals a fresh fold's.
+// equals the plain computation: the verdict of a live state evaluated along the way equals a fresh fold's. And a
+// rebuild after a conflict resets every field a fold fills (RunState.rebuild lists them by hand).
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -158,5 +159,49 @@ describe('long runs: the incremental paths equal a fresh fold', () => {
       }),
       { numRuns: 300, endOnFailure: true },
     );
+  });
+});
+
+describe('a rebuild after a conflict', () => {
+  /** Every kind of receipt (handoff included), 20 agents (past the scanned list) and 10 edges (past the scanned aggregates), two versions. */
+  function receipts(): Receipt[] {
+    const out: Receipt[] = [];
+    const at = (m: number) => iso(T0 + m * 60_000);
+    out.push({ run: 'r1', event: 's1', type: 'run.start', at: at(0), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' } as Receipt);
+    for (let i = 0; i < 20; i++) out.push({ run: 'r1', event: `e${i}`, type: 'edge', at: at(1 + i), version: i === 7 ? '2' : '3', from: 'orchestrator', to: `agent-${i % 10}`, kind: 'delegate', ...(i === 3 ? { status: 'error' } : {}) } as Receipt);
+    for (let i = 0; i < 10; i++) out.push({ run: 'r1', event: `x${i}`, type: 'edge', at: at(2 + i), version: '3', from: `agent-${i}`, to: `helper-${i}`, kind: 'handoff' } as Receipt);
+    for (let i = 0; i < 5; i++) out.push({ run: 'r1', event: `w${i}`, type: 'wait', at: at(3 + i), from: 'researcher', on: 'verifier', edge: WAIT_EDGES[i % WAIT_EDGES.length], deadline: at(30 + i) } as Receipt);
+    out.push({ run: 'r1', event: 'o1', type: 'outcome', at: at(40), verified: true, from: 'verifier' } as Receipt);
+    out.push({ run: 'r1', event: 'g1', type: 'gap', at: at(41), reason: 'caller_unresolved' } as Receipt);
+    out.push({ run: 'r1', event: 'h1', type: 'handoff', at: at(42), handoff: 'hand-1', state: 'PROPOSED', from: 'orchestrator', to: 'researcher' } as Receipt);
+    out.push({ run: 'r1', event: 'n1', type: 'run.end', at: at(50), result: 'completed', from: 'orchestrator' } as Receipt);
+    return out;
+  }
+  // What a rebuild does not reset by design: the ids and copies it folds again, the conflicts, the change counter and
+  // the verdict cache (invalidated through the counter).
+  const KEPT = new Set(['run', 'source', 'ids', 'kept', 'conflictMap', 'version']);
+  const aggregates = (s: RunState) => Object.fromEntries(Object.entries(s).filter(([k]) => !KEPT.has(k) && !k.startsWith('cached')));
+
+  it('leaves every field of the state as a fresh fold of the receipts without the conflicted one (a field the reset forgets fails here)', () => {
+    // The conflicted receipt: an edge, the run.start, the run.end, a wait, the verified outcome, the gap, the handoff.
+    for (const [withSource, conflicted] of [false, true].flatMap((w) => ['e5', 's1', 'n1', 'w2', 'o1', 'g1', 'h1'].map((e) => [w, e] as const))) {
+      const all = receipts();
+      const stored: Receipt[] = [];
+      const live = withSource ? new RunState('r1', () => stored) : new RunState('r1');
+      for (const r of all) if (live.add(r) !== 'duplicate') stored.push(r);
+      // Fill what evaluation and listings keep (memos, event lists of agents and versions) before the conflict.
+      evaluate(live, resolvePin(live, registry), T0 + 45 * 60_000, { registry });
+      expect(live.agentEvents('agent-3').length).toBeGreaterThan(0);
+      expect(live.versionEvents('2')).toEqual(['e7']);
+      const other = { ...all.find((r) => r.event === conflicted)!, at: iso(T0 + 99 * 60_000) };
+      stored.push(other);
+      expect(live.add(other)).toBe('conflict');
+      const fresh = new RunState('r1');
+      for (const r of all) if (r.event !== other.event) fresh.add(r);
+      const got = aggregates(live);
+      expect(Object.keys(got)).toEqual(expect.arrayContaining(['starts', 'ends', 'edgeList', 'edgeMap', 'agentList', 'agentSet', 'waitTimes', 'waitRefs', 'gaps', 'notOk', 'verifiedOutcomes', 'handoffs', 'agentLists', 'routeMemo']));
+      expect(got).toEqual(aggregates(fresh));
+      expect(live.conflicts.has(other.event)).toBe(true);
+    }
   });
 });
