@@ -182,8 +182,14 @@ export function startGrpcH2(
       { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(CODE[status]), 'grpc-message': percentEncodeGrpcMessage(message) },
       { endStream: true },
     );
-    // The client may still be sending (e.g. an oversized message): tell it to stop, without an error.
-    if (!stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    // The client may still be sending (e.g. an oversized message): tell it to stop, without an error, once the
+    // response is on its way. Node 22 sends a RST_STREAM submitted in the same turn ahead of the response's HEADERS
+    // (the client then sees no status at all); the session writes the HEADERS before the next turn's callbacks.
+    if (!stream.readableEnded) {
+      setImmediate(() => {
+        if (!stream.closed && !stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      });
+    }
   };
   const answer = (stream: http2.ServerHttp2Stream, status: StatusName, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1]) => {
     if (reason) metrics.ingestRejected('grpc', reason);
