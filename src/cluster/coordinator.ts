@@ -110,8 +110,8 @@ export class ClusterCoordinator {
     return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size };
   }
 
-  /** Joins the cluster: heartbeat, claim a fair share, take its runs over; then renews and tails on timers. */
   /**
+   * Joins the cluster: heartbeat, claim a fair share, take its runs over; then renews and tails on timers.
    * `replaySpanLog`: replays the span log entries set with store.setAdopted. `readLangGraphRoots` (with
    * `--span-routing any`): reads the graphs of LangGraph roots that arrived before the given instant, called after
    * each read of the span log other instances forwarded.

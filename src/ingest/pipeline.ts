@@ -129,6 +129,14 @@ function logLangGraph(traceId: string, spanId: string, l: LgSpan): LoggedSpan {
   return { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
 }
 
+/** The run of a LangGraph root span (after withRun): its `topology.run.id`, else its trace. */
+const runOfRoot = (root: SpanRecord): string => String(root.attrs['topology.run.id'] ?? root.traceId);
+
+/** A candidate LangGraph root as logged or forwarded: its place, start, status and run; no name or text. */
+function logRoot(span: SpanRecord, src: string): LoggedSpan {
+  return { t: span.traceId, s: span.spanId, p: span.parentSpanId, src, op: 'lgroot', st: span.startMs, sc: span.statusCode, run: runOfRoot(span) };
+}
+
 function logAgent(a: AgentSpan, src: string): LoggedSpan {
   const l: LoggedSpan = { t: a.traceId, s: a.spanId, p: a.parentSpanId, src, op: 'agent', st: a.startMs, en: a.endMs, sc: a.statusCode, run: a.run, agent: a.agent };
   if (a.aliases?.length) l.aliases = a.aliases;
@@ -151,9 +159,6 @@ function namedRun(attrs: Record<string, AttrValue>): 'ok' | 'invalid' {
   if (v === undefined) return 'ok';
   return isRunId(typeof v === 'string' ? v : String(v)) ? 'ok' : 'invalid';
 }
-
-/** The run of a LangGraph root span (after withRun): its `topology.run.id`, else its trace. */
-const runOfRoot = (root: SpanRecord): string => String(root.attrs['topology.run.id'] ?? root.traceId);
 
 /** spans -> receipts, for one server. Keeps the caller-resolution and LangGraph buffers between batches. */
 export class SpanPipeline {
@@ -205,7 +210,7 @@ export class SpanPipeline {
     for (const [span, l] of lg.kept) logged.set(span, logLangGraph(span.traceId, span.spanId, l));
     if (this.langgraph.deferring) {
       // A root waits for readLangGraphRoots: logged as one while its trace is pending, so a restart keeps it.
-      for (const span of places) if (isRootCandidate(span)) logged.set(span, { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'lgroot', st: span.startMs, sc: span.statusCode, run: runOfRoot(span) });
+      for (const span of places) if (isRootCandidate(span)) logged.set(span, logRoot(span, source));
     }
     this.langGraphReceipts(produced, out);
     for (const span of places) {
@@ -309,7 +314,7 @@ export class SpanPipeline {
         }
         if (!claimed && isRootCandidate(span)) {
           // Perhaps a graph's root: its resolver decides (not counted as dropped here).
-          logged = { ...logged, op: 'lgroot', st: span.startMs, sc: span.statusCode, run: runOfRoot(span) };
+          logged = logRoot(span, source);
         } else if (!claimed) out.dropped++;
       }
       const list = byTrace.get(span.traceId);
@@ -375,13 +380,10 @@ export class SpanPipeline {
     });
     // A forwarded root waits for the next read of the shared span log like one that arrived here (readLangGraphRoots);
     // without deferLangGraphRoots (nothing forwards roots then) it is read at once if its nodes are here.
-    for (const l of spans) {
-      if (l.op !== 'lgroot') continue;
-      this.langgraph.deferRoot(l.t, l.s, l.run as string, now);
-      if (!this.langgraph.deferring) {
-        this.langgraph.readRoots(Infinity);
-        this.langGraphRootsRead(out);
-      }
+    for (const l of spans) if (l.op === 'lgroot') this.langgraph.deferRoot(l.t, l.s, l.run as string, now);
+    if (!this.langgraph.deferring && this.langgraph.deferredRoots > 0) {
+      this.langgraph.readRoots(Infinity);
+      this.langGraphRootsRead(out);
     }
     this.checked(this.callers.addBatch(agentSpans, places, now, { handoffs, relays }), out);
     out.pendingLog = this.pendingLogOf(spans, (l) => l.t, (l) => l);

@@ -111,6 +111,9 @@ type Row = Record<string, unknown>;
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
 
+/** A span_log row as the span-log readers return it. */
+const spanLogEntry = (r: Row): { seq: number; traceId: string; origin: string; body: string } => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string });
+
 /**
  * The hash partition of a run or trace id: FNV-1a (32 bit) over its UTF-8 bytes, modulo `partitions`. Stable across
  * instances, builds and platforms (a lone surrogate hashes as U+FFFD, as TextEncoder encodes it).
@@ -548,7 +551,7 @@ export class PgStore {
       `SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) ${origin !== undefined ? 'AND origin = $2' : ''} ORDER BY seq`,
       values,
     );
-    return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
+    return res.rows.map(spanLogEntry);
   }
 
   /**
@@ -561,14 +564,14 @@ export class PgStore {
       'SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND NOT (origin = ANY($2::text[])) AND seq > $3 ORDER BY seq LIMIT $4',
       [[...parts], [...exclude], afterSeq, limit],
     );
-    return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
+    return res.rows.map(spanLogEntry);
   }
 
   /** Span log entries of partitions `parts` logged by other instances than `origin`, oldest first, at most `limit`. */
   async foreignSpanLog(parts: readonly number[], origin: string, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
     if (parts.length === 0) return [];
     const res = await this.pool.query('SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND origin <> $2 ORDER BY seq LIMIT $3', [[...parts], origin, limit]);
-    return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string }));
+    return res.rows.map(spanLogEntry);
   }
 
   /** Forgets span log entries by seq. */
