@@ -13,6 +13,8 @@
 //                unknown agent or foreign version; this stream has none, and the bench fails if it were read), so
 //                they hold no receipt; each keeps its last verdict (the engine keeps every live run's verdict).
 //                Beside it, its floor: the same loop over the same batches reading each receipt's fields, no fold.
+//                And its ceiling: a minimal stand-in classifier (time, edge count, waits; no ids, findings or text)
+//                over the same batches, parsing the times and given them as numbers (see minimalClassifier).
 //   incremental  one new receipt in a run of 1,000 receipts: RunState.add + evaluate, microseconds (p50/p99).
 //                Only the new receipt is folded; nothing re-reads the run.
 //   deadlines    an AuditEngine (dist/audit/engine.js) with a real ReceiptStore in a temp dir holds 100,000
@@ -31,6 +33,7 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { RunState, evaluate, resolvePin } from '../dist/core/classify.js';
+import { millisOf } from '../dist/core/time.js';
 import { AuditEngine } from '../dist/audit/engine.js';
 import { ReceiptStore } from '../dist/store/index.js';
 import { prng } from './payloads.mjs';
@@ -173,6 +176,7 @@ function classifierThroughput() {
   }
   const floorSeconds = cpuSeconds() - c;
   if (sink === 0) throw new Error('bench: the floor loop read nothing');
+  const ceiling = minimalClassifier(batches, t0, now);
   // GC work runs partly on helper threads (counted in CPU, not in the wall split below).
   const split = { addUsPerReceipt: round((addWall * 1000) / receipts, 2), evaluateUsPerRun: round((evaluateWall * 1000) / evaluations, 1), wallShareOfCpu: round((addWall + evaluateWall) / 1000 / batchedSeconds, 2) };
 
@@ -201,12 +205,101 @@ function classifierThroughput() {
       runsPerBatch: 3,
       receiptsPerCpuSec: Math.round(receipts / batchedSeconds),
       floorReceiptsPerCpuSec: Math.round(receipts / floorSeconds),
+      minimalReceiptsPerCpuSec: ceiling.receiptsPerCpuSec,
+      minimalGivenTimesReceiptsPerCpuSec: ceiling.givenTimesReceiptsPerCpuSec,
       evaluationsPerCpuSec: Math.round(evaluations / batchedSeconds),
       ...split,
     },
     perReceipt: { receipts: single.length, receiptsPerCpuSec: Math.round(single.length / singleSeconds) },
     fullPass: { runs: RUNS, receipts: RUNS * 2, runsPerCpuSec: Math.round(RUNS / fullPassSeconds), receiptsPerCpuSec: Math.round((RUNS * 2) / fullPassSeconds) },
   };
+}
+
+/**
+ * The ceiling of any classifier in this loop: a stand-in written for this benchmark only (never used to decide),
+ * doing the least a classifier of these receipts must do, over its own 100,000 runs seeded like the real ones and
+ * the same batches. Per receipt: parse its time, find its edge among the run's (fields compared, as RunState does
+ * for a few edges), count it and keep its earliest time, or keep a declared wait's time and deadline. Per touched
+ * run and batch: one evaluation that flags edges seen more than once and counts the waits still open at `now`.
+ * No event ids (no duplicate check, no event lists), agents, versions, ends, plan, findings or text. Run twice:
+ * parsing each receipt's RFC 3339 time, and with the times handed over as numbers (as a decoder that kept the
+ * span's nanoseconds could), to show what the time parse alone costs here.
+ */
+function minimalClassifier(batches, t0, now) {
+  class Edge {
+    constructor(from, to, kind, at) {
+      this.from = from;
+      this.to = to;
+      this.kind = kind;
+      this.count = 1;
+      this.at = at;
+    }
+  }
+  class Run {
+    edges = [];
+    waits = [];
+    first = Infinity;
+    last = -Infinity;
+  }
+  const fold = (s, r, at) => {
+    if (at < s.first) s.first = at;
+    if (at > s.last) s.last = at;
+    if (r.type === 'edge') {
+      const l = s.edges;
+      const { from, to, kind } = r;
+      for (let i = 0; i < l.length; i++) {
+        const x = l[i];
+        if (x.to === to && x.from === from && x.kind === kind) {
+          x.count++;
+          if (at < x.at) x.at = at;
+          return;
+        }
+      }
+      l.push(new Edge(from, to, kind, at));
+    } else if (r.type === 'wait') s.waits.push(at, millisOf(r.deadline));
+  };
+  const evaluateMinimal = (s) => {
+    let repeated = 0;
+    for (const e of s.edges) if (e.count > 1) repeated++;
+    let open = 0;
+    for (let i = 1; i < s.waits.length; i += 2) if (s.waits[i] > now) open++;
+    return repeated * 1000 + open;
+  };
+  const times = batches.map((batch) => Float64Array.from(batch, (r) => millisOf(r.at)));
+  const result = {};
+  for (const given of [false, true]) {
+    const runs = new Map();
+    for (const batch of batches) {
+      for (const r of batch) {
+        if (runs.has(r.run)) continue;
+        const s = new Run();
+        fold(s, receiptOf(r.run, 0, t0), t0);
+        fold(s, receiptOf(r.run, 1, t0), t0 + 1000);
+        runs.set(r.run, s);
+      }
+    }
+    for (let i = runs.size; i < RUNS; i++) runs.set(`ceiling-${i}`, new Run()); // as many live runs as the real loop
+    let receipts = 0;
+    let sink = 0;
+    const c = cpuSeconds();
+    for (let b = 0; b < batches.length; b++) {
+      const batch = batches[b];
+      const at = times[b];
+      const touched = new Set();
+      for (let j = 0; j < batch.length; j++) {
+        const r = batch[j];
+        const s = runs.get(r.run);
+        fold(s, r, given ? at[j] : millisOf(r.at));
+        touched.add(s);
+      }
+      for (const s of touched) sink += evaluateMinimal(s);
+      receipts += batch.length;
+    }
+    const seconds = cpuSeconds() - c;
+    if (sink === 0) throw new Error('bench: the minimal classifier evaluated nothing');
+    result[given ? 'givenTimesReceiptsPerCpuSec' : 'receiptsPerCpuSec'] = Math.round(receipts / seconds);
+  }
+  return result;
 }
 
 function incrementalReceipt(openWaits) {
@@ -420,7 +513,7 @@ async function main() {
   for (const part of parts) {
     if (part === 'classifier') {
       const r = (results.classifier = classifierThroughput());
-      console.log(`classifier: ${r.batched.receiptsPerCpuSec} receipts/CPU-s over ${r.liveRuns} live runs (batches of 51 receipts over 3 runs; ${r.batched.evaluationsPerCpuSec} evaluations/CPU-s; wall per receipt add ${r.batched.addUsPerReceipt} µs, per evaluation ${r.batched.evaluateUsPerRun} µs; the loop reading the same receipts without fold or evaluation: ${r.batched.floorReceiptsPerCpuSec} receipts/CPU-s); one evaluation per receipt: ${r.perReceipt.receiptsPerCpuSec} receipts/CPU-s; full re-evaluation: ${r.fullPass.runsPerCpuSec} runs/CPU-s`);
+      console.log(`classifier: ${r.batched.receiptsPerCpuSec} receipts/CPU-s over ${r.liveRuns} live runs (batches of 51 receipts over 3 runs; ${r.batched.evaluationsPerCpuSec} evaluations/CPU-s; wall per receipt add ${r.batched.addUsPerReceipt} µs, per evaluation ${r.batched.evaluateUsPerRun} µs; the loop reading the same receipts without fold or evaluation: ${r.batched.floorReceiptsPerCpuSec} receipts/CPU-s; a minimal classifier's ceiling in the same loop: ${r.batched.minimalReceiptsPerCpuSec}, given the times as numbers ${r.batched.minimalGivenTimesReceiptsPerCpuSec} receipts/CPU-s); one evaluation per receipt: ${r.perReceipt.receiptsPerCpuSec} receipts/CPU-s; full re-evaluation: ${r.fullPass.runsPerCpuSec} runs/CPU-s`);
     } else if (part === 'incremental') {
       const r = (results.incremental = incrementalReceipt(false));
       console.log(`incremental: one new receipt in a run of ${r.runReceipts} receipts (${r.verdict}, ${r.findings} findings): add + evaluate p50 ${r.addAndEvaluateP50Us} µs, p99 ${r.addAndEvaluateP99Us} µs, mean CPU ${r.addAndEvaluateMeanCpuUs} µs`);
