@@ -132,7 +132,22 @@ describe('long runs: the incremental paths equal a fresh fold', () => {
     expect(live.agentNames.length).toBe(41);
   });
 
-  it('IdSet is a set: the same answers and size as a Set, across the split into shards', () => {
+  it('IdSet is a set: the same answers and size as a Set, from its short list through one Set to the split into shards', () => {
+    // short runs too (the list), and ids alike in length and last character (what the list's scan compares first)
+    const alike = fc.tuple(fc.string({ unit: fc.constantFrom(...'ab'), minLength: 1, maxLength: 3 }), fc.constantFrom('0', '1')).map(([a, b]) => a + b);
+    fc.assert(
+      fc.property(fc.array(fc.oneof(alike, fc.constant('')), { maxLength: 40 }), (ids) => {
+        const a = new IdSet();
+        const b = new Set<string>();
+        for (const id of ids) {
+          expect(a.has(id)).toBe(b.has(id));
+          expect(a.add(id)).toBe(!b.has(id));
+          b.add(id);
+          expect(a.size).toBe(b.size);
+        }
+      }),
+      { numRuns: 300, endOnFailure: true },
+    );
     fc.assert(
       fc.property(fc.array(fc.oneof(fc.integer({ min: 0, max: 2000 }).map((i) => `e${i}`), fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), maxLength: 3 }), fc.constant('')), { minLength: 300, maxLength: 3000 }), (ids) => {
         const a = new IdSet();
