@@ -5,6 +5,7 @@
  * store's group commit: an append resolves only after the PostgreSQL COMMIT (acknowledged = committed).
  */
 import type { Pin, Receipt, Verdict } from '../core/types.js';
+import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson } from '../core/canonical.js';
 import type { AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
@@ -93,7 +94,7 @@ export class ClusterEngineStore implements EngineStore {
   setPin(run: string, pin: Pin, contractHash: string): PinRecord {
     const existing = this.pins.get(run);
     if (existing) return existing;
-    const record: PinRecord = { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
+    const record: PinRecord = { pin: sharedPin(pin.contract, pin.version, pin.phase), contractHash };
     this.pins.set(run, record);
     this.pendingPins.set(run, record);
     return record;

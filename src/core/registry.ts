@@ -10,6 +10,25 @@ export interface PinRef {
 
 export type PinResolution = { ok: true; pin: Pin; contract: Contract } | { ok: false; reason: string };
 
+/** Pins by their fields: one frozen object per (contract, version, phase), shared by every run and verdict. Bounded. */
+const pins = new Map<string, Pin>();
+const PINS = 10_000;
+
+/**
+ * The pin (contract, version, phase) as one shared, frozen object: a live run's stored pin and each of its verdicts
+ * hold the same few objects (a pin object per run and verdict cost ~95 bytes a live run). Past the bound a new
+ * frozen object is made.
+ */
+export function sharedPin(contract: string, version: string, phase: string): Pin {
+  const key = `${contract}\u0000${version}\u0000${phase}`;
+  let pin = pins.get(key);
+  if (pin === undefined) {
+    pin = Object.freeze({ contract, version, phase });
+    if (pins.size < PINS) pins.set(key, pin);
+  }
+  return pin;
+}
+
 /**
  * The contracts known to a process: several versions per contract id, retired versions,
  * and refusal of two different contents under one (contract, version).
@@ -96,6 +115,6 @@ export class ContractRegistry {
     if (!contract.phases.some((p) => p.name === phase)) {
       return { ok: false, reason: `contract "${ref.contract}" version "${contract.version}" has no phase "${phase}"` };
     }
-    return { ok: true, pin: { contract: contract.contract, version: contract.version, phase }, contract };
+    return { ok: true, pin: sharedPin(contract.contract, contract.version, phase), contract };
   }
 }

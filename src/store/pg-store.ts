@@ -22,6 +22,7 @@
 import pg from 'pg';
 import type { PoolClient } from 'pg';
 import type { Pin, Receipt, Verdict } from '../core/types.js';
+import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import {
   StoreCommitError,
@@ -349,7 +350,7 @@ export class PgStore {
     if (res.rows.length === 0) return null;
     const row = res.rows[0] as Row;
     return {
-      pin: { contract: row.contract as string, version: row.version as string, phase: row.phase as string },
+      pin: sharedPin(row.contract as string, row.version as string, row.phase as string),
       contractHash: row.contract_hash as string,
     };
   }
@@ -361,7 +362,7 @@ export class PgStore {
        ON CONFLICT (run) DO NOTHING`,
       [run, pin.contract, pin.version, pin.phase, contractHash],
     );
-    if (res.rowCount === 1) return { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
+    if (res.rowCount === 1) return { pin: sharedPin(pin.contract, pin.version, pin.phase), contractHash };
     const inForce = await this.getPin(run);
     if (inForce === null) throw new Error(`postgres store: pin of run ${JSON.stringify(run)} vanished`);
     return inForce;
@@ -390,7 +391,7 @@ export class PgStore {
     const res = await this.pool.query('SELECT run, contract, version, phase, contract_hash FROM pins WHERE run = ANY($1::text[])', [runs]);
     for (const row of res.rows as Row[]) {
       inForce.set(row.run as string, {
-        pin: { contract: row.contract as string, version: row.version as string, phase: row.phase as string },
+        pin: sharedPin(row.contract as string, row.version as string, row.phase as string),
         contractHash: row.contract_hash as string,
       });
     }

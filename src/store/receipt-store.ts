@@ -21,6 +21,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } fr
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Pin, Receipt, Verdict } from '../core/types.js';
+import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
@@ -404,7 +405,7 @@ export class ReceiptStore {
   setPin(run: string, pin: Pin, contractHash: string): PinRecord {
     const existing = this.getPin(run);
     if (existing !== null) return existing;
-    const record: PinRecord = { pin: { contract: pin.contract, version: pin.version, phase: pin.phase }, contractHash };
+    const record: PinRecord = { pin: sharedPin(pin.contract, pin.version, pin.phase), contractHash };
     this.pendingPins.set(run, record);
     this.pinless.delete(run);
     this.scheduleFlush();
@@ -418,7 +419,7 @@ export class ReceiptStore {
     const row = this.stmt.getPin.get(run);
     if (row === undefined) return null;
     return {
-      pin: { contract: row.contract as string, version: row.version as string, phase: row.phase as string },
+      pin: sharedPin(row.contract as string, row.version as string, row.phase as string),
       contractHash: row.contract_hash as string,
     };
   }
