@@ -845,7 +845,8 @@ function sortFindings(findings: Finding[]): void {
 }
 
 function finish(state: RunState, pin: Pin | null, out: Collector, planFinished: boolean): RunVerdict {
-  const findings = out.findings;
+  // An exact-size copy: the collector's list keeps room for 17 findings, and a live run keeps its verdict.
+  const findings = out.findings.slice();
   sortFindings(findings);
   let verdict: Verdict = planFinished ? 'healthy' : 'working';
   let best = PRECEDENCE[verdict];

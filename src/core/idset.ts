@@ -1,7 +1,7 @@
 /**
  * A run's event ids, as a set that is small while the run is and whose growth never stalls one receipt for long.
  * Most runs hold a few dozen ids: up to LIST_AT they sit in an array found by a scan (a Set of 20 ids takes ~700
- * bytes of hash table, the array ~280, and a scan of a few dozen short ids costs about one hash lookup). Past it
+ * bytes of hash table, the array ~200, and a scan of a few dozen short ids costs about one hash lookup). Past it
  * they move into a Set. A plain Set rehashes all its entries when it doubles (at 1,024 ids about 50 µs on the bench
  * machine, paid by the one receipt that crosses it), so past SHARD_AT ids the set splits into SHARDS Sets chosen by
  * the id's last two characters, and each doubling moves a sixteenth of the ids (ids that all end alike fall in one
@@ -38,7 +38,7 @@ function scan(list: readonly string[], n: number, id: string): boolean {
 export class IdSet {
   /**
    * While there are at most LIST_AT ids: the ids at 0..count-1 (distinct, in insertion order) of an array whose
-   * length is its room (4, 8, 16, 32: doubled when full; a pushed array would keep ~1.5x + 16 slots). Null once
+   * length is its room (4, 6, 9, 13, 19, 28, 32: 1.5x when full; a pushed array would keep 1.5x + 16 slots). Null once
    * they moved into `one`.
    */
   private list: string[] | null = NO_IDS;
@@ -64,7 +64,7 @@ export class IdSet {
       if (scan(list, n, id)) return false;
       if (n < list.length) list[n] = id;
       else if (n < LIST_AT) {
-        const bigger = new Array<string>(n === 0 ? 4 : n * 2);
+        const bigger = new Array<string>(n === 0 ? 4 : Math.min(LIST_AT, n + (n >> 1)));
         for (let i = 0; i < n; i++) bigger[i] = list[i];
         bigger[n] = id;
         this.list = bigger;
