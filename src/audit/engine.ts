@@ -102,10 +102,9 @@ interface LiveRun {
   updatedAt: number;
   /** The run's pin record once one exists (a pin never changes once written), so evaluations skip the store. */
   pin?: PinRecord;
-  /** The gauge key of `gaugeOf` (the verdict it was made from), so the per-tick gauge allocates nothing per run. */
+  /** The verdict the topology_runs gauge last counted this run under, and its row (see AuditEngine.gauge). */
   gaugeOf?: RunVerdict;
   gaugeId?: string;
-  gaugeKey?: GaugeKey;
   /** Shadow verdicts under the candidates (with `shadow` configured). */
   shadow?: ShadowVerdict[];
   /** When the run entered its current verdict (drives the alert window). */
@@ -120,7 +119,7 @@ interface LiveRun {
 /** Verdicts that alert: unsafe topology, false completion, incomplete and uncertain. */
 export const ALERT_VERDICTS: ReadonlySet<Verdict> = new Set<Verdict>(['stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'incomplete', 'uncertain']);
 
-type GaugeKey = { contract: string; version: string; verdict: Verdict };
+type GaugeRow = { contract: string; version: string; verdict: Verdict; count: number };
 
 export interface IngestOutcome {
   accepted: number;
@@ -139,6 +138,9 @@ const key = (v: RunVerdict) => (v.pin ? { contract: v.pin.contract, version: v.p
 
 export class AuditEngine extends EventEmitter {
   private readonly runs = new Map<string, LiveRun>();
+  /** topology_runs rows by `contract\0version\0verdict`, and the live runs whose verdict was set since gauge() last ran. */
+  private readonly gaugeRows = new Map<string, GaugeRow>();
+  private readonly gaugeDirty = new Set<LiveRun>();
   private readonly deadlines = new DeadlineHeap();
   private readonly pinnedContracts = new Map<string, Contract>(); // by content hash
   private heldReceipts = 0;
@@ -199,7 +201,10 @@ export class AuditEngine extends EventEmitter {
         if (state.size === 0 && state.conflicts.size === 0) continue;
         const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held };
         restored.verdict = this.evaluateRun(state, this.pinRun(state), now, restored);
+        const replaced = this.runs.get(lr.run);
+        if (replaced) this.uncount(replaced);
         this.runs.set(lr.run, restored);
+        this.gaugeDirty.add(restored);
         this.heldReceipts += held;
         this.deadlines.set(lr.run, nextChange(restored));
       } catch (e) {
@@ -394,6 +399,7 @@ export class AuditEngine extends EventEmitter {
     const shadowBefore = live.shadow;
     const after = this.evaluateRun(live.state, this.pinRun(live.state, live), now, live);
     live.verdict = after;
+    this.gaugeDirty.add(live);
     live.updatedAt = now;
     this.deadlines.set(run, nextChange(live));
     if (live.shadow && this.opts.hooks?.shadowEntered) {
@@ -467,6 +473,7 @@ export class AuditEngine extends EventEmitter {
     }
     if (live.state.size === 0 && live.state.conflicts.size === 0) {
       this.runs.delete(stored.run);
+      this.uncount(live);
       return;
     }
     if (live.verdict === null && stored.verdict) {
@@ -474,7 +481,7 @@ export class AuditEngine extends EventEmitter {
       const previous = this.evaluateRun(live.state, this.pinRun(live.state, live), now, live);
       if (previous.verdict === stored.verdict) {
         live.verdict = previous;
-        live.gaugeOf = undefined;
+        this.gaugeDirty.add(live);
         this.deadlines.set(stored.run, nextChange(live));
         return;
       }
@@ -487,6 +494,7 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(run);
     if (!live) return false;
     this.runs.delete(run);
+    this.uncount(live);
     this.heldReceipts -= live.held;
     this.delivered.forget(run);
     this.deadlines.set(run, null);
@@ -603,6 +611,7 @@ export class AuditEngine extends EventEmitter {
     for (const [run, live] of this.runs) {
       if (live.verdict.settled && now - live.updatedAt > this.opts.retentionMs) {
         this.runs.delete(run);
+        this.uncount(live);
         this.heldReceipts -= live.held;
         this.delivered.forget(run);
         this.deadlines.set(run, null);
@@ -666,21 +675,48 @@ export class AuditEngine extends EventEmitter {
     return out.slice(0, filter.limit ?? 100);
   }
 
-  /** Runs per (contract, version, verdict), for the topology_runs gauge. */
-  gauge(): { contract: string; version: string; verdict: Verdict; count: number }[] {
-    const m = new Map<string, { contract: string; version: string; verdict: Verdict; count: number }>();
-    for (const live of this.runs.values()) {
-      if (live.gaugeOf !== live.verdict) {
-        const k = key(live.verdict);
-        live.gaugeOf = live.verdict;
-        live.gaugeKey = k;
-        live.gaugeId = `${k.contract}\u0000${k.version}\u0000${k.verdict}`;
-      }
-      const e = m.get(live.gaugeId!);
-      if (e) e.count++;
-      else m.set(live.gaugeId!, { ...live.gaugeKey!, count: 1 });
+  /**
+   * Runs per (contract, version, verdict), for the topology_runs gauge (rows with at least one run). Counted as verdicts
+   * change, not by a walk over every live run: a run whose verdict was set since the last call is recounted, a run
+   * forgotten leaves its row at once. Serve calls this every tick; with 100,000 live runs the walk cost ~9 ms a tick.
+   */
+  gauge(): GaugeRow[] {
+    for (const live of this.gaugeDirty) this.count(live);
+    this.gaugeDirty.clear();
+    const out: GaugeRow[] = [];
+    for (const row of this.gaugeRows.values()) out.push({ ...row });
+    return out;
+  }
+
+  /** Counts a live run under its current verdict's row (moving it from the row it was counted under). */
+  private count(live: LiveRun): void {
+    const v = live.verdict;
+    if (!v || live.gaugeOf === v) return;
+    const k = key(v);
+    const id = `${k.contract}\u0000${k.version}\u0000${k.verdict}`;
+    if (id !== live.gaugeId) {
+      this.leaveRow(live);
+      const row = this.gaugeRows.get(id);
+      if (row) row.count++;
+      else this.gaugeRows.set(id, { ...k, count: 1 });
+      live.gaugeId = id;
     }
-    return [...m.values()];
+    live.gaugeOf = v;
+  }
+
+  /** Takes a forgotten run out of the gauge. */
+  private uncount(live: LiveRun): void {
+    this.gaugeDirty.delete(live);
+    this.leaveRow(live);
+    live.gaugeOf = undefined;
+  }
+
+  private leaveRow(live: LiveRun): void {
+    const id = live.gaugeId;
+    if (id === undefined) return;
+    live.gaugeId = undefined;
+    const row = this.gaugeRows.get(id)!;
+    if (--row.count === 0) this.gaugeRows.delete(id);
   }
 
   /**

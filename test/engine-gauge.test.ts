@@ -1,0 +1,137 @@
+/**
+ * The topology_runs gauge (AuditEngine.gauge) is counted as verdicts change, not by a walk over every live run. After
+ * any sequence of ingests (runs entering and leaving verdicts and pins), deadlines moving verdicts, pruning, cluster
+ * drops and a restart, it must equal a count of the live runs' verdicts made from scratch.
+ */
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Receipt } from '../src/core/types.js';
+import { AuditEngine } from '../src/audit/engine.js';
+import { ReceiptStore } from '../src/store/index.js';
+import { tempDir } from './helpers/server.js';
+import { loadContractDir } from '../src/audit/contracts-dir.js';
+
+const registry = loadContractDir(join(import.meta.dirname, '..', 'contracts'));
+const t0 = Date.parse('2026-01-01T00:00:00Z');
+const at = (ms: number) => new Date(t0 + ms).toISOString();
+const RETENTION_MS = 5_000;
+
+const open: ReceiptStore[] = [];
+afterEach(() => {
+  for (const s of open.splice(0)) s.close();
+});
+
+function engineOver(dir: string): AuditEngine {
+  const store = ReceiptStore.open(dir);
+  open.push(store);
+  const engine = new AuditEngine(registry, store, { retentionMs: RETENTION_MS });
+  engine.restore(t0);
+  return engine;
+}
+
+/** The gauge rows made from scratch: every live run's verdict, by (contract, version, verdict). */
+function recount(engine: AuditEngine): string[] {
+  const m = new Map<string, number>();
+  for (const { verdict: v } of engine.list({ limit: Number.MAX_SAFE_INTEGER })) {
+    const k = `${v.pin?.contract ?? ''}|${v.pin?.version ?? ''}|${v.verdict}`;
+    m.set(k, (m.get(k) ?? 0) + 1);
+  }
+  return [...m].map(([k, n]) => `${k}=${n}`).sort();
+}
+const gaugeRows = (engine: AuditEngine) => engine.gauge().map((g) => `${g.contract}|${g.version}|${g.verdict}=${g.count}`).sort();
+
+/** One receipt of each kind that moves a run of the drift contract between verdicts (with `version`: the pin). */
+const KINDS = ['start3', 'start2', 'delegate', 'handoff', 'return', 'forbidden', 'unknown', 'wait', 'outcome', 'end', 'gap'] as const;
+function receiptOf(kind: (typeof KINDS)[number], run: string, event: string, ms: number): Receipt {
+  const base = { run, event, at: at(ms) };
+  switch (kind) {
+    case 'start3':
+      return { ...base, type: 'run.start', contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' } as Receipt;
+    case 'start2':
+      return { ...base, type: 'run.start', contract: 'research-publish', version: '2', from: 'orchestrator' } as Receipt;
+    case 'delegate':
+      return { ...base, type: 'edge', from: 'orchestrator', to: 'researcher', kind: 'delegate' } as Receipt;
+    case 'handoff':
+      return { ...base, type: 'edge', from: 'researcher', to: 'verifier', kind: 'handoff' } as Receipt;
+    case 'return':
+      return { ...base, type: 'edge', from: 'verifier', to: 'orchestrator', kind: 'return' } as Receipt;
+    case 'forbidden':
+      return { ...base, type: 'edge', from: 'researcher', to: 'publisher', kind: 'delegate' } as Receipt;
+    case 'unknown':
+      return { ...base, type: 'edge', from: 'orchestrator', to: 'mallory', kind: 'delegate' } as Receipt;
+    case 'wait':
+      return { ...base, type: 'wait', from: 'researcher', on: 'verifier', edge: 'verifier -> orchestrator : return', deadline: at(ms + 5_000) } as Receipt;
+    case 'outcome':
+      return { ...base, type: 'outcome', verified: true, from: 'orchestrator' } as Receipt;
+    case 'end':
+      return { ...base, type: 'run.end', result: 'completed', from: 'orchestrator' } as Receipt;
+    case 'gap':
+      return { ...base, type: 'gap', reason: 'caller_unresolved' } as Receipt;
+  }
+}
+
+const op = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ op: fc.constant('ingest' as const), receipts: fc.array(fc.record({ run: fc.integer({ min: 0, max: 5 }), kind: fc.constantFrom(...KINDS), event: fc.integer({ min: 0, max: 30 }) }), { minLength: 1, maxLength: 6 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('time' as const), ms: fc.integer({ min: 1, max: 120_000 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('prune' as const) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('drop' as const), run: fc.integer({ min: 0, max: 5 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('gauge' as const) }) },
+);
+
+describe('the topology_runs gauge', () => {
+  it('equals a count made from scratch after any ingests, deadlines, prunes, drops and a restart', async () => {
+    let pruned = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (ops) => {
+        const dir = tempDir('ta-gauge-');
+        const engine = engineOver(dir);
+        let now = t0;
+        for (const o of ops) {
+          if (o.op === 'ingest') {
+            now += 1000;
+            // an event id names one receipt of a run: the same id with another kind is a conflict, also counted
+            await engine.ingest(o.receipts.map((x) => receiptOf(x.kind, `r${x.run}`, `e${x.event}-${x.kind}`, now - t0)), 'src', now);
+          } else if (o.op === 'time') {
+            now += o.ms;
+            engine.tick(now);
+          } else if (o.op === 'prune') pruned += engine.prune(now);
+          else if (o.op === 'drop') engine.drop(`r${o.run}`);
+          else expect(gaugeRows(engine)).toEqual(recount(engine));
+        }
+        expect(gaugeRows(engine)).toEqual(recount(engine));
+        const restarted = engineOver(dir);
+        expect(gaugeRows(restarted)).toEqual(recount(restarted));
+      }),
+      { numRuns: 60, endOnFailure: true },
+    );
+    expect(pruned).toBeGreaterThan(0); // the sequences did prune settled runs
+  });
+
+  it('counts runs of several verdicts and pins, and a run leaves its row when it moves or is forgotten', async () => {
+    const engine = engineOver(tempDir('ta-gauge-'));
+    const now = t0 + 1000;
+    await engine.ingest([receiptOf('start3', 'a', 's', 0), receiptOf('delegate', 'a', 'd', 1)], 'src', now);
+    await engine.ingest([receiptOf('start3', 'b', 's', 0), receiptOf('forbidden', 'b', 'f', 1)], 'src', now);
+    await engine.ingest([receiptOf('start2', 'c', 's', 0), receiptOf('delegate', 'c', 'd', 1)], 'src', now);
+    const rows = gaugeRows(engine);
+    expect(rows).toEqual(recount(engine));
+    expect(rows).toContain('research-publish|3|forbidden_edge=1');
+    expect(rows.filter((r) => r.startsWith('research-publish|3|')).map((r) => Number(r.split('=')[1])).reduce((x, y) => x + y)).toBe(2);
+    expect(rows.some((r) => r.startsWith('research-publish|2|'))).toBe(true);
+    // run a becomes forbidden_edge too: one row of two runs, a's old row gone
+    await engine.ingest([receiptOf('forbidden', 'a', 'f', 2)], 'src', now + 1);
+    expect(gaugeRows(engine)).toEqual(recount(engine));
+    expect(gaugeRows(engine)).toContain('research-publish|3|forbidden_edge=2');
+    engine.drop('b');
+    expect(gaugeRows(engine)).toContain('research-publish|3|forbidden_edge=1');
+    engine.drop('a');
+    expect(gaugeRows(engine).some((r) => r.startsWith('research-publish|3|'))).toBe(false);
+    expect(gaugeRows(engine)).toEqual(recount(engine));
+    // c ends (settled: false_complete, no verified outcome) and is pruned once idle past the retention
+    await engine.ingest([receiptOf('end', 'c', 'end', 3)], 'src', now + 2);
+    expect(engine.verdictOf('c')?.settled).toBe(true);
+    expect(engine.prune(now + 2 + RETENTION_MS + 1)).toBe(1);
+    expect(gaugeRows(engine)).toEqual([]);
+  });
+});
