@@ -10,6 +10,9 @@ export interface PinRef {
 
 export type PinResolution = { ok: true; pin: Pin; contract: Contract } | { ok: false; reason: string };
 
+/** A resolved pin per contract and phase: the same frozen answer each time (resolve runs at every evaluation). */
+const resolutions = new WeakMap<Contract, Map<string, PinResolution>>();
+
 /** Pins by their fields: one frozen object per (contract, version, phase), shared by every run and verdict. Bounded. */
 const pins = new Map<string, Pin>();
 const PINS = 10_000;
@@ -115,6 +118,10 @@ export class ContractRegistry {
     if (!contract.phases.some((p) => p.name === phase)) {
       return { ok: false, reason: `contract "${ref.contract}" version "${contract.version}" has no phase "${phase}"` };
     }
-    return { ok: true, pin: sharedPin(contract.contract, contract.version, phase), contract };
+    let byPhase = resolutions.get(contract);
+    if (byPhase === undefined) resolutions.set(contract, (byPhase = new Map()));
+    let resolution = byPhase.get(phase);
+    if (resolution === undefined) byPhase.set(phase, (resolution = Object.freeze({ ok: true, pin: sharedPin(contract.contract, contract.version, phase), contract })));
+    return resolution;
   }
 }
