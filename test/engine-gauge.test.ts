@@ -1,7 +1,8 @@
 /**
- * The topology_runs gauge (AuditEngine.gauge) is counted as verdicts change, not by a walk over every live run. After
- * any sequence of ingests (runs entering and leaving verdicts and pins), deadlines moving verdicts, pruning, cluster
- * drops and a restart, it must equal a count of the live runs' verdicts made from scratch.
+ * The topology_runs gauge (AuditEngine.gauge) and the alerting and stalled gauges (AuditEngine.alerting) are counted
+ * as runs change and as time passes, not by a walk over every live run. After any sequence of ingests (runs entering
+ * and leaving verdicts and pins), time passing, deadlines moving verdicts, acknowledgements, pruning, cluster drops
+ * and a restart, they must equal a count made from scratch.
  */
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -40,6 +41,11 @@ function recount(engine: AuditEngine): string[] {
   return [...m].map(([k, n]) => `${k}=${n}`).sort();
 }
 const gaugeRows = (engine: AuditEngine) => engine.gauge().map((g) => `${g.contract}|${g.version}|${g.verdict}=${g.count}`).sort();
+type AlertRows = ReturnType<AuditEngine['alerting']>;
+const alertRows = (a: AlertRows) => ({
+  alerting: a.alerting.map((r) => `${r.contract}|${r.verdict}=${r.count}`).sort(),
+  stalled: a.stalled.map((r) => `${r.contract}=${r.count}`).sort(),
+});
 
 /** One receipt of each kind that moves a run of the drift contract between verdicts (with `version`: the pin). */
 const KINDS = ['start3', 'start2', 'delegate', 'handoff', 'return', 'forbidden', 'unknown', 'wait', 'outcome', 'end', 'gap'] as const;
@@ -74,22 +80,33 @@ function receiptOf(kind: (typeof KINDS)[number], run: string, event: string, ms:
 const op = fc.oneof(
   { weight: 6, arbitrary: fc.record({ op: fc.constant('ingest' as const), receipts: fc.array(fc.record({ run: fc.integer({ min: 0, max: 5 }), kind: fc.constantFrom(...KINDS), event: fc.integer({ min: 0, max: 30 }) }), { minLength: 1, maxLength: 6 }) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('time' as const), ms: fc.integer({ min: 1, max: 120_000 }) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('prune' as const) }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('prune' as const) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('drop' as const), run: fc.integer({ min: 0, max: 5 }) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('gauge' as const) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('ack' as const), run: fc.integer({ min: 0, max: 5 }) }) },
+  // time moves to just before, on, or just after the end of the alert window or the stall time of an earlier ingest
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('boundary' as const), ingest: fc.nat(), stall: fc.boolean(), delta: fc.integer({ min: -1, max: 1 }) }) },
+  // the alerting gauges at a moment (a few ms apart: on and just past the edges of the window and the stall time)
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('alerting' as const), ms: fc.integer({ min: 0, max: 3 }), other: fc.boolean() }) },
 );
+const WINDOW_MS = 20_000;
+const STALL_MS = 7_000;
 
-describe('the topology_runs gauge', () => {
-  it('equals a count made from scratch after any ingests, deadlines, prunes, drops and a restart', async () => {
+describe('the topology_runs, alerting and stalled gauges', () => {
+  it('equal a count made from scratch after any ingests, time, deadlines, acknowledgements, prunes, drops and a restart', async () => {
     let pruned = 0;
+    let alerted = 0;
+    let stalled = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (ops) => {
         const dir = tempDir('ta-gauge-');
         const engine = engineOver(dir);
         let now = t0;
+        const ingestedAt: number[] = [];
         for (const o of ops) {
           if (o.op === 'ingest') {
             now += 1000;
+            ingestedAt.push(now);
             // an event id names one receipt of a run: the same id with another kind is a conflict, also counted
             await engine.ingest(o.receipts.map((x) => receiptOf(x.kind, `r${x.run}`, `e${x.event}-${x.kind}`, now - t0)), 'src', now);
           } else if (o.op === 'time') {
@@ -97,15 +114,40 @@ describe('the topology_runs gauge', () => {
             engine.tick(now);
           } else if (o.op === 'prune') pruned += engine.prune(now);
           else if (o.op === 'drop') engine.drop(`r${o.run}`);
-          else expect(gaugeRows(engine)).toEqual(recount(engine));
+          else if (o.op === 'ack') {
+            // the gauges as a scrape saw them, an operator acknowledges, the next scrape
+            engine.alerting(now, WINDOW_MS, STALL_MS);
+            engine.ack(`r${o.run}`, now);
+            expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+          }
+          else if (o.op === 'boundary') {
+            if (ingestedAt.length === 0) continue;
+            const to = ingestedAt[o.ingest % ingestedAt.length] + (o.stall ? STALL_MS : WINDOW_MS) + o.delta;
+            if (to <= now) continue;
+            now = to;
+            expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+          }
+          else if (o.op === 'alerting') {
+            now += o.ms;
+            // now and then other parameters (counted from scratch), then back
+            const [w, st] = o.other ? [WINDOW_MS / 2, STALL_MS * 2] : [WINDOW_MS, STALL_MS];
+            expect(alertRows(engine.alerting(now, w, st))).toEqual(alertRows(engine.alertingByWalk(now, w, st)));
+          } else expect(gaugeRows(engine)).toEqual(recount(engine));
         }
         expect(gaugeRows(engine)).toEqual(recount(engine));
+        expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+        alerted += engine.alertingByWalk(now, WINDOW_MS, STALL_MS).alerting.length;
+        stalled += engine.alertingByWalk(now, WINDOW_MS, STALL_MS).stalled.length;
         const restarted = engineOver(dir);
         expect(gaugeRows(restarted)).toEqual(recount(restarted));
+        expect(alertRows(restarted.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(restarted.alertingByWalk(now, WINDOW_MS, STALL_MS)));
       }),
-      { numRuns: 60, endOnFailure: true },
+      { numRuns: 100, endOnFailure: true },
     );
-    expect(pruned).toBeGreaterThan(0); // the sequences did prune settled runs
+    // the sequences did prune settled runs, and ended with runs alerting and stalled
+    expect(pruned).toBeGreaterThan(0);
+    expect(alerted).toBeGreaterThan(0);
+    expect(stalled).toBeGreaterThan(0);
   });
 
   it('counts runs of several verdicts and pins, and a run leaves its row when it moves or is forgotten', async () => {

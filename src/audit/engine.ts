@@ -105,6 +105,9 @@ interface LiveRun {
   /** The verdict the topology_runs gauge last counted this run under, and its row (see AuditEngine.gauge). */
   gaugeOf?: RunVerdict;
   gaugeId?: string;
+  /** The alerting row (`contract\0verdict`) and stalled row (contract) this run is counted in (see alerting). */
+  alertId?: string;
+  stallId?: string;
   /** Shadow verdicts under the candidates (with `shadow` configured). */
   shadow?: ShadowVerdict[];
   /** When the run entered its current verdict (drives the alert window). */
@@ -141,6 +144,17 @@ export class AuditEngine extends EventEmitter {
   /** topology_runs rows by `contract\0version\0verdict`, and the live runs whose verdict was set since gauge() last ran. */
   private readonly gaugeRows = new Map<string, GaugeRow>();
   private readonly gaugeDirty = new Set<LiveRun>();
+  /**
+   * The alerting and stalled gauges, counted like topology_runs: rows, the runs changed since alerting() last ran,
+   * and per run the time its row may change with time alone (leaving the alert window, becoming stalled). The window
+   * and stall they were counted for: other values in a call count again from scratch.
+   */
+  private readonly alertRows = new Map<string, { contract: string; verdict: Verdict; count: number }>();
+  private readonly stallRows = new Map<string, { contract: string; count: number }>();
+  private readonly alertDirty = new Set<LiveRun>();
+  private alertTimers = new DeadlineHeap();
+  private alertWindowMs = NaN;
+  private alertStallMs = NaN;
   private readonly deadlines = new DeadlineHeap();
   private readonly pinnedContracts = new Map<string, Contract>(); // by content hash
   private heldReceipts = 0;
@@ -204,7 +218,7 @@ export class AuditEngine extends EventEmitter {
         const replaced = this.runs.get(lr.run);
         if (replaced) this.uncount(replaced);
         this.runs.set(lr.run, restored);
-        this.gaugeDirty.add(restored);
+        this.changed(restored);
         this.heldReceipts += held;
         this.deadlines.set(lr.run, nextChange(restored));
       } catch (e) {
@@ -399,7 +413,7 @@ export class AuditEngine extends EventEmitter {
     const shadowBefore = live.shadow;
     const after = this.evaluateRun(live.state, this.pinRun(live.state, live), now, live);
     live.verdict = after;
-    this.gaugeDirty.add(live);
+    this.changed(live);
     live.updatedAt = now;
     this.deadlines.set(run, nextChange(live));
     if (live.shadow && this.opts.hooks?.shadowEntered) {
@@ -481,7 +495,7 @@ export class AuditEngine extends EventEmitter {
       const previous = this.evaluateRun(live.state, this.pinRun(live.state, live), now, live);
       if (previous.verdict === stored.verdict) {
         live.verdict = previous;
-        this.gaugeDirty.add(live);
+        this.changed(live);
         this.deadlines.set(stored.run, nextChange(live));
         return;
       }
@@ -704,11 +718,20 @@ export class AuditEngine extends EventEmitter {
     live.gaugeOf = v;
   }
 
-  /** Takes a forgotten run out of the gauge. */
+  /** A live run's verdict, its entry time or its receipts changed: its gauge rows are counted again. */
+  private changed(live: LiveRun): void {
+    this.gaugeDirty.add(live);
+    this.alertDirty.add(live);
+  }
+
+  /** Takes a forgotten run out of the gauges. */
   private uncount(live: LiveRun): void {
     this.gaugeDirty.delete(live);
     this.leaveRow(live);
     live.gaugeOf = undefined;
+    this.alertDirty.delete(live);
+    this.leaveAlertRows(live);
+    this.alertTimers.set(live.state.run, null);
   }
 
   private leaveRow(live: LiveRun): void {
@@ -742,6 +765,7 @@ export class AuditEngine extends EventEmitter {
     if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined) return { acked: false, at: new Date(live.ackedAt).toISOString() };
     live.ackedVerdict = live.verdict.verdict;
     live.ackedAt = now;
+    this.alertDirty.add(live);
     return { acked: true, at: new Date(now).toISOString() };
   }
 
@@ -755,6 +779,7 @@ export class AuditEngine extends EventEmitter {
     if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined && live.ackedAt >= at) return false;
     live.ackedVerdict = live.verdict.verdict;
     live.ackedAt = at;
+    this.alertDirty.add(live);
     return true;
   }
 
@@ -765,9 +790,83 @@ export class AuditEngine extends EventEmitter {
 
   /**
    * Alerting rows: runs per (contract, verdict) that entered an alerting verdict within `windowMs` and are not
-   * acknowledged; stalled rows: unsettled runs per contract whose latest receipt is older than `stallMs`.
+   * acknowledged; stalled rows: unsettled runs per contract whose latest receipt is older than `stallMs`. Counted as
+   * runs change and as their time passes (a run is looked at again when it changes, is acknowledged, or reaches the
+   * time its rows may change: the end of its alert window, the moment it stalls), not by a walk over every live run
+   * (with 100,000 live runs the walk cost ~27 ms, once a second). The same answer as alertingByWalk.
    */
   alerting(now: number, windowMs: number, stallMs: number): { alerting: { contract: string; verdict: Verdict; count: number }[]; stalled: { contract: string; count: number }[] } {
+    if (windowMs !== this.alertWindowMs || stallMs !== this.alertStallMs) {
+      // first call, or other parameters: count every live run again
+      this.alertWindowMs = windowMs;
+      this.alertStallMs = stallMs;
+      this.alertRows.clear();
+      this.stallRows.clear();
+      this.alertTimers = new DeadlineHeap();
+      this.alertDirty.clear();
+      for (const live of this.runs.values()) {
+        live.alertId = undefined;
+        live.stallId = undefined;
+        this.placeAlert(live, now);
+      }
+    } else {
+      for (const live of this.alertDirty) this.placeAlert(live, now);
+      this.alertDirty.clear();
+      for (const run of this.alertTimers.popDue(now)) {
+        const live = this.runs.get(run);
+        if (live) this.placeAlert(live, now);
+      }
+    }
+    return { alerting: [...this.alertRows.values()].map((r) => ({ ...r })), stalled: [...this.stallRows.values()].map((r) => ({ ...r })) };
+  }
+
+  /** Counts a live run in its alerting and stalled rows at `now`, and schedules the time they may change with time. */
+  private placeAlert(live: LiveRun, now: number): void {
+    this.leaveAlertRows(live);
+    const v = live.verdict;
+    let next = Infinity;
+    if (v) {
+      const contract = v.pin?.contract ?? '';
+      const acked = live.ackedVerdict === v.verdict;
+      if (ALERT_VERDICTS.has(v.verdict) && !acked) {
+        const entered = live.enteredAt ?? live.updatedAt;
+        if (now - entered <= this.alertWindowMs) {
+          const id = `${contract}\u0000${v.verdict}`;
+          const row = this.alertRows.get(id);
+          if (row) row.count++;
+          else this.alertRows.set(id, { contract, verdict: v.verdict, count: 1 });
+          live.alertId = id;
+          next = entered + this.alertWindowMs; // leaves the window after this instant
+        }
+      }
+      const lastAt = live.state.lastAt;
+      if (!v.settled && !acked && Number.isFinite(lastAt)) {
+        if (now - lastAt > this.alertStallMs) {
+          const row = this.stallRows.get(contract);
+          if (row) row.count++;
+          else this.stallRows.set(contract, { contract, count: 1 });
+          live.stallId = contract;
+        } else next = Math.min(next, lastAt + this.alertStallMs); // stalls after this instant
+      }
+    }
+    this.alertTimers.set(live.state.run, Number.isFinite(next) ? next : null);
+  }
+
+  private leaveAlertRows(live: LiveRun): void {
+    if (live.alertId !== undefined) {
+      const row = this.alertRows.get(live.alertId)!;
+      if (--row.count === 0) this.alertRows.delete(live.alertId);
+      live.alertId = undefined;
+    }
+    if (live.stallId !== undefined) {
+      const row = this.stallRows.get(live.stallId)!;
+      if (--row.count === 0) this.stallRows.delete(live.stallId);
+      live.stallId = undefined;
+    }
+  }
+
+  /** The alerting and stalled rows by a walk over every live run: what `alerting` must answer (O(live runs)). */
+  alertingByWalk(now: number, windowMs: number, stallMs: number): { alerting: { contract: string; verdict: Verdict; count: number }[]; stalled: { contract: string; count: number }[] } {
     const a = new Map<string, { contract: string; verdict: Verdict; count: number }>();
     const st = new Map<string, { contract: string; count: number }>();
     for (const live of this.runs.values()) {
