@@ -413,7 +413,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
         engine.prune(now);
       }
       metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
-      // The alerting gauges move in seconds (window, stall): once a second is enough, halving the per-tick walk.
+      // The alerting gauges move in seconds (window, stall): once a second is enough.
       if (now - lastAlerting >= 1000) {
         lastAlerting = now;
         const al = engine.alerting(now, alertWindowMs, stallAfterMs);
