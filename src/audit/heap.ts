@@ -1,4 +1,12 @@
-/** A min-heap of (time, key) with lazy invalidation: the timer touches only runs whose next deadline passed. */
+/**
+ * A min-heap of (time, key) with lazy invalidation: the timer touches only runs whose next deadline passed. A key
+ * rescheduled or cleared leaves its old entry behind until that time comes; when such stale entries outnumber the
+ * scheduled keys (plus a slack), the heap is rebuilt from the scheduled keys alone, so its memory stays proportional to
+ * them (a run re-evaluated every second with a deadline 30 minutes out would otherwise leave 1,800 entries).
+ */
+/** Stale entries tolerated beyond the scheduled keys before a rebuild. */
+const COMPACT_SLACK = 1024;
+
 export class DeadlineHeap {
   private readonly times: number[] = [];
   private readonly keys: string[] = [];
@@ -19,6 +27,23 @@ export class DeadlineHeap {
     this.times.push(at);
     this.keys.push(key);
     this.up(this.times.length - 1);
+    if (this.times.length > 2 * this.current.size + COMPACT_SLACK) this.compact();
+  }
+
+  /** Entries in the heap, stale ones included (for tests and diagnostics). */
+  get entries(): number {
+    return this.times.length;
+  }
+
+  /** Rebuild the heap from the scheduled keys only (drops every stale entry), in O(n). */
+  private compact(): void {
+    this.times.length = 0;
+    this.keys.length = 0;
+    for (const [k, t] of this.current) {
+      this.times.push(t);
+      this.keys.push(k);
+    }
+    for (let i = (this.times.length >> 1) - 1; i >= 0; i--) this.down(i);
   }
 
   /** Remove and return every key due at or before `now`. */
