@@ -49,23 +49,23 @@ const alertRows = (a: AlertRows) => ({
 
 /** One receipt of each kind that moves a run of the drift contract between verdicts (with `version`: the pin). */
 const KINDS = ['start3', 'start2', 'delegate', 'handoff', 'return', 'forbidden', 'unknown', 'wait', 'outcome', 'end', 'gap'] as const;
+/** The edges among KINDS: allowed ones of the plan, one the contract forbids, one to an agent it does not know. */
+const EDGES: Partial<Record<(typeof KINDS)[number], [string, string, string]>> = {
+  delegate: ['orchestrator', 'researcher', 'delegate'],
+  handoff: ['researcher', 'verifier', 'handoff'],
+  return: ['verifier', 'orchestrator', 'return'],
+  forbidden: ['researcher', 'publisher', 'delegate'],
+  unknown: ['orchestrator', 'mallory', 'delegate'],
+};
 function receiptOf(kind: (typeof KINDS)[number], run: string, event: string, ms: number): Receipt {
   const base = { run, event, at: at(ms) };
+  const edge = EDGES[kind];
+  if (edge) return { ...base, type: 'edge', from: edge[0], to: edge[1], kind: edge[2] } as Receipt;
   switch (kind) {
     case 'start3':
       return { ...base, type: 'run.start', contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' } as Receipt;
     case 'start2':
       return { ...base, type: 'run.start', contract: 'research-publish', version: '2', from: 'orchestrator' } as Receipt;
-    case 'delegate':
-      return { ...base, type: 'edge', from: 'orchestrator', to: 'researcher', kind: 'delegate' } as Receipt;
-    case 'handoff':
-      return { ...base, type: 'edge', from: 'researcher', to: 'verifier', kind: 'handoff' } as Receipt;
-    case 'return':
-      return { ...base, type: 'edge', from: 'verifier', to: 'orchestrator', kind: 'return' } as Receipt;
-    case 'forbidden':
-      return { ...base, type: 'edge', from: 'researcher', to: 'publisher', kind: 'delegate' } as Receipt;
-    case 'unknown':
-      return { ...base, type: 'edge', from: 'orchestrator', to: 'mallory', kind: 'delegate' } as Receipt;
     case 'wait':
       return { ...base, type: 'wait', from: 'researcher', on: 'verifier', edge: 'verifier -> orchestrator : return', deadline: at(ms + 5_000) } as Receipt;
     case 'outcome':
@@ -75,6 +75,7 @@ function receiptOf(kind: (typeof KINDS)[number], run: string, event: string, ms:
     case 'gap':
       return { ...base, type: 'gap', reason: 'caller_unresolved' } as Receipt;
   }
+  throw new Error(`no receipt for kind ${kind}`);
 }
 
 const op = fc.oneof(
