@@ -11,7 +11,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
-import { ContractError, ContractRegistry, compareVersions, contractFromCanonical, parseContract, type ContractIssue } from '../src/core/index.js';
+import { ContractError, ContractRegistry, compareContractVersions, contractFromCanonical, parseContract, type ContractIssue } from '../src/core/index.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -374,12 +374,12 @@ describe('registry', () => {
   });
 
   it('compares versions numerically by dot-separated parts, else as text', () => {
-    expect(compareVersions('10', '9')).toBeGreaterThan(0);
-    expect(compareVersions('1.10', '1.9')).toBeGreaterThan(0);
-    expect(compareVersions('2', '10')).toBeLessThan(0);
-    expect(compareVersions('3', '3')).toBe(0);
-    expect(compareVersions('b', 'a')).toBeGreaterThan(0);
-    expect(compareVersions('v10', 'v9')).toBeLessThan(0); // not numeric: text order
+    expect(compareContractVersions('10', '9')).toBeGreaterThan(0);
+    expect(compareContractVersions('1.10', '1.9')).toBeGreaterThan(0);
+    expect(compareContractVersions('2', '10')).toBeLessThan(0);
+    expect(compareContractVersions('3', '3')).toBe(0);
+    expect(compareContractVersions('b', 'a')).toBeGreaterThan(0);
+    expect(compareContractVersions('v10', 'v9')).toBeLessThan(0); // not numeric: text order
   });
 
   it('newest is the highest non-retired version ("10" after "9"); resolve fills version and phase', () => {

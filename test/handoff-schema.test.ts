@@ -1,8 +1,9 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { HANDOFF_STATES } from '../src/core/types.js';
+import { compareContractVersions } from '../src/core/contract.js';
 import {
-  compareVersions,
+  sameStateVersion,
   handoffJsonSchemas,
   handoffReceiptSchema,
   handoffResultSchema,
@@ -127,12 +128,15 @@ describe('handoff receipts', () => {
   });
 });
 
-describe('compareVersions', () => {
-  it('compares dot-separated numbers numerically, else as text', () => {
-    expect(compareVersions(7, '7')).toBe(0);
-    expect(compareVersions('7', '7.0')).toBe(0);
-    expect(compareVersions('9', '10')).toBe(-1);
-    expect(compareVersions('2.10', '2.9')).toBe(1);
-    expect(compareVersions('abc', 'abd')).toBe(-1);
+describe('state versions (semantics 5: opaque identifiers compared as text)', () => {
+  it('are the same only as the same text; a JSON number is its decimal text', () => {
+    expect(sameStateVersion(7, '7')).toBe(true);
+    expect(sameStateVersion('7', '7.0')).toBe(false);
+    expect(sameStateVersion('1', '1.0')).toBe(false);
+    expect(sameStateVersion('v9', 'v9')).toBe(true);
+  });
+  it('contract versions order instead (2a): ("1.0", "1") differ there too, and only contract versions order', () => {
+    expect(compareContractVersions('1.0', '1')).toBeGreaterThan(0);
+    expect(compareContractVersions('10', '9')).toBeGreaterThan(0);
   });
 });

@@ -41,8 +41,8 @@ import {
   handoffSchema,
   handoffStateDocSchema,
   parentEnvelopeSchema,
-  rfc3339,
 } from '../handoff/schema.js';
+import { instantTextError, laterOf, parseInstant, type Instant } from '../core/time.js';
 
 export interface CliIO {
   stdout: (s: string) => void;
@@ -196,12 +196,14 @@ async function audit(args: string[], io: CliIO): Promise<number> {
       throw e;
     }
   }
-  let now: number;
+  // `now` exact to the nanosecond (semantics 5): the given time, else the latest receipt's.
+  let now: Instant;
   if (typeof values.now === 'string') {
-    if (!rfc3339.safeParse(values.now).success) throw new UsageError(`--now must be an RFC 3339 time`);
-    now = Date.parse(values.now);
+    const error = instantTextError(values.now);
+    if (error !== null) throw new UsageError(`--now must be an RFC 3339 time: ${error}`);
+    now = parseInstant(values.now);
   } else {
-    now = receipts.reduce((m, r) => Math.max(m, Date.parse(r.at)), -Infinity);
+    now = receipts.map((r) => parseInstant(r.at)).reduce(laterOf, { ms: -Infinity, ns: 0 });
   }
   let any = false;
   for (const trace of traceRuns(receipts)) {

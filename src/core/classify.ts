@@ -753,7 +753,7 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
     waitRules(ctx, out);
     stallRules(ctx, out);
     endRules(ctx, out);
-    handoffRules(state, now, out);
+    handoffRules(state, now, nowNs, out);
     pin = ctx.pin;
     planFinished = ctx.absent.length === 0 && ctx.outcomeOk;
   }

@@ -511,8 +511,12 @@ function findCycle(plan: PlanStep[]): number[] | null {
   return null;
 }
 
-/** Compare versions: dot-separated numeric parts numerically ("10" after "9"), else as text. */
-export function compareVersions(a: string, b: string): number {
+/**
+ * The order of two contract versions (semantics 2a "newest"): dot-separated numeric parts numerically ("10" after
+ * "9"; "1" before "1.0"), else as text. The one ordering of contract versions; handoff state versions do not order
+ * (they are opaque, `sameStateVersion` in src/core/rules/handoff/version.ts).
+ */
+export function compareContractVersions(a: string, b: string): number {
   const pa = a.split('.');
   const pb = b.split('.');
   const numeric = (p: string[]) => p.every((x) => /^\d+$/.test(x));

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EDGE_KINDS, EFFECT_STATUSES, HANDOFF_STATES, type Receipt } from './types.js';
 import { EdgeSyntaxError, parseEdge } from './edge.js';
 import { canonicalReceiptJson } from './canonical.js';
+import { RFC3339_TEXT, instantTextError, millisOf } from './time.js';
 
 /**
  * Identities (runs, events, agents, contracts) are ids, never text: no whitespace, no path separators,
@@ -14,8 +15,39 @@ export const Id = z.string().regex(ID_PATTERN, 'an id: 1-200 of letters, digits 
  * explicit receipts, every span dialect, span-log replay and the API (`isRunId`, `isAgentId` below).
  */
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_.:@#+=\/-]{1,200}$/;
-export const RunId = z.string().regex(RUN_ID_PATTERN, 'a run or event id: 1-200 of letters, digits and _ . : @ # + = - / (no spaces, no control characters)');
-export const isRunId = (v: unknown): v is string => typeof v === 'string' && v.length <= 200 && RUN_ID_PATTERN.test(v);
+/**
+ * Why a text is not a run or event id, or null when it is one (semantics 2a "Ids"): 1-200 of the id set plus "/",
+ * not `.` or `..`, and no "/"-separated segment empty, `.` or `..` (`a//b`, `../x`, `run/.` are refused: such an
+ * id could never be addressed in an API path). The one check every ingest path and the API use.
+ */
+export function runIdError(v: string): string | null {
+  if (v.length > 200 || !RUN_ID_PATTERN.test(v)) return RUN_ID_TEXT;
+  return runIdSegmentError(v);
+}
+const RUN_ID_TEXT = 'a run or event id: 1-200 of letters, digits and _ . : @ # + = - / (no spaces, no control characters)';
+/** The segment rule of runIdError, for a text of the id set (no allocation: ids are checked on every span). */
+function runIdSegmentError(v: string): string | null {
+  let start = 0;
+  for (;;) {
+    const slash = v.indexOf('/', start);
+    const end = slash === -1 ? v.length : slash;
+    const n = end - start;
+    if (n === 0) return `a run or event id has no empty "/"-separated segment (${JSON.stringify(v)})`;
+    if (n <= 2 && v.charCodeAt(start) === 46 && (n === 1 || v.charCodeAt(start + 1) === 46)) {
+      return `a run or event id is not "." or "..", and has no "." or ".." segment between "/" (${JSON.stringify(v)})`;
+    }
+    if (slash === -1) return null;
+    start = slash + 1;
+  }
+}
+export const RunId = z
+  .string()
+  .regex(RUN_ID_PATTERN, RUN_ID_TEXT)
+  .superRefine((v, ctx) => {
+    const error = RUN_ID_PATTERN.test(v) ? runIdSegmentError(v) : null; // the pattern's own issue says the rest
+    if (error !== null) ctx.addIssue({ code: 'custom', message: error });
+  });
+export const isRunId = (v: unknown): v is string => typeof v === 'string' && runIdError(v) === null;
 /**
  * Agent ids also appear inside edge strings (`a -> b : kind`), so they hold no ":" and do not start with "-".
  */
@@ -23,12 +55,13 @@ export const AGENT_ID_PATTERN = /^[A-Za-z0-9_.@#+=][A-Za-z0-9_.@#+=-]{0,199}$/;
 export const AgentId = z.string().regex(AGENT_ID_PATTERN, 'an agent id: 1-200 of letters, digits and _ . @ # + = - (no ":", no leading "-", no spaces, no paths)');
 export const isAgentId = (v: unknown): v is string => typeof v === 'string' && v.length <= 200 && AGENT_ID_PATTERN.test(v);
 
-/** RFC 3339 with at most nine fraction digits (the Time rule; also checked directly by src/ingest/extract.ts). */
-export const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
-export const Time = z
-  .string()
-  .regex(RFC3339, 'an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)')
-  .refine((s) => !Number.isNaN(Date.parse(s)), 'not a valid date');
+/** RFC 3339 with at most nine fraction digits (the Time rule; the fields' ranges are checked by instantTextError). */
+export const RFC3339 = RFC3339_TEXT;
+/** An instant as text: the one check of src/core/time.ts (`instantTextError`), also used directly by src/ingest/extract.ts. */
+export const Time = z.string().superRefine((s, ctx) => {
+  const error = instantTextError(s);
+  if (error !== null) ctx.addIssue({ code: 'custom', message: error });
+});
 
 /** A version as text (the Version rule's string form). */
 export const VERSION_PATTERN = /^[A-Za-z0-9_.+-]{1,64}$/;
@@ -167,7 +200,7 @@ export function parseReceiptFile(text: string, file: string): Receipt[] {
  * (truncated). For exact comparisons use parseInstant / subMillisOf (src/core/time.ts).
  */
 export function instant(t: string): number {
-  return Date.parse(t);
+  return millisOf(t);
 }
 
 /**

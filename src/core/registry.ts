@@ -1,4 +1,4 @@
-import { ContractError, compareVersions, type Contract, type ContractIssue } from './contract.js';
+import { ContractError, compareContractVersions, type Contract, type ContractIssue } from './contract.js';
 import type { Pin } from './types.js';
 
 /** A reference to a contract as a run.start names it (version and phase may be left to defaults). */
@@ -71,7 +71,7 @@ export class ContractRegistry {
       };
     }
     list.push(c);
-    list.sort((a, b) => compareVersions(a.version, b.version));
+    list.sort((a, b) => compareContractVersions(a.version, b.version));
     this.revisionCount++;
     this.byId.set(c.contract, list);
     return null;

@@ -26,6 +26,21 @@ export function subMillisOf(t: string): number {
   return ns;
 }
 
+/**
+ * `Date.parse` of the ISO form of a text: a lowercase `t` or a space between date and time becomes `T`, a final `z`
+ * becomes `Z`. `Date.parse` reads only the uppercase `T` form as ISO; other forms go to its legacy parser, which
+ * reads years 0000-0099 as 1950-2049 ("0050-01-01 00:00:00Z" would be 1950).
+ */
+function isoParse(t: string): number {
+  const c = t.charCodeAt(10);
+  let iso = t.length > 10 && (c === 116 || c === 32) ? `${t.slice(0, 10)}T${t.slice(11)}` : t;
+  if (iso.endsWith('z')) iso = `${iso.slice(0, -1)}Z`;
+  return Date.parse(iso);
+}
+
+/** `T`, `t` or a space: the separators RFC 3339 (and the receipt schema) allow between date and time. */
+const isDateTimeSeparator = (c: number): boolean => c === 84 || c === 116 || c === 32;
+
 /** Two decimal digits at i..i+1, or -1. */
 function two(t: string, i: number): number {
   const a = t.charCodeAt(i) - 48;
@@ -36,13 +51,12 @@ function two(t: string, i: number): number {
 /**
  * Whole milliseconds of an RFC 3339 text, exactly as `Date.parse` gives them (a longer fraction is truncated to the
  * millisecond, never rounded up), so together with subMillisOf this is exact. The common form
- * `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)` with fields in range is read directly (no allocation, a
- * fraction of the cost of `Date.parse`); anything else (lowercase or space separators, out-of-range fields, other
- * texts) is left to `Date.parse` (test/core-nanotime.test.ts checks the two agree).
+ * `YYYY-MM-DD(T|t| )HH:MM:SS[.fraction](Z|z|+HH:MM|-HH:MM)` with fields in range is read directly (no allocation,
+ * a fraction of the cost of `Date.parse`); anything else (out-of-range fields, other texts) is left to `Date.parse` (test/core-nanotime.test.ts checks the two agree).
  */
 export function millisOf(t: string): number {
   const n = t.length;
-  if (n < 20 || t.charCodeAt(4) !== 45 || t.charCodeAt(7) !== 45 || t.charCodeAt(10) !== 84 || t.charCodeAt(13) !== 58 || t.charCodeAt(16) !== 58) return Date.parse(t);
+  if (n < 20 || t.charCodeAt(4) !== 45 || t.charCodeAt(7) !== 45 || !isDateTimeSeparator(t.charCodeAt(10)) || t.charCodeAt(13) !== 58 || t.charCodeAt(16) !== 58) return isoParse(t);
   const y1 = two(t, 0);
   const y2 = two(t, 2);
   const mo = two(t, 5);
@@ -50,7 +64,7 @@ export function millisOf(t: string): number {
   const h = two(t, 11);
   const mi = two(t, 14);
   const s = two(t, 17);
-  if (y1 < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59) return Date.parse(t);
+  if (y1 < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59) return isoParse(t);
   let i = 19;
   let frac = 0;
   if (t.charCodeAt(i) === 46 /* . */) {
@@ -63,18 +77,18 @@ export function millisOf(t: string): number {
       if (scale >= 1) frac += c * scale;
       scale /= 10;
     }
-    if (i === from || i - from > 9) return Date.parse(t);
+    if (i === from || i - from > 9) return isoParse(t);
   }
   let offset = 0;
   const z = t.charCodeAt(i);
-  if (z === 90 /* Z */ && i + 1 === n) {
+  if ((z === 90 /* Z */ || z === 122 /* z */) && i + 1 === n) {
     // UTC
   } else if ((z === 43 || z === 45) && i + 6 === n && t.charCodeAt(i + 3) === 58) {
     const oh = two(t, i + 1);
     const om = two(t, i + 4);
-    if (oh < 0 || oh > 23 || om < 0 || om > 59) return Date.parse(t);
+    if (oh < 0 || oh > 23 || om < 0 || om > 59) return isoParse(t);
     offset = (oh * 60 + om) * (z === 43 ? -60_000 : 60_000);
-  } else return Date.parse(t);
+  } else return isoParse(t);
   // Days from the civil date (proleptic Gregorian; a day past the month's end runs on, as Date.parse does).
   const year = y1 * 100 + y2;
   const yy = mo <= 2 ? year - 1 : year;
@@ -85,6 +99,39 @@ export function millisOf(t: string): number {
   const days = era * 146_097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719_468;
   return ((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + frac + offset;
 }
+
+/** Days in a month of a year (proleptic Gregorian). */
+function daysIn(year: number, month: number): number {
+  if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/** The shape every instant text has: RFC 3339 date-time, at most nine fraction digits (the Time rule). */
+export const RFC3339_TEXT = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * Why a text is not an instant (semantics 2a "Time"), or null when it is one: RFC 3339 with at most nine fraction
+ * digits, and a date and time that exist: month 01-12, a day the month has (2026-02-30 and 2026-04-31 are refused,
+ * where `Date.parse` would run on into the next month), hour 00-23 (24:00:00 is refused), minute and second 00-59
+ * (no leap second), offset hours 00-23 and minutes 00-59. The one check every path that reads a time text uses.
+ */
+export function instantTextError(t: string): string | null {
+  const m = RFC3339_TEXT.exec(t);
+  if (m === null) return 'an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)';
+  const year = Number(m[1]);
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  if (month < 1 || month > 12) return `not a calendar date: month ${m[2]} does not exist`;
+  if (day < 1 || day > daysIn(year, month)) return `not a calendar date: ${m[1]}-${m[2]} has no day ${m[3]}`;
+  if (Number(m[4]) > 23) return `not a time of day: hour ${m[4]} (00-23; 24:00:00 is the next day's 00:00:00)`;
+  if (Number(m[5]) > 59) return `not a time of day: minute ${m[5]}`;
+  if (Number(m[6]) > 59) return `not a time of day: second ${m[6]} (leap seconds are not instants)`;
+  if (m[9] !== undefined && (Number(m[9]) > 23 || Number(m[10]) > 59)) return `not a UTC offset: ${m[8]}`;
+  return null;
+}
+
+/** Is the text an instant (instantTextError finds nothing)? */
+export const isInstantText = (t: unknown): t is string => typeof t === 'string' && instantTextError(t) === null;
 
 /** The instant of an RFC 3339 text (validated upstream). */
 export function parseInstant(t: string): Instant {
@@ -103,6 +150,18 @@ export const isBefore = (aMs: number, aNs: number, bMs: number, bNs: number): bo
 export function compareInstants(a: Instant, b: Instant): number {
   return a.ms !== b.ms ? (a.ms < b.ms ? -1 : 1) : a.ns - b.ns;
 }
+
+/** An instant after every other (no lease, no terminal: an interval that never ends). */
+export const NEVER: Instant = Object.freeze({ ms: Infinity, ns: 0 });
+
+/** The earlier of two instants (a on a tie). */
+export const earlierOf = (a: Instant, b: Instant): Instant => (compareInstants(b, a) < 0 ? b : a);
+
+/** The later of two instants (a on a tie). */
+export const laterOf = (a: Instant, b: Instant): Instant => (compareInstants(b, a) > 0 ? b : a);
+
+/** RFC 3339 text of an instant (formatInstant of its two parts). */
+export const instantText = (t: Instant): string => formatInstant(t.ms, t.ns);
 
 /** RFC 3339 text of (ms, ns): milliseconds always (as Date#toISOString), then the sub-millisecond digits when non-zero. */
 export function formatInstant(ms: number, ns = 0): string {

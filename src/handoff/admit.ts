@@ -5,7 +5,7 @@
  * the order of `activeLeases`.
  */
 import type { Budgets, Handoff, HandoffStateDoc, ParentEnvelope } from './schema.js';
-import { instant, sameStateVersion } from './schema.js';
+import { compareTimes, sameStateVersion } from './schema.js';
 
 export const ADMISSION_CODES = [
   'unknown_agent',
@@ -115,13 +115,13 @@ export const narrowScope: Check = (h, parent) => {
  */
 export const narrowTime: Check = (h, parent, state) => {
   const out: Denial<AdmissionCode>[] = [];
-  const delegationEnd = instant(h.delegation.expiresAt);
-  if (delegationEnd > instant(parent.expiresAt)) {
+  const delegationEnd = h.delegation.expiresAt;
+  if (compareTimes(delegationEnd, parent.expiresAt) > 0) {
     out.push({ code: 'expiry_beyond_parent', field: 'delegation.expiresAt', message: `delegation expires at ${h.delegation.expiresAt}, after the parent's ${parent.expiresAt}` });
-  } else if (delegationEnd <= instant(state.now)) {
+  } else if (compareTimes(delegationEnd, state.now) <= 0) {
     out.push({ code: 'expiry_beyond_parent', field: 'delegation.expiresAt', message: `delegation expired at ${h.delegation.expiresAt}, not after now ${state.now}: an expired delegation grants nothing` });
   }
-  if (instant(h.leaseExpiresAt) > delegationEnd) {
+  if (compareTimes(h.leaseExpiresAt, delegationEnd) > 0) {
     out.push({ code: 'lease_beyond_delegation', field: 'leaseExpiresAt', message: `lease expires at ${h.leaseExpiresAt}, after the delegation's ${h.delegation.expiresAt}` });
   }
   return out;
@@ -171,10 +171,9 @@ export const currentState: Check = (h, _parent, state) =>
  * The same handoff and attempt re-presented is not a duplicate of itself.
  */
 export const noDuplicateActive: Check = (h, _parent, state) => {
-  const now = instant(state.now);
   const holders = state.activeLeases
     .filter((l) => l.duplicateKey === h.duplicateKey)
-    .filter((l) => instant(l.leaseExpiresAt) > now)
+    .filter((l) => compareTimes(l.leaseExpiresAt, state.now) > 0)
     .filter((l) => !(l.handoffId === h.handoffId && l.attempt === h.attempt))
     .map((l) => `${l.handoffId}#${l.attempt} until ${l.leaseExpiresAt}`)
     .sort();

@@ -15,8 +15,8 @@ import type { LedgerSummary, Units } from '../core/rules/handoff/ledger.js';
 import { attemptId, zeroUnits } from '../core/rules/handoff/ledger.js';
 import type { AttemptFacts, RunFacts } from '../core/rules/handoff/lifecycle.js';
 import { factFindings, runFacts } from '../core/rules/handoff/lifecycle.js';
-import { compareVersions, sameStateVersion } from './schema.js';
-import { isoOrNull } from '../core/time.js';
+import { sameStateVersion } from './schema.js';
+import { compareInstants, instantText, toInstant, type Instant } from '../core/time.js';
 import type { RunTrace } from '../core/rules/handoff/trace.js';
 import { traceRuns } from '../core/rules/handoff/trace.js';
 
@@ -112,18 +112,19 @@ export interface HandoffBoard {
   findings: BoardFinding[];
 }
 
-const iso = isoOrNull;
 const PARENT_SIDE: ReadonlySet<HandoffState> = new Set(['PROPOSED', 'ADMITTED', 'ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED']);
 
+/**
+ * The parent's current state version: the one its latest record names (parent-side states, by time then event id).
+ * State versions are opaque (semantics 5), so the latest record decides, never the text of the version.
+ */
 function currentVersion(trace: RunTrace): string | null {
-  let best: string | null = null;
-  for (const a of trace.attempts) {
-    for (const r of a.receipts) {
-      if (r.stateVersion === undefined || !PARENT_SIDE.has(r.state!)) continue;
-      if (best === null || compareVersions(r.stateVersion, best) > 0) best = r.stateVersion;
-    }
+  let current: string | null = null;
+  for (const r of trace.receipts) {
+    if (r.type !== 'handoff' || r.handoff === undefined || r.state === undefined || r.stateVersion === undefined || !PARENT_SIDE.has(r.state)) continue;
+    current = r.stateVersion; // receipts are in (time, event id) order: the last one is the latest
   }
-  return best;
+  return current;
 }
 
 function firstOf<T>(rs: readonly Receipt[], f: (r: Receipt) => T | undefined): T | undefined {
@@ -150,17 +151,17 @@ function branchOf(x: AttemptFacts, facts: RunFacts, current: string | null, code
     from: a.source ?? null,
     to: a.target ?? null,
     state: x.state,
-    stateAt: iso(x.stateAt)!,
+    stateAt: instantText(x.stateAt),
     live,
     stateVersion: version,
     stateVersionSource: observed !== undefined ? 'observed' : granted !== undefined ? 'granted' : null,
     stale: version !== null && current !== null && !sameStateVersion(version, current),
-    leaseExpiresAt: iso(a.lease),
-    leaseExpired: live && a.lease !== null && facts.now >= a.lease,
+    leaseExpiresAt: a.lease === null ? null : instantText(a.lease),
+    leaseExpired: live && a.lease !== null && compareInstants(facts.now, a.lease) >= 0,
     duplicateKey: a.duplicateKey ?? null,
     capabilities: capabilities === null ? null : [...capabilities],
     cancelled: a.cancelAt !== null,
-    cancelledAt: iso(a.cancelAt),
+    cancelledAt: a.cancelAt === null ? null : instantText(a.cancelAt),
     cancelPropagated: a.cancelAt === null ? null : !live,
     admitted: a.accepted !== null,
     late: row.late,
@@ -210,8 +211,9 @@ function terminalOf(facts: RunFacts, branches: BoardBranch[], owner: string | nu
   return { predicate, met: remaining.length === 0, remaining, result: end?.result ?? null };
 }
 
-/** The board of one run's trace at `now` (ms since the epoch). */
-export function runBoard(trace: RunTrace, now: number): HandoffBoard {
+/** The board of one run's trace at `now` (ms since the epoch, or an Instant exact to the nanosecond). */
+export function runBoard(trace: RunTrace, nowAt: number | Instant): HandoffBoard {
+  const now = toInstant(nowAt);
   const facts = runFacts(trace, now);
   const tagged = factFindings(facts);
   const codes = new Map<string, string[]>();
@@ -235,7 +237,7 @@ export function runBoard(trace: RunTrace, now: number): HandoffBoard {
   const owner = trace.root?.from ?? start?.from ?? facts.finalOwners[0] ?? null;
   return {
     run: trace.run,
-    now: iso(now)!,
+    now: instantText(now),
     owner,
     finalOwner: facts.finalOwners[0] ?? null,
     finalOwners: facts.finalOwners,
@@ -253,12 +255,12 @@ export function runBoard(trace: RunTrace, now: number): HandoffBoard {
 }
 
 /** The board of one run's receipts (any other run's receipts are ignored); an empty board when it has none. */
-export function handoffBoard(run: string, receipts: readonly Receipt[], now: number): HandoffBoard {
+export function handoffBoard(run: string, receipts: readonly Receipt[], now: number | Instant): HandoffBoard {
   const trace = traceRuns(receipts.filter((r) => r.run === run))[0];
   if (trace !== undefined) return runBoard(trace, now);
   const z = zeroUnits;
   return {
-    run, now: iso(now)!, owner: null, finalOwner: null, finalOwners: [], currentStateVersion: null, branches: [], conflicts: [],
+    run, now: instantText(toInstant(now)), owner: null, finalOwner: null, finalOwners: [], currentStateVersion: null, branches: [], conflicts: [],
     budget: { root: null, reserved: z(), consumed: z(), released: z(), rejected: z(), outstanding: z(), peakCommitted: z() },
     effects: [],
     terminal: { predicate: 'every branch terminal; the run ended by the final owner; if it ended completed, a verified outcome from the final owner', met: false, remaining: ['no receipts'], result: null },

@@ -21,6 +21,7 @@ import type { Receipt } from '../core/types.js';
 import { sameStateVersion } from './schema.js';
 import type { AttemptTrace, RunTrace } from '../core/rules/handoff/trace.js';
 import { traceRuns } from '../core/rules/handoff/trace.js';
+import { compareInstants } from '../core/time.js';
 
 export interface Funnel {
   dispatched: number;
@@ -34,10 +35,10 @@ export interface Funnel {
 const DISPATCH_EVIDENCE = ['DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'] as const;
 
 const wasDispatched = (a: AttemptTrace): boolean => DISPATCH_EVIDENCE.some((s) => a.states.has(s));
-const completedBeforeLease = (a: AttemptTrace): boolean => a.returnAt !== null && (a.lease === null || a.returnAt <= a.lease);
+const completedBeforeLease = (a: AttemptTrace): boolean => a.returnAt !== null && (a.lease === null || compareInstants(a.returnAt, a.lease) <= 0);
 const structurallyValid = (a: AttemptTrace): boolean => (a.returned ?? a.accepted)?.status !== 'error';
 function inScopeAndCurrent(a: AttemptTrace): boolean {
-  if (a.cancelAt !== null && a.returnAt! >= a.cancelAt) return false;
+  if (a.cancelAt !== null && compareInstants(a.returnAt!, a.cancelAt) >= 0) return false;
   const observed = a.returned?.stateVersion;
   if (observed === undefined) return false;
   const current = a.decision?.stateVersion;
@@ -51,7 +52,7 @@ export function runFunnel(trace: RunTrace): Funnel {
   const current = valid.filter(inScopeAndCurrent);
   const firstOfKey = new Map<string, AttemptTrace>();
   const returnEvent = (a: AttemptTrace): Receipt => (a.returned ?? a.accepted)!;
-  for (const a of [...current].sort((x, y) => x.returnAt! - y.returnAt! || (returnEvent(x).event < returnEvent(y).event ? -1 : 1))) {
+  for (const a of [...current].sort((x, y) => compareInstants(x.returnAt!, y.returnAt!) || (returnEvent(x).event < returnEvent(y).event ? -1 : 1))) {
     const key = a.duplicateKey ?? `${a.handoff}#${a.attempt}`;
     if (!firstOfKey.has(key)) firstOfKey.set(key, a);
   }

@@ -6,7 +6,9 @@
  */
 import type { Receipt } from '../core/types.js';
 import { RECEIPT_TYPES } from '../core/types.js';
-import { fieldPath, handoffReceiptSchema, rfc3339 } from './schema.js';
+import { fieldPath, handoffReceiptSchema } from './schema.js';
+import { instantTextError } from '../core/time.js';
+import { runIdError } from '../core/receipt.js';
 
 export class ReceiptLineError extends Error {
   constructor(
@@ -23,7 +25,12 @@ function envelope(o: Record<string, unknown>, line: number): void {
     if (typeof o[f] !== 'string' || o[f] === '') throw new ReceiptLineError(line, f, 'required, a non-empty string');
   }
   if (!(RECEIPT_TYPES as readonly string[]).includes(o.type as string)) throw new ReceiptLineError(line, 'type', `unknown receipt type`);
-  if (!rfc3339.safeParse(o.at).success) throw new ReceiptLineError(line, 'at', 'not an RFC 3339 time');
+  for (const f of ['run', 'event'] as const) {
+    const error = runIdError(o[f] as string);
+    if (error !== null) throw new ReceiptLineError(line, f, error);
+  }
+  const error = instantTextError(o.at as string);
+  if (error !== null) throw new ReceiptLineError(line, 'at', `not an RFC 3339 time: ${error}`);
 }
 
 export function parseReceiptLines(text: string): Receipt[] {

@@ -9,7 +9,7 @@
  * A cancelled state without `cancelledAt` cannot show that the result came first: it is refused too.
  */
 import type { Handoff, HandoffResult, HandoffStateDoc } from './schema.js';
-import { compareVersions, instant, sameStateVersion } from './schema.js';
+import { compareTimes, sameStateVersion } from './schema.js';
 import { BUDGET_KEYS, isMissing, verdictOf } from './admit.js';
 import type { Admission, Denial } from './admit.js';
 
@@ -38,7 +38,7 @@ type Check = (r: HandoffResult, h: Handoff, state: HandoffStateDoc) => Denial<Re
 export function leaseInForce(h: Handoff, state: HandoffStateDoc): string {
   const entries = state.activeLeases.filter((l) => l.handoffId === h.handoffId && l.attempt === h.attempt);
   if (entries.length === 0) return h.leaseExpiresAt;
-  return entries.reduce((a, b) => (instant(b.leaseExpiresAt) > instant(a.leaseExpiresAt) ? b : a)).leaseExpiresAt;
+  return entries.reduce((a, b) => (compareTimes(b.leaseExpiresAt, a.leaseExpiresAt) > 0 ? b : a)).leaseExpiresAt;
 }
 
 /** Identity: the artifact must belong to this handoff, this attempt and this target. */
@@ -51,9 +51,8 @@ export const identity: Check = (r, h, state) => {
     out.push({ code: 'wrong_attempt', field: 'attempt', message: `result is for attempt ${r.attempt}, not ${h.attempt}` });
   } else {
     // The registry may have moved the work key to another attempt: this one no longer holds it.
-    const now = instant(state.now);
     const holders = state.activeLeases
-      .filter((l) => l.duplicateKey === h.duplicateKey && instant(l.leaseExpiresAt) > now)
+      .filter((l) => l.duplicateKey === h.duplicateKey && compareTimes(l.leaseExpiresAt, state.now) > 0)
       .filter((l) => !(l.handoffId === h.handoffId && l.attempt === h.attempt))
       .map((l) => `${l.handoffId}#${l.attempt}`)
       .sort();
@@ -70,18 +69,16 @@ export const identity: Check = (r, h, state) => {
 /** The artifact must have observed the parent's current state version. */
 export const current: Check = (r, _h, state) => {
   if (sameStateVersion(r.observedStateVersion, state.stateVersion)) return [];
-  // Different (opaque, compared as text); ordered only to say older or newer in the message.
-  const c = compareVersions(r.observedStateVersion, state.stateVersion);
-  const message = c < 0
-    ? `observed state version ${r.observedStateVersion} is older than current ${state.stateVersion}`
-    : `observed state version ${r.observedStateVersion} is newer than current ${state.stateVersion}: not a version the parent issued`;
+  // State versions are opaque (compared as text, semantics 5): any version but the current one is refused, older
+  // or one the parent never issued alike; its text says nothing about which.
+  const message = `observed state version ${r.observedStateVersion} is not the current ${state.stateVersion}: revalidate against the current state`;
   return [{ code: 'stale_incompatible', field: 'observedStateVersion', message }];
 };
 
 /** Lease: a return exactly at expiry is on time; after it, the result is diagnostic only. */
 export const withinLease: Check = (r, h, state) => {
   const lease = leaseInForce(h, state);
-  return instant(r.returnedAt) > instant(lease)
+  return compareTimes(r.returnedAt, lease) > 0
     ? [{ code: 'late', field: 'returnedAt', message: `returned at ${r.returnedAt}, after the lease expired at ${lease}` }]
     : [];
 };
@@ -89,7 +86,7 @@ export const withinLease: Check = (r, h, state) => {
 /** Cancellation committed first (ties go to the cancellation): the result is diagnostic only. */
 export const beforeCancel: Check = (r, _h, state) => {
   if (!state.cancelled) return [];
-  if (state.cancelledAt !== undefined && instant(state.cancelledAt) > instant(r.returnedAt)) return [];
+  if (state.cancelledAt !== undefined && compareTimes(state.cancelledAt, r.returnedAt) > 0) return [];
   const when = state.cancelledAt ? `cancelled at ${state.cancelledAt}, at or before the return at ${r.returnedAt}` : 'cancelled with no recorded time: the result cannot be shown to come first';
   return [{ code: 'late_after_cancel', field: 'returnedAt', message: `parent ${when}` }];
 };

@@ -9,11 +9,21 @@
  */
 import { z } from 'zod';
 import { EFFECT_STATUSES, HANDOFF_STATES } from '../core/types.js';
+import { compareInstants, instantTextError, parseInstant } from '../core/time.js';
 
-/** RFC 3339 time with a `Z` or numeric offset. */
-export const rfc3339 = z.iso.datetime({ offset: true });
+/**
+ * RFC 3339 time with a `Z` or numeric offset, at most nine fraction digits, a date and time that exist: the one
+ * instant check of every path (src/core/time.ts `instantTextError`, as receipts use), with its reason as the error.
+ */
+export const rfc3339 = z
+  .string()
+  .superRefine((s, ctx) => {
+    const error = instantTextError(s);
+    if (error !== null) ctx.addIssue({ code: 'custom', message: error });
+  })
+  .meta({ format: 'date-time' });
 
-/** A state version: a non-negative integer or a non-empty string (compared by `compareVersions`). */
+/** A state version: a non-negative integer or a non-empty string (opaque: compared by `sameStateVersion`). */
 export const stateVersion = z.union([z.int().nonnegative(), z.string().min(1)]);
 export type StateVersion = z.infer<typeof stateVersion>;
 
@@ -86,7 +96,7 @@ export const handoffStateDocSchema = z
     if (s.cancelledAt !== undefined && !s.cancelled) {
       ctx.addIssue({ code: 'custom', path: ['cancelledAt'], message: 'cancelledAt is given but cancelled is false' });
     }
-    if (s.cancelledAt !== undefined && Date.parse(s.cancelledAt) > Date.parse(s.now)) {
+    if (s.cancelledAt !== undefined && compareTimes(s.cancelledAt, s.now) > 0) {
       ctx.addIssue({ code: 'custom', path: ['cancelledAt'], message: 'cancelledAt is after now: a cancellation cannot have committed yet' });
     }
   });
@@ -198,7 +208,12 @@ export function fieldPath(path: readonly PropertyKey[]): string {
   return out === '' ? '(document)' : out;
 }
 
-export { compareVersions, sameStateVersion } from '../core/rules/handoff/version.js';
+export { sameStateVersion } from '../core/rules/handoff/version.js';
 
-/** Milliseconds since the epoch of an RFC 3339 time (already validated by the schemas). */
-export const instant = (t: string): number => Date.parse(t);
+/**
+ * The order of two RFC 3339 times (already validated by the schemas), exact to the nanosecond (semantics 5: times at
+ * full precision): negative when a is before b, 0 at the same instant, positive after.
+ */
+export function compareTimes(a: string, b: string): number {
+  return compareInstants(parseInstant(a), parseInstant(b));
+}

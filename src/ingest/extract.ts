@@ -3,7 +3,8 @@
  * receipts come from agent-framework dialects (src/ingest/dialects.ts) such as GenAI `invoke_agent` spans.
  * Only ids, enums and times are read; nothing else on a span can reach a receipt.
  */
-import { AGENT_ID_PATTERN, ID_PATTERN, RFC3339, VERSION_PATTERN, isAgentId, isRunId, validateReceipt } from '../core/receipt.js';
+import { AGENT_ID_PATTERN, ID_PATTERN, VERSION_PATTERN, isAgentId, isRunId, validateReceipt } from '../core/receipt.js';
+import { isInstantText } from '../core/time.js';
 import { parseEdge } from '../core/edge.js';
 import { EDGE_KINDS, type Receipt } from '../core/types.js';
 import type { AttrValue, SpanRecord } from '../otlp/types.js';
@@ -110,7 +111,7 @@ export function explicitReceipt(
 // check does not accept goes to validateReceipt, which decides and words the rejection: the fast path only ever
 // accepts what the schema accepts, with the same result (test/extract-fast.test.ts compares the two).
 
-const isTime = (v: unknown): v is string => typeof v === 'string' && RFC3339.test(v) && !Number.isNaN(Date.parse(v));
+const isTime = isInstantText;
 const isId = (v: unknown): v is string => typeof v === 'string' && ID_PATTERN.test(v);
 const isAgent = (v: unknown): v is string => typeof v === 'string' && AGENT_ID_PATTERN.test(v);
 const optAgent = (v: unknown) => v === undefined || isAgent(v);

@@ -6,7 +6,7 @@
  * edges, times, the pin named by run.start, verified outcomes).
  */
 import { groupByRun, type RunState } from '../core/classify.js';
-import { compareVersions } from '../core/contract.js';
+import { compareContractVersions } from '../core/contract.js';
 import { edgeKey, formatDuration, tripleKey } from '../core/edge.js';
 import { instant } from '../core/receipt.js';
 import type { Receipt } from '../core/types.js';
@@ -126,7 +126,7 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
   let version = opts.version;
   if (version === undefined) {
     const vs = [...versions];
-    version = vs.length && vs.every((v) => /^\d+$/.test(v)) ? String(Number(vs.sort(compareVersions).at(-1)) + 1) : 'candidate-1';
+    version = vs.length && vs.every((v) => /^\d+$/.test(v)) ? String(Number(vs.sort(compareContractVersions).at(-1)) + 1) : 'candidate-1';
   }
   const [owner, ownerRuns] = mostCommon(owners)!;
 

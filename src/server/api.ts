@@ -165,7 +165,7 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
           req.resume();
           const by = url.searchParams.get('by') ?? undefined;
           if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
-          const run = decodeURIComponent(ackMatch[1]);
+          const run = decodePathSegment(ackMatch[1]);
           const r = await opts.ack(run, by);
           return r ? json(res, 200, { run, acked: true, at: r.at, already: !r.acked }) : json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
         }
@@ -257,8 +257,20 @@ async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor:
   }
 }
 
+/**
+ * One URL-encoded path segment (a run id carries `/` as `%2F`). A malformed percent-escape (`%E0%A4%A`, `%zz`) is
+ * the client's error: 400 with the reason, never a 500.
+ */
+export function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, `malformed percent-escape in the path segment ${JSON.stringify(segment.slice(0, 200))}: each % must start a valid UTF-8 escape (%XX)`);
+  }
+}
+
 async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: ApiOptions) {
-  const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent); // api v1 ...
+  const parts = url.pathname.split('/').filter(Boolean).map(decodePathSegment); // api v1 ...
   if (parts[0] !== 'api' || parts[1] !== 'v1') return json(res, 404, { error: 'unknown API version' });
   const [, , resource, id, sub] = parts;
   if (resource === 'runs' && id === undefined) {

@@ -71,7 +71,13 @@ export function cookieToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
   for (const part of header.split(';')) {
     const [k, ...v] = part.trim().split('=');
-    if (k === 'topology_audit_token') return decodeURIComponent(v.join('='));
+    if (k === 'topology_audit_token') {
+      try {
+        return decodeURIComponent(v.join('='));
+      } catch {
+        return undefined; // a malformed escape is no token
+      }
+    }
   }
   return undefined;
 }

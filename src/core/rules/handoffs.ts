@@ -8,10 +8,11 @@ import type { RunState } from '../classify.js';
 import { handoffAudit } from './handoff/lifecycle.js';
 import type { Collector } from './context.js';
 
-export function handoffRules(state: RunState, now: number, out: Collector): void {
+export function handoffRules(state: RunState, now: number, nowNs: number, out: Collector): void {
   if (state.handoffs.length === 0) return; // only runs with handoff receipts pay
-  // The audit reads the handoff transitions, the run's ends and its verified outcomes (the state keeps them).
-  const { findings, nextChangeAt } = handoffAudit(state.handoffReceipts(), now);
+  // The audit reads the handoff transitions, the run's ends and its verified outcomes (the state keeps them), at
+  // `now` exact to the nanosecond (semantics 5: times at full precision).
+  const { findings, nextChangeAt } = handoffAudit(state.handoffReceipts(), { ms: now, ns: nowNs });
   for (const f of findings) out.add(f);
   out.changeAt(nextChangeAt);
 }

@@ -22,6 +22,7 @@
 import type { Finding, Receipt } from '../../types.js';
 import type { AttemptTrace, RunTrace } from './trace.js';
 import { at, edgeOf, traceRuns } from './trace.js';
+import { compareInstants, type Instant } from '../../time.js';
 
 export interface Units {
   actions: number;
@@ -95,14 +96,14 @@ export function startedDuringLeaseOf(a: AttemptTrace, b: AttemptTrace): boolean 
     a.duplicateKey !== undefined &&
     a.duplicateKey === b.duplicateKey &&
     b.activeFrom !== null &&
-    a.firstAt >= b.activeFrom &&
-    a.firstAt < b.activeUntil
+    compareInstants(a.firstAt, b.activeFrom) >= 0 &&
+    compareInstants(a.firstAt, b.activeUntil) < 0
   );
 }
 
 function isLate(a: AttemptTrace): boolean {
-  const afterLease = (t: number): boolean => a.lease !== null && t > a.lease;
-  const afterCancel = (t: number): boolean => a.cancelAt !== null && t >= a.cancelAt;
+  const afterLease = (t: Instant): boolean => a.lease !== null && compareInstants(t, a.lease) > 0;
+  const afterCancel = (t: Instant): boolean => a.cancelAt !== null && compareInstants(t, a.cancelAt) >= 0;
   if (a.returnAt !== null && (afterLease(a.returnAt) || afterCancel(a.returnAt))) return true;
   return a.receipts.some((r) => (r.budgetOp === 'consume' || r.budgetOp === 'reject') && (afterLease(at(r)) || afterCancel(at(r))));
 }

@@ -35,6 +35,7 @@
  */
 import type { Finding, HandoffState, Receipt, Verdict } from '../../types.js';
 import { sameStateVersion } from './version.js';
+import { ceilMillis, compareInstants, instantText, toInstant, type Instant } from '../../time.js';
 import type { AttemptTrace, RunTrace } from './trace.js';
 import { CHAIN, at, edgeOf, isTerminal, traceRuns } from './trace.js';
 import type { LedgerWalk, TaggedFinding } from './ledger.js';
@@ -74,7 +75,8 @@ function finding(code: HandoffFindingCode, f: { edge?: string; agents: (string |
   return out;
 }
 
-const iso = (t: number): string => new Date(t).toISOString().replace('.000Z', 'Z');
+/** RFC 3339 text of an instant in a message: full precision, without a `.000` of whole seconds. */
+const iso = (t: Instant): string => instantText(t).replace('.000Z', 'Z');
 const label = (a: AttemptTrace): string => `${a.handoff} attempt ${a.attempt}`;
 const parties = (a: AttemptTrace): (string | undefined)[] => [a.source, a.target];
 
@@ -88,7 +90,7 @@ export interface AttemptFacts {
   /** The state the state machine is in after the attempt's receipts (a terminal state stays). */
   state: HandoffState;
   /** When that state was recorded. */
-  stateAt: number;
+  stateAt: Instant;
   /** The first terminal receipt, and the receipts that tried to leave it (resurrection). */
   terminal: Receipt | null;
   leftTerminal: Receipt[];
@@ -115,7 +117,7 @@ export interface HandoffFacts {
 
 export interface RunFacts {
   trace: RunTrace;
-  now: number;
+  now: Instant;
   attempts: AttemptFacts[];
   handoffs: HandoffFacts[];
   /** Pairs of attempts with one work key whose active leases overlapped (first started first). */
@@ -151,7 +153,7 @@ function walkStates(a: AttemptTrace): Pick<AttemptFacts, 'state' | 'stateAt' | '
   return { state: current ?? a.receipts[0].state!, stateAt: currentAt, terminal, leftTerminal: offending };
 }
 
-export function attemptFacts(a: AttemptTrace, now: number): AttemptFacts {
+export function attemptFacts(a: AttemptTrace, now: Instant): AttemptFacts {
   const has = (s: HandoffState): boolean => a.states.has(s);
   const beyond = (['DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'] as const).filter(has);
   const decidedWithoutReturn =
@@ -167,11 +169,11 @@ export function attemptFacts(a: AttemptTrace, now: number): AttemptFacts {
     ...walkStates(a),
     beyondAdmissionWithoutAdmitted: beyond.length > 0 && !has('ADMITTED') ? beyond : [],
     decidedWithoutReturn,
-    acceptedAfterCancel: accepted && a.cancelAt !== null && a.returnAt! >= a.cancelAt,
-    acceptedAfterExpiry: accepted && a.lease !== null && a.returnAt! > a.lease,
+    acceptedAfterCancel: accepted && a.cancelAt !== null && compareInstants(a.returnAt!, a.cancelAt) >= 0,
+    acceptedAfterExpiry: accepted && a.lease !== null && compareInstants(a.returnAt!, a.lease) > 0,
     acceptedStale:
       accepted && observed !== undefined && current !== undefined && !sameStateVersion(observed, current) ? { observed, current } : null,
-    leaseExpiredOpen: a.terminal === null && a.lease !== null && a.activeFrom !== null && now >= a.lease && !has('RETURNED'),
+    leaseExpiredOpen: a.terminal === null && a.lease !== null && a.activeFrom !== null && compareInstants(now, a.lease) >= 0 && !has('RETURNED'),
   };
 }
 
@@ -179,13 +181,13 @@ export function attemptFacts(a: AttemptTrace, now: number): AttemptFacts {
 export function leaseOverlaps(attempts: AttemptTrace[]): [AttemptTrace, AttemptTrace][] {
   const active = attempts
     .filter((a) => a.activeFrom !== null && a.duplicateKey !== undefined)
-    .sort((x, y) => x.activeFrom! - y.activeFrom! || (x.handoff < y.handoff ? -1 : x.handoff > y.handoff ? 1 : x.attempt - y.attempt));
+    .sort((x, y) => compareInstants(x.activeFrom!, y.activeFrom!) || (x.handoff < y.handoff ? -1 : x.handoff > y.handoff ? 1 : x.attempt - y.attempt));
   const out: [AttemptTrace, AttemptTrace][] = [];
   for (let i = 0; i < active.length; i++) {
     for (let j = i + 1; j < active.length; j++) {
       const [a, b] = [active[i], active[j]];
       if (a.duplicateKey !== b.duplicateKey) continue;
-      if (!(a.activeFrom! < b.activeUntil && b.activeFrom! < a.activeUntil)) continue;
+      if (!(compareInstants(a.activeFrom!, b.activeUntil) < 0 && compareInstants(b.activeFrom!, a.activeUntil) < 0)) continue;
       out.push([a, b]);
     }
   }
@@ -200,7 +202,7 @@ export function finalOwnersOf(trace: RunTrace): string[] {
 }
 
 /** Everything the audit establishes about one run at `now`. */
-export function runFacts(trace: RunTrace, now: number): RunFacts {
+export function runFacts(trace: RunTrace, now: Instant): RunFacts {
   const byHandoff = new Map<string, AttemptTrace[]>();
   for (const a of trace.attempts) byHandoff.set(a.handoff, [...(byHandoff.get(a.handoff) ?? []), a]);
   const targets = new Set(trace.attempts.map((a) => a.target).filter((t): t is string => t !== undefined));
@@ -263,7 +265,7 @@ export function factFindings(f: RunFacts): TaggedFinding[] {
     }
     const returnEvent = (a.returned ?? a.accepted)?.event;
     if (x.acceptedAfterCancel) {
-      const cancel = a.receipts.find((r) => r.state === 'CANCELLED' && at(r) === a.cancelAt);
+      const cancel = a.receipts.find((r) => r.state === 'CANCELLED' && compareInstants(at(r), a.cancelAt!) === 0);
       push([a], 'accepted_after_cancel', {
         edge: edgeOf(a), agents: parties(a),
         events: [returnEvent!, a.accepted!.event, ...(cancel ? [cancel.event] : [])],
@@ -292,7 +294,7 @@ export function factFindings(f: RunFacts): TaggedFinding[] {
   for (const h of f.handoffs) {
     if (!h.admitted) continue;
     const admitted = h.attempts.filter((a) => a.activeFrom !== null);
-    const firstActive = admitted.flatMap((a) => a.receipts.filter((r) => at(r) === a.activeFrom).slice(0, 1)).map((r) => r.event);
+    const firstActive = admitted.flatMap((a) => a.receipts.filter((r) => compareInstants(at(r), a.activeFrom!) === 0).slice(0, 1)).map((r) => r.event);
     const agents = h.attempts.flatMap(parties);
     if (h.missingFinalOwner) {
       push(h.attempts, 'missing_final_owner', {
@@ -307,7 +309,7 @@ export function factFindings(f: RunFacts): TaggedFinding[] {
       });
     }
   }
-  const firstActive = (x: AttemptTrace): string => x.receipts.find((r) => at(r) === x.activeFrom)!.event;
+  const firstActive = (x: AttemptTrace): string => x.receipts.find((r) => compareInstants(at(r), x.activeFrom!) === 0)!.event;
   for (const [a, b] of f.overlaps) {
     push([a, b], 'duplicate_active', {
       edge: edgeOf(b), agents: [...parties(a), ...parties(b)], events: [firstActive(a), firstActive(b)],
@@ -327,8 +329,8 @@ export function factFindings(f: RunFacts): TaggedFinding[] {
   return out;
 }
 
-export function auditRun(trace: RunTrace, now: number): Finding[] {
-  return factFindings(runFacts(trace, now)).map((t) => t.finding);
+export function auditRun(trace: RunTrace, now: number | Instant): Finding[] {
+  return factFindings(runFacts(trace, toInstant(now))).map((t) => t.finding);
 }
 
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -342,9 +344,9 @@ export function sortFindings(fs: Finding[]): Finding[] {
 
 /**
  * Handoff findings of the given receipts (one run or several), at evaluation time `now` (ms since
- * the epoch). Independent of receipt order and of duplicate delivery.
+ * the epoch, or an Instant exact to the nanosecond). Independent of receipt order and of duplicate delivery.
  */
-export function auditHandoffs(receipts: Receipt[], now: number): Finding[] {
+export function auditHandoffs(receipts: Receipt[], now: number | Instant): Finding[] {
   return sortFindings(traceRuns(receipts).flatMap((t) => auditRun(t, now)));
 }
 
@@ -353,13 +355,16 @@ export function auditHandoffs(receipts: Receipt[], now: number): Finding[] {
  * time alone: the expiry of a lease in force on an attempt that is open and not returned (it turns
  * `lease_expired_open` then); Infinity when none.
  */
-export function handoffAudit(receipts: Receipt[], now: number): { findings: Finding[]; nextChangeAt: number } {
+export function handoffAudit(receipts: Receipt[], nowAt: number | Instant): { findings: Finding[]; nextChangeAt: number } {
+  const now = toInstant(nowAt);
   const traces = traceRuns(receipts);
-  let next = Infinity;
+  let next: Instant | null = null;
   for (const t of traces) {
     for (const a of t.attempts) {
-      if (a.terminal === null && a.lease !== null && a.activeFrom !== null && now < a.lease && !a.states.has('RETURNED') && a.lease < next) next = a.lease;
+      const lease = a.lease;
+      if (a.terminal === null && lease !== null && a.activeFrom !== null && compareInstants(now, lease) < 0 && !a.states.has('RETURNED') && (next === null || compareInstants(lease, next) < 0)) next = lease;
     }
   }
-  return { findings: sortFindings(traces.flatMap((t) => auditRun(t, now))), nextChangeAt: next };
+  // A millisecond timer fires at the first whole millisecond at or after the lease.
+  return { findings: sortFindings(traces.flatMap((t) => auditRun(t, now))), nextChangeAt: next === null ? Infinity : ceilMillis(next.ms, next.ns) };
 }

@@ -4,6 +4,7 @@
  * these traces, so none of it depends on the order receipts arrived in or on duplicate delivery.
  */
 import type { HandoffState, Receipt } from '../../types.js';
+import { NEVER, compareInstants, earlierOf, parseInstant, type Instant } from '../../time.js';
 
 export const TERMINAL_STATES: readonly HandoffState[] = ['ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED'];
 /** The main chain; its index orders non-terminal progress. */
@@ -13,11 +14,19 @@ export const ACTIVE_STATES: readonly HandoffState[] = ['ADMITTED', 'DISPATCHED',
 
 export const isTerminal = (s: HandoffState): boolean => TERMINAL_STATES.includes(s);
 
-export const at = (r: Receipt): number => Date.parse(r.at);
+/** Each receipt's instant, parsed once (receipts are immutable once validated). */
+const instants = new WeakMap<Receipt, Instant>();
+
+/** A receipt's observation time, exact to the nanosecond (semantics 5: times at full precision, as in 2a). */
+export function at(r: Receipt): Instant {
+  let t = instants.get(r);
+  if (t === undefined) instants.set(r, (t = parseInstant(r.at)));
+  return t;
+}
 
 /** Receipt order: observation time, then event id. */
 export function byTimeThenEvent(a: Receipt, b: Receipt): number {
-  const d = at(a) - at(b);
+  const d = compareInstants(at(a), at(b));
   if (d !== 0) return d;
   return a.event < b.event ? -1 : a.event > b.event ? 1 : 0;
 }
@@ -27,7 +36,7 @@ function canonical(r: Receipt): string {
   const n: Record<string, unknown> = { ...r, at: at(r), status: r.status ?? 'ok' };
   if (r.type === 'handoff') {
     if (r.handoff !== undefined) n.attempt = r.attempt ?? 1;
-    if (r.leaseExpiresAt !== undefined) n.leaseExpiresAt = Date.parse(r.leaseExpiresAt);
+    if (r.leaseExpiresAt !== undefined) n.leaseExpiresAt = parseInstant(r.leaseExpiresAt);
   }
   return JSON.stringify(sortKeys(n));
 }
@@ -69,24 +78,24 @@ export interface AttemptTrace {
   finalOwner?: string;
   onTimeout?: string;
   states: Set<HandoffState>;
-  firstAt: number;
+  firstAt: Instant;
   /** Time of the first receipt showing a granted lease (ADMITTED or later), else null. */
-  activeFrom: number | null;
+  activeFrom: Instant | null;
   /** The first terminal receipt. */
   terminal: Receipt | null;
   /** The lease in force: the first grant, moved only by renewals timed at or before the lease then in force. */
-  lease: number | null;
+  lease: Instant | null;
   /** The first RETURNED receipt. */
   returned: Receipt | null;
   /** When the result came back: the first RETURNED, else the first ACCEPTED. */
-  returnAt: number | null;
+  returnAt: Instant | null;
   accepted: Receipt | null;
   /** The parent's decision on the returned artifact: the first ACCEPTED or REJECTED after a return. */
   decision: Receipt | null;
   /** Earliest cancellation that applies: the attempt's own CANCELLED or the run's cancelled end. */
-  cancelAt: number | null;
-  /** End of the active lease interval: min(first terminal, lease); Infinity when neither exists. */
-  activeUntil: number;
+  cancelAt: Instant | null;
+  /** End of the active lease interval: min(first terminal, lease); NEVER when neither exists. */
+  activeUntil: Instant;
 }
 
 export interface RunTrace {
@@ -97,7 +106,7 @@ export interface RunTrace {
   /** The earliest `budgetOp: "root"` receipt. */
   root: Receipt | null;
   /** The earliest run.end with result cancelled. */
-  runCancelAt: number | null;
+  runCancelAt: Instant | null;
 }
 
 function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
@@ -121,26 +130,27 @@ function first<K extends keyof Receipt>(rs: readonly Receipt[], k: K): NonNullab
   return undefined;
 }
 
-export function effectiveLease(rs: readonly Receipt[]): number | null {
-  let lease: number | null = null;
+/** The lease in force: the first grant, moved by each renewal timed at or before the lease then in force. */
+export function effectiveLease(rs: readonly Receipt[]): Instant | null {
+  let lease: Instant | null = null;
   for (const r of rs) {
     if (r.leaseExpiresAt === undefined) continue;
-    const next = Date.parse(r.leaseExpiresAt);
+    const next = parseInstant(r.leaseExpiresAt);
     if (lease === null) lease = next;
-    else if (at(r) <= lease) lease = next; // renewal before expiry; after expiry it is a new admission decision
+    else if (compareInstants(at(r), lease) <= 0) lease = next; // renewal at or before expiry; after it, a new admission decision
   }
   return lease;
 }
 
-function traceAttempt(run: string, rs: Receipt[], logical: Receipt[], runCancelAt: number | null): AttemptTrace {
+function traceAttempt(run: string, rs: Receipt[], logical: Receipt[], runCancelAt: Instant | null): AttemptTrace {
   const states = new Set(rs.map((r) => r.state!));
   const activeFrom = rs.find((r) => ACTIVE_STATES.includes(r.state!));
   const terminal = rs.find((r) => isTerminal(r.state!)) ?? null;
   const returned = rs.find((r) => r.state === 'RETURNED') ?? null;
   const accepted = rs.find((r) => r.state === 'ACCEPTED') ?? null;
-  const decision = rs.find((r) => r.state === 'ACCEPTED' || (r.state === 'REJECTED' && returned !== null && at(r) >= at(returned))) ?? null;
+  const decision = rs.find((r) => r.state === 'ACCEPTED' || (r.state === 'REJECTED' && returned !== null && compareInstants(at(r), at(returned)) >= 0)) ?? null;
   const ownCancel = rs.find((r) => r.state === 'CANCELLED');
-  const cancels = [ownCancel ? at(ownCancel) : null, runCancelAt].filter((x): x is number => x !== null);
+  const cancels = [ownCancel ? at(ownCancel) : null, runCancelAt].filter((x): x is Instant => x !== null);
   const lease = effectiveLease(rs);
   const returnAt = returned ? at(returned) : accepted ? at(accepted) : null;
   return {
@@ -162,8 +172,8 @@ function traceAttempt(run: string, rs: Receipt[], logical: Receipt[], runCancelA
     returnAt,
     accepted,
     decision,
-    cancelAt: cancels.length > 0 ? Math.min(...cancels) : null,
-    activeUntil: Math.min(terminal ? at(terminal) : Infinity, lease ?? Infinity),
+    cancelAt: cancels.length > 0 ? cancels.reduce(earlierOf) : null,
+    activeUntil: earlierOf(terminal ? at(terminal) : NEVER, lease ?? NEVER),
   };
 }
 
