@@ -246,14 +246,23 @@ export function referenceClassify(receipts: Receipt[], nowAt: number | string, c
         const o = observation(s);
         return o !== undefined && time(o.at) <= t;
       }) && (phase.outcome === 'optional' || verifiedAt.some((v) => v <= t));
+    // 2a: a plan finished, or progress made, only by a receipt timed after the cap or the stall is late like an
+    // expected edge: the finding holds at any now. "Made after t": an expected edge first observed after t, or the
+    // verified outcome that finished the plan coming after t.
+    const plannedLater = (t: bigint): boolean => {
+      if (phase.plan.some((s) => { const o = observation(s); return o !== undefined && time(o.at) > t; })) return true;
+      const finishedByEnd = phase.plan.every((s) => observation(s) !== undefined) && verifiedAt.length > 0;
+      return phase.outcome === 'required' && finishedByEnd && verifiedAt.every((v) => v > t);
+    };
     if (phase.maxDurationMs !== undefined) {
       const limit = runStart + ms(phase.maxDurationMs);
-      if (byEnd(limit) && clock >= limit && !finishedBy(limit)) say('incomplete', 'max_duration_exceeded', [], undefined, true);
+      if (byEnd(limit) && (clock >= limit || plannedLater(limit)) && !finishedBy(limit)) say('incomplete', 'max_duration_exceeded', [], undefined, true);
     }
     if (phase.progressWithinMs !== undefined) {
       const window = ms(phase.progressWithinMs);
       const progress = [runStart, ...phase.plan.map(observation).filter((o): o is Receipt => o !== undefined).map((o) => time(o.at))];
-      const waits = used.filter((w) => w.type === 'wait' && byEnd(time(w.at)) && byEnd(time(w.deadline!)));
+      // a wait whose deadline falls after the end is void from the end on, yet explained the silence before it
+      const waits = used.filter((w) => w.type === 'wait' && byEnd(time(w.at)));
       const deadlines = phase.plan.map((s) => {
         const due = dueAt(s);
         return due !== null && s.withinMs !== undefined ? { s, due, deadline: due + ms(s.withinMs) } : null;
@@ -283,7 +292,7 @@ export function referenceClassify(receipts: Receipt[], nowAt: number | string, c
         ...waits.map((w) => earliestObservation(parseEdge(w.edge!))).filter((o): o is Receipt => o !== undefined).map((o) => time(o.at)),
       ].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       const first = candidates.find(stalledAt);
-      if (first !== undefined && first <= clock) say('incomplete', 'no_progress', [], undefined, true);
+      if (first !== undefined && (first <= clock || plannedLater(first))) say('incomplete', 'no_progress', [], undefined, true);
     }
   }
 

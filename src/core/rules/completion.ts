@@ -19,11 +19,21 @@ export function stallRules(ctx: EvalContext, out: Collector): void {
     for (const o of obs) if (o === null || !atOrBefore(o.at, o.ns, t, tNs)) return false;
     return phase.outcome === 'optional' || (vo !== null && byEnd(vo.at, vo.ns) && atOrBefore(vo.at, vo.ns, t, tNs));
   };
+  /**
+   * Does a receipt timed after (t, tNs) show the run got past it unfinished (2a: "a plan finished, or progress made,
+   * only by a receipt timed after the cap or the stall is late like an expected edge: the finding holds at any
+   * now")? Progress (an expected edge's first observation) after it, or the verified outcome that finished the plan
+   * after it. Other receipts timed after it do not move the clock (as for a missed deadline).
+   */
+  const shownPast = (t: number, tNs: number): boolean => {
+    for (const o of obs) if (o !== null && !atOrBefore(o.at, o.ns, t, tNs)) return true;
+    return vo !== null && ctx.absent.length === 0 && phase.outcome !== 'optional' && byEnd(vo.at, vo.ns) && !atOrBefore(vo.at, vo.ns, t, tNs);
+  };
   const M = phase.maxDurationMs;
   if (M !== undefined) {
     const s = startAt + M;
     if (byEnd(s, startNs) && !finishedAt(s, startNs)) {
-      if (atOrBefore(s, startNs, clock, clockNs)) {
+      if (atOrBefore(s, startNs, clock, clockNs) || shownPast(s, startNs)) {
         out.add({
           verdict: 'incomplete',
           code: 'max_duration_exceeded',
@@ -40,7 +50,9 @@ export function stallRules(ctx: EvalContext, out: Collector): void {
     // Progress: the run's start and the first observation of each expected edge.
     const progress: Obs[] = [{ event: '', at: startAt, ns: startNs }];
     for (const o of obs) if (o !== null) progress.push(o);
-    const waits = state.waitFacts.filter((w) => w.edge !== null && byEnd(w.at, w.atNs) && byEnd(w.deadline, w.deadlineNs));
+    // Waits declared by the end; one whose deadline falls after the end is void from the end on, but still
+    // explained the silence before it (2a).
+    const waits = state.waitFacts.filter((w) => w.edge !== null && byEnd(w.at, w.atNs));
     const waitSeenAt = waits.map((w) => observedAt(w.edge!.spec));
     // The condition can only begin at a window's end or where an explanation ends (a deadline, a waited edge observed).
     const candidates: Obs[] = progress.map((p) => ({ event: '', at: p.at + W, ns: p.ns }));
@@ -81,7 +93,7 @@ export function stallRules(ctx: EvalContext, out: Collector): void {
       if (!byEnd(c.at, c.ns)) break; // an ended run stalls no more after its end
       const p = lastProgress(c.at, c.ns);
       if (p === null || !atOrBefore(p.at + W, p.ns, c.at, c.ns) || finishedAt(c.at, c.ns) || explained(c.at, c.ns)) continue;
-      if (atOrBefore(c.at, c.ns, clock, clockNs)) {
+      if (atOrBefore(c.at, c.ns, clock, clockNs) || shownPast(c.at, c.ns)) {
         out.add({
           verdict: 'incomplete',
           code: 'no_progress',
