@@ -60,13 +60,15 @@ const caseArb = fc.record({
   short: fc.boolean(),
 });
 
+type CaseSeed = typeof caseArb extends fc.Arbitrary<infer T> ? T : never;
+
 interface Built {
   receipts: Receipt[];
   nowText: string;
 }
 
 /** Receipts of a generated case (distinct event ids; offsets in ns from BASE). */
-function build(c: fc.infer<typeof caseArb>): Built {
+function build(c: CaseSeed): Built {
   const out: Receipt[] = [];
   let n = 0;
   const at = (offset: bigint) => text(offset, c.short);
