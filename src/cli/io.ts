@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseReceiptFile } from '../core/receipt.js';
-import { parseInstant, type Instant } from '../core/time.js';
+import { instantTextError, parseInstant, type Instant } from '../core/time.js';
 import type { Receipt } from '../core/types.js';
 
 export interface Io {
@@ -17,9 +17,7 @@ export class UsageError extends Error {}
 
 /** Parse an RFC 3339 time given on the command line. */
 export function parseTimeArg(name: string, value: string): number {
-  const t = Date.parse(value);
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(t)) throw new UsageError(`${name}: not an RFC 3339 time: ${value}`);
-  return t;
+  return parseInstantArg(name, value).ms;
 }
 
 /**
@@ -27,12 +25,9 @@ export function parseTimeArg(name: string, value: string): number {
  * refused, as in receipts).
  */
 export function parseInstantArg(name: string, value: string): Instant {
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i.test(value)) {
-    throw new UsageError(`${name}: not an RFC 3339 time (at most nine fraction digits): ${value}`);
-  }
-  const t = parseInstant(value);
-  if (Number.isNaN(t.ms)) throw new UsageError(`${name}: not an RFC 3339 time: ${value}`);
-  return t;
+  const error = instantTextError(value);
+  if (error !== null) throw new UsageError(`${name}: not an RFC 3339 time (${error}): ${value}`);
+  return parseInstant(value);
 }
 
 /** The receipts of NDJSON files, in file order; a file that cannot be read is a usage error naming it. */

@@ -7,6 +7,7 @@ import { parseContract } from '../core/contract.js';
 import { parseDuration } from '../core/edge.js';
 import { validateReceipt } from '../core/receipt.js';
 import type { Receipt } from '../core/types.js';
+import { millisOf } from '../core/time.js';
 import { ProposeError, draftYaml, proposeDraft } from '../propose/draft.js';
 import { type Io, UsageError, readReceiptFiles } from './io.js';
 
@@ -38,7 +39,7 @@ async function serverReceipts(base: string, token: string | undefined, sinceMs: 
   const out: Receipt[] = [];
   let skipped = 0;
   for (const row of list.runs as { run: string; startedAt: string | null }[]) {
-    if (row.startedAt && Date.parse(row.startedAt) < cutoff) continue;
+    if (row.startedAt && millisOf(row.startedAt) < cutoff) continue;
     const run = await get(`/api/v1/runs/${encodeURIComponent(row.run)}`);
     for (const r of (run.receipts ?? []) as unknown[]) {
       const v = validateReceipt(r);

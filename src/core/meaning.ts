@@ -1,5 +1,6 @@
 import type { Finding, RunVerdict, Verdict } from './types.js';
 import { humanDuration } from './edge.js';
+import { millisOf } from './time.js';
 
 /** What the operator does, per verdict (the drift table's "operator meaning"). */
 export const OPERATOR_MEANING: Record<Verdict, string> = {
@@ -32,7 +33,7 @@ export function verdictJson(v: RunVerdict) {
  */
 export function displayMessage(f: Pick<Finding, 'code' | 'message' | 'deadline'>, v: { findings: readonly Pick<Finding, 'code'>[] }, nowMs: number): string {
   if (f.deadline === undefined) return f.message;
-  const deadline = Date.parse(f.deadline);
+  const deadline = millisOf(f.deadline);
   const ended = v.findings.some((x) => x.code === 'false_complete' || x.code.startsWith('run_'));
   if ((f.code === 'waiting' || f.code === 'declared_wait') && deadline > nowMs) {
     return f.message.replace(`until ${f.deadline}`, `until ${f.deadline} (${humanDuration(deadline - nowMs)} left)`);

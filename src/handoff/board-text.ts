@@ -1,6 +1,7 @@
 /** The handoff board as a readable table for `topology-audit handoff board RUN` (pure; ids, states, times and counts only). */
 import type { BoardBranch, HandoffBoard } from './board.js';
 import { humanDuration } from '../core/edge.js';
+import { millisOf } from '../core/time.js';
 import type { Units } from '../core/rules/handoff/ledger.js';
 
 const units = (u: Units | null): string => (u === null ? 'none' : `${u.actions}/${u.contextUnits}/${u.effects}`);
@@ -14,9 +15,10 @@ function dur(ms: number): string {
 
 function lease(b: BoardBranch, now: number): string {
   if (b.leaseExpiresAt === null) return '-';
-  const t = Date.parse(b.leaseExpiresAt);
+  const t = millisOf(b.leaseExpiresAt);
   if (!b.live) return hms(b.leaseExpiresAt);
-  return now < t ? `${hms(b.leaseExpiresAt)} (in ${dur(t - now)})` : `${hms(b.leaseExpiresAt)} (EXPIRED ${dur(now - t)} ago)`;
+  // expired or not as the audit decided it (to the nanosecond); the distance in words is display only
+  return !b.leaseExpired ? `${hms(b.leaseExpiresAt)} (in ${dur(t - now)})` : `${hms(b.leaseExpiresAt)} (EXPIRED ${dur(now - t)} ago)`;
 }
 
 function cancel(b: BoardBranch): string {
@@ -31,7 +33,7 @@ function table(rows: string[][]): string {
 }
 
 export function renderBoard(b: HandoffBoard): string {
-  const now = Date.parse(b.now);
+  const now = millisOf(b.now);
   const live = b.branches.filter((x) => x.live).length;
   let out = `run ${b.run}  owner ${b.owner ?? '(none named)'}  final owner ${b.finalOwners.length ? b.finalOwners.join(', ') : '(none named)'}  current state version ${b.currentStateVersion ?? '-'}  at ${b.now}\n`;
   out += `branches: ${b.branches.length}, ${live} live\n`;
