@@ -58,10 +58,13 @@ export const isAgentId = (v: unknown): v is string => typeof v === 'string' && v
 /** RFC 3339 with at most nine fraction digits (the Time rule; the fields' ranges are checked by instantTextError). */
 export const RFC3339 = RFC3339_TEXT;
 /** An instant as text: the one check of src/core/time.ts (`instantTextError`), also used directly by src/ingest/extract.ts. */
-export const Time = z.string().superRefine((s, ctx) => {
-  const error = instantTextError(s);
-  if (error !== null) ctx.addIssue({ code: 'custom', message: error });
-});
+export const Time = z
+  .string()
+  .regex(RFC3339_TEXT, 'an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)')
+  .superRefine((s, ctx) => {
+    const error = RFC3339_TEXT.test(s) ? instantTextError(s) : null; // the pattern's own issue says the rest
+    if (error !== null) ctx.addIssue({ code: 'custom', message: error });
+  });
 
 /** A version as text (the Version rule's string form). */
 export const VERSION_PATTERN = /^[A-Za-z0-9_.+-]{1,64}$/;
