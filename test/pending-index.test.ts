@@ -64,24 +64,27 @@ describe('PendingIndex', () => {
   });
 
   it('idle traces go first; when every other trace waits, the oldest waiting one goes and its waiting spans are handed back', () => {
-    const ix = mk(2);
-    for (const t of ['a', 'b', 'c']) {
-      ix.index(t, 's', null, null, 0); // 'c' is idle while being indexed (a and b wait): it is the one evicted
+    const ix = mk(3);
+    ix.index('idle', 's', null, null, 0);
+    for (const t of ['a', 'b']) {
+      ix.index(t, 's', null, null, 0);
       ix.addAgent(sp(t, 's'));
     }
-    expect(ix.trace('a')).toBeDefined();
-    expect(ix.trace('b')).toBeDefined();
-    expect(ix.trace('c')).toBeUndefined();
-    expect(ix.pendingTraceIds()).toEqual(new Set(['a', 'b', 'c']));
-    expect(ix.stats()).toMatchObject({ indexed: 2, evicted: 1, pending: 3 });
+    ix.index('c', 's', null, null, 0); // 4 > 3: 'idle' goes (idle first), not the waiting 'a', 'b', nor 'c' being indexed
+    ix.addAgent(sp('c', 's'));
+    expect(ix.trace('idle')).toBeUndefined();
+    expect(ix.stats()).toMatchObject({ indexed: 3, evicted: 1, pending: 3, evictedWaiting: 0 });
     expect(ix.takeEvicted()).toEqual({ agents: [], handoffs: [] });
-    ix.index('b', 't', null, null, 1); // 3 > 2 and every trace waits: the oldest waiting one ('a') goes, never 'b'
+    ix.index('b', 't', null, null, 1); // 4 > 3 and every trace waits: the oldest waiting one ('a') goes, never 'b'
     expect(ix.trace('a')).toBeUndefined();
     expect(ix.trace('b')!.nodes.size).toBe(2);
-    expect(ix.stats()).toMatchObject({ indexed: 2, evicted: 2, traces: 1, pending: 2, evictedWaiting: 1 });
+    expect(ix.stats()).toMatchObject({ indexed: 3, evicted: 2, traces: 2, pending: 2, evictedWaiting: 1 });
     expect(ix.takeEvicted()).toEqual({ agents: [sp('a', 's')], handoffs: [] });
     expect(ix.takeEvicted()).toEqual({ agents: [], handoffs: [] });
     expect(ix.hasPending('a')).toBe(false);
+    ix.index('d', 's', null, null, 2); // the trace being indexed stays even when it is the only idle one
+    expect(ix.trace('d')).toBeDefined();
+    expect(ix.trace('b')).toBeUndefined();
   });
 
   it('holds a trace to maxTraceSpans: its oldest span goes, a waiting one handed back', () => {
@@ -172,7 +175,7 @@ class Model {
     }
     if (this.indexed > this.maxSpans) {
       for (const [id, tr] of this.traces) {
-        if (this.hasPending(id)) continue;
+        if (this.hasPending(id) || id === traceId) continue;
         this.traces.delete(id);
         this.indexed -= tr.nodes.size;
         this.evicted += tr.nodes.size;

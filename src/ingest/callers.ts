@@ -225,6 +225,9 @@ export class CallerResolver {
       idx.index(s.traceId, s.spanId, s.parentSpanId, null, now);
       touched.add(s.traceId);
     }
+    // Waiting spans the bounds evicted while indexing end now (before this batch's spans start waiting: a span
+    // sent again must not lose its new link waits to the old one's).
+    const evicted = this.evictedGaps();
     for (const a of agentSpans) {
       if ((a.edges ?? 'call') === 'call' || a.links?.length) {
         const replaced = idx.agentByKey(keyOf(a.traceId, a.spanId));
@@ -235,7 +238,7 @@ export class CallerResolver {
     }
     for (const h of handoffs) idx.addHandoff(h);
     const out = this.resolvePending(touched);
-    out.push(...this.evictedGaps());
+    out.push(...evicted);
     return out;
   }
 

@@ -336,18 +336,24 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
 
   /**
    * Back within `maxSpans`: the oldest idle traces first; then, while every other trace waits, the oldest waiting
-   * traces (never `current`, the trace being indexed), whose waiting spans are handed back through takeEvicted.
+   * traces, whose waiting spans are handed back through takeEvicted. Never `current`, the trace being indexed.
    */
   private evictOldest(current: string): void {
+    let held: { seq: number; traceId: string } | null = null;
     while (this.heap.length > 0) {
       const top = this.heap[0]!;
       const t = this.traces.get(top.traceId);
       this.popIdle();
       if (!t || t.seq !== top.seq || t.pending > 0) continue; // stale: gone, re-created, or waiting again
+      if (top.traceId === current) {
+        held = top; // the span just indexed stays (its agent span is about to wait): back in the heap below
+        continue;
+      }
       this.forget(top.traceId, t);
       this.evicted += t.nodes.size;
       if (this.indexed <= this.opts.maxSpans) break;
     }
+    if (held !== null) this.pushIdle(held.seq, held.traceId);
     if (this.indexed > this.opts.maxSpans) {
       // Map order is first-indexed order, and no idle trace is left: the first ones are the oldest waiting.
       for (const [traceId, t] of this.traces) {
