@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServerProcess, type ServerProcess } from './helpers/server.js';
 import { exporterFor, type Transport } from './helpers/otel.js';
+import { until } from './helpers/wait.js';
 import { contractsDir, EDGES, edgesOf, fiveSpans, permutations, runOf, sendAlone, shutdownTracer } from './helpers/five-spans.js';
 
 afterAll(() => shutdownTracer());
@@ -76,6 +77,38 @@ describe('the skeleton survives kill -9', () => {
       expect(body.verdict).toBe('healthy');
     } finally {
       await second.stop();
+    }
+  }, 120_000);
+});
+
+describe('the skeleton bound on a real server', () => {
+  it('--max-skeleton-spans: a flood of never-completing traces keeps topology_span_skeleton_spans capped, counts the eviction, and the evicted child is a gap', async () => {
+    const srv = await startServerProcess({ contracts: contractsDir(), args: ['--contract', 'supervisor-coder', '--max-skeleton-spans', '60', '--max-trace-spans', '20'] });
+    try {
+      const exporter = exporterFor('http-protobuf', srv);
+      // Each trace: the researcher and its tool span arrive, the supervisor (their ancestor) never does.
+      const victims: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        const { run, spans } = fiveSpans();
+        await sendAlone(exporter, spans[0]);
+        await sendAlone(exporter, spans[1]);
+        victims.push(run);
+      }
+      await exporter.shutdown();
+      const samples = await until('the skeleton metrics', async () => {
+        const m = await (await fetch(`${srv.api}/metrics`)).text();
+        const skeleton = Number(/^topology_span_skeleton_spans (\S+)$/m.exec(m)?.[1]);
+        const evicted = Number(/^topology_pending_parent_spans_evicted_total\{limit="total"\} (\S+)$/m.exec(m)?.[1]);
+        // 80 spans sent into a 60-span skeleton: at least 20 evicted (the counter follows at the next tick).
+        return skeleton > 0 && evicted >= 20 ? { skeleton, evicted } : undefined;
+      });
+      expect(samples.skeleton).toBeLessThanOrEqual(60);
+      // The oldest trace went first: its waiting researcher became a gap at once (the wait is 10 s), never an edge.
+      const body = await runOf(srv, victims[0]);
+      expect(body.receipts.map((r) => [r.type, r.reason, r.to])).toEqual([['gap', 'caller_unresolved', 'researcher']]);
+      expect(body.verdict).toBe('uncertain');
+    } finally {
+      await srv.stop();
     }
   }, 120_000);
 });
