@@ -84,6 +84,9 @@ for (const n of SIZES) {
     // 2. a batch that forces one eviction: a new idle trace arrives while the index is full of waiting traces
     if (label === 'new' || n <= OLD_EVICT_MAX) {
       const e = loaded(R, n, n + 1);
+      // One idle trace fills the index: each timed batch evicts the oldest idle one, never a waiting trace
+      // (those go only when no idle trace is left; docs/pending-index.md).
+      e.addBatch([], [], 1, { relays: [{ traceId: 'idle', spanId: 'x', parentSpanId: null }] });
       const before = e.stats().evicted;
       row[`${label}EvictBatchNs`] = time((i) => {
         e.addBatch([], [], 1, { relays: [{ traceId: `r${i}`, spanId: 'x', parentSpanId: null }] });

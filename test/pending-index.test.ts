@@ -13,7 +13,7 @@ interface Sp {
   tag?: number;
 }
 
-const mk = (maxSpans: number) => new PendingIndex<string, Sp, Sp, { n: number }>({ maxSpans }, () => ({ n: 0 }));
+const mk = (maxSpans: number, maxTraceSpans?: number) => new PendingIndex<string, Sp, Sp, { n: number }>({ maxSpans, maxTraceSpans }, () => ({ n: 0 }));
 const sp = (traceId: string, spanId: string, tag?: number): Sp => ({ traceId, spanId, tag });
 
 describe('PendingIndex', () => {
@@ -63,19 +63,45 @@ describe('PendingIndex', () => {
     expect(ix.hasPending('old')).toBe(false);
   });
 
-  it('never evicts a waiting trace: only the idle one just indexed goes, and the bound may stay exceeded', () => {
-    const ix = mk(2);
-    for (const t of ['a', 'b', 'c']) {
-      ix.index(t, 's', null, null, 0); // 'c' is idle while being indexed (a and b wait): it is the one evicted
+  it('idle traces go first; when every other trace waits, the oldest waiting one goes and its waiting spans are handed back', () => {
+    const ix = mk(3);
+    ix.index('idle', 's', null, null, 0);
+    for (const t of ['a', 'b']) {
+      ix.index(t, 's', null, null, 0);
       ix.addAgent(sp(t, 's'));
     }
-    expect(ix.trace('a')).toBeDefined();
-    expect(ix.trace('b')).toBeDefined();
-    expect(ix.trace('c')).toBeUndefined();
-    expect(ix.pendingTraceIds()).toEqual(new Set(['a', 'b', 'c']));
-    expect(ix.stats()).toMatchObject({ indexed: 2, evicted: 1, pending: 3 });
-    ix.index('b', 't', null, null, 1); // 3 > 2, but every trace waits: nothing evicted
-    expect(ix.stats()).toMatchObject({ indexed: 3, evicted: 1, traces: 2 });
+    ix.index('c', 's', null, null, 0); // 4 > 3: 'idle' goes (idle first), not the waiting 'a', 'b', nor 'c' being indexed
+    ix.addAgent(sp('c', 's'));
+    expect(ix.trace('idle')).toBeUndefined();
+    expect(ix.stats()).toMatchObject({ indexed: 3, evicted: 1, pending: 3, evictedWaiting: 0 });
+    expect(ix.takeEvicted()).toEqual({ agents: [], handoffs: [] });
+    ix.index('b', 't', null, null, 1); // 4 > 3 and every trace waits: the oldest waiting one ('a') goes, never 'b'
+    expect(ix.trace('a')).toBeUndefined();
+    expect(ix.trace('b')!.nodes.size).toBe(2);
+    expect(ix.stats()).toMatchObject({ indexed: 3, evicted: 2, traces: 2, pending: 2, evictedWaiting: 1 });
+    expect(ix.takeEvicted()).toEqual({ agents: [sp('a', 's')], handoffs: [] });
+    expect(ix.takeEvicted()).toEqual({ agents: [], handoffs: [] });
+    expect(ix.hasPending('a')).toBe(false);
+    ix.index('d', 's', null, null, 2); // the trace being indexed stays even when it is the only idle one
+    expect(ix.trace('d')).toBeDefined();
+    expect(ix.trace('b')).toBeUndefined();
+  });
+
+  it('holds a trace to maxTraceSpans: its oldest span goes, a waiting one handed back', () => {
+    const ix = mk(100, 3);
+    ix.index('t', 'a', null, null, 0);
+    ix.addAgent(sp('t', 'a'));
+    ix.index('t', 'b', 'a', null, 0);
+    ix.addHandoff(sp('t', 'b'));
+    ix.index('t', 'c', 'b', null, 0);
+    ix.index('t', 'c', 'b', null, 1); // a refresh adds nothing
+    expect(ix.stats()).toMatchObject({ indexed: 3, evictedPerTrace: 0 });
+    ix.index('t', 'd', 'c', null, 1);
+    expect([...ix.trace('t')!.nodes.keys()]).toEqual(['b', 'c', 'd']);
+    ix.index('t', 'e', 'd', null, 1);
+    expect([...ix.trace('t')!.nodes.keys()]).toEqual(['c', 'd', 'e']);
+    expect(ix.stats()).toMatchObject({ indexed: 3, evicted: 0, evictedPerTrace: 2, evictedWaiting: 2, pending: 0 });
+    expect(ix.takeEvicted()).toEqual({ agents: [sp('t', 'a')], handoffs: [sp('t', 'b')] });
   });
 
   it('expires by time and sweeps idle traces; counts follow', () => {
@@ -126,7 +152,13 @@ class Model {
   indexed = 0;
   expired = 0;
   evicted = 0;
-  constructor(readonly maxSpans: number) {}
+  evictedPerTrace = 0;
+  evictedWaiting = 0;
+  handedBack: { agents: Sp[]; handoffs: Sp[] } = { agents: [], handoffs: [] };
+  constructor(
+    readonly maxSpans: number,
+    readonly maxTraceSpans: number,
+  ) {}
   index(traceId: string, spanId: string, info: string | null, now: number) {
     let t = this.traces.get(traceId);
     if (!t) this.traces.set(traceId, (t = { nodes: new Map(), lastSeen: now }));
@@ -134,14 +166,45 @@ class Model {
     if (!prev) this.indexed++;
     t.nodes.set(spanId, { info: info ?? prev?.info ?? null, seenAt: now });
     t.lastSeen = now;
+    if (!prev && t.nodes.size > this.maxTraceSpans) {
+      const oldest = [...t.nodes.keys()][0];
+      t.nodes.delete(oldest);
+      this.indexed--;
+      this.evictedPerTrace++;
+      this.handBack(`${traceId}/${oldest}`);
+    }
     if (this.indexed > this.maxSpans) {
       for (const [id, tr] of this.traces) {
-        if (this.hasPending(id)) continue;
+        if (this.hasPending(id) || id === traceId) continue;
         this.traces.delete(id);
         this.indexed -= tr.nodes.size;
         this.evicted += tr.nodes.size;
         if (this.indexed <= this.maxSpans) break;
       }
+    }
+    if (this.indexed > this.maxSpans) {
+      for (const [id, tr] of this.traces) {
+        if (this.indexed <= this.maxSpans) break;
+        if (id === traceId) continue;
+        for (const k of [...this.agents.keys(), ...this.handoffs.keys()]) if (k.startsWith(id + '/')) this.handBack(k);
+        this.traces.delete(id);
+        this.indexed -= tr.nodes.size;
+        this.evicted += tr.nodes.size;
+      }
+    }
+  }
+  handBack(key: string) {
+    const a = this.agents.get(key);
+    if (a) {
+      this.agents.delete(key);
+      this.handedBack.agents.push(a);
+      this.evictedWaiting++;
+    }
+    const h = this.handoffs.get(key);
+    if (h) {
+      this.handoffs.delete(key);
+      this.handedBack.handoffs.push(h);
+      this.evictedWaiting++;
     }
   }
   hasPending(traceId: string) {
@@ -207,9 +270,9 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 describe('PendingIndex against the naive model', () => {
   it('same traces, spans, per-trace counts, expiries and counters after every operation', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 20 }), fc.array(opArb, { maxLength: 150 }), (maxSpans, ops) => {
-        const ix = mk(maxSpans);
-        const m = new Model(maxSpans);
+      fc.property(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1, max: 6 }), fc.array(opArb, { maxLength: 150 }), (maxSpans, maxTraceSpans, ops) => {
+        const ix = mk(maxSpans, maxTraceSpans);
+        const m = new Model(maxSpans, maxTraceSpans);
         let now = 0;
         for (const op of ops) {
           switch (op.k) {
@@ -247,7 +310,17 @@ describe('PendingIndex against the naive model', () => {
               now += op.dt;
               break;
           }
-          expect(ix.stats()).toEqual({ pending: m.agents.size + m.handoffs.size, indexed: m.indexed, traces: m.traces.size, expired: m.expired, evicted: m.evicted });
+          expect(ix.stats()).toEqual({
+            pending: m.agents.size + m.handoffs.size,
+            indexed: m.indexed,
+            traces: m.traces.size,
+            expired: m.expired,
+            evicted: m.evicted,
+            evictedPerTrace: m.evictedPerTrace,
+            evictedWaiting: m.evictedWaiting,
+          });
+          expect(ix.takeEvicted()).toEqual(m.handedBack);
+          m.handedBack = { agents: [], handoffs: [] };
           for (let t = 0; t < T; t++) {
             const id = `t${t}`;
             expect(ix.pendingCount(id)).toBe(m.count(id));

@@ -67,6 +67,8 @@ export const SERVE_SPEC = registerSpec({
     { name: 'stall-after', type: 'string', value: 'DUR', default: '30m', help: 'an unsettled run with no receipt for this long counts in topology_stalled_runs' },
     { name: 'retention', type: 'string', value: 'DUR', default: '7d', help: 'settled runs idle this long are pruned' },
     { name: 'parent-wait', type: 'string', value: 'DUR', default: '10s', help: "how long an agent span waits for its caller's span" },
+    { name: 'max-skeleton-spans', type: 'string', value: 'N', default: '200000', help: 'spans of recent traces kept for caller resolution (span ids, parents, agent ids); past it the oldest traces go and their waiting spans become gaps' },
+    { name: 'max-trace-spans', type: 'string', value: 'N', default: '10000', help: 'of those, spans one trace may keep (its oldest go first)' },
     { name: 'max-body', type: 'string', value: 'SIZE', default: '20MiB', help: 'largest HTTP request body' },
     { name: 'max-grpc-message', type: 'string', value: 'SIZE', default: '4MiB', help: 'largest gRPC message' },
     { name: 'max-pending-receipts', type: 'string', value: 'N', default: '200000', help: 'receipts queued before ingest answers 429' },

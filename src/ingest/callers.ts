@@ -91,16 +91,25 @@ interface TraceState {
 
 export interface CallerStats {
   pending: number;
+  /** Spans in the skeleton (every span of the traces kept, agent or not). */
   indexed: number;
   expired: number;
+  /** Skeleton spans evicted because the skeleton was full (`maxSpans`). */
   evicted: number;
+  /** Skeleton spans evicted because their trace was full (`maxTraceSpans`). */
+  evictedPerTrace: number;
 }
+
+/** Spans one trace may keep in the skeleton by default (bounded by `maxSpans` too). */
+export const DEFAULT_MAX_TRACE_SPANS = 10_000;
 
 export interface CallerResolverOptions {
   /** How long an agent span waits for its ancestors, and a handoff for its target after its trace goes quiet (ms). */
   waitMs: number;
   /** Upper bound of indexed spans (agent and intermediate) across traces. */
   maxSpans: number;
+  /** Upper bound of indexed spans of one trace (default DEFAULT_MAX_TRACE_SPANS, at most maxSpans). */
+  maxTraceSpans?: number;
 }
 
 export interface BatchExtras {
@@ -170,18 +179,29 @@ export class CallerResolver {
   private readonly idx: PendingIndex<AgentInfo, AgentSpan, HandoffSpan, TraceState>;
 
   constructor(private readonly opts: CallerResolverOptions) {
-    this.idx = new PendingIndex({ maxSpans: opts.maxSpans }, () => ({ claims: [], claimed: new Set() }));
+    const maxTraceSpans = Math.min(opts.maxTraceSpans ?? DEFAULT_MAX_TRACE_SPANS, opts.maxSpans);
+    this.idx = new PendingIndex({ maxSpans: opts.maxSpans, maxTraceSpans }, () => ({ claims: [], claimed: new Set() }));
   }
 
   stats(): CallerStats {
     const s = this.idx.stats();
-    return { pending: s.pending, indexed: s.indexed, expired: s.expired, evicted: s.evicted };
+    return { pending: s.pending, indexed: s.indexed, expired: s.expired, evicted: s.evicted, evictedPerTrace: s.evictedPerTrace };
+  }
+
+  /**
+   * Whether the trace's skeleton is kept (its spans may still be walked through by a child that arrives later) or it
+   * holds pending work: what the span log keeps of it must then survive a restart.
+   */
+  keepsTrace(traceId: string): boolean {
+    return this.idx.trace(traceId) !== undefined || this.idx.hasPending(traceId);
   }
 
   /**
    * Index a batch. `agentSpans` are the batch's agent spans and `extras.handoffs` its handoff spans (already
-   * mapped by dialects); `spans` the whole batch, whose other spans are indexed only for traces that hold
-   * agent or handoff spans (to walk through them). Returns the receipts that became derivable.
+   * mapped by dialects); `spans` the whole batch, whose other spans join the skeleton too, whatever their trace
+   * holds so far: a tool or chain span that arrives before the agent spans around it is walked through when they
+   * come (delivery order never changes the caller). Returns the receipts that became derivable, and a gap for
+   * each waiting span the skeleton's bounds evicted meanwhile.
    */
   addBatch(agentSpans: AgentSpan[], spans: readonly SpanPlace[], now: number, extras: BatchExtras = {}): Receipt[] {
     const idx = this.idx;
@@ -200,15 +220,14 @@ export class CallerResolver {
       if (!idx.has(r.traceId, r.spanId)) idx.index(r.traceId, r.spanId, r.parentSpanId, null, now);
       touched.add(r.traceId);
     }
-    if (idx.traceCount() > 0) {
-      for (const s of spans) {
-        const t = idx.trace(s.traceId);
-        if (t && !t.nodes.has(s.spanId)) {
-          idx.index(s.traceId, s.spanId, s.parentSpanId, null, now);
-          touched.add(s.traceId);
-        }
-      }
+    for (const s of spans) {
+      if (idx.has(s.traceId, s.spanId)) continue;
+      idx.index(s.traceId, s.spanId, s.parentSpanId, null, now);
+      touched.add(s.traceId);
     }
+    // Waiting spans the bounds evicted while indexing end now (before this batch's spans start waiting: a span
+    // sent again must not lose its new link waits to the old one's).
+    const evicted = this.evictedGaps();
     for (const a of agentSpans) {
       if ((a.edges ?? 'call') === 'call' || a.links?.length) {
         const replaced = idx.agentByKey(keyOf(a.traceId, a.spanId));
@@ -218,7 +237,29 @@ export class CallerResolver {
       }
     }
     for (const h of handoffs) idx.addHandoff(h);
-    return this.resolvePending(touched);
+    const out = this.resolvePending(touched);
+    out.push(...evicted);
+    return out;
+  }
+
+  /** Gaps for the waiting spans the skeleton's bounds evicted: they cannot resolve any more (never a guessed edge). */
+  private evictedGaps(): Receipt[] {
+    const ev = this.idx.takeEvicted();
+    const out: Receipt[] = [];
+    for (const h of ev.handoffs) out.push(this.unresolvedHandoffGap(h));
+    for (const a of ev.agents) {
+      if (a.links?.length) this.stopWaitingOnLinks(a);
+      out.push(unresolvedGap(a));
+    }
+    return out;
+  }
+
+  /** The gap of a handoff whose wait ended: its source if the walk finds it, else its named one. */
+  private unresolvedHandoffGap(h: HandoffSpan): Receipt {
+    const c = h.from === null ? this.walk(h.traceId, h.parentSpanId) : null;
+    const from = h.from ?? (c && c !== 'entry' && c.id !== UNNAMED_AGENT ? c.id : null);
+    const run = h.run ?? (c && c !== 'entry' ? c.run : h.traceId);
+    return handoffGap(h, run, from === null ? 'handoff_source_unresolved' : 'handoff_target_unresolved', { from, to: h.to });
   }
 
   /**
@@ -392,12 +433,7 @@ export class CallerResolver {
   expire(now: number): Receipt[] {
     const out: Receipt[] = [];
     const expiredHandoffs = this.idx.expireHandoffs(now, this.opts.waitMs);
-    for (const h of expiredHandoffs) {
-      const c = h.from === null ? this.walk(h.traceId, h.parentSpanId) : null;
-      const from = h.from ?? (c && c !== 'entry' && c.id !== UNNAMED_AGENT ? c.id : null);
-      const run = h.run ?? (c && c !== 'entry' ? c.run : h.traceId);
-      out.push(handoffGap(h, run, from === null ? 'handoff_source_unresolved' : 'handoff_target_unresolved', { from, to: h.to }));
-    }
+    for (const h of expiredHandoffs) out.push(this.unresolvedHandoffGap(h));
     // Invocations held for an expired handoff are released first: their own caller may be known.
     if (out.length > 0) {
       const touched = new Set<string>();

@@ -7,10 +7,12 @@
  * evicting the oldest idle trace when `maxSpans` is reached is O(log n) amortized (a min-heap of idle traces by
  * first-seen order, with lazy deletion), instead of a scan over every pending key per trace.
  *
- * Eviction order (unchanged from the resolver's original scan): traces in the order they were first indexed
- * (a trace forgotten and seen again counts as new); the oldest trace that holds no pending work is dropped
- * whole, repeatedly, until the index is back within `maxSpans`. Traces with pending work are never evicted
- * (their spans expire by time instead), so the bound can be exceeded while every trace is waiting.
+ * Eviction order: traces in the order they were first indexed (a trace forgotten and seen again counts as new);
+ * the oldest trace that holds no pending work is dropped whole, repeatedly, until the index is back within
+ * `maxSpans`. When every other trace is waiting, the oldest waiting traces go too (never the trace being
+ * indexed): the bound holds whatever arrives, and their waiting spans are handed back (`takeEvicted`) to end as
+ * gaps. A trace is also held to `maxTraceSpans` spans: beyond it, its oldest span goes (a waiting one is handed
+ * back likewise). A walk that meets an evicted span stops there, so eviction yields gaps, never a guessed edge.
  */
 
 /** One indexed span: its parent, what the resolver knows of it (`info`, null: not an agent), and when it was last seen. */
@@ -45,13 +47,25 @@ export interface PendingIndexStats {
   traces: number;
   /** Pending spans whose wait ran out. */
   expired: number;
-  /** Indexed spans dropped because the index was full. */
+  /** Indexed spans dropped because the index was full (`maxSpans`). */
   evicted: number;
+  /** Indexed spans dropped because their trace was full (`maxTraceSpans`). */
+  evictedPerTrace: number;
+  /** Waiting agent and handoff spans whose span or trace was evicted (each handed back to end as a gap). */
+  evictedWaiting: number;
 }
 
 export interface PendingIndexOptions {
   /** Upper bound of indexed spans across traces. */
   maxSpans: number;
+  /** Upper bound of indexed spans of one trace (default: maxSpans). */
+  maxTraceSpans?: number;
+}
+
+/** Waiting spans whose span or trace was evicted: they can no longer resolve, and end as gaps. */
+export interface EvictedWaiting<A, H> {
+  agents: A[];
+  handoffs: H[];
 }
 
 export const keyOf = (traceId: string, spanId: string) => `${traceId}/${spanId}`;
@@ -95,6 +109,9 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private indexed = 0;
   private expired = 0;
   private evicted = 0;
+  private evictedPerTrace = 0;
+  private evictedWaitingCount = 0;
+  private evictedWaiting: EvictedWaiting<A, H> = { agents: [], handoffs: [] };
 
   constructor(
     private readonly opts: PendingIndexOptions,
@@ -102,7 +119,22 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   ) {}
 
   stats(): PendingIndexStats {
-    return { pending: this.agents.size + this.handoffs.size, indexed: this.indexed, traces: this.traces.size, expired: this.expired, evicted: this.evicted };
+    return {
+      pending: this.agents.size + this.handoffs.size,
+      indexed: this.indexed,
+      traces: this.traces.size,
+      expired: this.expired,
+      evicted: this.evicted,
+      evictedPerTrace: this.evictedPerTrace,
+      evictedWaiting: this.evictedWaitingCount,
+    };
+  }
+
+  /** The waiting spans evicted since the last call (their waits are over: they end as gaps). */
+  takeEvicted(): EvictedWaiting<A, H> {
+    const out = this.evictedWaiting;
+    if (out.agents.length + out.handoffs.length > 0) this.evictedWaiting = { agents: [], handoffs: [] };
+    return out;
   }
 
   // ---- the span index ----
@@ -133,7 +165,8 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     if (!prev) this.indexed++;
     t.nodes.set(spanId, { parent, info: info ?? prev?.info ?? null, seenAt: now });
     t.lastSeen = now;
-    if (this.indexed > this.opts.maxSpans) this.evictOldest();
+    if (!prev && t.nodes.size > (this.opts.maxTraceSpans ?? this.opts.maxSpans)) this.evictOldestSpan(traceId, t);
+    if (this.indexed > this.opts.maxSpans) this.evictOldest(traceId);
   }
 
   // ---- pending work ----
@@ -301,17 +334,68 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     if (t.pending > 0) this.orphanPending.set(traceId, (this.orphanPending.get(traceId) ?? 0) + t.pending);
   }
 
-  private evictOldest(): void {
+  /**
+   * Back within `maxSpans`: the oldest idle traces first; then, while every other trace waits, the oldest waiting
+   * traces, whose waiting spans are handed back through takeEvicted. Never `current`, the trace being indexed.
+   */
+  private evictOldest(current: string): void {
+    let held: { seq: number; traceId: string } | null = null;
     while (this.heap.length > 0) {
       const top = this.heap[0]!;
       const t = this.traces.get(top.traceId);
       this.popIdle();
       if (!t || t.seq !== top.seq || t.pending > 0) continue; // stale: gone, re-created, or waiting again
+      if (top.traceId === current) {
+        held = top; // the span just indexed stays (its agent span is about to wait): back in the heap below
+        continue;
+      }
       this.forget(top.traceId, t);
       this.evicted += t.nodes.size;
       if (this.indexed <= this.opts.maxSpans) break;
     }
+    if (held !== null) this.pushIdle(held.seq, held.traceId);
+    if (this.indexed > this.opts.maxSpans) {
+      // Map order is first-indexed order, and no idle trace is left: the first ones are the oldest waiting.
+      for (const [traceId, t] of this.traces) {
+        if (this.indexed <= this.opts.maxSpans) break;
+        if (traceId === current) continue;
+        this.evictWaitingTrace(traceId, t);
+      }
+    }
     this.compact();
+  }
+
+  /** Drops a trace that holds waiting spans: they stop waiting and are handed back, then the trace goes whole. */
+  private evictWaitingTrace(traceId: string, t: TraceEntry<I, X>): void {
+    for (const a of [...(this.agentsByTrace.get(traceId)?.values() ?? [])]) this.handBackAgent(a);
+    for (const h of [...(this.handoffsByTrace.get(traceId)?.values() ?? [])]) this.handBackHandoff(h);
+    this.forget(traceId, t);
+    this.evicted += t.nodes.size;
+  }
+
+  /** A trace over `maxTraceSpans`: its oldest span goes (a waiting one is handed back). */
+  private evictOldestSpan(traceId: string, t: TraceEntry<I, X>): void {
+    const oldest = t.nodes.keys().next().value as string;
+    t.nodes.delete(oldest);
+    this.indexed--;
+    this.evictedPerTrace++;
+    const k = keyOf(traceId, oldest);
+    const a = this.agents.get(k);
+    if (a !== undefined) this.handBackAgent(a);
+    const h = this.handoffs.get(k);
+    if (h !== undefined) this.handBackHandoff(h);
+  }
+
+  private handBackAgent(a: A): void {
+    if (!this.removeAgent(a)) return;
+    this.evictedWaitingCount++;
+    this.evictedWaiting.agents.push(a);
+  }
+
+  private handBackHandoff(h: H): void {
+    if (!this.removeHandoff(h)) return;
+    this.evictedWaitingCount++;
+    this.evictedWaiting.handoffs.push(h);
   }
 
   /** Rebuild the heap when stale entries outnumber live traces (keeps it O(traces)). */

@@ -20,10 +20,11 @@ export interface SpanObservation {
 }
 
 /**
- * One span as the span log keeps it while its trace waits for a caller, target or LangGraph root: only what
- * resolution needs (ids, agent id, operation, times, status, source), every field validated on write and on
- * replay. Never a span name, an event name or any attribute text: a LangGraph node or transfer is logged with
- * its agent id only when that is a valid id, else as the empty string.
+ * One span as the span log keeps it while its trace's skeleton is kept (for the parent wait after the trace's last
+ * span) or the trace waits for a caller, target or LangGraph root: only what resolution needs (ids, agent id,
+ * operation, times, status, source), every field validated on write and on replay. Never a span name, an event
+ * name or any attribute text: a LangGraph node or transfer is logged with its agent id only when that is a valid
+ * id, else as the empty string.
  */
 export interface LoggedSpan {
   /** trace id, span id, parent span id (lowercase hex) */
@@ -40,6 +41,9 @@ export interface LoggedSpan {
   op: 'agent' | 'handoff' | 'relay' | 'span' | 'langgraph' | 'lgroot';
   st?: number;
   en?: number;
+  /** agent, handoff: the exact nanoseconds below the millisecond of the start / end, when the decoder gave them */
+  stn?: number;
+  enn?: number;
   sc?: number;
   /** agent, lgroot: its run; handoff: its named run or null */
   run?: string | null;
@@ -79,6 +83,7 @@ const SPAN_HEX = /^[0-9a-f]{16}$/;
 /** Source names are the server's own (`token-3-ab12cd34`, `anonymous`, `auditor`). */
 const SOURCE = /^[A-Za-z0-9_.:-]{1,100}$/;
 const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+const isSubNs = (v: unknown): v is number => v === undefined || (Number.isInteger(v) && (v as number) >= 0 && (v as number) < 1_000_000);
 const isAgentOrUnnamed = (v: unknown): v is string => v === UNNAMED_AGENT || isAgentId(v);
 const optAgent = (v: unknown) => v === null || isAgentId(v);
 const lgName = (v: unknown): v is string | null => v === null || v === INVALID_NAME || isAgentId(v);
@@ -93,6 +98,12 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
   const base: LoggedSpan = { t: x.t, s: x.s, p: x.p, src: x.src, op: 'span' };
   if (x.op === 'span' || x.op === 'relay') return { ...base, op: x.op };
   if (!isTime(x.st) || !(x.sc === 0 || x.sc === 1 || x.sc === 2)) return null;
+  if (!isSubNs(x.stn) || !isSubNs(x.enn)) return null;
+  const ns = (l: LoggedSpan, end: boolean): LoggedSpan => {
+    if (x.stn !== undefined) l.stn = x.stn as number;
+    if (end && x.enn !== undefined) l.enn = x.enn as number;
+    return l;
+  };
   if (x.op === 'agent') {
     if (!isTime(x.en) || !isRunId(x.run) || !isAgentOrUnnamed(x.agent)) return null;
     if (x.aliases !== undefined && !(Array.isArray(x.aliases) && x.aliases.length <= 8 && x.aliases.every(isAgentId))) return null;
@@ -104,7 +115,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
         if (!ll || typeof ll.t !== 'string' || !TRACE_HEX.test(ll.t) || typeof ll.s !== 'string' || !SPAN_HEX.test(ll.s)) return null;
       }
     }
-    const out: LoggedSpan = { ...base, op: 'agent', st: x.st, en: x.en, sc: x.sc, run: x.run, agent: x.agent };
+    const out: LoggedSpan = ns({ ...base, op: 'agent', st: x.st, en: x.en, sc: x.sc, run: x.run, agent: x.agent }, true);
     if (x.aliases !== undefined) out.aliases = x.aliases as string[];
     if (x.edges === 'none') out.edges = 'none';
     if (x.links !== undefined) out.links = (x.links as { t: string; s: string }[]).map((l) => ({ t: l.t, s: l.s }));
@@ -112,7 +123,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
   }
   if (x.op === 'handoff') {
     if (!(x.run === null || isRunId(x.run)) || !optAgent(x.from) || !optAgent(x.to)) return null;
-    return { ...base, op: 'handoff', st: x.st, sc: x.sc, run: x.run as string | null, from: x.from as string | null, to: x.to as string | null };
+    return ns({ ...base, op: 'handoff', st: x.st, sc: x.sc, run: x.run as string | null, from: x.from as string | null, to: x.to as string | null }, false);
   }
   if (x.op === 'langgraph') {
     if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer)) return null;
@@ -139,6 +150,8 @@ function logRoot(span: SpanRecord, src: string): LoggedSpan {
 
 function logAgent(a: AgentSpan, src: string): LoggedSpan {
   const l: LoggedSpan = { t: a.traceId, s: a.spanId, p: a.parentSpanId, src, op: 'agent', st: a.startMs, en: a.endMs, sc: a.statusCode, run: a.run, agent: a.agent };
+  if (a.startNs !== undefined) l.stn = a.startNs;
+  if (a.endNs !== undefined) l.enn = a.endNs;
   if (a.aliases?.length) l.aliases = a.aliases;
   if (a.edges === 'none') l.edges = 'none';
   if (a.links?.length) l.links = a.links.map((k) => ({ t: k.traceId, s: k.spanId }));
@@ -146,7 +159,9 @@ function logAgent(a: AgentSpan, src: string): LoggedSpan {
 }
 
 function logHandoff(h: HandoffSpan, src: string): LoggedSpan {
-  return { t: h.traceId, s: h.spanId, p: h.parentSpanId, src, op: 'handoff', st: h.startMs, sc: h.statusCode, run: h.run, from: h.from, to: h.to };
+  const l: LoggedSpan = { t: h.traceId, s: h.spanId, p: h.parentSpanId, src, op: 'handoff', st: h.startMs, sc: h.statusCode, run: h.run, from: h.from, to: h.to };
+  if (h.startNs !== undefined) l.stn = h.startNs;
+  return l;
 }
 
 /**
@@ -267,8 +282,8 @@ export class SpanPipeline {
       }
     }
     this.checked(produced, out);
-    // Traces that still wait for a caller, target or graph root: log this batch's spans of them (resolution
-    // fields only, never names or text), so the wait survives a crash.
+    // Traces whose skeleton is kept or that still wait for a caller, target or graph root: log this batch's spans
+    // of them (resolution fields only, never names or text), so the skeleton and the waits survive a crash.
     out.pendingLog = this.pendingLogOf(places, (span) => span.traceId, (span) => logged.get(span) ?? { t: span.traceId, s: span.spanId, p: span.parentSpanId, src: source, op: 'span' as const });
     return out;
   }
@@ -337,14 +352,18 @@ export class SpanPipeline {
     }
   }
 
-  /** The logged spans of traces still holding pending work (callers, targets or a LangGraph root). */
+  /**
+   * The logged spans of traces whose skeleton is kept (a child may still walk through them) or that hold pending
+   * work (callers, targets or a LangGraph root). A trace evicted from the skeleton is not logged.
+   */
   private pendingLogOf<T>(spans: readonly T[], traceOf: (span: T) => string, toLogged: (span: T) => LoggedSpan): PendingTraceLog[] {
-    if (this.callers.stats().pending === 0 && this.langgraph.waiting === 0) return [];
-    const pendingTraces = this.pendingTraceIds();
+    const kept = new Map<string, boolean>();
     const byTrace = new Map<string, LoggedSpan[]>();
-    // Only the spans of pending traces are turned into log records (most of a batch's spans never are).
     for (const span of spans) {
-      if (!pendingTraces.has(traceOf(span))) continue;
+      const traceId = traceOf(span);
+      let keep = kept.get(traceId);
+      if (keep === undefined) kept.set(traceId, (keep = this.keepsTrace(traceId)));
+      if (!keep) continue;
       const l = toLogged(span);
       const list = byTrace.get(l.t);
       if (list) list.push(l);
@@ -366,12 +385,16 @@ export class SpanPipeline {
     spans.forEach((l, i) => {
       if (l.op === 'agent') {
         const a: AgentSpan = { run: l.run as string, traceId: l.t, spanId: l.s, parentSpanId: l.p, agent: l.agent!, startMs: l.st!, endMs: l.en!, statusCode: l.sc!, source: l.src };
+        if (l.stn !== undefined) a.startNs = l.stn;
+        if (l.enn !== undefined) a.endNs = l.enn;
         if (l.aliases) a.aliases = l.aliases;
         if (l.edges) a.edges = l.edges;
         if (l.links) a.links = l.links.map((k) => ({ traceId: k.t, spanId: k.s }));
         agentSpans.push(a);
       } else if (l.op === 'handoff') {
-        handoffs.push({ run: l.run ?? null, traceId: l.t, spanId: l.s, parentSpanId: l.p, startMs: l.st!, statusCode: l.sc!, from: l.from ?? null, to: l.to ?? null, source: l.src });
+        const h: HandoffSpan = { run: l.run ?? null, traceId: l.t, spanId: l.s, parentSpanId: l.p, startMs: l.st!, statusCode: l.sc!, from: l.from ?? null, to: l.to ?? null, source: l.src };
+        if (l.stn !== undefined) h.startNs = l.stn;
+        handoffs.push(h);
       } else if (l.op === 'relay') relays.push(places[i]);
       else if (l.op === 'langgraph') {
         // The trace waits for its graph root again, with the sources that sent its spans.
@@ -410,6 +433,14 @@ export class SpanPipeline {
     this.langGraphReceipts(produced, refused);
     if (out.agentIdsRefused !== undefined) out.agentIdsRefused += refused.agentIdsRefused;
     this.checked(produced, out);
+  }
+
+  /**
+   * Whether the span log must keep what it holds of the trace: its skeleton is kept (for the parent wait after its
+   * last span) or it holds pending work (a caller, target or LangGraph root still to come).
+   */
+  keepsTrace(traceId: string): boolean {
+    return this.callers.keepsTrace(traceId) || this.langgraph.has(traceId);
   }
 
   /** Traces holding pending work: a caller, target or LangGraph root still to come. */

@@ -37,6 +37,7 @@ export const METRIC_NAMES = {
   clusterPartitions: 'topology_cluster_partitions',
   pendingParentSpans: 'topology_pending_parent_spans',
   pendingParentSpansEvicted: 'topology_pending_parent_spans_evicted_total',
+  skeletonSpans: 'topology_span_skeleton_spans',
   callerUnresolved: 'topology_caller_unresolved_total',
   ingestQueueDepth: 'topology_ingest_queue_depth',
   ingestSaturated: 'topology_ingest_saturated',
@@ -143,8 +144,13 @@ export interface AuditMetrics {
   setClusterPartitions(n: number): void;
   /** Spans held back because their parent has not arrived yet. */
   setPendingParentSpans(n: number): void;
-  /** Spans evicted from the pending-parent buffer because it was full. */
-  pendingParentEvicted(n?: number): void;
+  /**
+   * Spans evicted from the span skeleton (caller resolution) because it was full: `total` (--max-skeleton-spans) or
+   * their trace was (`trace`, --max-trace-spans).
+   */
+  pendingParentEvicted(n?: number, limit?: 'total' | 'trace'): void;
+  /** Spans held in the span skeleton (every span of the traces kept for caller resolution). */
+  setSkeletonSpans(n: number): void;
   /** Derived receipts whose caller stayed unresolved at the end of the wait (each became a gap receipt). */
   callerUnresolved(n?: number): void;
   /** A trace with agent-framework markers that yielded no receipt (labels from closed sets: src/ingest/unmapped.ts). */
@@ -245,7 +251,12 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   });
   const pendingEvicted: Counter = registry.counter({
     name: METRIC_NAMES.pendingParentSpansEvicted,
-    help: 'Spans evicted from the pending-parent buffer because it was full.',
+    help: 'Spans evicted from the span skeleton of caller resolution because it (limit="total") or their trace (limit="trace") was full; a waiting span evicted becomes a gap.',
+    labelNames: ['limit'],
+  });
+  const skeletonSpans: Gauge = registry.gauge({
+    name: METRIC_NAMES.skeletonSpans,
+    help: 'Spans held in the span skeleton of caller resolution (ids, parents and agent ids of recent traces).',
   });
   const callerUnresolved: Counter = registry.counter({
     name: METRIC_NAMES.callerUnresolved,
@@ -292,7 +303,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   liveRuns.set([], 0);
   clusterPartitions.set([], 0);
   pendingParents.set([], 0);
-  pendingEvicted.touch([]);
+  pendingEvicted.touch(['total']);
+  pendingEvicted.touch(['trace']);
+  skeletonSpans.set([], 0);
   callerUnresolved.touch([]);
   queueDepth.set([], 0);
   saturated.set([], 0);
@@ -381,8 +394,11 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     setPendingParentSpans(n) {
       pendingParents.set([], n);
     },
-    pendingParentEvicted(n) {
-      pendingEvicted.inc([], count(n));
+    pendingParentEvicted(n, limit = 'total') {
+      pendingEvicted.inc([limit === 'trace' ? 'trace' : 'total'], count(n));
+    },
+    setSkeletonSpans(n) {
+      skeletonSpans.set([], n);
     },
     unmappedTrace(dialect, reason) {
       unmappedTraces.inc([oneOf(dialect, UNMAPPED_DIALECTS, 'dialect'), oneOf(reason, UNMAPPED_REASONS, 'reason')], 1);

@@ -258,10 +258,12 @@ export class Ingestor {
     return kept.length;
   }
 
-  /** Forget logged spans of traces whose pending work is over (resolved, or expired into gap receipts). */
+  /**
+   * Forget logged spans of traces the pipeline no longer keeps: no pending work (resolved, or expired into gap
+   * receipts) and a skeleton forgotten (quiet past the parent wait) or evicted.
+   */
   pruneSpanLog(now: number, olderThanMs: number): number {
-    const pending = this.pipeline.pendingTraceIds();
-    return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => pending.has(t));
+    return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => this.pipeline.keepsTrace(t));
   }
 
   /** Derived receipts produced by the timer (e.g. gap receipts of unresolved callers). */

@@ -7,6 +7,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Contract } from '../core/contract.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
+import { DEFAULT_MAX_TRACE_SPANS } from '../ingest/callers.js';
 import type { RunKeyPart } from '../ingest/runkey.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
 import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
@@ -51,7 +52,10 @@ export interface ServeConfig {
   maxGrpcMessageBytes: number;
   retentionMs: number;
   parentWaitMs: number;
+  /** Spans of the caller-resolution skeleton across traces (`--max-skeleton-spans`). */
   maxPendingSpans: number;
+  /** Spans of the skeleton one trace may keep (`--max-trace-spans`). */
+  maxTraceSpans?: number;
   /** The order in which a span's run id is taken (`--run-key`). */
   runKey?: readonly RunKeyPart[];
   maxPendingReceipts: number;
@@ -108,6 +112,7 @@ export const DEFAULTS = {
   retentionMs: 7 * 86_400_000,
   parentWaitMs: 10_000,
   maxPendingSpans: 200_000,
+  maxTraceSpans: DEFAULT_MAX_TRACE_SPANS,
   maxPendingReceipts: 200_000,
   maxInflightRequests: 256,
   tickMs: 200,
@@ -167,8 +172,8 @@ function ingestCounters(metrics: AuditMetrics): Counters {
     if (m) out[`requests_rejected.${m[1]}`] = (out[`requests_rejected.${m[1]}`] ?? 0) + Number(m[2]);
     m = /^topology_caller_unresolved_total (\S+)/.exec(line);
     if (m) out.spans_caller_unresolved = Number(m[1]);
-    m = /^topology_pending_parent_spans_evicted_total (\S+)/.exec(line);
-    if (m) out.spans_evicted = Number(m[1]);
+    m = /^topology_pending_parent_spans_evicted_total\{limit="[^"]*"\} (\S+)/.exec(line);
+    if (m) out.spans_evicted = (out.spans_evicted ?? 0) + Number(m[1]);
   }
   return out;
 }
@@ -269,7 +274,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
     cfg.log('warning', { message: 'restored live state is above --max-live-runs or --max-live-receipts: receipts of new runs are refused until settled runs are pruned', runs: restored.runs, receipts: engine.liveReceipts });
   }
-  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, runKey: cfg.runKey, deferLangGraphRoots: cluster !== null && cfg.spanRouting === 'any' });
+  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, maxTraceSpans: cfg.maxTraceSpans, runKey: cfg.runKey, deferLangGraphRoots: cluster !== null && cfg.spanRouting === 'any' });
   pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
@@ -383,6 +388,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
 
   let lastPrune = Date.now();
   let lastSpanLogPrune = Date.now();
+  /** The skeleton's eviction counts already added to topology_pending_parent_spans_evicted_total. */
+  let evictedSeen = { total: 0, trace: 0 };
   const spanLogPruneEveryMs = Math.max(cfg.tickMs, Math.min(5_000, cfg.parentWaitMs / 2));
   // Prune at least every minute, and often enough for short retentions.
   const pruneEveryMs = Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2));
@@ -427,7 +434,12 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       }
       metrics.setLiveRuns(engine.liveRuns);
       resources.setLiveReceipts(engine.liveReceipts);
-      metrics.setPendingParentSpans(pipeline.callers.stats().pending);
+      const cs = pipeline.callers.stats();
+      metrics.setPendingParentSpans(cs.pending);
+      metrics.setSkeletonSpans(cs.indexed);
+      if (cs.evicted > evictedSeen.total) metrics.pendingParentEvicted(cs.evicted - evictedSeen.total, 'total');
+      if (cs.evictedPerTrace > evictedSeen.trace) metrics.pendingParentEvicted(cs.evictedPerTrace - evictedSeen.trace, 'trace');
+      evictedSeen = { total: cs.evicted, trace: cs.evictedPerTrace };
       metrics.setIngestQueueDepth(ingestor.queueDepth);
       metrics.setIngestSaturated(ingestor.saturated);
       metrics.setStoreHealthy(store.healthy());
