@@ -98,7 +98,7 @@ export function alertingConfig(input: AlertingInput): AlertingConfig {
       : input.basicAuthUser !== undefined
         ? { username: input.basicAuthUser, passwordFile: input.basicAuthPasswordFile! }
         : undefined;
-  const maxBackoffDefault = Math.max(500, Math.min(ALERTING_DEFAULTS.maxBackoffMs, Math.floor(resendMs / 2)));
+  const maxBackoffDefault = Math.max(250, Math.min(ALERTING_DEFAULTS.maxBackoffMs, Math.floor(resendMs / 4)));
   return {
     alertmanagers,
     externalUrl,
@@ -107,7 +107,7 @@ export function alertingConfig(input: AlertingInput): AlertingConfig {
     timeoutMs: positive('alertmanager timeout', input.timeoutMs, ALERTING_DEFAULTS.timeoutMs),
     queueCapacity: positive('alertmanager queue capacity', input.queueCapacity, ALERTING_DEFAULTS.queueCapacity),
     maxBatch: positive('alertmanager batch size', input.maxBatch, ALERTING_DEFAULTS.maxBatch),
-    // Retries come at least twice per resend interval, so alerts are back within one interval of a restart.
+    // Retries come at least four times per resend interval, so alerts are back well within one interval of a restart.
     maxBackoffMs: positive('alertmanager backoff', input.maxBackoffMs, maxBackoffDefault),
     silenceCacheMs: positive('silence cache', input.silenceCacheMs, ALERTING_DEFAULTS.silenceCacheMs),
     maxSilences: positive('silence bound', input.maxSilences, ALERTING_DEFAULTS.maxSilences),
