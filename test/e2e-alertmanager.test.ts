@@ -12,6 +12,7 @@ import { parse, stringify } from 'yaml';
 import { ROOT, getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { startAlertmanager, startWebhook, runAmtool, type RunningAlertmanager, type Webhook } from './helpers/alertmanager.js';
 import { waitFor } from './helpers/prometheus.js';
+import { chromium } from 'playwright-core';
 
 const SHIPPED = join(ROOT, 'collector', 'alertmanager', 'alertmanager.yml');
 const RESEND_S = 4;
@@ -136,8 +137,24 @@ describe('per-run alerts on a real Alertmanager', () => {
     }, { what: 'the silence on the API' });
     expect(api.silence).toMatchObject({ createdBy: 'sre-jane', comment: 'known: the publisher shortcut is being removed', matchers: ['run="am-group-1"'] });
     expect(Math.abs(Date.parse(api.silence.endsAt) - (now + 3_600_000))).toBeLessThan(1000);
-    const page = await getJson(`${srv.api}/ui/api/runs/am-group-1`);
-    expect(page.body.silence.createdBy).toBe('sre-jane');
+    const data = await getJson(`${srv.api}/ui/api/runs/am-group-1`);
+    expect(data.body.silence.createdBy).toBe('sre-jane');
+    // The run page (Debian chromium) shows who silenced it, until when, and why; a neighbour's page shows no silence.
+    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${srv.api}/runs/am-group-1`);
+      const card = page.locator('section.run-silence');
+      await card.waitFor({ timeout: 20_000 });
+      expect(await card.locator('[data-field="createdBy"]').textContent()).toBe('sre-jane');
+      expect(await card.locator('[data-field="comment"]').textContent()).toBe('known: the publisher shortcut is being removed');
+      expect(await card.locator('[data-field="endsAt"] time').getAttribute('datetime')).toBe(api.silence.endsAt);
+      await page.goto(`${srv.api}/runs/am-group-2`);
+      await page.locator('[data-verdict="forbidden_edge"]').waitFor({ timeout: 20_000 });
+      expect(await page.locator('section.run-silence').count()).toBe(0);
+    } finally {
+      await browser.close();
+    }
     // Another run of the same group is not silenced.
     expect((await getJson(`${srv.api}/api/v1/runs/am-group-2`)).body.silence).toBeNull();
     await waitFor(async () => (await amAlerts()).get('am-group-1')?.status.state === 'suppressed', { what: 'Alertmanager suppresses the silenced alert' });
@@ -152,7 +169,7 @@ describe('per-run alerts on a real Alertmanager', () => {
     // Without --by the server refuses the silence (Alertmanager records its author).
     const noBy = await fetch(`${srv.api}/api/v1/runs/am-group-2/ack?silence=1h`, { method: 'POST' });
     expect(noBy.status).toBe(400);
-  });
+  }, 90_000);
 
   it('Alertmanager stopped for 30 s and started again: every alert that should fire is active again within one resend interval, none lost', async () => {
     await am.stop();
