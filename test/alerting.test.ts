@@ -104,6 +104,11 @@ describe('what is sent when (RunAlerts)', () => {
     expect(sent[3][0]).toMatchObject({ labels: { run: 'drift-direct-route' }, endsAt: new Date(NOW + 61_000).toISOString() });
     ra.update(NOW + 62_000, [other]);
     expect(sent.length).toBe(4); // resolved once only
+    // A run this instance no longer holds (its cluster partition moved on) is forgotten, not resolved: no flap.
+    ra.update(NOW + 63_000, [], (run) => run !== 'drift-premature');
+    expect(sent.length).toBe(4);
+    ra.update(NOW + 64_000, [other]);
+    expect(sent[4].map((a) => Date.parse(a.endsAt) > NOW + 64_000)).toEqual([true]); // held again: fires again
     // Stalled -> forbidden: the stall alert resolves, the verdict alert fires.
     const ra2 = new RunAlerts(links, 60_000, (a) => sent.push(a));
     const wait = verdictOf('drift-wait');

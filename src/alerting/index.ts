@@ -41,9 +41,12 @@ export class Alerting {
     this.silences = new SilenceCache(this.clients, { cacheMs: cfg.silenceCacheMs, maxSilences: cfg.maxSilences, clock, log: hooks.log });
   }
 
-  /** The runs in an alerting verdict or stalled now: new, changed and ended alerts are queued, and re-sends when due. */
-  update(now: number, runs: Iterable<AlertingRun>): void {
-    this.runs.update(now, runs);
+  /**
+   * The runs in an alerting verdict or stalled now: new, changed and ended alerts are queued, and re-sends when due.
+   * `holds(run)`: the engine still holds the run (see RunAlerts.update).
+   */
+  update(now: number, runs: Iterable<AlertingRun>, holds?: (run: string) => boolean): void {
+    this.runs.update(now, runs, holds);
   }
 
   /** The active silence that matches the run's alert (as it fires now, else as its verdict's alert would be). */

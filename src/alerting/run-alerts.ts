@@ -19,8 +19,13 @@ export class RunAlerts {
     private readonly send: (alerts: Alert[]) => void,
   ) {}
 
-  /** The alerts of the runs in an alerting verdict or stalled now (AuditEngine.alertingRuns); sends what changed. */
-  update(now: number, runs: Iterable<AlertingRun>): void {
+  /**
+   * The alerts of the runs in an alerting verdict or stalled now (AuditEngine.alertingRuns); sends what changed.
+   * `holds(run)`: this instance still holds the run. A run that left without being held any more (in a cluster, its
+   * partition moved to another instance, which sends the same alert on) is forgotten without a resolution, so the
+   * alert does not flap; Alertmanager ends it at its endsAt if nobody sends it again.
+   */
+  update(now: number, runs: Iterable<AlertingRun>, holds: (run: string) => boolean = () => true): void {
     const resend = now - this.lastResend >= this.resendMs;
     if (resend) this.lastResend = now;
     const validMs = 4 * this.resendMs;
@@ -41,7 +46,7 @@ export class RunAlerts {
     }
     for (const [run, prev] of this.sent) {
       const now_ = next.get(run);
-      if (!now_ || !sameLabels(prev, now_)) out.push(resolvedAlert(prev, now));
+      if (now_ ? !sameLabels(prev, now_) : holds(run)) out.push(resolvedAlert(prev, now));
     }
     this.sent = next;
     this.built = built;

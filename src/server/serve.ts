@@ -436,7 +436,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
         const al = engine.alerting(now, alertWindowMs, stallAfterMs);
         metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...al.alerting.map((g) => g.contract), ...al.stalled.map((g) => g.contract)]), al.alerting, al.stalled);
         // Per-run alerts from the same rows: new and ended alerts are queued now, firing ones re-sent when due.
-        alerting?.update(now, engine.alertingRuns());
+        alerting?.update(now, engine.alertingRuns(), (run) => engine.verdictOf(run) !== null);
       }
       if (logIntervalMs > 0 && now - lastSummary >= logIntervalMs) {
         const cur = ingestCounters(metrics);
