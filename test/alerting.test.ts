@@ -116,8 +116,8 @@ describe('what is sent when (RunAlerts)', () => {
     ra2.update(NOW + 1000, [alerting({ ...bad.verdict, run: 'drift-wait' })]);
     const last = sent.at(-1)!;
     expect(last.map((a) => [a.labels.alertname, Date.parse(a.endsAt) <= NOW + 1000])).toEqual([
-      ['TopologyForbiddenEdge', false],
       ['TopologyRunsStalled', true],
+      ['TopologyForbiddenEdge', false],
     ]);
   });
 });

@@ -64,15 +64,18 @@ export const decidingFinding = (v: RunVerdict): Finding | undefined => v.finding
 
 /** A run's alert labels under a rule: the rule's name and severity, pin, verdict, run, and the deciding finding's edge. */
 export function alertLabels(v: RunVerdict, rule: AlertRule | null): Record<string, string> {
+  const labels: Record<string, string> = {};
+  if (rule) {
+    labels.alertname = rule.alertname;
+    labels.severity = rule.severity;
+  }
+  labels.contract = v.pin?.contract || UNPINNED;
+  labels.version = v.pin?.version || UNPINNED;
+  labels.verdict = v.verdict;
+  labels.run = v.run;
   const edge = decidingFinding(v)?.edge;
-  return {
-    ...(rule ? { alertname: rule.alertname, severity: rule.severity } : {}),
-    contract: v.pin?.contract || UNPINNED,
-    version: v.pin?.version || UNPINNED,
-    verdict: v.verdict,
-    run: v.run,
-    ...(edge ? { edge } : {}),
-  };
+  if (edge) labels.edge = edge;
+  return labels;
 }
 
 /** The labels an alert of this run would carry now (for silence matching): its verdict's rule, else none. */
@@ -126,16 +129,24 @@ export function runAlert(r: AlertingRun, links: AlertLinks, now: number, validMs
 /** The same alert, resolved at `now` (Alertmanager resolves it once endsAt has passed). */
 export const resolvedAlert = (a: Alert, now: number): Alert => ({ ...a, endsAt: iso(Math.max(now, Date.parse(a.startsAt))) });
 
-/** Alertmanager's identity of an alert: its label set. */
+const keys = new WeakMap<Record<string, string>, string>();
+
+/** Alertmanager's identity of an alert: its label set (computed once per label object). */
 export function alertKey(a: Alert): string {
-  return Object.keys(a.labels)
-    .sort()
-    .map((k) => `${k}=${a.labels[k]}`)
-    .join('\u0000');
+  let k = keys.get(a.labels);
+  if (k === undefined) {
+    k = Object.keys(a.labels)
+      .sort()
+      .map((n) => `${n}=${a.labels[n]}`)
+      .join('\u0000');
+    keys.set(a.labels, k);
+  }
+  return k;
 }
 
-/** Same labels and annotations (a re-send is due only after the resend interval). */
+/** Same labels, start and annotations (a re-send is due only after the resend interval). */
 export function sameAlert(a: Alert, b: Alert): boolean {
+  if (a === b || (a.labels === b.labels && a.annotations === b.annotations && a.startsAt === b.startsAt)) return true;
   if (alertKey(a) !== alertKey(b) || a.startsAt !== b.startsAt) return false;
   const ka = Object.keys(a.annotations);
   return ka.length === Object.keys(b.annotations).length && ka.every((k) => a.annotations[k] === b.annotations[k]);

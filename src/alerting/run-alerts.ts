@@ -1,16 +1,27 @@
 /**
  * What to send, per run: compares the alerts the runs should have now with those last sent. A new or changed alert
  * is sent at once; every firing alert again each resend interval (with a future endsAt); an alert that should no
- * longer fire (acknowledged, healed, out of its alert window, pruned) is sent once more, resolved. No I/O: the
- * alerts go to `send` (the notifier's queue).
+ * longer fire (acknowledged, healed, out of its alert window) is sent once more, resolved. No I/O: the alerts go to
+ * `send` (the notifier's queue). One entry per run, updated in place: a look at unchanged runs builds nothing.
  */
 import { resolvedAlert, runAlert, sameAlert, type Alert, type AlertLinks, type AlertingRun } from './alert.js';
 
+interface Entry {
+  /** The inputs the alert was built from (a new verdict object means the run was evaluated again). */
+  from: AlertingRun['verdict'];
+  inWindow: boolean;
+  stalledAt: number | null;
+  /** The alert the run should have now, null when none. */
+  alert: Alert | null;
+  /** The firing alert last sent, null when none. */
+  sent: Alert | null;
+  /** The update that last saw the run. */
+  seen: number;
+}
+
 export class RunAlerts {
-  /** The firing alert last sent per run. */
-  private sent = new Map<string, Alert>();
-  /** Per run: the inputs its alert was built from, and the alert (rebuilt only when they change). */
-  private built = new Map<string, { from: AlertingRun['verdict']; inWindow: boolean; stalledAt: number | null; alert: Alert | null }>();
+  private readonly runs = new Map<string, Entry>();
+  private generation = 0;
   private lastResend = -Infinity;
 
   constructor(
@@ -29,41 +40,40 @@ export class RunAlerts {
     const resend = now - this.lastResend >= this.resendMs;
     if (resend) this.lastResend = now;
     const validMs = 4 * this.resendMs;
-    const next = new Map<string, Alert>();
-    const built = new Map<string, { from: AlertingRun['verdict']; inWindow: boolean; stalledAt: number | null; alert: Alert | null }>();
+    const gen = ++this.generation;
     const out: Alert[] = [];
     for (const r of runs) {
       const run = r.verdict.run;
-      const prevBuilt = this.built.get(run);
-      let alert: Alert | null;
-      if (!resend && prevBuilt && prevBuilt.from === r.verdict && prevBuilt.inWindow === r.inWindow && prevBuilt.stalledAt === r.stalledAt) alert = prevBuilt.alert;
-      else alert = runAlert(r, this.links, now, validMs);
-      built.set(run, { from: r.verdict, inWindow: r.inWindow, stalledAt: r.stalledAt, alert });
-      if (!alert) continue;
-      next.set(run, alert);
-      const prev = this.sent.get(run);
-      if (resend || !prev || !sameAlert(prev, alert)) out.push(alert);
+      let e = this.runs.get(run);
+      if (!e || e.from !== r.verdict || e.inWindow !== r.inWindow || e.stalledAt !== r.stalledAt) {
+        const alert = runAlert(r, this.links, now, validMs);
+        if (e) Object.assign(e, { from: r.verdict, inWindow: r.inWindow, stalledAt: r.stalledAt, alert });
+        else this.runs.set(run, (e = { from: r.verdict, inWindow: r.inWindow, stalledAt: r.stalledAt, alert, sent: null, seen: gen }));
+      } else if (resend && e.alert) {
+        e.alert = { ...e.alert, endsAt: new Date(now + validMs).toISOString() }; // the same alert, valid further on
+      }
+      e.seen = gen;
+      const { alert, sent } = e;
+      if (sent && (!alert || !sameLabels(sent, alert))) out.push(resolvedAlert(sent, now));
+      if (alert && (resend || !sent || !sameAlert(sent, alert))) out.push(alert);
+      e.sent = alert;
     }
-    for (const [run, prev] of this.sent) {
-      const now_ = next.get(run);
-      if (now_ ? !sameLabels(prev, now_) : holds(run)) out.push(resolvedAlert(prev, now));
+    for (const [run, e] of this.runs) {
+      if (e.seen === gen) continue;
+      if (e.sent && holds(run)) out.push(resolvedAlert(e.sent, now));
+      this.runs.delete(run);
     }
-    this.sent = next;
-    this.built = built;
     if (out.length) this.send(out);
   }
 
   /** The alert a run fires now, if any. */
   firing(run: string): Alert | null {
-    return this.sent.get(run) ?? null;
-  }
-
-  get firingCount(): number {
-    return this.sent.size;
+    return this.runs.get(run)?.sent ?? null;
   }
 }
 
 function sameLabels(a: Alert, b: Alert): boolean {
+  if (a.labels === b.labels) return true;
   const ka = Object.keys(a.labels);
   return ka.length === Object.keys(b.labels).length && ka.every((k) => a.labels[k] === b.labels[k]);
 }
