@@ -204,3 +204,22 @@ describe('silences and configuration', () => {
     bad({ basicAuthUser: 'u' }, /go together/);
   });
 });
+
+describe('serve and ack refuse alerting settings that cannot work', () => {
+  it('names the flag at fault and exits 2 (1 for a secret file that cannot be read at start)', async () => {
+    const { runCli, tempDir } = await import('./helpers/server.js');
+    const serve = (...args: string[]) => runCli(['serve', '--data', tempDir('ta-am-'), '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0', ...args]);
+    let r = await serve('--alertmanager-url', 'ftp://am:9093', '--external-url', 'http://a');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('--alertmanager-url: expected an http:// or https:// URL')]);
+    r = await serve('--alertmanager-resend', '30s');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('the Alertmanager options need --alertmanager-url')]);
+    r = await serve('--alertmanager-url', 'http://127.0.0.1:9');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('needs --external-url')]);
+    r = await serve('--alertmanager-url', 'http://127.0.0.1:9', '--external-url', 'http://a', '--alertmanager-resend', 'soon');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('--alertmanager-resend: "soon" is not a duration')]);
+    r = await serve('--alertmanager-url', 'http://127.0.0.1:9', '--external-url', 'http://a', '--alertmanager-bearer-token-file', '/nonexistent/token');
+    expect([r.code, r.stderr]).toEqual([1, expect.stringContaining('--alertmanager-bearer-token-file: cannot read /nonexistent/token: ENOENT')]);
+    const ack = await runCli(['ack', 'run-1', '--silence', '1h']);
+    expect([ack.code, ack.stderr]).toEqual([2, expect.stringContaining('--silence needs --by NAME')]);
+  });
+});
