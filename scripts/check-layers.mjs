@@ -16,9 +16,10 @@ export const LAYERS = {
   metrics: ['core', 'ingest'],
   audit: ['core', 'handoff', 'store', 'ingest', 'otlp'], // the live engine: append -> fold -> pin -> evaluate
   render: ['core', 'handoff'],
-  ui: ['core', 'handoff', 'render', 'audit'], // never server
+  alerting: ['core'], // per-run alerts to Alertmanager, silences read back (pure alert construction + HTTP at the edge)
+  ui: ['core', 'handoff', 'render', 'audit', 'alerting'], // never server
   cluster: ['core', 'store', 'audit'], // several auditors on one shared PostgreSQL store: leases, takeover, tail
-  server: ['core', 'otlp', 'ingest', 'store', 'audit', 'cluster', 'metrics', 'handoff'], // transports; never ui or render
+  server: ['core', 'otlp', 'ingest', 'store', 'audit', 'cluster', 'metrics', 'handoff', 'alerting'], // transports; never ui or render
   cli: ['*'], // the only folder that composes the server with the UI
 };
 /** Packages a pure folder may import (no node: built-ins, no I/O). */

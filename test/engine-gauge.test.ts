@@ -47,6 +47,19 @@ const alertRows = (a: AlertRows) => ({
   stalled: a.stalled.map((r) => `${r.contract}=${r.count}`).sort(),
 });
 
+/** The rows as counted from the runs alertingRuns lists (what the per-run alerts are made from, src/alerting). */
+function rowsOfRuns(engine: AuditEngine): ReturnType<typeof alertRows> {
+  const a = new Map<string, number>();
+  const st = new Map<string, number>();
+  for (const r of engine.alertingRuns()) {
+    const contract = r.verdict.pin?.contract ?? '';
+    expect(r.inWindow || r.stalledAt !== null, `${r.verdict.run} listed outside every row`).toBe(true);
+    if (r.inWindow) a.set(`${contract}|${r.verdict.verdict}`, (a.get(`${contract}|${r.verdict.verdict}`) ?? 0) + 1);
+    if (r.stalledAt !== null) st.set(contract, (st.get(contract) ?? 0) + 1);
+  }
+  return { alerting: [...a].map(([k, n]) => `${k}=${n}`).sort(), stalled: [...st].map(([k, n]) => `${k}=${n}`).sort() };
+}
+
 /** One receipt of each kind that moves a run of the drift contract between verdicts (with `version`: the pin). */
 const KINDS = ['start3', 'start2', 'delegate', 'handoff', 'return', 'forbidden', 'unknown', 'wait', 'outcome', 'end', 'gap'] as const;
 /** The edges among KINDS: allowed ones of the plan, one the contract forbids, one to an agent it does not know. */
@@ -120,6 +133,7 @@ describe('the topology_runs, alerting and stalled gauges', () => {
             engine.alerting(now, WINDOW_MS, STALL_MS);
             engine.ack(`r${o.run}`, now);
             expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+            expect(rowsOfRuns(engine)).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
           }
           else if (o.op === 'boundary') {
             if (ingestedAt.length === 0) continue;
@@ -133,10 +147,12 @@ describe('the topology_runs, alerting and stalled gauges', () => {
             // now and then other parameters (counted from scratch), then back
             const [w, st] = o.other ? [WINDOW_MS / 2, STALL_MS * 2] : [WINDOW_MS, STALL_MS];
             expect(alertRows(engine.alerting(now, w, st))).toEqual(alertRows(engine.alertingByWalk(now, w, st)));
+            expect(rowsOfRuns(engine)).toEqual(alertRows(engine.alertingByWalk(now, w, st)));
           } else expect(gaugeRows(engine)).toEqual(recount(engine));
         }
         expect(gaugeRows(engine)).toEqual(recount(engine));
         expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+        expect(rowsOfRuns(engine)).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
         alerted += engine.alertingByWalk(now, WINDOW_MS, STALL_MS).alerting.length;
         stalled += engine.alertingByWalk(now, WINDOW_MS, STALL_MS).stalled.length;
         const restarted = engineOver(dir);

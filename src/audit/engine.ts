@@ -152,6 +152,8 @@ export class AuditEngine extends EventEmitter {
   private readonly alertRows = new Map<string, { contract: string; verdict: Verdict; count: number }>();
   private readonly stallRows = new Map<string, { contract: string; count: number }>();
   private readonly alertDirty = new Set<LiveRun>();
+  /** The live runs counted in an alerting or stalled row (what alertingRuns lists). */
+  private readonly alertMembers = new Map<string, LiveRun>();
   private alertTimers = new DeadlineHeap();
   private alertWindowMs = NaN;
   private alertStallMs = NaN;
@@ -802,6 +804,7 @@ export class AuditEngine extends EventEmitter {
       this.alertStallMs = stallMs;
       this.alertRows.clear();
       this.stallRows.clear();
+      this.alertMembers.clear();
       this.alertTimers = new DeadlineHeap();
       this.alertDirty.clear();
       for (const live of this.runs.values()) {
@@ -848,11 +851,13 @@ export class AuditEngine extends EventEmitter {
           live.stallId = contract;
         } else next = Math.min(next, lastAt + this.alertStallMs); // stalls after this instant
       }
+      if (live.alertId !== undefined || live.stallId !== undefined) this.alertMembers.set(live.state.run, live);
     }
     this.alertTimers.set(live.state.run, Number.isFinite(next) ? next : null);
   }
 
   private leaveAlertRows(live: LiveRun): void {
+    if (live.alertId !== undefined || live.stallId !== undefined) this.alertMembers.delete(live.state.run);
     if (live.alertId !== undefined) {
       const row = this.alertRows.get(live.alertId)!;
       if (--row.count === 0) this.alertRows.delete(live.alertId);
@@ -862,6 +867,23 @@ export class AuditEngine extends EventEmitter {
       const row = this.stallRows.get(live.stallId)!;
       if (--row.count === 0) this.stallRows.delete(live.stallId);
       live.stallId = undefined;
+    }
+  }
+
+  /**
+   * The runs counted by the last `alerting` call (per-run alerts, src/alerting): each with its verdict, when it
+   * entered it, whether it is in an alerting row (within the window, unacknowledged) and when it stalled, if it did.
+   * O(runs in those rows), not O(live runs).
+   */
+  *alertingRuns(): Iterable<{ verdict: RunVerdict; enteredAt: number; inWindow: boolean; stalledAt: number | null; lastAt: number }> {
+    for (const live of this.alertMembers.values()) {
+      yield {
+        verdict: live.verdict,
+        enteredAt: live.enteredAt ?? live.updatedAt,
+        inWindow: live.alertId !== undefined,
+        stalledAt: live.stallId !== undefined ? live.state.lastAt + this.alertStallMs : null,
+        lastAt: live.state.lastAt,
+      };
     }
   }
 

@@ -11,6 +11,8 @@ export async function ackCommand(argv: string[], io: Io): Promise<number> {
   const base = (values.server as string).replace(/\/+$/, '');
   const by = values.by as string | undefined;
   if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) throw new UsageError('--by: at most 64 of A-Z a-z 0-9 . _ @ -');
+  const silence = values.silence as string | undefined;
+  if (silence !== undefined && by === undefined) throw new UsageError('--silence needs --by NAME (Alertmanager records who created a silence)');
   try {
     await probeAuditor(base);
   } catch (e) {
@@ -20,7 +22,8 @@ export async function ackCommand(argv: string[], io: Io): Promise<number> {
   const token = values.token as string | undefined;
   let res: Response;
   try {
-    res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/ack${by ? `?by=${encodeURIComponent(by)}` : ''}`, {
+    const query = new URLSearchParams({ ...(by ? { by } : {}), ...(silence !== undefined ? { silence } : {}) }).toString();
+    res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/ack${query ? `?${query}` : ''}`, {
       method: 'POST',
       headers: token ? { authorization: `Bearer ${token}` } : {},
       signal: AbortSignal.timeout(10_000),
@@ -28,11 +31,15 @@ export async function ackCommand(argv: string[], io: Io): Promise<number> {
   } catch (e) {
     throw new UsageError(`server ${base} unreachable: ${(e as Error).message}`);
   }
-  const body = (await res.json().catch(() => ({}))) as { error?: string; at?: string; already?: boolean };
+  const body = (await res.json().catch(() => ({}))) as { error?: string; at?: string; already?: boolean; silence?: { id: string; endsAt: string } };
   if (res.status === 401) throw new UsageError('the server refused the token (401); pass --token or set TOPOLOGY_AUDIT_TOKEN');
   if (res.status === 404) throw new UsageError(`unknown run ${run} on ${base}`);
+  if (res.status === 502 || (res.status === 400 && silence !== undefined)) throw new UsageError(`${run}: ${body.error ?? `answer ${res.status}`}`);
   if (res.status !== 200) throw new UsageError(`unexpected answer ${res.status} from ${base}: ${body.error ?? ''}`);
   if (values.json) io.stdout(JSON.stringify(body) + '\n');
-  else io.stdout(`${run}: acknowledged${body.already ? ' (already, ' : ' at '}${body.at}${body.already ? ')' : ''}; it leaves topology_alerting_runs until its verdict changes\n`);
+  else {
+    io.stdout(`${run}: acknowledged${body.already ? ' (already, ' : ' at '}${body.at}${body.already ? ')' : ''}; it leaves topology_alerting_runs until its verdict changes\n`);
+    if (body.silence) io.stdout(`${run}: silenced in Alertmanager until ${body.silence.endsAt} (silence ${body.silence.id})\n`);
+  }
   return 0;
 }

@@ -4,3 +4,8 @@ import { fileURLToPath } from 'node:url';
 export function packagedContractsDir(): string {
   return fileURLToPath(new URL('../../contracts/', import.meta.url)).replace(/\/$/, '');
 }
+
+/** The Prometheus rules shipped with the package (their runbooks are served on /runbooks). */
+export function packagedRulesFile(): string {
+  return fileURLToPath(new URL('../../collector/prometheus/topology-audit.rules.yml', import.meta.url));
+}

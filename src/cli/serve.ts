@@ -7,7 +7,9 @@ import { DEFAULTS, startServer, type ServeConfig } from '../server/serve.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls.js';
 import { type Io, processIo, UsageError } from './io.js';
 
-import { packagedContractsDir } from './paths.js';
+import { packagedContractsDir, packagedRulesFile } from './paths.js';
+import { alertingConfig, AlertingConfigError, type AlertingConfig } from '../alerting/index.js';
+import { loadRunbooks, runbooksHtml } from '../alerting/runbooks.js';
 import { VERSION } from './version.js';
 import { loadContractDir } from '../audit/contracts-dir.js';
 
@@ -145,6 +147,55 @@ function partitionsArg(v: string): number {
   return n;
 }
 
+type AlertingFlags = {
+  urls: string[];
+  externalUrl?: string;
+  runbookUrl?: string;
+  resend?: string;
+  timeout?: string;
+  queueCapacity?: string;
+  caFile?: string;
+  insecureSkipVerify: boolean;
+  bearerTokenFile?: string;
+  basicAuthUser?: string;
+  basicAuthPasswordFile?: string;
+};
+
+/** --alertmanager-url ... (docs/alerting.md): the validated configuration, or undefined without any Alertmanager. */
+function alertingArgs(f: AlertingFlags, defaultExternal: string | null): AlertingConfig | undefined {
+  if (f.urls.length === 0) {
+    const stray = Object.entries(f).find(([k, v]) => k !== 'urls' && k !== 'insecureSkipVerify' && v !== undefined);
+    if (stray || f.insecureSkipVerify) throw new UsageError('serve: the Alertmanager options need --alertmanager-url');
+    return undefined;
+  }
+  const externalUrl = f.externalUrl ?? defaultExternal;
+  if (externalUrl === null) throw new UsageError('serve: --alertmanager-url needs --external-url (the URL on-call opens for a run, e.g. https://topology-audit.example:9464) when --port is 0');
+  const positive = (name: string, v: string | undefined) => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer: ${v}`);
+    return n;
+  };
+  try {
+    return alertingConfig({
+      alertmanagers: f.urls,
+      externalUrl,
+      runbookUrl: f.runbookUrl,
+      resendMs: f.resend !== undefined ? durationArg('--alertmanager-resend', f.resend, 0) : undefined,
+      timeoutMs: f.timeout !== undefined ? durationArg('--alertmanager-timeout', f.timeout, 0) : undefined,
+      queueCapacity: positive('--alertmanager-queue-capacity', f.queueCapacity),
+      caFile: f.caFile,
+      insecureSkipVerify: f.insecureSkipVerify,
+      bearerTokenFile: f.bearerTokenFile,
+      basicAuthUser: f.basicAuthUser,
+      basicAuthPasswordFile: f.basicAuthPasswordFile,
+    });
+  } catch (e) {
+    if (e instanceof AlertingConfigError) throw new UsageError(`serve: ${e.message}`);
+    throw e;
+  }
+}
+
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -192,6 +243,17 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'lease-ttl': { type: 'string' },
       partitions: { type: 'string' },
       'span-routing': { type: 'string' },
+      'alertmanager-url': { type: 'string', multiple: true, default: [] },
+      'external-url': { type: 'string' },
+      'runbook-url': { type: 'string' },
+      'alertmanager-resend': { type: 'string' },
+      'alertmanager-timeout': { type: 'string' },
+      'alertmanager-queue-capacity': { type: 'string' },
+      'alertmanager-ca-file': { type: 'string' },
+      'alertmanager-insecure-skip-verify': { type: 'boolean', default: false },
+      'alertmanager-bearer-token-file': { type: 'string' },
+      'alertmanager-basic-auth-user': { type: 'string' },
+      'alertmanager-basic-auth-password-file': { type: 'string' },
     },
   });
   const level = values['log-level'] as LogLevel;
@@ -266,6 +328,31 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     stallAfterMs: durationArg('--stall-after', values['stall-after'], DEFAULTS.stallAfterMs),
     logIntervalMs: durationArg('--log-interval', values['log-interval'], DEFAULTS.logIntervalMs),
   };
+  const apiPort = portArg('--port', values.port, DEFAULTS.port);
+  cfg.alerting = alertingArgs(
+    {
+      urls: values['alertmanager-url'] as string[],
+      externalUrl: values['external-url'],
+      runbookUrl: values['runbook-url'],
+      resend: values['alertmanager-resend'],
+      timeout: values['alertmanager-timeout'],
+      queueCapacity: values['alertmanager-queue-capacity'],
+      caFile: values['alertmanager-ca-file'],
+      insecureSkipVerify: values['alertmanager-insecure-skip-verify'] as boolean,
+      bearerTokenFile: values['alertmanager-bearer-token-file'],
+      basicAuthUser: values['alertmanager-basic-auth-user'],
+      basicAuthPasswordFile: values['alertmanager-basic-auth-password-file'],
+    },
+    apiPort === 0 ? null : `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${apiPort}`,
+  );
+  if (cfg.alerting) {
+    try {
+      cfg.runbooksHtml = runbooksHtml(loadRunbooks(packagedRulesFile()));
+    } catch (e) {
+      cfg.log('warning', { message: `the packaged rules file cannot be read, so /runbooks is not served: ${(e as Error).message}` });
+    }
+    cfg.log('alertmanager', { alertmanagers: cfg.alerting.alertmanagers.map((u) => u.href), externalUrl: cfg.alerting.externalUrl, resendMs: cfg.alerting.resendMs });
+  }
   // Start-up: which contracts (the packaged examples unless --contracts), counted; never file contents.
   cfg.log('starting', { version: VERSION, contractsDir: values.contracts === undefined ? 'packaged examples' : 'given', contracts: registry.ids().length, logLevel: level });
   if (values.contracts === undefined) io.stdout(`topology-audit: no --contracts given; using the packaged example contracts (${registry.ids().join(', ')}); pass --contracts DIR for your own\n`);
@@ -276,6 +363,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   cfg.extraRoutes = (engine, opts) =>
     createUiRoutes(engine, {
       authenticate: opts.authenticate,
+      silenceOf: opts.silenceOf,
       maxStreams: maxEventStreams,
       onStreams: (n) => opts.resources.setSseClients(n),
       onStreamDropped: (why) => opts.resources.sseDropped(why),

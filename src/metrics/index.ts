@@ -1,2 +1,3 @@
 export * from './registry.js';
 export * from './audit-metrics.js';
+export * from './alertmanager-metrics.js';

@@ -7,6 +7,8 @@ import type { Receipt, RunVerdict } from '../core/types.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
 import { LiveLimitError, type AuditEngine } from '../audit/engine.js';
 import { handoffBoard } from '../handoff/board.js';
+import { parseDuration } from '../core/edge.js';
+import type { SilenceView } from '../alerting/index.js';
 import { HttpError, readBody } from './body.js';
 import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
 
@@ -33,6 +35,12 @@ export interface ApiOptions {
   otlpHttpPort?: () => number;
   /** Acknowledge a run (POST /api/v1/runs/{run}/ack): it leaves the alerting series. */
   ack?: (run: string, by: string | undefined) => { acked: boolean; at: string } | null | Promise<{ acked: boolean; at: string } | null>;
+  /** The Alertmanager silence that matches a run's alert (serve --alertmanager-url): shown on GET /api/v1/runs/{run}. */
+  silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>;
+  /** Creates an Alertmanager silence of a run's alerts (POST /api/v1/runs/{run}/ack?by=NAME&silence=DUR). */
+  silence?: (run: string, by: string, ms: number, verdict: string) => Promise<{ id: string; endsAt: string; alertmanager: string }>;
+  /** The runbook page (GET /runbooks), the default runbook_url of per-run alerts. */
+  runbooksHtml?: string;
   version?: string;
   /** Waiting long-polls changed (for the topology_api_long_polls gauge). */
   onLongPolls?: (waiting: number) => void;
@@ -50,10 +58,25 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
   res.end(JSON.stringify(body));
 }
 
-export async function runJson(engine: AuditEngine, run: string) {
+export async function runJson(engine: AuditEngine, run: string, silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>) {
   const r = await engine.fetch(run, Date.now());
   if (!r) return null;
-  return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
+  const silence = silenceOf ? { silence: await silenceOf(r.verdict) } : {};
+  return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), ...silence, receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
+}
+
+/**
+ * `ack --silence DUR`: an Alertmanager silence of the run's alerts, created by the server's Alertmanager client.
+ * Checked before the acknowledgement; an Alertmanager that takes no silence answers 502 (the run stays acknowledged).
+ */
+function silenceArgs(url: URL, by: string | undefined, opts: ApiOptions): { ms: number } | { error: string; status: number } | null {
+  const text = url.searchParams.get('silence');
+  if (text === null) return null;
+  const ms = parseDuration(text);
+  if (ms === null || ms <= 0) return { status: 400, error: 'silence: a duration such as 30m, 4h or 2d' };
+  if (!opts.silence) return { status: 400, error: 'silence: no Alertmanager is configured on this server (serve --alertmanager-url)' };
+  if (by === undefined) return { status: 400, error: 'silence: needs by=NAME (Alertmanager records who created a silence)' };
+  return { ms };
 }
 
 /**
@@ -135,6 +158,11 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
         const r = opts.ready();
         return json(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons });
       }
+      if (path === '/runbooks' && opts.runbooksHtml) {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-security-policy': "default-src 'none'", 'x-content-type-options': 'nosniff' });
+        res.end(opts.runbooksHtml);
+        return;
+      }
       if (path === '/metrics') {
         const { format, contentType } = contentTypeFor(req.headers.accept);
         res.writeHead(200, { 'content-type': contentType });
@@ -165,9 +193,20 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
           req.resume();
           const by = url.searchParams.get('by') ?? undefined;
           if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
+          const silenceReq = silenceArgs(url, by, opts);
+          if (silenceReq && 'error' in silenceReq) return json(res, silenceReq.status, { error: silenceReq.error });
           const run = decodePathSegment(ackMatch[1]);
           const r = await opts.ack(run, by);
-          return r ? json(res, 200, { run, acked: true, at: r.at, already: !r.acked }) : json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
+          if (!r) return json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
+          const answer = { run, acked: true, at: r.at, already: !r.acked };
+          if (!silenceReq) return json(res, 200, answer);
+          const verdict = engine.verdictOf(run)?.verdict ?? (await engine.fetchVerdict(run, Date.now()))?.verdict ?? 'unknown';
+          try {
+            const silence = await opts.silence!(run, by!, silenceReq.ms, verdict);
+            return json(res, 200, { ...answer, silence });
+          } catch (e) {
+            return json(res, 502, { ...answer, error: `acknowledged, but no Alertmanager created the silence: ${(e as { reason?: string }).reason ?? 'request failed'}` });
+          }
         }
         if (req.method !== 'GET') return json(res, 405, { error: 'use GET' }, { allow: 'GET' });
         return await apiGet(url, res, engine, opts);
@@ -291,7 +330,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     });
   }
   if (resource === 'runs' && id !== undefined && sub === undefined) {
-    const body = await runJson(engine, id);
+    const body = await runJson(engine, id, opts.silenceOf);
     return body ? json(res, 200, body) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'runs' && id !== undefined && sub === 'verdict') {

@@ -6,11 +6,13 @@ import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Contract } from '../core/contract.js';
+import type { RunVerdict } from '../core/types.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
 import { DEFAULT_MAX_TRACE_SPANS } from '../ingest/callers.js';
 import type { RunKeyPart } from '../ingest/runkey.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
-import { createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
+import { createAlertmanagerMetrics, createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
+import { Alerting, type AlertingConfig, type SilenceView } from '../alerting/index.js';
 import { ReceiptStore } from '../store/index.js';
 import { PgStore } from '../store/pg-store.js';
 import { ClusterCoordinator } from '../cluster/coordinator.js';
@@ -87,8 +89,12 @@ export interface ServeConfig {
   tls?: TlsMaterial;
   /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
   grpcImpl?: 'h2' | 'grpc-js';
-  /** Extra routes on the API port (e.g. the web view), given the engine. */
-  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; resources: ResourceMetrics }) => Route;
+  /** Extra routes on the API port (e.g. the web view), given the engine (and the run's Alertmanager silence). */
+  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
+  /** Per-run alerts to Alertmanager (serve --alertmanager-url ...), and silences read back. */
+  alerting?: AlertingConfig;
+  /** The runbook page served on GET /runbooks (the default runbook_url of per-run alerts). */
+  runbooksHtml?: string;
   log: (event: string, fields?: Record<string, unknown>) => void;
   version: string;
   /** Candidate versions to shadow-evaluate (`--shadow CONTRACT@VERSION`). */
@@ -137,6 +143,8 @@ export class ListenerError extends Error {}
 export interface RunningServer {
   engine: AuditEngine;
   metrics: AuditMetrics;
+  /** The per-run alerting output, when Alertmanagers are configured. */
+  alerting: Alerting | null;
   ports: { api: number; otlpHttp: number; otlpGrpc: number };
   close(): Promise<void>;
 }
@@ -221,6 +229,13 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
 async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
   const resources = createResourceMetrics(metrics);
+  let alerting: Alerting | null = null;
+  if (cfg.alerting) {
+    const am = createAlertmanagerMetrics(metrics);
+    alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, log: cfg.log });
+    const a = alerting;
+    cleanup.push(() => a.close());
+  }
   let store: { healthy(): boolean; sync(): Promise<void>; close(): void | Promise<void> };
   let engineStore: ReceiptStore | ClusterEngineStore;
   let cluster: ClusterCoordinator | null = null;
@@ -322,7 +337,9 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       maxWaitSeconds: 300,
       authenticateIngest: httpAuth,
       authenticateApi: apiAuth,
-      extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources }),
+      extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting!.silenceOf(v) } : {}) }),
+      ...(alerting ? { silenceOf: (v: RunVerdict) => alerting!.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting!.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
+      runbooksHtml: cfg.runbooksHtml,
       ready,
       unmapped: () => pipeline.unmapped.snapshot(),
       cluster: cluster ? () => ({ store: 'postgres', instance: cluster!.pg.instance, ...cluster!.stats(), ownedPartitions: cluster!.ownedParts() }) : undefined,
@@ -425,6 +442,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
         lastAlerting = now;
         const al = engine.alerting(now, alertWindowMs, stallAfterMs);
         metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...al.alerting.map((g) => g.contract), ...al.stalled.map((g) => g.contract)]), al.alerting, al.stalled);
+        // Per-run alerts from the same rows: new and ended alerts are queued now, firing ones re-sent when due.
+        alerting?.update(now, engine.alertingRuns(), (run) => engine.verdictOf(run) !== null);
       }
       if (logIntervalMs > 0 && now - lastSummary >= logIntervalMs) {
         const cur = ingestCounters(metrics);
@@ -461,10 +480,12 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   return {
     engine,
     metrics,
+    alerting,
     ports,
     async close() {
       stopping = true;
       clearInterval(timer);
+      alerting?.close();
       // Stop accepting, let in-flight exports finish and commit, then close the store. A client that holds a
       // connection open past the grace period (a stalled upload, a lingering stream) is cut off then.
       const graceful = Promise.all([

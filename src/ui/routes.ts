@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RunVerdict } from '../core/types.js';
 import type { AuditEngine } from '../audit/engine.js';
+import type { SilenceView } from '../alerting/silences.js';
 import { ICON_SVG, STYLE_CSS } from './style.js';
 import { handoffBoard } from '../handoff/board.js';
 import { contractView, contractsSummary, listRuns, rowOf, runView } from './view.js';
@@ -35,6 +36,8 @@ export interface UiOptions {
   onStreams?: (open: number) => void;
   /** A stream was refused (too_many) or closed because its reader fell behind (slow_reader). */
   onStreamDropped?: (why: 'slow_reader' | 'too_many') => void;
+  /** The Alertmanager silence that matches a run's alert, shown on the run page (serve --alertmanager-url). */
+  silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>;
 }
 
 export const CSP = [
@@ -311,7 +314,7 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
       return true;
     }
     if (resource === 'runs' && id !== undefined) {
-      const view = await runView(engine, id, now());
+      const view = await runView(engine, id, now(), options.silenceOf);
       if (view) sendJson(res, 200, view);
       else sendJson(res, 404, { error: `unknown run ${id}` });
       return true;

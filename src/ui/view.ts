@@ -10,6 +10,7 @@ import { isoOrNull } from '../core/time.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/types.js';
 import type { AuditEngine } from '../audit/engine.js';
+import type { SilenceView } from '../alerting/silences.js';
 import { diffContracts, type ContractChanges } from '../render/contract-diff.js';
 import { LOOKS, edgeLabelLines, edgeLook, type EdgeLook } from '../render/labels.js';
 import { layoutOverlay } from '../render/layout.js';
@@ -160,16 +161,19 @@ export interface RunView {
   graph: GraphView | null;
   /** Why there is no graph. */
   graphMissing?: string;
+  /** The Alertmanager silence that matches the run's alert (null: none; absent: no Alertmanager configured). */
+  silence?: SilenceView | null;
   now: string;
 }
 
 const byTime = (a: Receipt, b: Receipt) => instant(a.at) - instant(b.at) || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0);
 
 /** Everything the run page shows. */
-export async function runView(engine: AuditEngine, run: string, now: number): Promise<RunView | null> {
+export async function runView(engine: AuditEngine, run: string, now: number, silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>): Promise<RunView | null> {
   const r = await engine.fetch(run, now);
   if (!r) return null;
   const v = r.verdict;
+  const silence = silenceOf ? { silence: await silenceOf(v) } : {};
   const receipts = [...r.receipts].sort(byTime);
   const contract = v.pin ? engine.registry.get(v.pin.contract, v.pin.version) : undefined;
   let graph: GraphView | null = null;
@@ -193,6 +197,7 @@ export async function runView(engine: AuditEngine, run: string, now: number): Pr
     nextChangeAt: v.nextChangeAt !== null ? new Date(v.nextChangeAt).toISOString() : null,
     graph,
     ...(graphMissing ? { graphMissing } : {}),
+    ...silence,
     now: new Date(now).toISOString(),
   };
 }

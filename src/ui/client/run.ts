@@ -55,6 +55,29 @@ function shadowCard(v: RunView): HTMLElement | string {
   );
 }
 
+/** The Alertmanager silence on this run's alert (with serve --alertmanager-url): who, until when, why. */
+function silenceCard(v: RunView): HTMLElement | string {
+  const s = v.silence;
+  if (!s) return '';
+  return h(
+    'section',
+    { class: 'card run-silence', 'aria-label': 'Alertmanager silence', 'data-silence': s.id },
+    h('h2', {}, 'Silenced in Alertmanager'),
+    h(
+      'dl',
+      { class: 'facts' },
+      h('dt', {}, 'by'),
+      h('dd', { 'data-field': 'createdBy' }, s.createdBy),
+      h('dt', {}, 'until'),
+      h('dd', { 'data-field': 'endsAt' }, h('time', { datetime: s.endsAt, title: utc(s.endsAt) }, utc(s.endsAt)), ' (', countdownEl(s.endsAt), ')'),
+      h('dt', {}, 'comment'),
+      h('dd', { 'data-field': 'comment' }, s.comment || '–'),
+      h('dt', {}, 'matchers'),
+      h('dd', { class: 'mono' }, s.matchers.join(', ')),
+    ),
+  );
+}
+
 function summary(v: RunView): HTMLElement {
   const run = v.run;
   const differs = (run.naive === 'green') !== (run.verdict === 'healthy');
@@ -256,7 +279,7 @@ export function runPage(ctx: Ctx, params: { id?: string }): View {
     const detailsOpen = details?.open ?? false;
     const handoffs = handoffsCard(await board);
     if (disposed) return;
-    content.replaceChildren(summary(v), shadowCard(v), ...(handoffs ? [handoffs] : []), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
+    content.replaceChildren(summary(v), silenceCard(v), shadowCard(v), ...(handoffs ? [handoffs] : []), graphCard(v), findingsCard(v.run.findings), timelineCard(v.run.receipts, cited, fresh));
     if (detailsOpen) (content.querySelector('details.edge-details') as HTMLDetailsElement | null)?.setAttribute('open', '');
     if (focused) (content.querySelector(`svg [data-edge="${CSS.escape(focused)}"]`) as SVGElement | null)?.focus();
     tick(content);
