@@ -20,6 +20,17 @@ export const tokenFlag = (): FlagSpec => ({
   help: 'API bearer token when serve runs with --api-tokens',
 });
 const jsonFlag: FlagSpec = { name: 'json', type: 'boolean', default: false, help: 'print JSON instead of text' };
+/** --format of the commands CI runs (src/cli/ci-format.ts). */
+export const formatFlag = (): FlagSpec => ({
+  name: 'format',
+  short: 'f',
+  type: 'string',
+  value: 'FMT',
+  default: 'text',
+  help: 'text, json, junit (JUnit XML), github (workflow commands: annotations) or markdown (summary with graphs); docs/ci.md',
+});
+/** --json on the commands with --format: an alias of --format json. */
+const jsonAlias: FlagSpec = { ...jsonFlag, help: 'the same as --format json' };
 const exit = (...codes: number[]) => EXIT_CODES.filter(([c]) => codes.includes(c));
 
 export const GATE_SPEC = registerSpec({
@@ -98,16 +109,22 @@ export const SERVE_SPEC = registerSpec({
 registerSpec({
   name: 'replay',
   summary: 'audit NDJSON receipts offline and print one verdict per run',
-  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--json]'],
+  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--format text|json|junit|github|markdown]'],
   flags: [
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
     { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
     { name: 'now', type: 'string', value: 'RFC3339', shown: "the file's latest receipt", help: 'audit as of this time' },
     { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails' },
     { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
-    jsonFlag,
+    formatFlag(),
+    jsonAlias,
   ],
-  examples: ['topology-audit replay receipts/drift.ndjson --contracts contracts', 'topology-audit replay run.ndjson --expect expected.json --json'],
+  notes: ['CI formats: junit has one test case per run (per expectation with --expect); github prints one workflow command\nper finding; markdown is a summary table with each non-healthy run\'s graph. The exit code is the same in every format.'],
+  examples: [
+    'topology-audit replay receipts/drift.ndjson --contracts contracts',
+    'topology-audit replay run.ndjson --expect expected.json --json',
+    'topology-audit replay receipts/drift.ndjson --expect receipts/drift.expected.json --format junit > topology-audit.xml',
+  ],
   exits: exit(0, 1, 2),
 });
 
