@@ -36,16 +36,18 @@ const exit = (...codes: number[]) => EXIT_CODES.filter(([c]) => codes.includes(c
 export const GATE_SPEC = registerSpec({
   name: 'gate',
   summary: "wait for one run's verdict and turn it into an exit code (for CI)",
-  usage: ['gate RUN [--server URL] [--timeout DUR] [--token TOKEN] [--quiet] [--json]'],
+  usage: ['gate RUN [--server URL] [--timeout DUR] [--token TOKEN] [--quiet] [--format text|json|junit|github|markdown]'],
   flags: [
     serverFlag(),
     { name: 'timeout', short: 't', type: 'string', value: 'DUR', default: '5m', help: 'how long to wait for a settled or healthy verdict (ms, s, m, h or d)' },
     tokenFlag(),
     { name: 'quiet', short: 'q', type: 'boolean', default: false, help: 'no progress lines on stderr while waiting' },
-    jsonFlag,
+    formatFlag(),
+    jsonAlias,
+    { name: 'contracts', type: 'string', value: 'DIR', help: "contract files: github annotations point at their lines, markdown draws the graph from them (else from the server's contract API)" },
   ],
-  notes: ['While waiting, a progress line goes to stderr every 10 seconds (TOPOLOGY_AUDIT_PROGRESS_MS sets the interval);\nthe verdict line goes to stdout.'],
-  examples: ['topology-audit gate "$RUN_ID" --server http://127.0.0.1:9464 --timeout 10m', 'topology-audit gate run-42 -t 30s --json'],
+  notes: ['While waiting, a progress line goes to stderr every 10 seconds (TOPOLOGY_AUDIT_PROGRESS_MS sets the interval);\nthe verdict (in any --format) goes to stdout. The exit code is the same in every format.'],
+  examples: ['topology-audit gate "$RUN_ID" --server http://127.0.0.1:9464 --timeout 10m', 'topology-audit gate run-42 -t 30s --json', 'topology-audit gate "$RUN_ID" --format markdown >> "$GITHUB_STEP_SUMMARY"'],
   exits: [
     [0, 'healthy'],
     [1, 'settled and not healthy (unsafe, false complete, incomplete)'],
@@ -131,9 +133,10 @@ registerSpec({
 registerSpec({
   name: 'validate',
   summary: 'check contract files (or every contract in a directory) and their versions together',
-  usage: ['validate FILE|DIR...'],
-  flags: [],
-  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.v3.yaml'],
+  usage: ['validate FILE|DIR... [--format text|json|junit|github|markdown]'],
+  flags: [formatFlag(), jsonAlias],
+  notes: ['CI formats: junit has one test suite per contract file; github prints one ::error per issue (::warning per\nwarning) with the file, line and column.'],
+  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.v3.yaml', 'topology-audit validate contracts/ --format github'],
   exits: exit(0, 1, 2),
 });
 
@@ -235,12 +238,13 @@ registerSpec({
 registerSpec({
   name: 'contract',
   summary: 'compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)',
-  usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--json]'],
+  usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--format text|json|junit|github|markdown]'],
   flags: [
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
-    jsonFlag,
+    formatFlag(),
+    jsonAlias,
   ],
-  examples: ['topology-audit contract diff research-publish@2 research-publish@3'],
+  examples: ['topology-audit contract diff research-publish@2 research-publish@3', 'topology-audit contract diff research-publish@2 research-publish@3 --format markdown > comment.md'],
   exits: [
     [0, 'the versions are the same'],
     [1, 'the versions differ'],
