@@ -115,8 +115,8 @@ export function contractDiffMarkdown(ch: ContractChanges, a: Contract, b: Contra
     lead: [ch.same ? 'Same content apart from the version.' : `${rows.length} change(s). Thick green edges are added, dashed red ones removed, amber ones changed their max.`],
     ...(rows.length ? { table: { header: ['Change', 'What'], rows } } : {}),
     sections: [
-      { heading: `${tag(a)} (from)`, mermaid: [contractVersionMermaid(a, b, 'from')] },
-      { heading: `${tag(b)} (to)`, mermaid: [contractVersionMermaid(b, a, 'to')] },
+      { heading: `From ${tag(a)}`, mermaid: [contractVersionMermaid(a, b, 'from')] },
+      { heading: `To ${tag(b)}`, mermaid: [contractVersionMermaid(b, a, 'to')] },
     ],
   });
 }

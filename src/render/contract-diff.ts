@@ -109,6 +109,8 @@ const MARK_STYLE: Record<EdgeMark, { arrow: string; style: string }> = {
   same: { arrow: '-->', style: 'stroke:#94a3b8,stroke-width:1.5px' },
 };
 
+const AGENT_STYLE = { added: 'fill:#f0fdf4,stroke:#15803d,stroke-width:2px', removed: 'fill:#fef2f2,stroke:#c81e1e,stroke-width:2px,stroke-dasharray:5 3' };
+
 /**
  * One version's allowed edges as a Mermaid `flowchart LR`, marked against the other version: in the older version
  * (`side` from) the edges the newer one removes, in the newer one (`side` to) the edges it adds; in both, the entries
@@ -136,6 +138,6 @@ export function contractVersionMermaid(c: Contract, other: Contract, side: 'from
     }
   }
   lines.push(...styles);
-  lines.push('  classDef added fill:#f0fdf4,stroke:#15803d,stroke-width:2px', '  classDef removed fill:#fef2f2,stroke:#c81e1e,stroke-width:2px,stroke-dasharray:5 3');
+  if (c.agents.some((a) => !otherAgents.has(a))) lines.push(`  classDef ${gone} ${AGENT_STYLE[gone]}`);
   return lines.join('\n') + '\n';
 }
