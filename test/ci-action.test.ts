@@ -209,3 +209,35 @@ describe('ci/topology-audit.gitlab-ci.yml', () => {
     expect(xpath(xml, 'count(//failure)')).toBe('1');
   }, 120_000);
 });
+
+describe("docs/ci.md's pull-request workflow", () => {
+  it('its contract-diff step, run in a repository where a pull request adds a version, writes that diff as Markdown with both graphs', async () => {
+    const doc = readFileSync(join(ROOT, 'docs', 'ci.md'), 'utf8');
+    const m = /BASE: \$\{\{ github\.event\.pull_request\.base\.sha \}\}\n {8}run: \|\n([\s\S]*?)\n {6}- name: Comment/.exec(doc);
+    expect(m, 'the step in docs/ci.md').not.toBeNull();
+    const script = m![1].split('\n').map((l) => l.slice(10)).join('\n') + '\n';
+    const repo = tempDir('ta-pr-');
+    const env = { PATH: process.env.PATH, HOME: process.env.HOME, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t', npm_config_update_notifier: 'false' };
+    mkdirSync(join(repo, 'contracts'));
+    mkdirSync(join(repo, 'node_modules', '.bin'), { recursive: true });
+    symlinkSync(ROOT, join(repo, 'node_modules', 'topology-audit'));
+    symlinkSync(join(ROOT, 'bin', 'topology-audit.js'), join(repo, 'node_modules', '.bin', 'topology-audit'));
+    writeFileSync(join(repo, 'package.json'), '{"name":"project","private":true}\n');
+    writeFileSync(join(repo, '.gitignore'), 'node_modules\n');
+    writeFileSync(join(repo, 'contracts', 'research-publish-v2.yaml'), readFileSync(join(ROOT, 'contracts', 'research-publish-v2.yaml')));
+    const git = (...a: string[]) => sh(`git ${a.map((x) => `'${x}'`).join(' ')}\n`, { env, cwd: repo });
+    for (const a of [['init', '-q'], ['add', '-A'], ['commit', '-qm', 'base']]) expect((await git(...a)).code).toBe(0);
+    const base = (await git('rev-parse', 'HEAD')).stdout.trim();
+    writeFileSync(join(repo, 'contracts', 'research-publish.yaml'), readFileSync(join(ROOT, 'contracts', 'research-publish.yaml')));
+    writeFileSync(join(repo, 'contracts', 'supervisor-workers.yaml'), readFileSync(join(ROOT, 'contracts', 'supervisor-workers.yaml')));
+    for (const a of [['add', '-A'], ['commit', '-qm', 'pull request']]) expect((await git(...a)).code).toBe(0);
+    const r = await sh(script, { env: { ...env, BASE: base }, cwd: repo });
+    expect(r.code, r.stderr).toBe(0);
+    const comment = readFileSync(join(repo, 'comment.md'), 'utf8');
+    expect(comment).toContain('## contract diff research-publish@2 (retired) -> research-publish@3');
+    expect(comment).toContain('New contract `supervisor-workers@1`.');
+    const blocks = mermaidBlocks(comment);
+    expect(blocks).toHaveLength(2);
+    for (const b of blocks) await parseMermaid(b);
+  }, 120_000);
+});
