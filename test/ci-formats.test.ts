@@ -224,6 +224,20 @@ describe('validate in every format', () => {
     expect((await cli('validate', file, '--format', 'markdown')).stdout).toContain('**invalid** (1 issue(s))');
     expect((await cli('validate', file, '--bogus')).code).toBe(2);
   });
+
+  it('replay with an invalid contract directory: still exit 2 in every format; with github each issue is an ::error at its line', async () => {
+    const dir = tempDir('ta-badcontracts-');
+    writeFileSync(join(dir, 'bad.yaml'), BAD);
+    for (const f of FORMATS) {
+      const r = await cli('replay', DRIFT, '--contracts', dir, '--format', f);
+      expect(r.code, f).toBe(2);
+      expect(r.stderr, f).toContain(`${join(dir, 'bad.yaml')}:6:5: allow[0].edge: agent "c" is not declared in agents`);
+      if (f !== 'github') expect(r.stdout, f).toBe('');
+    }
+    const [c, ...more] = parseWorkflowCommands((await cli('replay', DRIFT, '--contracts', dir, '--format', 'github')).stdout);
+    expect(more).toEqual([]);
+    expect(c).toMatchObject({ command: 'error', properties: { file: join(dir, 'bad.yaml'), line: '6', col: '5', title: 'invalid contract: allow[0].edge' } });
+  });
 });
 
 describe('contract diff --format markdown on two versions', () => {

@@ -5,7 +5,10 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, relative } from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
-import { UsageError } from './io.js';
+import { type Io, UsageError } from './io.js';
+import { loadContractDir } from '../audit/contracts-dir.js';
+import { ContractError } from '../core/contract.js';
+import type { ContractRegistry } from '../core/registry.js';
 import { toJunit } from '../render/junit.js';
 import { toWorkflowCommands } from '../render/workflow-commands.js';
 import type { Report } from '../render/report.js';
@@ -67,4 +70,20 @@ export function contractLines(file: string): ContractLines {
       return isSeq(seq) ? lineAt((seq.items[i] as { range?: [number, number, number] } | undefined)?.range?.[0]) : undefined;
     },
   };
+}
+
+/**
+ * The contracts of a directory for a command with --format: an invalid one stays a bad input (exit 2, said on
+ * stderr), and with --format github each of its issues is also an ::error at its file, line and column.
+ */
+export function loadContractsFor(dir: string, format: OutputFormat, io: Io): ContractRegistry {
+  try {
+    return loadContractDir(dir);
+  } catch (e) {
+    if (e instanceof ContractError && format === 'github') {
+      const findings = e.issues.map((i) => ({ severity: 'error' as const, title: `invalid contract: ${i.field || '(root)'}`, message: i.message, file: annotationPath(i.file), line: i.line, col: i.col }));
+      io.stdout(toWorkflowCommands({ name: 'contracts', suites: [{ name: dir, cases: [{ name: dir, status: 'error', summary: '', findings }] }] }));
+    }
+    throw e;
+  }
 }

@@ -3,7 +3,7 @@
  * Healthy passes; settled and not healthy fails; never seen, or still open at the timeout, is an error (the gate
  * exits 66 / 75). The Markdown summary draws the run's graph from the server's run API, as `diff RUN --server` does.
  */
-import { loadContractDir } from '../audit/contracts-dir.js';
+import type { ContractRegistry } from '../core/registry.js';
 import { toMarkdown } from '../render/markdown.js';
 import type { Report, ReportCase } from '../render/report.js';
 import { reportText } from './ci-format.js';
@@ -53,7 +53,7 @@ export async function gateMarkdown(o: GateOutcome, opts: { token?: string; contr
   return toMarkdown(verdictsMarkdown('topology-audit gate', lead, [o.last], o.now, graphs));
 }
 
-export async function gateCiOutput(o: GateOutcome, format: 'junit' | 'github' | 'markdown', opts: { token?: string; contracts?: string }): Promise<string> {
+export async function gateCiOutput(o: GateOutcome, format: 'junit' | 'github' | 'markdown', opts: { token?: string; contracts?: string; registry?: ContractRegistry }): Promise<string> {
   if (format === 'markdown') return gateMarkdown(o, opts);
-  return reportText(gateReport(o, new ContractLocator(opts.contracts ? loadContractDir(opts.contracts) : undefined)), format);
+  return reportText(gateReport(o, new ContractLocator(opts.registry)), format);
 }

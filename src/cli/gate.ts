@@ -3,7 +3,7 @@ import { colorEnabled, durationFlag, paintVerdict, parseCommandArgs } from './sp
 import { displayMessage } from '../core/meaning.js';
 import { GATE_SPEC } from './specs.js';
 import { probeAuditor, ServerUnusable } from './server-probe.js';
-import { outputFormat } from './ci-format.js';
+import { loadContractsFor, outputFormat } from './ci-format.js';
 import type { Pin } from '../core/types.js';
 
 export const EXIT_TEMPFAIL = 75;
@@ -34,6 +34,8 @@ export async function gateCommand(argv: string[], io: Io, opts: { progressEveryM
   const started = Date.now();
   const deadline = started + timeoutMs;
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  // Contracts for the annotations and the graph: read (and refused when invalid) before waiting.
+  const registry = values.contracts !== undefined ? loadContractsFor(values.contracts as string, format, io) : undefined;
   try {
     await probeAuditor(base);
   } catch (e) {
@@ -79,7 +81,7 @@ export async function gateCommand(argv: string[], io: Io, opts: { progressEveryM
   else {
     const { gateCiOutput } = await import('./gate-ci.js');
     const outcome = { run, server: base, timeout: values.timeout as string, last, waitedSec: (Date.now() - started) / 1000, exit, now: Date.now() };
-    io.stdout(await gateCiOutput(outcome, format, { token, contracts: values.contracts as string | undefined }));
+    io.stdout(await gateCiOutput(outcome, format, { token, contracts: values.contracts as string | undefined, registry }));
   }
   if (exit === EXIT_NEVER_SEEN) {
     io.stderr(`topology-audit gate: run ${run} was never seen by the timeout; check the run id and that the agents' exporter points at this auditor's OTLP port\n`);

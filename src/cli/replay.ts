@@ -4,9 +4,8 @@ import { parseCommandArgs, specFor } from './spec.js';
 import './specs.js';
 import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseInstantArg, readReceiptFiles, table } from './io.js';
-import { outputFormat } from './ci-format.js';
+import { loadContractsFor, outputFormat } from './ci-format.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
-import { loadContractDir } from '../audit/contracts-dir.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
 
@@ -86,7 +85,7 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   const format = outputFormat(values, 'replay');
   if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file; see topology-audit replay --help');
   values.contracts ??= packagedContractsDir();
-  const registry = loadContractDir(values.contracts);
+  const registry = loadContractsFor(values.contracts, format, io);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`replay: --contract ${values.contract}: no such contract in ${values.contracts}`);
   let shadow: Contract[] = [];
   try {
