@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, relative } from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
-import { type Io, UsageError } from './io.js';
+import type { Io } from './io.js';
 import { loadContractDir } from '../audit/contracts-dir.js';
 import { ContractError } from '../core/contract.js';
 import type { ContractRegistry } from '../core/registry.js';
@@ -13,19 +13,8 @@ import { toJunit } from '../render/junit.js';
 import { toWorkflowCommands } from '../render/workflow-commands.js';
 import type { Report } from '../render/report.js';
 
-export const OUTPUT_FORMATS = ['text', 'json', 'junit', 'github', 'markdown'] as const;
-export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
-
-/** The output format from --format, with --json kept as an alias of --format json. */
-export function outputFormat(values: { format?: unknown; json?: unknown }, command: string): OutputFormat {
-  const format = (values.format as string | undefined) ?? 'text';
-  if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) throw new UsageError(`${command}: --format must be one of ${OUTPUT_FORMATS.join(', ')} (got ${JSON.stringify(format)})`);
-  if (values.json === true) {
-    if (format !== 'text' && format !== 'json') throw new UsageError(`${command}: --json is --format json; it cannot go with --format ${format}`);
-    return 'json';
-  }
-  return format as OutputFormat;
-}
+export { OUTPUT_FORMATS, outputFormat, type OutputFormat } from './output-format.js';
+import type { OutputFormat } from './output-format.js';
 
 /** The report in one of the CI formats that render a Report. */
 export function reportText(report: Report, format: 'junit' | 'github'): string {

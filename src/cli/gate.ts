@@ -3,7 +3,7 @@ import { colorEnabled, durationFlag, paintVerdict, parseCommandArgs } from './sp
 import { displayMessage } from '../core/meaning.js';
 import { GATE_SPEC } from './specs.js';
 import { probeAuditor, ServerUnusable } from './server-probe.js';
-import { loadContractsFor, outputFormat } from './ci-format.js';
+import { outputFormat } from './output-format.js';
 import type { Pin } from '../core/types.js';
 
 export const EXIT_TEMPFAIL = 75;
@@ -35,7 +35,7 @@ export async function gateCommand(argv: string[], io: Io, opts: { progressEveryM
   const deadline = started + timeoutMs;
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
   // Contracts for the annotations and the graph: read (and refused when invalid) before waiting.
-  const registry = values.contracts !== undefined ? loadContractsFor(values.contracts as string, format, io) : undefined;
+  const registry = values.contracts !== undefined ? (await import('./ci-format.js')).loadContractsFor(values.contracts as string, format, io) : undefined;
   try {
     await probeAuditor(base);
   } catch (e) {
