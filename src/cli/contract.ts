@@ -8,15 +8,20 @@ import { packagedContractsDir } from './paths.js';
 import { ContractRegistry } from '../core/registry.js';
 import { parseShadowRef } from '../core/shadow.js';
 import type { Contract } from '../core/contract.js';
-import { diffContracts, type ContractChanges } from '../render/contract-diff.js';
+import { contractVersionMermaid, diffContracts, type ContractChanges } from '../render/contract-diff.js';
+import { mdCell, toMarkdown } from '../render/markdown.js';
+import type { Report, ReportFinding } from '../render/report.js';
 import { type Io, UsageError } from './io.js';
 import { loadContractDir } from '../audit/contracts-dir.js';
+import { annotationPath, contractLines, outputFormat, reportText } from './ci-format.js';
 
-export const CONTRACT_USAGE = `usage: topology-audit contract diff A@V1 B@V2 [--contracts DIR] [--json]
+export const CONTRACT_USAGE = `usage: topology-audit contract diff A@V1 B@V2 [--contracts DIR] [--format text|json|junit|github|markdown]
 
 Shows what changed from version V1 of contract A to version V2 of contract B (usually the same contract):
 owner, agents, allowed edges and their max, plan steps per phase (after, dependency, within) and outcome.
-Exit 0 when the contents are the same, 1 when they differ, 2 on bad input.
+--format markdown draws both versions' allowed edges (Mermaid) with the added and removed ones marked, for a
+pull-request comment; junit and github report the differences as a failing test case and notices (docs/ci.md).
+--json is --format json. Exit 0 when the contents are the same, 1 when they differ, 2 on bad input.
 `;
 
 function lookup(registry: ContractRegistry, text: string, dir: string): Contract {
@@ -67,6 +72,55 @@ export function changesText(ch: ContractChanges, a: Contract, b: Contract): stri
   return out.map((l) => l.replaceAll('→', '->')).join('\n') + '\n';
 }
 
+/** One notice per change, on the line of the newer version (the older one for what it removed) that holds it. */
+export function changeFindings(ch: ContractChanges, a: Contract, b: Contract): ReportFinding[] {
+  const at = (c: Contract, key: string, entry?: string) => {
+    if (!c.file) return {};
+    const lines = contractLines(c.file);
+    const i = entry === undefined ? -1 : c.allow.findIndex((r) => r.key === entry);
+    const line = i >= 0 ? lines.allowEntry(i) : lines.key(key);
+    return line === undefined ? { file: annotationPath(c.file) } : { file: annotationPath(c.file), line };
+  };
+  const title = `${b.contract}@${a.version} -> ${b.version}`;
+  const notice = (message: string, where: { file?: string; line?: number }): ReportFinding => ({ severity: 'notice', title, message, ...where });
+  const out: ReportFinding[] = [];
+  if (ch.owner) out.push(notice(`owner ${ch.owner.from} -> ${ch.owner.to}`, at(b, 'owner')));
+  for (const x of ch.agents.added) out.push(notice(`agent added: ${x}`, at(b, 'agents')));
+  for (const x of ch.agents.removed) out.push(notice(`agent removed: ${x}`, at(a, 'agents')));
+  for (const x of ch.allow.added) out.push(notice(`allow added: ${x}`, at(b, 'allow', x)));
+  for (const x of ch.allow.removed) out.push(notice(`allow removed: ${x}`, at(a, 'allow', x)));
+  for (const x of ch.allow.changed) out.push(notice(`allow changed: ${x.item}: ${x.what.join(', ').replaceAll('→', '->')}`, at(b, 'allow', x.item)));
+  for (const p of ch.phases) if (p.status !== 'unchanged') out.push(notice(`phase ${p.phase} ${p.status}`, at(p.status === 'removed' ? a : b, 'phases')));
+  return out;
+}
+
+export function contractDiffReport(ch: ContractChanges, a: Contract, b: Contract): Report {
+  const findings = changeFindings(ch, a, b);
+  const name = `${a.contract}@${a.version} -> ${b.contract}@${b.version}`;
+  const c = ch.same
+    ? { name: 'same content', status: 'passed' as const, summary: '', findings: [] }
+    : { name: 'same content', status: 'failed' as const, summary: `${findings.length} change(s)`, type: 'changed', findings };
+  return { name: 'topology-audit contract diff', suites: [{ name, cases: [c] }] };
+}
+
+const CHANGE_WORD: Record<string, string> = { '+': 'added', '-': 'removed', '~': 'changed' };
+
+/** Both versions' graphs with the added and removed edges marked, and every change in a table. */
+export function contractDiffMarkdown(ch: ContractChanges, a: Contract, b: Contract): string {
+  const lines = changesText(ch, a, b).split('\n').slice(1).filter((l) => /^\s*[+~-] /.test(l));
+  const rows = lines.map((l) => [CHANGE_WORD[l.trim()[0]], `${l.startsWith(' ') ? '&nbsp;&nbsp;' : ''}${mdCell(l.trim().slice(2))}`]);
+  const tag = (c: Contract) => `${c.contract}@${c.version}${marks(c) ? ` (${marks(c)})` : ''}`;
+  return toMarkdown({
+    title: `contract diff ${tag(a)} -> ${tag(b)}`,
+    lead: [ch.same ? 'Same content apart from the version.' : `${rows.length} change(s). Thick green edges are added, dashed red ones removed, amber ones changed their max.`],
+    ...(rows.length ? { table: { header: ['Change', 'What'], rows } } : {}),
+    sections: [
+      { heading: `From ${tag(a)}`, mermaid: [contractVersionMermaid(a, b, 'from')] },
+      { heading: `To ${tag(b)}`, mermaid: [contractVersionMermaid(b, a, 'to')] },
+    ],
+  });
+}
+
 export async function contractCommand(argv: string[], io: Io): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub === '--help' || sub === '-h' || sub === 'help') {
@@ -80,6 +134,7 @@ export async function contractCommand(argv: string[], io: Io): Promise<number> {
     options: {
       contracts: { type: 'string', short: 'c', default: packagedContractsDir() },
       json: { type: 'boolean', default: false },
+      format: { type: 'string', short: 'f', default: 'text' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -87,12 +142,15 @@ export async function contractCommand(argv: string[], io: Io): Promise<number> {
     io.stdout(CONTRACT_USAGE);
     return 0;
   }
+  const format = outputFormat(values, 'contract diff');
   if (positionals.length !== 2) throw new UsageError('contract diff: give two versions, A@V1 B@V2');
   const registry = loadContractDir(values.contracts!);
   const a = lookup(registry, positionals[0], values.contracts!);
   const b = lookup(registry, positionals[1], values.contracts!);
   const ch = diffContracts(a, b);
-  if (values.json) {
+  if (format === 'markdown') io.stdout(contractDiffMarkdown(ch, a, b));
+  else if (format === 'junit' || format === 'github') io.stdout(reportText(contractDiffReport(ch, a, b), format));
+  else if (format === 'json') {
     io.stdout(JSON.stringify({ from: { contract: a.contract, version: a.version, retired: a.retired, candidate: a.candidate, hash: a.hash }, to: { contract: b.contract, version: b.version, retired: b.retired, candidate: b.candidate, hash: b.hash }, changes: ch }) + '\n');
   } else io.stdout(changesText(ch, a, b));
   return ch.same ? 0 : 1;

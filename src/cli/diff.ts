@@ -77,7 +77,7 @@ class NoGraphError extends Error {
 
 class ServerError extends Error {}
 
-async function fromServer(run: string, opts: { server: string; token?: string; contracts?: string; now?: number }): Promise<DiffInput> {
+export async function fromServer(run: string, opts: { server: string; token?: string; contracts?: string; now?: number }): Promise<DiffInput> {
   const base = opts.server.replace(/\/+$/, '');
   const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
   const get = async (path: string) => {

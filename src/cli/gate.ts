@@ -3,6 +3,8 @@ import { colorEnabled, durationFlag, paintVerdict, parseCommandArgs } from './sp
 import { displayMessage } from '../core/meaning.js';
 import { GATE_SPEC } from './specs.js';
 import { probeAuditor, ServerUnusable } from './server-probe.js';
+import { outputFormat } from './output-format.js';
+import type { Pin } from '../core/types.js';
 
 export const EXIT_TEMPFAIL = 75;
 /** EX_NOINPUT: the run was never seen by the timeout. */
@@ -12,7 +14,8 @@ interface VerdictBody {
   run: string;
   verdict: string;
   settled: boolean;
-  findings: { verdict: string; code: string; message: string; settled: boolean; deadline?: string; since?: string }[];
+  pin?: Pin | null;
+  findings: { verdict: string; code: string; message: string; settled: boolean; deadline?: string; since?: string; edge?: string }[];
 }
 
 const PROGRESS_EVERY_MS = 10_000;
@@ -20,6 +23,7 @@ const PROGRESS_EVERY_MS = 10_000;
 /** `gate RUN [--server URL] [--timeout DUR]`: 0 healthy; 1 settled and not healthy; 66 never seen; 75 still open at the timeout; 2 usage or unusable server. */
 export async function gateCommand(argv: string[], io: Io, opts: { progressEveryMs?: number } = {}): Promise<number> {
   const { values, positionals } = parseCommandArgs(GATE_SPEC, argv);
+  const format = outputFormat(values, 'gate');
   if (positionals.length !== 1) throw new UsageError('give exactly one run id; see topology-audit gate --help');
   const run = positionals[0];
   const timeoutMs = durationFlag('timeout', values.timeout as string);
@@ -30,6 +34,8 @@ export async function gateCommand(argv: string[], io: Io, opts: { progressEveryM
   const started = Date.now();
   const deadline = started + timeoutMs;
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  // Contracts for the annotations and the graph: read (and refused when invalid) before waiting.
+  const registry = values.contracts !== undefined ? (await import('./ci-format.js')).loadContractsFor(values.contracts as string, format, io) : undefined;
   try {
     await probeAuditor(base);
   } catch (e) {
@@ -70,21 +76,31 @@ export async function gateCommand(argv: string[], io: Io, opts: { progressEveryM
     if (Date.now() >= deadline) break;
     progress();
   }
+  const exit = !last ? EXIT_NEVER_SEEN : last.verdict === 'healthy' ? 0 : last.settled ? 1 : EXIT_TEMPFAIL;
+  if (format === 'text' || format === 'json') printVerdict(io, { run, base, timeout: values.timeout as string, last, json: format === 'json' });
+  else {
+    const { gateCiOutput } = await import('./gate-ci.js');
+    const outcome = { run, server: base, timeout: values.timeout as string, last, waitedSec: (Date.now() - started) / 1000, exit, now: Date.now() };
+    io.stdout(await gateCiOutput(outcome, format, { token, contracts: values.contracts as string | undefined, registry }));
+  }
+  if (exit === EXIT_NEVER_SEEN) {
+    io.stderr(`topology-audit gate: run ${run} was never seen by the timeout; check the run id and that the agents' exporter points at this auditor's OTLP port\n`);
+  } else if (exit === EXIT_TEMPFAIL) {
+    io.stderr(`topology-audit gate: ${run} still ${last!.verdict} at the timeout (${values.timeout}); retry later or raise --timeout\n`);
+  }
+  return exit;
+}
+
+/** The text (or --format json) answer: the verdict line, and what settled it. */
+function printVerdict(io: Io, o: { run: string; base: string; timeout: string; last: VerdictBody | null; json: boolean }): void {
+  const { run, last } = o;
   const color = colorEnabled();
   const now = Date.now();
-  const first = last ? last.findings.find((f) => f.verdict === last!.verdict) ?? last.findings[0] : null;
-  if (values.json) io.stdout(JSON.stringify(last ?? { run, verdict: null, seen: false }) + '\n');
+  const first = last ? last.findings.find((f) => f.verdict === last.verdict) ?? last.findings[0] : null;
+  if (o.json) io.stdout(JSON.stringify(last ?? { run, verdict: null, seen: false }) + '\n');
   else if (last) {
     io.stdout(`${run}: ${paintVerdict(last.verdict, color)}${first ? ` — ${displayMessage(first, last, now)}` : ''}\n`);
     const settledBy = last.settled && last.verdict !== 'healthy' ? last.findings.find((f) => f.settled) : undefined;
     if (settledBy && settledBy !== first) io.stdout(`settled by ${paintVerdict(settledBy.verdict, color)}: ${displayMessage(settledBy, last, now)}\n`);
-  } else io.stdout(`${run}: never seen (no receipts for this run reached ${base} within ${values.timeout})\n`);
-  if (!last) {
-    io.stderr(`topology-audit gate: run ${run} was never seen by the timeout; check the run id and that the agents' exporter points at this auditor's OTLP port\n`);
-    return EXIT_NEVER_SEEN;
-  }
-  if (last.verdict === 'healthy') return 0;
-  if (last.settled) return 1;
-  io.stderr(`topology-audit gate: ${run} still ${last.verdict} at the timeout (${values.timeout}); retry later or raise --timeout\n`);
-  return EXIT_TEMPFAIL;
+  } else io.stdout(`${run}: never seen (no receipts for this run reached ${o.base} within ${o.timeout})\n`);
 }

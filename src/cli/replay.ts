@@ -4,8 +4,8 @@ import { parseCommandArgs, specFor } from './spec.js';
 import './specs.js';
 import { ContractError, ContractRegistry, resolveShadows, shadowEvaluate, shadowJson, summarizeShadows, type Contract, type ShadowVerdict, OPERATOR_MEANING, displayMessage, ReceiptFileError, evaluate, firstFinding, groupByRun, resolvePin, verdictJson, VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/index.js';
 import { type Io, UsageError, parseInstantArg, readReceiptFiles, table } from './io.js';
+import { loadContractsFor, outputFormat } from './ci-format.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
-import { loadContractDir } from '../audit/contracts-dir.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
 
@@ -63,28 +63,29 @@ export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, 
   return { verdicts, now: now.ms, nowNs: now.ns, shadows };
 }
 
-export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Expectation>): string[] {
+/** What is wrong with one expectation (nothing when it is met). */
+export function checkExpectation(run: string, e: Expectation, byRun: ReadonlyMap<string, RunVerdict>): string[] {
+  const v = byRun.get(run);
+  if (!v) return [`${run}: expected ${e.verdict ?? 'a verdict'} but the input has no receipts for this run`];
   const problems: string[] = [];
-  const byRun = new Map(verdicts.map((v) => [v.run, v]));
-  for (const [run, e] of expect) {
-    const v = byRun.get(run);
-    if (!v) {
-      problems.push(`${run}: expected ${e.verdict ?? 'a verdict'} but the input has no receipts for this run`);
-      continue;
-    }
-    if (e.verdict !== undefined && v.verdict !== e.verdict) problems.push(`${run}: expected ${e.verdict}, got ${v.verdict}`);
-    for (const c of e.codes ?? []) if (!v.findings.some((f) => f.code === c)) problems.push(`${run}: expected a finding "${c}", found ${v.findings.map((f) => f.code).join(', ') || 'none'}`);
-  }
+  if (e.verdict !== undefined && v.verdict !== e.verdict) problems.push(`${run}: expected ${e.verdict}, got ${v.verdict}`);
+  for (const c of e.codes ?? []) if (!v.findings.some((f) => f.code === c)) problems.push(`${run}: expected a finding "${c}", found ${v.findings.map((f) => f.code).join(', ') || 'none'}`);
   return problems;
+}
+
+export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Expectation>): string[] {
+  const byRun = new Map(verdicts.map((v) => [v.run, v]));
+  return [...expect].flatMap(([run, e]) => checkExpectation(run, e, byRun));
 }
 
 export async function replayCommand(argv: string[], io: Io): Promise<number> {
   const parsed = parseCommandArgs(specFor('replay')!, argv);
-  const values = parsed.values as { contracts?: string; contract?: string; now?: string; expect?: string; json?: boolean; shadow?: string[] };
+  const values = parsed.values as { contracts?: string; contract?: string; now?: string; expect?: string; json?: boolean; format?: string; shadow?: string[] };
   const positionals = parsed.positionals;
+  const format = outputFormat(values, 'replay');
   if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file; see topology-audit replay --help');
   values.contracts ??= packagedContractsDir();
-  const registry = loadContractDir(values.contracts);
+  const registry = loadContractsFor(values.contracts, format, io);
   if (values.contract && registry.versions(values.contract).length === 0) throw new UsageError(`replay: --contract ${values.contract}: no such contract in ${values.contracts}`);
   let shadow: Contract[] = [];
   try {
@@ -94,9 +95,22 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   }
   const now = values.now !== undefined ? parseInstantArg('--now', values.now) : undefined;
   const expect = values.expect ? parseExpectFile(readFileSync(values.expect, 'utf8'), values.expect) : null;
-  const receipts = readReceiptFiles(positionals);
+  // One file at a time, so a CI report can say which input each run came from.
+  const receipts: Receipt[] = [];
+  const files = positionals.map((file) => {
+    const runs = new Set<string>();
+    for (const r of readReceiptFiles([file])) {
+      receipts.push(r);
+      runs.add(r.run);
+    }
+    return { file, runs };
+  });
+  for (const [i, f] of files.entries()) for (const run of f.runs) if (files.slice(0, i).some((g) => g.runs.has(run))) f.runs.delete(run);
   const { verdicts, now: at, nowNs: atNs, shadows } = replayReceipts(receipts, registry, { now, defaultContract: values.contract, shadow });
-  if (values.json) {
+  if (format === 'junit' || format === 'github' || format === 'markdown') {
+    const { replayCiOutput } = await import('./replay-ci.js');
+    io.stdout(await replayCiOutput({ files, receipts, verdicts, now: at, nowNs: atNs, registry, expect: expect && { file: values.expect!, entries: expect } }, format));
+  } else if (format === 'json') {
     for (const v of verdicts) io.stdout(JSON.stringify(shadow.length ? { ...verdictJson(v), shadow: (shadows.get(v.run) ?? []).map(shadowJson) } : verdictJson(v)) + '\n');
   } else {
     const rows = verdicts.map((v) => {

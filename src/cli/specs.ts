@@ -20,21 +20,34 @@ export const tokenFlag = (): FlagSpec => ({
   help: 'API bearer token when serve runs with --api-tokens',
 });
 const jsonFlag: FlagSpec = { name: 'json', type: 'boolean', default: false, help: 'print JSON instead of text' };
+/** --format of the commands CI runs (src/cli/ci-format.ts). */
+export const formatFlag = (): FlagSpec => ({
+  name: 'format',
+  short: 'f',
+  type: 'string',
+  value: 'FMT',
+  default: 'text',
+  help: 'text, json, junit (JUnit XML), github (workflow commands: annotations) or markdown (summary with graphs); docs/ci.md',
+});
+/** --json on the commands with --format: an alias of --format json. */
+const jsonAlias: FlagSpec = { ...jsonFlag, help: 'the same as --format json' };
 const exit = (...codes: number[]) => EXIT_CODES.filter(([c]) => codes.includes(c));
 
 export const GATE_SPEC = registerSpec({
   name: 'gate',
   summary: "wait for one run's verdict and turn it into an exit code (for CI)",
-  usage: ['gate RUN [--server URL] [--timeout DUR] [--token TOKEN] [--quiet] [--json]'],
+  usage: ['gate RUN [--server URL] [--timeout DUR] [--token TOKEN] [--quiet] [--format text|json|junit|github|markdown]'],
   flags: [
     serverFlag(),
     { name: 'timeout', short: 't', type: 'string', value: 'DUR', default: '5m', help: 'how long to wait for a settled or healthy verdict (ms, s, m, h or d)' },
     tokenFlag(),
     { name: 'quiet', short: 'q', type: 'boolean', default: false, help: 'no progress lines on stderr while waiting' },
-    jsonFlag,
+    formatFlag(),
+    jsonAlias,
+    { name: 'contracts', type: 'string', value: 'DIR', help: "contract files: github annotations point at their lines, markdown draws the graph from them (else from the server's contract API)" },
   ],
-  notes: ['While waiting, a progress line goes to stderr every 10 seconds (TOPOLOGY_AUDIT_PROGRESS_MS sets the interval);\nthe verdict line goes to stdout.'],
-  examples: ['topology-audit gate "$RUN_ID" --server http://127.0.0.1:9464 --timeout 10m', 'topology-audit gate run-42 -t 30s --json'],
+  notes: ['While waiting, a progress line goes to stderr every 10 seconds (TOPOLOGY_AUDIT_PROGRESS_MS sets the interval);\nthe verdict (in any --format) goes to stdout. The exit code is the same in every format.'],
+  examples: ['topology-audit gate "$RUN_ID" --server http://127.0.0.1:9464 --timeout 10m', 'topology-audit gate run-42 -t 30s --json', 'topology-audit gate "$RUN_ID" --format markdown >> "$GITHUB_STEP_SUMMARY"'],
   exits: [
     [0, 'healthy'],
     [1, 'settled and not healthy (unsafe, false complete, incomplete)'],
@@ -111,25 +124,32 @@ export const SERVE_SPEC = registerSpec({
 registerSpec({
   name: 'replay',
   summary: 'audit NDJSON receipts offline and print one verdict per run',
-  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--json]'],
+  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--format text|json|junit|github|markdown]'],
   flags: [
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
     { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
     { name: 'now', type: 'string', value: 'RFC3339', shown: "the file's latest receipt", help: 'audit as of this time' },
     { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails' },
     { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
-    jsonFlag,
+    formatFlag(),
+    jsonAlias,
   ],
-  examples: ['topology-audit replay receipts/drift.ndjson --contracts contracts', 'topology-audit replay run.ndjson --expect expected.json --json'],
+  notes: ['CI formats: junit has one test case per run (per expectation with --expect); github prints one workflow command\nper finding; markdown is a summary table with each non-healthy run\'s graph. The exit code is the same in every format.'],
+  examples: [
+    'topology-audit replay receipts/drift.ndjson --contracts contracts',
+    'topology-audit replay run.ndjson --expect expected.json --json',
+    'topology-audit replay receipts/drift.ndjson --expect receipts/drift.expected.json --format junit > topology-audit.xml',
+  ],
   exits: exit(0, 1, 2),
 });
 
 registerSpec({
   name: 'validate',
   summary: 'check contract files (or every contract in a directory) and their versions together',
-  usage: ['validate FILE|DIR...'],
-  flags: [],
-  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.v3.yaml'],
+  usage: ['validate FILE|DIR... [--format text|json|junit|github|markdown]'],
+  flags: [formatFlag(), jsonAlias],
+  notes: ['CI formats: junit has one test suite per contract file; github prints one ::error per issue (::warning per\nwarning) with the file, line and column.'],
+  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.v3.yaml', 'topology-audit validate contracts/ --format github'],
   exits: exit(0, 1, 2),
 });
 
@@ -237,12 +257,13 @@ registerSpec({
 registerSpec({
   name: 'contract',
   summary: 'compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)',
-  usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--json]'],
+  usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--format text|json|junit|github|markdown]'],
   flags: [
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
-    jsonFlag,
+    formatFlag(),
+    jsonAlias,
   ],
-  examples: ['topology-audit contract diff research-publish@2 research-publish@3'],
+  examples: ['topology-audit contract diff research-publish@2 research-publish@3', 'topology-audit contract diff research-publish@2 research-publish@3 --format markdown > comment.md'],
   exits: [
     [0, 'the versions are the same'],
     [1, 'the versions differ'],

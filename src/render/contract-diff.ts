@@ -4,6 +4,7 @@
  */
 import type { Contract, Phase, PlanStep } from '../core/contract.js';
 import { compactKey, formatDuration } from '../core/edge.js';
+import { mermaidText } from './mermaid.js';
 
 export interface Change {
   /** Edge or phase as written. */
@@ -98,4 +99,45 @@ export function diffContracts(a: Contract, b: Contract): ContractChanges {
   out.same =
     !out.owner && !out.agents.added.length && !out.agents.removed.length && !out.allow.added.length && !out.allow.removed.length && !allowChanged.length && phases.every((p) => p.status === 'unchanged');
   return out;
+}
+
+type EdgeMark = 'added' | 'removed' | 'changed' | 'same';
+const MARK_STYLE: Record<EdgeMark, { arrow: string; style: string }> = {
+  added: { arrow: '==>', style: 'stroke:#15803d,stroke-width:3px' },
+  removed: { arrow: '-.->', style: 'stroke:#c81e1e,stroke-width:2px,stroke-dasharray:6 3' },
+  changed: { arrow: '==>', style: 'stroke:#b45309,stroke-width:3px' },
+  same: { arrow: '-->', style: 'stroke:#94a3b8,stroke-width:1.5px' },
+};
+
+const AGENT_STYLE = { added: 'fill:#f0fdf4,stroke:#15803d,stroke-width:2px', removed: 'fill:#fef2f2,stroke:#c81e1e,stroke-width:2px,stroke-dasharray:5 3' };
+
+/**
+ * One version's allowed edges as a Mermaid `flowchart LR`, marked against the other version: in the older version
+ * (`side` from) the edges the newer one removes, in the newer one (`side` to) the edges it adds; in both, the entries
+ * whose max changed. Agents only one version declares are marked the same way. Every mark is also said in words.
+ */
+export function contractVersionMermaid(c: Contract, other: Contract, side: 'from' | 'to'): string {
+  const otherAllow = byKey(other.allow);
+  const otherAgents = new Set(other.agents);
+  const gone: EdgeMark = side === 'from' ? 'removed' : 'added';
+  const ids = new Map(c.agents.map((a, i) => [a, `n${i}`]));
+  const lines = ['flowchart LR', `  %% ${c.contract}@${c.version}${side === 'from' ? ' (from)' : ' (to)'}`];
+  for (const a of c.agents) {
+    const mark = otherAgents.has(a) ? '' : `<br/>${gone} agent`;
+    lines.push(`  ${ids.get(a)}["${mermaidText(`${a}${a === c.owner ? ' (owner)' : ''}`)}${mark}"]${mark ? `:::${gone}` : ''}`);
+  }
+  const styles: string[] = [];
+  for (const rule of c.allow) {
+    const old = otherAllow.get(compactKey(rule.key));
+    const mark: EdgeMark = !old ? gone : old.max !== rule.max ? 'changed' : 'same';
+    const words = mark === 'same' ? '' : mark === 'changed' ? ` · max ${side === 'from' ? `${rule.max} → ${old!.max}` : `${old!.max} → ${rule.max}`}` : ` · ${mark}`;
+    for (const to of rule.spec.to) {
+      const label = `${rule.spec.kind}${rule.max > 1 ? ` (max ${rule.max})` : ''}${words}`;
+      styles.push(`  linkStyle ${styles.length} ${MARK_STYLE[mark].style}`);
+      lines.push(`  ${ids.get(rule.spec.from)} ${MARK_STYLE[mark].arrow}|"${mermaidText(label)}"| ${ids.get(to)}`);
+    }
+  }
+  lines.push(...styles);
+  if (c.agents.some((a) => !otherAgents.has(a))) lines.push(`  classDef ${gone} ${AGENT_STYLE[gone]}`);
+  return lines.join('\n') + '\n';
 }

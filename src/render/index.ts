@@ -5,3 +5,7 @@ export * from './svg.js';
 export * from './mermaid.js';
 export * from './dot.js';
 export * from './contract-diff.js';
+export * from './report.js';
+export * from './junit.js';
+export * from './workflow-commands.js';
+export * from './markdown.js';

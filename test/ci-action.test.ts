@@ -1,0 +1,243 @@
+/**
+ * The composite GitHub Action (action.yml) and the GitLab CI template (ci/topology-audit.gitlab-ci.yml), run here the
+ * way their runners run them: each `run:` step with bash -eo pipefail, its `env:` expressions evaluated from the inputs
+ * (defaults from action.yml), earlier steps' outputs ($GITHUB_OUTPUT) and github.action_path; GITHUB_STEP_SUMMARY,
+ * GITHUB_OUTPUT and GITHUB_WORKSPACE set. The install step finds this checkout built (npm run build), so it does not
+ * reinstall. The GitLab job's script lines run in one shell with the package installed as npm would (node_modules).
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { parseReceiptFile } from '../src/core/index.js';
+import { mermaidBlocks, parseMermaid, parseWorkflowCommands, xmllintSchema, xpath } from './helpers/ci.js';
+import { ROOT, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+
+interface Step {
+  name: string;
+  id?: string;
+  shell: string;
+  env?: Record<string, string>;
+  run: string;
+  if?: string;
+}
+interface Action {
+  inputs: Record<string, { default?: string }>;
+  outputs: Record<string, { value: string }>;
+  runs: { using: string; steps: Step[] };
+}
+
+const action = parse(readFileSync(join(ROOT, 'action.yml'), 'utf8')) as Action;
+
+function sh(script: string, opts: { env: NodeJS.ProcessEnv; cwd: string; args?: string[] }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const file = join(tempDir('ta-step-'), 'step.sh');
+  writeFileSync(file, script);
+  return new Promise((res) => {
+    const child = spawn('bash', [...(opts.args ?? ['--noprofile', '--norc', '-eo', 'pipefail']), file], { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('exit', (code) => res({ code, stdout, stderr }));
+  });
+}
+
+/** name=value lines of a $GITHUB_OUTPUT file. */
+const readOutputs = (file: string) => Object.fromEntries(readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+
+interface ActionRun {
+  steps: { name: string; code: number | null; stdout: string; stderr: string }[];
+  outputs: Record<string, string>;
+  summary: string;
+  workspace: string;
+}
+
+/** Run the action's steps in order, as the runner does for a composite action; a failing step stops the rest. */
+async function runAction(inputs: Record<string, string>, env: Record<string, string> = {}): Promise<ActionRun> {
+  const tmp = tempDir('ta-action-');
+  const summary = join(tmp, 'step-summary.md');
+  writeFileSync(summary, '');
+  const stepOutputs: Record<string, Record<string, string>> = {};
+  const expr = (text: string) =>
+    text.replace(/\$\{\{\s*([^}]+?)\s*\}\}/g, (_m, e: string) => {
+      let m: RegExpExecArray | null;
+      if ((m = /^inputs\.([a-z-]+)$/.exec(e))) {
+        if (!(m[1] in action.inputs)) throw new Error(`action.yml uses an undeclared input ${m[1]}`);
+        return inputs[m[1]] ?? action.inputs[m[1]].default ?? '';
+      }
+      if ((m = /^steps\.([a-z-]+)\.outputs\.([a-z-]+)$/.exec(e))) return stepOutputs[m[1]]?.[m[2]] ?? '';
+      if (e === 'github.action_path') return ROOT;
+      throw new Error(`expression the test runner does not evaluate: ${e}`);
+    });
+  const steps: ActionRun['steps'] = [];
+  for (const step of action.runs.steps) {
+    const output = join(tmp, `output-${steps.length}`);
+    writeFileSync(output, '');
+    const stepEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, GITHUB_STEP_SUMMARY: summary, GITHUB_OUTPUT: output, GITHUB_WORKSPACE: ROOT, GITHUB_ACTION_PATH: ROOT, RUNNER_TEMP: tmp, CI: 'true', GITHUB_ACTIONS: 'true', ...env };
+    for (const [k, v] of Object.entries(step.env ?? {})) stepEnv[k] = expr(String(v));
+    const r = await sh(step.run, { env: stepEnv, cwd: ROOT });
+    steps.push({ name: step.name, ...r });
+    if (step.id) stepOutputs[step.id] = readOutputs(output);
+    if (r.code !== 0) break;
+  }
+  const outputs = Object.fromEntries(Object.entries(action.outputs).map(([k, o]) => [k, expr(o.value)]));
+  return { steps, outputs, summary: readFileSync(summary, 'utf8'), workspace: ROOT };
+}
+
+describe('action.yml', () => {
+  it('is a composite action whose steps are bash scripts taking inputs through env only', () => {
+    expect(action.runs.using).toBe('composite');
+    for (const s of action.runs.steps) {
+      expect(s.shell, s.name).toBe('bash');
+      expect(s.run, s.name).not.toContain('${{');
+      expect(s.if, s.name).toBeUndefined();
+    }
+    expect(Object.keys(action.outputs)).toEqual(['exit-code', 'junit']);
+  });
+
+  it('replays the packaged drift fixture with its expectations: passes, writes the summary with the graphs and a valid JUnit report', async () => {
+    const r = await runAction({ junit: join(tempDir('ta-junit-'), 'report.xml') });
+    expect(r.steps.map((s) => [s.name, s.code])).toEqual(action.runs.steps.map((s) => [s.name, 0]));
+    expect(r.steps[0].stderr).toMatch(/topology-audit: topology-audit \S+ from /);
+    expect(r.outputs['exit-code']).toBe('0');
+    const xml = readFileSync(r.outputs.junit, 'utf8');
+    expect(xmllintSchema(xml).ok).toBe(true);
+    expect(xpath(xml, 'count(//testcase)')).toBe('9');
+    expect(xpath(xml, 'count(//failure)')).toBe('0');
+    expect(r.summary).toContain('9 of 9 met');
+    const blocks = mermaidBlocks(r.summary);
+    expect(blocks.length).toBe(8);
+    for (const b of blocks) await parseMermaid(b);
+    expect(r.steps[1].stdout).toBe(''); // no annotations: every expectation met
+  }, 120_000);
+
+  it('fails the job on an unmet expectation, with the annotations in the log and the report written first', async () => {
+    const expect2 = join(tempDir('ta-expect-'), 'expected.json');
+    writeFileSync(expect2, JSON.stringify({ ...JSON.parse(readFileSync(join(ROOT, 'receipts', 'drift.expected.json'), 'utf8')), 'drift-late': 'healthy' }));
+    const r = await runAction({ receipts: 'receipts/drift.ndjson', contracts: 'contracts', expect: expect2, junit: join(tempDir('ta-junit-'), 'report.xml') });
+    expect(r.steps.map((s) => s.code)).toEqual([0, 0, 1]);
+    expect(r.outputs['exit-code']).toBe('1');
+    const commands = parseWorkflowCommands(r.steps[1].stdout);
+    expect(commands.find((c) => c.properties.title === 'drift-late: expectation not met')).toMatchObject({ command: 'error', message: 'drift-late: expected healthy, got incomplete' });
+    expect(parseWorkflowCommands(r.steps[2].stdout)[0].message).toContain('exit code 1');
+    expect(xpath(readFileSync(r.outputs.junit, 'utf8'), 'count(//failure)')).toBe('1');
+    expect(r.summary).toContain('8 of 9 met');
+  }, 120_000);
+
+  it('rejects an unknown mode and a gate without a run (exit 2, said as an annotation)', async () => {
+    const bad = await runAction({ mode: 'watch' });
+    expect(bad.steps.map((s) => s.code)).toEqual([0, 2]);
+    expect(parseWorkflowCommands(bad.steps[1].stdout)[0].message).toContain("mode must be replay or gate, not 'watch'");
+    const noRun = await runAction({ mode: 'gate' });
+    expect(noRun.steps.map((s) => s.code)).toEqual([0, 2]);
+  }, 60_000);
+
+  describe('gate mode against a running auditor', () => {
+    let srv: ServerProcess;
+    beforeAll(async () => {
+      srv = await startServerProcess();
+      const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
+      const delta = Date.now() - 5000 - Math.max(...drift.map((x) => Date.parse(x.at)));
+      const body = drift.map((x) => JSON.stringify({ ...x, at: new Date(Date.parse(x.at) + delta).toISOString() })).join('\n') + '\n';
+      const res = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body, headers: { 'content-type': 'application/x-ndjson' } });
+      expect(res.status).toBe(200);
+    }, 60_000);
+    afterAll(async () => {
+      await srv?.stop();
+    });
+
+    it('passes a healthy run and fails a settled unsafe one with exit 1, the graph in the summary and the annotation at the contract line', async () => {
+      const ok = await runAction({ mode: 'gate', run: 'drift-complete', server: srv.api, timeout: '30s', junit: join(tempDir('ta-junit-'), 'r.xml') });
+      expect(ok.steps.map((s) => s.code)).toEqual([0, 0, 0]);
+      expect(ok.summary).toContain('| drift-complete | **healthy** |');
+      const bad = await runAction({ mode: 'gate', run: 'drift-direct-route', server: srv.api, timeout: '30s', contracts: 'contracts', junit: join(tempDir('ta-junit-'), 'r.xml') });
+      expect(bad.steps.map((s) => s.code)).toEqual([0, 0, 1]);
+      expect(bad.outputs['exit-code']).toBe('1');
+      const forbidden = parseWorkflowCommands(bad.steps[1].stdout).find((c) => c.properties.title === 'drift-direct-route: forbidden_edge')!;
+      // GITHUB_WORKSPACE makes the path relative, as annotations need it.
+      expect(forbidden.properties.file).toBe('contracts/research-publish.yaml');
+      const [graph] = mermaidBlocks(bad.summary);
+      expect(graph).toContain('forbidden ×1 · delegate');
+      await parseMermaid(graph);
+      const xml = readFileSync(bad.outputs.junit, 'utf8');
+      expect(xmllintSchema(xml).ok).toBe(true);
+      expect(xpath(xml, 'string(//failure/@type)')).toBe('forbidden_edge');
+    }, 180_000);
+  });
+});
+
+describe('ci/topology-audit.gitlab-ci.yml', () => {
+  const template = parse(readFileSync(join(ROOT, 'ci', 'topology-audit.gitlab-ci.yml'), 'utf8'));
+  const job = template['.topology-audit'];
+
+  it('wires the JUnit report it writes into artifacts:reports:junit, kept when the job fails', () => {
+    expect(job.artifacts.when).toBe('always');
+    expect(job.artifacts.reports.junit).toBe(job.variables.TOPOLOGY_AUDIT_JUNIT);
+    expect(job.artifacts.paths).toEqual([job.variables.TOPOLOGY_AUDIT_SUMMARY]);
+    expect(job.script.join('\n')).toContain('--format junit > "$TOPOLOGY_AUDIT_JUNIT"');
+  });
+
+  async function runJob(variables: Record<string, string>) {
+    // The project directory after `npm install topology-audit` (the before_script): the package and its bin link.
+    const project = tempDir('ta-gitlab-');
+    mkdirSync(join(project, 'node_modules', '.bin'), { recursive: true });
+    symlinkSync(ROOT, join(project, 'node_modules', 'topology-audit'));
+    symlinkSync(join(ROOT, 'bin', 'topology-audit.js'), join(project, 'node_modules', '.bin', 'topology-audit'));
+    writeFileSync(join(project, 'package.json'), '{"name":"project","private":true}\n');
+    const env = { PATH: process.env.PATH, HOME: process.env.HOME, npm_config_update_notifier: 'false', ...job.variables, ...variables };
+    const r = await sh((job.script as string[]).join('\n') + '\n', { env, cwd: project, args: ['-e'] });
+    return { ...r, project };
+  }
+
+  it('runs the packaged drift fixture: exit 0, a valid JUnit report with nine passing cases, the Markdown summary', async () => {
+    const r = await runJob({});
+    expect(r.code, r.stderr).toBe(0);
+    const xml = readFileSync(join(r.project, job.artifacts.reports.junit), 'utf8');
+    expect(xmllintSchema(xml).ok).toBe(true);
+    expect(xpath(xml, 'count(//testcase)')).toBe('9');
+    expect(xpath(xml, 'count(//failure)')).toBe('0');
+    expect(readFileSync(join(r.project, 'topology-audit.md'), 'utf8')).toContain('9 of 9 met');
+  }, 120_000);
+
+  it('fails with the exit code of an unmet expectation, the report written', async () => {
+    const file = join(tempDir('ta-expect-'), 'e.json');
+    writeFileSync(file, JSON.stringify({ 'drift-wait': 'healthy' }));
+    const r = await runJob({ TOPOLOGY_AUDIT_RECEIPTS: join(ROOT, 'receipts', 'drift.ndjson'), TOPOLOGY_AUDIT_CONTRACTS: join(ROOT, 'contracts'), TOPOLOGY_AUDIT_EXPECT: file });
+    expect(r.code).toBe(1);
+    const xml = readFileSync(join(r.project, job.artifacts.reports.junit), 'utf8');
+    expect(xpath(xml, 'count(//failure)')).toBe('1');
+  }, 120_000);
+});
+
+describe("docs/ci.md's pull-request workflow", () => {
+  it('its contract-diff step, run in a repository where a pull request adds a version, writes that diff as Markdown with both graphs', async () => {
+    const doc = readFileSync(join(ROOT, 'docs', 'ci.md'), 'utf8');
+    const m = /BASE: \$\{\{ github\.event\.pull_request\.base\.sha \}\}\n {8}run: \|\n([\s\S]*?)\n {6}- name: Comment/.exec(doc);
+    expect(m, 'the step in docs/ci.md').not.toBeNull();
+    const script = m![1].split('\n').map((l) => l.slice(10)).join('\n') + '\n';
+    const repo = tempDir('ta-pr-');
+    const env = { PATH: process.env.PATH, HOME: process.env.HOME, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t', npm_config_update_notifier: 'false' };
+    mkdirSync(join(repo, 'contracts'));
+    mkdirSync(join(repo, 'node_modules', '.bin'), { recursive: true });
+    symlinkSync(ROOT, join(repo, 'node_modules', 'topology-audit'));
+    symlinkSync(join(ROOT, 'bin', 'topology-audit.js'), join(repo, 'node_modules', '.bin', 'topology-audit'));
+    writeFileSync(join(repo, 'package.json'), '{"name":"project","private":true}\n');
+    writeFileSync(join(repo, '.gitignore'), 'node_modules\n');
+    writeFileSync(join(repo, 'contracts', 'research-publish-v2.yaml'), readFileSync(join(ROOT, 'contracts', 'research-publish-v2.yaml')));
+    const git = (...a: string[]) => sh(`git ${a.map((x) => `'${x}'`).join(' ')}\n`, { env, cwd: repo });
+    for (const a of [['init', '-q'], ['add', '-A'], ['commit', '-qm', 'base']]) expect((await git(...a)).code).toBe(0);
+    const base = (await git('rev-parse', 'HEAD')).stdout.trim();
+    writeFileSync(join(repo, 'contracts', 'research-publish.yaml'), readFileSync(join(ROOT, 'contracts', 'research-publish.yaml')));
+    writeFileSync(join(repo, 'contracts', 'supervisor-workers.yaml'), readFileSync(join(ROOT, 'contracts', 'supervisor-workers.yaml')));
+    for (const a of [['add', '-A'], ['commit', '-qm', 'pull request']]) expect((await git(...a)).code).toBe(0);
+    const r = await sh(script, { env: { ...env, BASE: base }, cwd: repo });
+    expect(r.code, r.stderr).toBe(0);
+    const comment = readFileSync(join(repo, 'comment.md'), 'utf8');
+    expect(comment).toContain('## contract diff research-publish@2 (retired) -> research-publish@3');
+    expect(comment).toContain('New contract `supervisor-workers@1`.');
+    const blocks = mermaidBlocks(comment);
+    expect(blocks).toHaveLength(2);
+    for (const b of blocks) await parseMermaid(b);
+  }, 120_000);
+});
