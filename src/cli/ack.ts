@@ -2,6 +2,7 @@ import { type Io, UsageError } from './io.js';
 import { parseCommandArgs, specFor } from './spec.js';
 import { probeAuditor, ServerUnusable } from './server-probe.js';
 import './specs.js';
+import { ACK_BY, ackReasonProblem } from '../core/ack.js';
 
 /** `ack RUN [--server URL]`: POST /api/v1/runs/{run}/ack; the run leaves topology_alerting_runs until its verdict changes. */
 export async function ackCommand(argv: string[], io: Io): Promise<number> {
@@ -10,7 +11,13 @@ export async function ackCommand(argv: string[], io: Io): Promise<number> {
   const run = positionals[0];
   const base = (values.server as string).replace(/\/+$/, '');
   const by = values.by as string | undefined;
-  if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) throw new UsageError('--by: at most 64 of A-Z a-z 0-9 . _ @ -');
+  if (by !== undefined && !ACK_BY.test(by)) throw new UsageError('--by: at most 64 of A-Z a-z 0-9 . _ @ -');
+  const reason = values.reason as string | undefined;
+  const bad = reason === undefined ? null : ackReasonProblem(reason);
+  if (bad) throw new UsageError(`--reason: ${bad}`);
+  const query = new URLSearchParams();
+  if (by) query.set('by', by);
+  if (reason) query.set('reason', reason);
   try {
     await probeAuditor(base);
   } catch (e) {
@@ -20,7 +27,7 @@ export async function ackCommand(argv: string[], io: Io): Promise<number> {
   const token = values.token as string | undefined;
   let res: Response;
   try {
-    res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/ack${by ? `?by=${encodeURIComponent(by)}` : ''}`, {
+    res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/ack${query.size ? `?${query}` : ''}`, {
       method: 'POST',
       headers: token ? { authorization: `Bearer ${token}` } : {},
       signal: AbortSignal.timeout(10_000),
@@ -28,11 +35,15 @@ export async function ackCommand(argv: string[], io: Io): Promise<number> {
   } catch (e) {
     throw new UsageError(`server ${base} unreachable: ${(e as Error).message}`);
   }
-  const body = (await res.json().catch(() => ({}))) as { error?: string; at?: string; already?: boolean };
+  const body = (await res.json().catch(() => ({}))) as { error?: string; at?: string; already?: boolean; ack?: { verdict: string; by: string | null } };
   if (res.status === 401) throw new UsageError('the server refused the token (401); pass --token or set TOPOLOGY_AUDIT_TOKEN');
   if (res.status === 404) throw new UsageError(`unknown run ${run} on ${base}`);
   if (res.status !== 200) throw new UsageError(`unexpected answer ${res.status} from ${base}: ${body.error ?? ''}`);
   if (values.json) io.stdout(JSON.stringify(body) + '\n');
-  else io.stdout(`${run}: acknowledged${body.already ? ' (already, ' : ' at '}${body.at}${body.already ? ')' : ''}; it leaves topology_alerting_runs until its verdict changes\n`);
+  else {
+    const who = body.ack?.by ? ` by ${body.ack.by}` : '';
+    const what = body.ack?.verdict ? ` (${body.ack.verdict})` : '';
+    io.stdout(`${run}${what}: acknowledged${body.already ? ` already${who}, at ` : `${by ? ` by ${by}` : ''} at `}${body.at}; it leaves topology_alerting_runs until its verdict changes\n`);
+  }
   return 0;
 }

@@ -123,9 +123,16 @@ registerSpec({
 registerSpec({
   name: 'ack',
   summary: 'acknowledge a run: it leaves topology_alerting_runs so its alert resolves',
-  usage: ['ack RUN [--server URL] [--token TOKEN] [--by NAME]'],
-  flags: [serverFlag(), tokenFlag(), { name: 'by', type: 'string', value: 'NAME', help: 'who acknowledged (an identity, not free text; at most 64 of [A-Za-z0-9._@-])' }, jsonFlag],
-  examples: ['topology-audit ack run-42 --server http://127.0.0.1:9464 --by oncall'],
+  usage: ['ack RUN [--server URL] [--token TOKEN] [--by NAME] [--reason TEXT]'],
+  flags: [
+    serverFlag(),
+    tokenFlag(),
+    { name: 'by', type: 'string', value: 'NAME', help: 'who acknowledged (an identity, not free text; at most 64 of [A-Za-z0-9._@-])' },
+    { name: 'reason', type: 'string', value: 'TEXT', help: 'why, one line of at most 280 characters (stored, shown on the run and logged; never in metrics)' },
+    jsonFlag,
+  ],
+  notes: ['The acknowledgement (verdict, who, when, why) is stored and outlives a restart: GET /api/v1/runs/{run} shows it as `ack`, the run page beside the verdict.'],
+  examples: ['topology-audit ack run-42 --server http://127.0.0.1:9464 --by oncall --reason "known flaky search tool, ticket OPS-12"'],
   exits: [
     [0, 'acknowledged (or already acknowledged)'],
     [2, 'usage error; unknown run, server unreachable or not an auditor API'],
