@@ -83,7 +83,6 @@ export async function proposeCommand(argv: string[], io: Io): Promise<number> {
   if (!Number.isFinite(minShare) || minShare < 0 || minShare >= 1) throw new UsageError(`--min-share: a number from 0 up to (not including) 1, got ${values['min-share']}`);
   if (values.server && positionals.length) throw new UsageError('give receipt files or --server, not both');
   if (!values.server && positionals.length === 0) throw new UsageError('give at least one NDJSON receipts file, or --server URL');
-  if (values.server && values.contracts) throw new UsageError('--contracts is for receipt files; with --server the contracts are the server\'s');
   let sinceMs: number | null = null;
   if (values.since !== undefined) {
     if (!values.server) throw new UsageError('--since needs --server');
@@ -92,6 +91,12 @@ export async function proposeCommand(argv: string[], io: Io): Promise<number> {
   }
   const token = values.token ?? process.env.TOPOLOGY_AUDIT_TOKEN;
   const seen = values.server ? await fromServer(values.server.replace(/\/+$/, ''), token, sinceMs, io) : fromFiles(positionals, values.contracts ?? packagedContractsDir());
+  if (values.server && values.contracts) {
+    // Versions in a local directory count too (a draft published there, not yet served).
+    const local = loadContractDir(values.contracts);
+    const served = seen.knownVersions;
+    seen.knownVersions = (id) => [...served(id), ...local.versions(id).map((c) => c.version)];
+  }
   let yaml: string;
   try {
     const draft = proposeDraft(seen.receipts, { minShare, contractId: values['contract-id'], version: values.version, phase: values.phase, knownVersions: seen.knownVersions, forbidden: seen.forbidden });

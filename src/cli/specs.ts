@@ -147,7 +147,7 @@ registerSpec({
     { name: 'contracts', type: 'string', value: 'DIR', help: 'directory of contract YAML files (offline, or instead of the server contract API)' },
     { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
     { name: 'format', type: 'string', value: 'FMT', default: 'mermaid', help: 'mermaid, dot or svg' },
-    { name: 'server', type: 'string', value: 'URL', help: "read the run from this auditor's API" },
+    { ...serverFlag(), help: "read the run from this auditor's API (a RUN that is not a file is always read from it)" },
     tokenFlag(),
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit as of this time (file input)' },
     { name: 'run', type: 'string', value: 'ID', help: 'the run to draw when the file holds several' },
@@ -207,10 +207,10 @@ registerSpec({
 registerSpec({
   name: 'propose',
   summary: 'draft a candidate contract (YAML, candidate: true) from observed receipts, for review',
-  usage: ['propose FILE... [--contracts DIR] [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--min-share 0.05]'],
+  usage: ['propose FILE... [--contracts DIR] [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]'],
   flags: [
     { name: 'server', short: 's', type: 'string', value: 'URL', help: "read the runs stored by this auditor's API instead of files" },
-    { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'with files: the contracts in force (edges they forbid are marked, not drafted; the next version is counted from them)' },
+    { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'contracts in force for files (edges they forbid are marked, not drafted); with --server, more versions to count the next one from' },
     { name: 'since', type: 'string', value: 'DUR', help: 'with --server: only runs updated within this long (ms, s, m, h or d)' },
     { name: 'contract-id', type: 'string', value: 'ID', help: 'contract id of the draft (default: the contract the runs pinned, else "proposed")' },
     { name: 'version', type: 'string', value: 'V', help: 'version of the draft (default: one above the newest known version of that contract, "1" for a new one)' },
