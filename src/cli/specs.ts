@@ -1,5 +1,5 @@
 /** Help specs of the built-in commands (one entry each; new commands call registerSpec the same way). */
-import { type CommandSpec, type FlagSpec, EXIT_CODES, registerSpec } from './spec.js';
+import { allSpecs, renderHelp, type CommandSpec, type FlagSpec, EXIT_CODES, registerSpec } from './spec.js';
 
 const DEFAULT_SERVER = 'http://127.0.0.1:9464';
 export const serverFlag = (): FlagSpec => ({
@@ -270,3 +270,13 @@ registerSpec({
     [2, 'usage error, unreadable file, or not an OTLP trace dump'],
   ],
 });
+
+/**
+ * The "Commands" section of docs/cli.md: every registered command's --help, rendered from the same table as --help
+ * (scripts/gen-cli-docs.mjs writes it; test/cli-docs.test.ts fails when the file and the table disagree).
+ */
+export function commandsReference(): string {
+  const out = ['## Commands', '', '(The `--help` output of each command, generated from `src/cli/specs.ts` by `node scripts/gen-cli-docs.mjs`.)'];
+  for (const spec of allSpecs()) out.push('', `### ${spec.name}`, '', '```text', renderHelp(spec).trimEnd(), '```');
+  return out.join('\n') + '\n';
+}
