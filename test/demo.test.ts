@@ -45,7 +45,7 @@ describe('examples/demo.mjs against a live auditor', () => {
     const all = await Promise.all(CASES.map(([c, , code]) => demo(['--drift', c, ...args, '--gate-timeout', code === 75 ? '1s' : '5m'])));
     results = new Map(CASES.map(([c], i) => [c, all[i]]));
     // The hook's limit is a safety net for a hung child, not a budget: nine demos in parallel on a busy machine.
-  }, 15 * 60_000);
+  });
   afterAll(async () => {
     expect(await srv.stop()).toBe(0);
   });
@@ -76,5 +76,5 @@ describe('examples/demo.mjs against a live auditor', () => {
     const bad = await demo(['--drift', 'sideways']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/unknown drift case/);
-  }, 5 * 60_000);
+  });
 });
