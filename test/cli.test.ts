@@ -315,10 +315,10 @@ describe('gate and ack against a running auditor', () => {
     expect((await fetch(`${srv.api}/api/v1/runs/drift-shadow/ack?by=${encodeURIComponent('a b')}`, { method: 'POST' })).status).toBe(400);
     const r = await spawnCli(['ack', 'drift-shadow', '--server', srv.api, '--by', 'oncall']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^drift-shadow: acknowledged at \d{4}-/);
+    expect(r.stdout).toMatch(/^drift-shadow \(unknown_agent\): acknowledged by oncall at \d{4}-/);
     await waitFor(async () => (await series()) === 0, { what: 'unknown_agent acked' });
     const again = await spawnCli(['ack', 'drift-shadow', '--server', srv.api]);
-    expect(again.stdout).toContain('acknowledged (already');
+    expect(again.stdout).toContain('acknowledged already by oncall, at ');
     const unknown = await spawnCli(['ack', 'no-such', '--server', srv.api]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toBe(`topology-audit ack: unknown run no-such on ${srv.api}\n`);

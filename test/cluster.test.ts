@@ -155,6 +155,11 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       const alerting = sumBy(m, 'topology_alerting_runs', ['verdict']);
       return alerting.false_complete === undefined && alerting.forbidden_edge === 1;
     }, 10_000);
+    // The record (who, when) is shown by either instance: the owner applied it, the other reads the shared store.
+    for (const srv of [a, b]) {
+      const run = (await getJson(`${srv.api}/api/v1/runs/drift-premature`)).body;
+      expect(run.ack, srv.api).toMatchObject({ verdict: 'false_complete', by: 'oncall', reason: null, current: true });
+    }
     // Ids that are not run ids (prose, 100 KB, a NUL byte) are unknown runs at once, never queries of the shared store.
     for (const bad of ['not a run id', 'x'.repeat(100_000), 'a\u0000b']) {
       const res = await fetch(`${b.api}/api/v1/runs/${encodeURIComponent(bad)}`);

@@ -17,11 +17,8 @@ function demo(args: string[]): Promise<{ code: number | null; stdout: string; st
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
-    const t = setTimeout(() => child.kill('SIGKILL'), 45_000);
-    child.on('exit', (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
+    // No kill timer: the demo ends by itself (its waits are bounded by the verdict long-poll and the gate timeout).
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -42,10 +39,13 @@ describe('examples/demo.mjs against a live auditor', () => {
   let results: Map<string, { code: number | null; stdout: string; stderr: string }>;
   beforeAll(async () => {
     srv = await startServerProcess();
-    const args = ['--endpoint', srv.otlpHttp, '--server', srv.api, '--gate-timeout', '1s'];
-    const all = await Promise.all(CASES.map(([c]) => demo(['--drift', c, ...args])));
+    const args = ['--endpoint', srv.otlpHttp, '--server', srv.api];
+    // A run expected to settle gets a long gate timeout (the gate returns as soon as it settles, so a busy machine
+    // only makes it slower, never wrong); a run expected to stay open is gated for a second (exit 75).
+    const all = await Promise.all(CASES.map(([c, , code]) => demo(['--drift', c, ...args, '--gate-timeout', code === 75 ? '1s' : '5m'])));
     results = new Map(CASES.map(([c], i) => [c, all[i]]));
-  }, 90_000);
+    // The hook's limit is a safety net for a hung child, not a budget: nine demos in parallel on a busy machine.
+  });
   afterAll(async () => {
     expect(await srv.stop()).toBe(0);
   });
@@ -76,5 +76,5 @@ describe('examples/demo.mjs against a live auditor', () => {
     const bad = await demo(['--drift', 'sideways']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/unknown drift case/);
-  }, 30_000);
+  });
 });

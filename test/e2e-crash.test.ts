@@ -38,7 +38,8 @@ async function loadAndKill(srv: ServerProcess, cycle: number, acked: Set<string>
     }
   });
   const t0 = Date.now();
-  while (acked.size - start < target && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 10));
+  // Waits for the condition (the target acknowledged), not a clock: a busy machine only makes it slower.
+  while (acked.size - start < target) await new Promise((r) => setTimeout(r, 10));
   // An export acknowledged after this point may still be counted by a sender that resumed before `killed`:
   // kill first, then stop counting, so the set only holds exports answered before the kill.
   srv.child.kill('SIGKILL');
@@ -82,5 +83,5 @@ describe('durability soak: SIGKILL and restart under load, several times', () =>
     } finally {
       await last.stop();
     }
-  }, 180_000); // a soak of three kill/restart cycles: bounded by its own loops, not by the default 60 s
+  }); // a soak of three kill/restart cycles: it waits on conditions; the config's timeout is only a safety net
 });

@@ -53,7 +53,7 @@ describe('content at rest on the PostgreSQL store', () => {
   beforeAll(async () => {
     db = await startPgCluster();
     srv = await startServerProcess({ args: ['--store', db.url, '--instance', 'content-0', '--contract', 'research-publish', '--retention', '2s', '--parent-wait', '2s'] });
-  }, 60_000);
+  });
   afterAll(async () => {
     await srv?.stop();
     await db?.stop();
@@ -128,5 +128,5 @@ describe('content at rest on the PostgreSQL store', () => {
     }, 20_000);
     expect(again.verdict).toBe('working');
     expect(JSON.stringify(again)).not.toMatch(/MARK-PG/);
-  }, 120_000);
+  });
 });

@@ -7,9 +7,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseContract, parseReceiptFile, type Receipt } from '../src/core/index.js';
 import { main } from '../src/cli/main.js';
-import { draftYaml, proposeDraft, roundUpDuration, percentile } from '../src/propose/draft.js';
+import { draftYaml, nextVersion, proposeDraft, roundUpDuration, percentile } from '../src/propose/draft.js';
 import { receipt } from './helpers/receipts.js';
-import { tempDir } from './helpers/server.js';
+import { ROOT, tempDir } from './helpers/server.js';
 
 const T0 = Date.parse('2026-03-01T09:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -228,6 +228,46 @@ describe('propose: the CLI and replaying against the draft', () => {
       expect(l.verdict).toBe('healthy');
       expect(l.shadow).toEqual([{ contract: 'research', version: '2', verdict: 'healthy', findings: l.findings, disagrees: false }]);
     }
+  });
+
+  it('versions: a new contract starts at "1", an existing one gets its own next version, never another contract\'s', async () => {
+    const dir = tempDir('ta-propose-');
+    const contracts = join(dir, 'contracts');
+    mkdirSync(contracts);
+    const drift = join(ROOT, 'receipts', 'drift.ndjson');
+    // The drift runs pin research-publish@3; a draft for a new id is version 1 of that id.
+    const first = capture();
+    expect(await main(['propose', drift, '--contract-id', 'my-agents', '--contracts', contracts], first.io)).toBe(0);
+    expect(parseContract(first.out(), 'a.yaml')).toMatchObject({ contract: 'my-agents', version: '1', candidate: true });
+    // Once my-agents@1 is among the contracts, the next draft of it is version 2.
+    writeFileSync(join(contracts, 'my-agents.yaml'), first.out());
+    const second = capture();
+    expect(await main(['propose', drift, '--contract-id', 'my-agents', '--contracts', contracts], second.io)).toBe(0);
+    expect(parseContract(second.out(), 'b.yaml').version).toBe('2');
+    // Without an id, the runs' own contract: one above its newest shipped version (research-publish 2 and 3).
+    const own = capture();
+    expect(await main(['propose', drift], own.io)).toBe(0);
+    expect(parseContract(own.out(), 'c.yaml')).toMatchObject({ contract: 'research-publish', version: '4' });
+    expect(nextVersion([], [], 'x')).toBe('1');
+    expect(nextVersion(['1', '10', '9'], [], 'x')).toBe('11');
+    expect(nextVersion(['beta'], [], 'x')).toBe('candidate-1');
+  });
+
+  it('an edge the version in force forbids is marked with its pin and run count and kept out of allow and plan', async () => {
+    const c = capture();
+    expect(await main(['propose', join(ROOT, 'receipts', 'drift.ndjson'), '--contract-id', 'my-agents'], c.io)).toBe(0);
+    const yaml = c.out();
+    expect(yaml).toContain('  # - { edge: "researcher -> publisher : delegate", max: 1 }   # forbidden under research-publish@3 in 1 run: review');
+    expect(c.err()).toContain('2 forbidden edge(s) marked for review');
+    expect(parseContract(yaml, 'd.yaml').agents).not.toContain('publisher');
+    expect(yaml.split('\n').filter((l) => l.includes('researcher -> publisher') && !l.trimStart().startsWith('#'))).toEqual([]);
+    // Pure: the same edge seen in every run is still kept out of the plan when runs were forbidden for it.
+    const { all } = fiftyRuns();
+    const forbidden = ['run-00', 'run-01'].map((run) => ({ run, edge: 'researcher -> verifier : handoff', under: 'research@1' }));
+    const d = proposeDraft(all, { contractId: 'research', forbidden });
+    expect(d.plan.map((s) => s.key)).not.toContain('researcher -> verifier : handoff');
+    expect(d.allow.map((e) => e.to.join())).not.toContain('verifier');
+    expect(draftYaml(d)).toContain('# forbidden under research@1 in 2 runs: review (seen in 50 of 50 runs)');
   });
 
   it('bad usage is a clear error with exit 2', async () => {

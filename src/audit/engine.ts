@@ -11,7 +11,7 @@ import { RunState, evaluate, resolvePin, type Pinning, type ReceiptSource } from
 import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
-import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
+import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { PinRecord, ReceiptStore, SpanLogEntry, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
@@ -53,6 +53,8 @@ export interface RemoteRuns {
   counts(filter: { contract?: string }): Promise<Record<string, number>>;
   /** Runs of the whole cluster, newest first, as the shared store lists them (verdict as last stored by the owner). */
   list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]>;
+  /** The run's latest acknowledgement, made at any instance. */
+  ack?(run: string): Promise<AckRecord | null>;
 }
 
 export interface EngineOptions {
@@ -112,11 +114,50 @@ interface LiveRun {
   shadow?: ShadowVerdict[];
   /** When the run entered its current verdict (drives the alert window). */
   enteredAt?: number;
-  /** The verdict an operator acknowledged (a new verdict alerts again). Held in memory only. */
+  /** The verdict an operator acknowledged (a new verdict alerts again); the record is stored by serve. */
   ackedVerdict?: Verdict;
   ackedAt?: number;
+  /** The latest acknowledgement (who, when, why), also once the run left the acknowledged verdict. */
+  ackRecord?: AckRecord;
   /** Receipts this run holds in memory (distinct contents). */
   held: number;
+}
+
+/** What the run lists filter on: verdict, pinned contract, and (for held runs) the alert state at `now`. */
+export interface ListFilter {
+  verdict?: string;
+  contract?: string;
+  limit?: number;
+  /** Oldest first (by first receipt) instead of newest first. */
+  oldest?: boolean;
+  acked?: boolean;
+  alerting?: boolean;
+  stalled?: boolean;
+  now?: number;
+  /** The alert window and stall time (serve's --alert-window, --stall-after). */
+  windowMs?: number;
+  stallMs?: number;
+}
+
+export interface ListedRun {
+  verdict: RunVerdict;
+  updatedAt: number;
+  firstAt: number;
+  /** Held runs only (a run another instance owns: null). */
+  alert: { acked: boolean; alerting: boolean; stalled: boolean } | null;
+}
+
+function matchesAlertFilter(alert: ListedRun['alert'], f: ListFilter): boolean {
+  for (const k of ['acked', 'alerting', 'stalled'] as const) {
+    if (f[k] === undefined) continue;
+    if ((alert?.[k] ?? false) !== f[k]) return false;
+  }
+  return true;
+}
+
+function listOrder(f: ListFilter): (a: ListedRun, b: ListedRun) => number {
+  const sign = f.oldest ? 1 : -1;
+  return (a, b) => sign * (a.firstAt - b.firstAt) || (a.verdict.run < b.verdict.run ? -1 : 1);
 }
 
 /** Verdicts that alert: unsafe topology, false completion, incomplete and uncertain. */
@@ -223,6 +264,10 @@ export class AuditEngine extends EventEmitter {
         this.changed(restored);
         this.heldReceipts += held;
         this.deadlines.set(lr.run, nextChange(restored));
+        if (lr.verdict && lr.verdict !== restored.verdict.verdict) {
+          restored.enteredAt = now;
+          this.restoredChange(lr, restored.verdict, now);
+        }
       } catch (e) {
         if (e instanceof RestoreError || (e as Error).name === 'StoreRowError') throw e;
         throw new RestoreError(`store tables runs/receipts, run ${JSON.stringify(lr.run)}: ${(e as Error).message}`);
@@ -595,23 +640,31 @@ export class AuditEngine extends EventEmitter {
    * Runs for the list views: the live runs here and (cluster mode) the runs of the whole cluster from the shared
    * store, each evaluated now; newest first.
    */
-  async listAll(filter: { verdict?: string; contract?: string; limit?: number }, now: number): Promise<{ verdict: RunVerdict; updatedAt: number; firstAt: number }[]> {
-    if (!this.opts.remote) return this.list(filter);
+  async listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
+    if (!this.opts.remote) return this.list({ ...filter, now });
     const limit = filter.limit ?? 100;
     const rows = await this.opts.remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
-    const out: { verdict: RunVerdict; updatedAt: number; firstAt: number }[] = [];
+    const out: ListedRun[] = [];
     for (const row of rows) {
       const live = this.runs.get(row.run);
+      const alert = this.alertStateOf(row.run, now, filter.windowMs, filter.stallMs);
       if (live?.verdict) {
-        out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt });
+        out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert });
         continue;
       }
       const r = await this.fetch(row.run, now);
-      if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt });
+      if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert });
     }
-    const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract));
-    filtered.sort((a, b) => b.firstAt - a.firstAt || (a.verdict.run < b.verdict.run ? -1 : 1));
+    const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract) && matchesAlertFilter(r.alert, filter));
+    filtered.sort(listOrder(filter));
     return filtered.slice(0, limit);
+  }
+
+  /** A restored run whose verdict differs from the one stored before the restart (time passed, a contract changed): a transition. */
+  private restoredChange(stored: { run: string; verdict: Verdict | null; pin: Pin | null }, now: RunVerdict, at: number): void {
+    const previous = { contract: stored.pin?.contract ?? '', version: stored.pin?.version ?? '', verdict: stored.verdict! };
+    this.opts.hooks?.verdictEntered?.(stored.run, now.pin?.contract ?? '', now.pin?.version ?? '', now.verdict, previous);
+    this.store.setVerdictState(stored.run, now.verdict, now.settled, at);
   }
 
   /** Move verdicts with time: re-evaluate the runs whose next deadline passed. */
@@ -679,15 +732,18 @@ export class AuditEngine extends EventEmitter {
     return this.runs.get(run)?.verdict ?? null;
   }
 
-  list(filter: { verdict?: string; contract?: string; limit?: number }): { verdict: RunVerdict; updatedAt: number; firstAt: number }[] {
-    const out: { verdict: RunVerdict; updatedAt: number; firstAt: number }[] = [];
+  list(filter: ListFilter): ListedRun[] {
+    const out: ListedRun[] = [];
+    const now = filter.now ?? Date.now();
     for (const live of this.runs.values()) {
       const v = live.verdict;
       if (filter.verdict && v.verdict !== filter.verdict) continue;
       if (filter.contract && v.pin?.contract !== filter.contract) continue;
-      out.push({ verdict: v, updatedAt: live.updatedAt, firstAt: live.state.firstAt });
+      const alert = this.alertStateOf(live.state.run, now, filter.windowMs, filter.stallMs);
+      if (!matchesAlertFilter(alert, filter)) continue;
+      out.push({ verdict: v, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert });
     }
-    out.sort((a, b) => b.firstAt - a.firstAt || (a.verdict.run < b.verdict.run ? -1 : 1));
+    out.sort(listOrder(filter));
     return out.slice(0, filter.limit ?? 100);
   }
 
@@ -761,22 +817,59 @@ export class AuditEngine extends EventEmitter {
   }
 
   /** Acknowledge a run's current verdict: it leaves the alerting series until it enters another verdict. */
-  ack(run: string, now: number): { acked: boolean; at: string } | null {
+  ack(run: string, now: number, who: { by?: string | null; reason?: string | null } = {}): { acked: boolean; at: string; record: AckRecord } | null {
     const live = this.runs.get(run);
     if (!live || !live.verdict) return null;
-    if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined) return { acked: false, at: new Date(live.ackedAt).toISOString() };
+    if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined) {
+      const record = live.ackRecord ?? { verdict: live.ackedVerdict, by: null, at: live.ackedAt, reason: null };
+      return { acked: false, at: new Date(live.ackedAt).toISOString(), record };
+    }
     live.ackedVerdict = live.verdict.verdict;
     live.ackedAt = now;
+    live.ackRecord = { verdict: live.verdict.verdict, by: who.by ?? null, at: now, reason: who.reason ?? null };
     this.alertDirty.add(live);
-    return { acked: true, at: new Date(now).toISOString() };
+    return { acked: true, at: new Date(now).toISOString(), record: live.ackRecord };
+  }
+
+  /** The latest acknowledgement of a live run (null when none); `current` when it covers the run's verdict now. */
+  ackOf(run: string): (AckRecord & { current: boolean }) | null {
+    const live = this.runs.get(run);
+    if (!live?.ackRecord) return null;
+    return { ...live.ackRecord, current: live.ackedVerdict === live.verdict?.verdict && live.ackRecord.verdict === live.verdict?.verdict };
+  }
+
+  /** The latest acknowledgement of any run: held here, or (cluster mode) read from the shared store. */
+  async fetchAck(run: string): Promise<(AckRecord & { current: boolean }) | null> {
+    const held = this.ackOf(run);
+    if (held || this.runs.has(run) || !this.opts.remote?.ack || !isRunId(run)) return held;
+    const stored = await this.opts.remote.ack(run);
+    if (!stored) return null;
+    const v = await this.fetchVerdict(run, Date.now());
+    return { ...stored, current: v?.verdict === stored.verdict };
+  }
+
+  /**
+   * Whether a live run counts in topology_alerting_runs / topology_stalled_runs at `now` (the rules of placeAlert),
+   * with the window and stall time the gauges last used (or the ones given).
+   */
+  alertStateOf(run: string, now: number, windowMs: number | undefined = this.alertWindowMs, stallMs: number | undefined = this.alertStallMs): { acked: boolean; alerting: boolean; stalled: boolean } | null {
+    const live = this.runs.get(run);
+    const v = live?.verdict;
+    if (!live || !v) return null;
+    const acked = live.ackedVerdict === v.verdict;
+    const alerting = ALERT_VERDICTS.has(v.verdict) && !acked && now - (live.enteredAt ?? live.updatedAt) <= (windowMs ?? this.alertWindowMs);
+    const lastAt = live.state.lastAt;
+    const stalled = !v.settled && !acked && Number.isFinite(lastAt) && now - lastAt > (stallMs ?? this.alertStallMs);
+    return { acked, alerting, stalled };
   }
 
   /**
    * Cluster mode: an acknowledgement recorded in the shared store (at any instance) applied by the run's owner. It
    * holds only while the run is still in the acknowledged verdict (a new verdict alerts again).
    */
-  applyAck(run: string, verdict: string, at: number): boolean {
+  applyAck(run: string, verdict: string, at: number, who: { by?: string | null; reason?: string | null } = {}): boolean {
     const live = this.runs.get(run);
+    if (live && (!live.ackRecord || live.ackRecord.at <= at)) live.ackRecord = { verdict: verdict as Verdict, by: who.by ?? null, at, reason: who.reason ?? null };
     if (!live?.verdict || live.verdict.verdict !== verdict) return false;
     if (live.ackedVerdict === live.verdict.verdict && live.ackedAt !== undefined && live.ackedAt >= at) return false;
     live.ackedVerdict = live.verdict.verdict;

@@ -4,8 +4,9 @@
  * receipts file (the verdict from replay), or from a server's run API (its verdict, the contract from --contracts,
  * else from the server's contract API).
  */
-import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { existsSync, readFileSync } from 'node:fs';
+import { parseCommandArgs, specFor } from './spec.js';
+import './specs.js';
 import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { parseReceiptFile } from '../core/receipt.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
@@ -107,39 +108,32 @@ export async function fromServer(run: string, opts: { server: string; token?: st
 }
 
 export async function diffCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      contracts: { type: 'string' },
-      contract: { type: 'string' },
-      format: { type: 'string', default: 'mermaid' },
-      server: { type: 'string' },
-      token: { type: 'string', default: process.env.TOPOLOGY_AUDIT_TOKEN },
-      now: { type: 'string' },
-      run: { type: 'string' },
-    },
-  });
+  const parsed = parseCommandArgs(specFor('diff')!, argv);
+  const values = parsed.values as { contracts?: string; contract?: string; format: string; server: string; token?: string; now?: string; run?: string };
+  const positionals = parsed.positionals;
+  // A positional that is not a file is a run id, read from --server (default: $TOPOLOGY_AUDIT_SERVER or the local auditor).
+  const serverGiven = argv.some((a) => a === '--server' || a === '-s' || a.startsWith('--server='));
+  const fromRunApi = serverGiven || (positionals.length === 1 && !existsSync(positionals[0]));
   if (positionals.length !== 1) throw new UsageError('diff: give one run id (with --server) or one NDJSON receipts file');
   const format = values.format as DiffFormat;
   if (!(DIFF_FORMATS as readonly string[]).includes(format)) throw new UsageError(`diff: --format must be one of ${DIFF_FORMATS.join(', ')}`);
   const now = values.now !== undefined ? parseTimeArg('--now', values.now) : undefined;
   let input: DiffInput;
   try {
-    if (values.server) {
+    if (fromRunApi) {
       if (values.run && values.run !== positionals[0]) throw new UsageError('diff: with --server, the run is the positional argument');
-      input = await fromServer(positionals[0], { server: values.server, token: values.token, contracts: values.contracts, now });
+      input = await fromServer(positionals[0], { server: values.server, token: values.token ?? process.env.TOPOLOGY_AUDIT_TOKEN, contracts: values.contracts, now });
     } else {
       if (!values.contracts) throw new UsageError('diff: --contracts DIR is required for a receipts file');
       input = await fromFile(positionals[0], { contracts: values.contracts, run: values.run, now, contract: values.contract });
     }
   } catch (e) {
     if (e instanceof ServerError) {
-      io.stderr(`diff: ${e.message}\n`);
+      io.stderr(`topology-audit diff: ${e.message}\n`);
       return 2;
     }
     if (e instanceof NoGraphError) {
-      io.stderr(`diff: ${e.message}\n`);
+      io.stderr(`topology-audit diff: ${e.message}\n`);
       return 1;
     }
     throw e;

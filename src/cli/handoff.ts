@@ -243,11 +243,11 @@ async function boardCommand(args: string[], io: CliIO): Promise<number> {
       signal: AbortSignal.timeout(30_000),
     });
   } catch (e) {
-    io.stderr(`handoff board: server ${base} unreachable: ${(e as Error).message}\n`);
+    io.stderr(`topology-audit handoff board: server ${base} unreachable: ${(e as Error).message}\n`);
     return 2;
   }
   if (res.status === 401) {
-    io.stderr('handoff board: the server refused the token (401)\n');
+    io.stderr('topology-audit handoff board: the server refused the token (401)\n');
     return 2;
   }
   let body: unknown;
@@ -257,12 +257,12 @@ async function boardCommand(args: string[], io: CliIO): Promise<number> {
     body = null;
   }
   if (res.status === 404 && body !== null && typeof body === 'object' && /^unknown run /.test(String((body as { error?: unknown }).error))) {
-    io.stderr(`handoff board: the server has no run ${run}\n`);
+    io.stderr(`topology-audit handoff board: the server has no run ${run}\n`);
     return 1;
   }
   const board = body as HandoffBoard | null;
   if (res.status !== 200 || board === null || typeof board !== 'object' || board.run !== run || !Array.isArray(board.branches)) {
-    io.stderr(`handoff board: ${base} did not answer as a topology auditor (HTTP ${res.status})\n`);
+    io.stderr(`topology-audit handoff board: ${base} did not answer as a topology auditor (HTTP ${res.status})\n`);
     return 2;
   }
   io.stdout(values.json === true ? `${JSON.stringify(board)}\n` : renderBoard(board));

@@ -38,6 +38,9 @@ async function schemaCommand(argv: string[], io: Io): Promise<number> {
 export function errorLine(name: string, message: string): string {
   let m = message;
   for (const p of [`topology-audit ${name}: `, `${name}: `]) if (m.startsWith(p)) m = m.slice(p.length);
+  // A subcommand's own prefix ("contract diff: ...") names the command once: "topology-audit contract diff: ...".
+  const sub = new RegExp(`^(?:topology-audit )?${name} ([a-z-]+): `).exec(m);
+  if (sub) return `topology-audit ${name} ${sub[1]}: ${m.slice(sub[0].length)}\n`;
   return `topology-audit ${name}: ${m}\n`;
 }
 

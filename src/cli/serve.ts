@@ -374,12 +374,12 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   try {
     server = await startServer(registry, cfg);
   } catch (e) {
-    // Any listener that cannot start, a locked data directory or an unreadable row: say why and exit non-zero
-    // (never half-started: whatever did open was closed again).
+    // Any listener that cannot start, a locked data directory or an unreadable row: say why and exit 2, as --help
+    // says (never half-started: whatever did open was closed again).
     cfg.log('start_failed', { error: (e as Error).message });
     io.stderr(`topology-audit serve: cannot start: ${(e as Error).message}\n`);
-    setTimeout(() => process.exit(1), 300).unref();
-    return 1;
+    setTimeout(() => process.exit(2), 300).unref();
+    return 2;
   }
   const { ports } = server;
   cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, tls: tls !== undefined });

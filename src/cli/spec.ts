@@ -107,8 +107,38 @@ export function parseCommandArgs(spec: CommandSpec, argv: string[]): Parsed {
     const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
     return { values: values as Parsed['values'], positionals };
   } catch (e) {
-    throw new UsageError(`${(e as Error).message.replace(/\. To specify a positional.*$/s, '')}; see topology-audit ${spec.name} --help`);
+    const message = (e as Error).message.replace(/\. To specify a positional.*$/s, '');
+    const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];
+    const near = unknown ? closestFlag(unknown, [...spec.flags, HELP_FLAG].map((f) => f.name)) : null;
+    throw new UsageError(`${message}${near ? `; did you mean --${near}?` : ''}; see topology-audit ${spec.name} --help`);
   }
+}
+
+/** Edit distance (insert, delete, substitute, swap of neighbours) between two short strings. */
+export function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...new Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.length][b.length];
+}
+
+/** The known flag nearest to a mistyped one (at most 2 edits, or a unique prefix), or null. */
+export function closestFlag(typed: string, names: readonly string[]): string | null {
+  const prefixed = names.filter((n) => n.startsWith(typed));
+  if (prefixed.length === 1) return prefixed[0];
+  let best: string | null = null;
+  let bestD = 3;
+  for (const n of names) {
+    const dist = editDistance(typed, n);
+    if (dist < bestD) [best, bestD] = [n, dist];
+  }
+  return best;
 }
 
 /** A duration flag; the error names the valid units. */

@@ -1,5 +1,5 @@
 /** Help specs of the built-in commands (one entry each; new commands call registerSpec the same way). */
-import { type CommandSpec, type FlagSpec, EXIT_CODES, registerSpec } from './spec.js';
+import { allSpecs, renderHelp, type CommandSpec, type FlagSpec, EXIT_CODES, registerSpec } from './spec.js';
 
 const DEFAULT_SERVER = 'http://127.0.0.1:9464';
 export const serverFlag = (): FlagSpec => ({
@@ -156,15 +156,17 @@ registerSpec({
 registerSpec({
   name: 'ack',
   summary: 'acknowledge a run: it leaves topology_alerting_runs so its alert resolves',
-  usage: ['ack RUN [--server URL] [--token TOKEN] [--by NAME] [--silence DUR]'],
+  usage: ['ack RUN [--server URL] [--token TOKEN] [--by NAME] [--reason TEXT] [--silence DUR]'],
   flags: [
     serverFlag(),
     tokenFlag(),
     { name: 'by', type: 'string', value: 'NAME', help: 'who acknowledged (an identity, not free text; at most 64 of [A-Za-z0-9._@-])' },
+    { name: 'reason', type: 'string', value: 'TEXT', help: 'why, one line of at most 280 characters (stored, shown on the run and logged; never in metrics)' },
     { name: 'silence', type: 'string', value: 'DUR', help: "also silence the run's alerts in the server's Alertmanager for DUR (needs --by and serve --alertmanager-url)" },
     jsonFlag,
   ],
-  examples: ['topology-audit ack run-42 --server http://127.0.0.1:9464 --by oncall', 'topology-audit ack run-42 --by oncall --silence 4h'],
+  notes: ['The acknowledgement (verdict, who, when, why) is stored and outlives a restart: GET /api/v1/runs/{run} shows it as `ack`, the run page beside the verdict.'],
+  examples: ['topology-audit ack run-42 --server http://127.0.0.1:9464 --by oncall --reason "known flaky search tool, ticket OPS-12"', 'topology-audit ack run-42 --by oncall --silence 4h'],
   exits: [
     [0, 'acknowledged (or already acknowledged)'],
     [2, 'usage error; unknown run, server unreachable or not an auditor API'],
@@ -179,7 +181,7 @@ registerSpec({
     { name: 'contracts', type: 'string', value: 'DIR', help: 'directory of contract YAML files (offline, or instead of the server contract API)' },
     { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
     { name: 'format', type: 'string', value: 'FMT', default: 'mermaid', help: 'mermaid, dot or svg' },
-    { name: 'server', type: 'string', value: 'URL', help: "read the run from this auditor's API" },
+    { ...serverFlag(), help: "read the run from this auditor's API (a RUN that is not a file is always read from it)" },
     tokenFlag(),
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit as of this time (file input)' },
     { name: 'run', type: 'string', value: 'ID', help: 'the run to draw when the file holds several' },
@@ -239,17 +241,20 @@ registerSpec({
 registerSpec({
   name: 'propose',
   summary: 'draft a candidate contract (YAML, candidate: true) from observed receipts, for review',
-  usage: ['propose FILE... [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--min-share 0.05]'],
+  usage: ['propose FILE... [--contracts DIR] [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]'],
   flags: [
     { name: 'server', short: 's', type: 'string', value: 'URL', help: "read the runs stored by this auditor's API instead of files" },
+    { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'contracts in force for files (edges they forbid are marked, not drafted); with --server, more versions to count the next one from' },
     { name: 'since', type: 'string', value: 'DUR', help: 'with --server: only runs updated within this long (ms, s, m, h or d)' },
     { name: 'contract-id', type: 'string', value: 'ID', help: 'contract id of the draft (default: the contract the runs pinned, else "proposed")' },
-    { name: 'version', type: 'string', value: 'V', help: 'version of the draft (default: one above the newest pinned numeric version)' },
+    { name: 'version', type: 'string', value: 'V', help: 'version of the draft (default: one above the newest known version of that contract, "1" for a new one)' },
     { name: 'phase', type: 'string', value: 'NAME', help: 'phase name of the draft' },
     { name: 'min-share', type: 'string', value: 'SHARE', default: '0.05', help: 'edges seen in fewer runs than this share are commented out with their counts' },
     tokenFlag(),
   ],
-  notes: ['Review every edge against the intended design, then shadow-evaluate the draft (serve --shadow) before publishing it. docs/contracts.md'],
+  notes: [
+    'Every entry carries its evidence (# seen in 48 of 50 runs). An edge that made runs forbidden_edge under the\nversion in force is commented out and marked (# forbidden under research-publish@3 in 2 runs: review); it is\nnever in the plan. Review every edge against the intended design, then shadow-evaluate the draft\n(serve --shadow) before publishing it. docs/contracts.md',
+  ],
   examples: ['topology-audit propose runs/*.ndjson --contract-id my-agents > contracts/my-agents.yaml', 'topology-audit propose --server http://127.0.0.1:9464 --since 24h'],
   exits: exit(0, 2),
 });
@@ -300,3 +305,13 @@ registerSpec({
     [2, 'usage error, unreadable file, or not an OTLP trace dump'],
   ],
 });
+
+/**
+ * The "Commands" section of docs/cli.md: every registered command's --help, rendered from the same table as --help
+ * (scripts/gen-cli-docs.mjs writes it; test/cli-docs.test.ts fails when the file and the table disagree).
+ */
+export function commandsReference(): string {
+  const out = ['## Commands', '', '(The `--help` output of each command, generated from `src/cli/specs.ts` by `node scripts/gen-cli-docs.mjs`.)'];
+  for (const spec of allSpecs()) out.push('', `### ${spec.name}`, '', '```text', renderHelp(spec).trimEnd(), '```');
+  return out.join('\n') + '\n';
+}

@@ -232,7 +232,7 @@ export class ClusterCoordinator {
       }
     }
     // Acknowledgements of the partitions' runs made anywhere before.
-    for (const ack of await this.pg.acksSince(0, parts)) engine.applyAck(ack.run, ack.verdict, ack.ackedAt);
+    for (const ack of await this.pg.acksSince(0, parts)) engine.applyAck(ack.run, ack.verdict, ack.ackedAt, ack);
     this.takeovers += parts.length;
     this.hooks.log('partitions_taken', { partitions: parts.length, runs: adopted, ms: this.hooks.clock() - started });
   }
@@ -269,7 +269,7 @@ export class ClusterCoordinator {
       if (entries.length < SPAN_LOG_PAGE) await this.readLangGraphRoots?.(began - LANGGRAPH_SETTLE_MS);
     }
     for (const ack of await this.pg.acksSince(this.ackCursor, this.ownedParts())) {
-      this.engine!.applyAck(ack.run, ack.verdict, ack.ackedAt);
+      this.engine!.applyAck(ack.run, ack.verdict, ack.ackedAt, ack);
       this.ackCursor = ack.seq;
     }
     for (;;) {

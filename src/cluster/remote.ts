@@ -7,6 +7,7 @@
 import type { DetachedRun, RemoteRuns } from '../audit/engine.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { PinRecord } from '../store/index.js';
+import type { AckRecord, Verdict } from '../core/types.js';
 
 export class SharedStoreRuns implements RemoteRuns {
   private readonly cache = new Map<string, { at: number; run: DetachedRun | null }>();
@@ -30,6 +31,11 @@ export class SharedStoreRuns implements RemoteRuns {
     if (this.cache.size >= (this.opts.maxCached ?? 1000)) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(run, { at: now, run: detached });
     return detached;
+  }
+
+  async ack(run: string): Promise<AckRecord | null> {
+    const a = await this.pg.getAck(run);
+    return a ? { verdict: a.verdict as Verdict, by: a.by, at: a.ackedAt, reason: a.reason } : null;
   }
 
   async pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null> {

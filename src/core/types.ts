@@ -89,6 +89,20 @@ export interface Receipt {
 }
 
 /** The pin a run is audited against. */
+/**
+ * An operator's acknowledgement of a run's verdict: which verdict, who (an identity, not free text), when (ms since
+ * epoch) and why (operator text, bounded by ACK_REASON_MAX; never in metrics). Stored, shown on the run, logged.
+ */
+export interface AckRecord {
+  verdict: Verdict;
+  by: string | null;
+  at: number;
+  reason: string | null;
+}
+
+/** Longest ack reason kept (characters). */
+export const ACK_REASON_MAX = 280;
+
 export interface Pin {
   contract: string;
   version: string;

@@ -19,6 +19,23 @@ export interface ProposeOptions {
   phase?: string;
   /** Percentile of observed delays for `within` (default 99). */
   percentile?: number;
+  /** Versions of a contract already known (loaded by the auditor or in --contracts): the draft takes the next one. */
+  knownVersions?: (contract: string) => readonly string[];
+  /** Edges that made runs forbidden_edge under the version in force: marked in the draft, kept out of it. */
+  forbidden?: readonly ForbiddenObservation[];
+}
+
+/** One run's forbidden_edge finding: the edge key "a -> b : kind" and the pin it was judged under ("c@v"). */
+export interface ForbiddenObservation {
+  run: string;
+  edge: string;
+  under: string;
+}
+
+/** An observed edge the version in force forbids: commented out of the draft with its pin and run count. */
+export interface ForbiddenEdge extends DraftEdge {
+  under: string[];
+  forbiddenRuns: number;
 }
 
 export interface DraftEdge {
@@ -57,6 +74,8 @@ export interface Draft {
   allow: DraftEdge[];
   /** Edges below --min-share: left out, shown as commented lines with their counts. */
   rare: DraftEdge[];
+  /** Edges that made runs forbidden_edge under the version in force: left out, marked for review. */
+  forbidden: ForbiddenEdge[];
   plan: DraftStep[];
   outcome: 'required' | 'optional';
   outcomeRuns: number;
@@ -98,6 +117,36 @@ function starter(s: RunState): string | null {
   return best?.from ?? null;
 }
 
+/**
+ * The draft's version: one above the newest numeric version known for the contract (loaded, or named by the runs'
+ * run.start receipts of that contract); "1" for a contract nobody knows yet.
+ */
+export function nextVersion(known: readonly string[], runs: readonly RunState[], contract: string): string {
+  const vs = new Set(known);
+  for (const s of runs) {
+    const st = s.firstStart();
+    if (st?.contract === contract && st.version) vs.add(st.version);
+  }
+  if (vs.size === 0) return '1';
+  const numeric = [...vs].filter((v) => /^\d+$/.test(v)).sort(compareContractVersions);
+  if (numeric.length) return String(Number(numeric.at(-1)) + 1);
+  let i = 1;
+  while (vs.has(`candidate-${i}`)) i++;
+  return `candidate-${i}`;
+}
+
+function forbiddenByEdge(obs: readonly ForbiddenObservation[], runs: Set<string>): Map<string, { under: Set<string>; runs: Set<string> }> {
+  const out = new Map<string, { under: Set<string>; runs: Set<string> }>();
+  for (const o of obs) {
+    if (!runs.has(o.run)) continue;
+    let e = out.get(o.edge);
+    if (!e) out.set(o.edge, (e = { under: new Set(), runs: new Set() }));
+    e.under.add(o.under);
+    e.runs.add(o.run);
+  }
+  return out;
+}
+
 /** Draft a contract from receipts. Throws ProposeError when there is nothing to draft from. */
 export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions = {}): Draft {
   const minShare = opts.minShare ?? 0.05;
@@ -111,23 +160,17 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
   // Names: contract, version and phase as the runs' run.start receipts name them, unless given.
   const contracts = new Map<string, number>();
   const phases = new Map<string, number>();
-  const versions = new Set<string>();
   const owners = new Map<string, number>();
   for (const s of runs) {
     const st = s.firstStart();
     if (st?.contract) contracts.set(st.contract, (contracts.get(st.contract) ?? 0) + 1);
     if (st?.phase) phases.set(st.phase, (phases.get(st.phase) ?? 0) + 1);
-    if (st?.version) versions.add(st.version);
     const o = starter(s);
     if (o) owners.set(o, (owners.get(o) ?? 0) + 1);
   }
   const contract = opts.contractId ?? mostCommon(contracts)?.[0] ?? 'proposed';
   const phase = opts.phase ?? mostCommon(phases)?.[0] ?? 'main';
-  let version = opts.version;
-  if (version === undefined) {
-    const vs = [...versions];
-    version = vs.length && vs.every((v) => /^\d+$/.test(v)) ? String(Number(vs.sort(compareContractVersions).at(-1)) + 1) : 'candidate-1';
-  }
+  const version = opts.version ?? nextVersion(opts.knownVersions?.(contract) ?? [], runs, contract);
   const [owner, ownerRuns] = mostCommon(owners)!;
 
   // Per concrete edge: runs showing it, most observations in one run, and which runs.
@@ -150,8 +193,12 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
   const all = [...edges.values()].sort((a, b) => b.runs.size - a.runs.size || cmp(a.from, b.from) || cmp(a.to, b.to) || cmp(a.kind, b.kind));
   const rare: DraftEdge[] = [];
   const kept: Obs[] = [];
+  const forbiddenBy = forbiddenByEdge(opts.forbidden ?? [], new Set(runs.map((s) => s.run)));
+  const forbidden: ForbiddenEdge[] = [];
   for (const o of all) {
-    if (o.runs.size < rareBelow) rare.push({ from: o.from, to: [o.to], kind: o.kind, max: o.max, runs: o.runs.size, perTarget: [o.runs.size] });
+    const f = forbiddenBy.get(edgeKey(o.from, o.to, o.kind));
+    if (f) forbidden.push({ from: o.from, to: [o.to], kind: o.kind, max: o.max, runs: o.runs.size, perTarget: [o.runs.size], under: [...f.under].sort(), forbiddenRuns: f.runs.size });
+    else if (o.runs.size < rareBelow) rare.push({ from: o.from, to: [o.to], kind: o.kind, max: o.max, runs: o.runs.size, perTarget: [o.runs.size] });
     else kept.push(o);
   }
 
@@ -284,6 +331,7 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
     agents: [owner, ...[...declared].filter((a) => a !== owner).sort()],
     allow,
     rare,
+    forbidden,
     plan,
     outcome: outcomeRuns * 2 > n ? 'required' : 'optional',
     outcomeRuns,
@@ -327,6 +375,9 @@ export function draftYaml(d: Draft): string {
     const missing = [e.from, ...e.to].filter((a) => !declared.has(a));
     const note = missing.length ? `; ${missing.join(', ')} would need adding to agents` : '';
     out.push(`  # - ${allowLine(e)}   # seen in ${e.runs} of ${n} runs (below --min-share ${d.minShare}): left out${note}`);
+  }
+  for (const e of d.forbidden) {
+    out.push(`  # - ${allowLine(e)}   # forbidden under ${e.under.join(', ')} in ${e.forbiddenRuns} run${e.forbiddenRuns === 1 ? '' : 's'}: review (seen in ${e.runs} of ${n} runs)`);
   }
   out.push('phases:');
   out.push(`  ${q(d.phase)}:`);

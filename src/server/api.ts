@@ -3,7 +3,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseReceiptLine } from '../core/receipt.js';
 import { verdictJson } from '../core/meaning.js';
 import { shadowJson } from '../core/shadow.js';
-import type { Receipt, RunVerdict } from '../core/types.js';
+import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
+import { ACK_BY, ackReasonProblem } from '../core/ack.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
 import { LiveLimitError, type AuditEngine } from '../audit/engine.js';
 import { handoffBoard } from '../handoff/board.js';
@@ -34,7 +35,9 @@ export interface ApiOptions {
   /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
   otlpHttpPort?: () => number;
   /** Acknowledge a run (POST /api/v1/runs/{run}/ack): it leaves the alerting series. */
-  ack?: (run: string, by: string | undefined) => { acked: boolean; at: string } | null | Promise<{ acked: boolean; at: string } | null>;
+  ack?: (run: string, who: { by: string | null; reason: string | null }) => Promise<{ acked: boolean; record: AckRecord } | null>;
+  /** The alert window and stall time the gauges use (the runs list's `alerting` and `stalled`). */
+  alertTimes?: { windowMs: number; stallMs: number };
   /** The Alertmanager silence that matches a run's alert (serve --alertmanager-url): shown on GET /api/v1/runs/{run}. */
   silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>;
   /** Creates an Alertmanager silence of a run's alerts (POST /api/v1/runs/{run}/ack?by=NAME&silence=DUR). */
@@ -62,22 +65,30 @@ export async function runJson(engine: AuditEngine, run: string, silenceOf?: (v: 
   const r = await engine.fetch(run, Date.now());
   if (!r) return null;
   const silence = silenceOf ? { silence: await silenceOf(r.verdict) } : {};
-  return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), ...silence, receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
+  const ack = await engine.fetchAck(run);
+  return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), ack: ack ? ackJson(ack) : null, ...silence, receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
 }
 
 /**
  * `ack --silence DUR`: an Alertmanager silence of the run's alerts, created by the server's Alertmanager client.
  * Checked before the acknowledgement; an Alertmanager that takes no silence answers 502 (the run stays acknowledged).
  */
-function silenceArgs(url: URL, by: string | undefined, opts: ApiOptions): { ms: number } | { error: string; status: number } | null {
+function silenceArgs(url: URL, by: string | null, opts: ApiOptions): { ms: number } | { error: string; status: number } | null {
   const text = url.searchParams.get('silence');
   if (text === null) return null;
   const ms = parseDuration(text);
   if (ms === null || ms <= 0) return { status: 400, error: 'silence: a duration such as 30m, 4h or 2d' };
   if (!opts.silence) return { status: 400, error: 'silence: no Alertmanager is configured on this server (serve --alertmanager-url)' };
-  if (by === undefined) return { status: 400, error: 'silence: needs by=NAME (Alertmanager records who created a silence)' };
+  if (by === null) return { status: 400, error: 'silence: needs by=NAME (Alertmanager records who created a silence)' };
   return { ms };
 }
+
+/** An acknowledgement as the API shows it (`current`: it covers the run's verdict now). */
+export function ackJson(a: AckRecord & { current?: boolean }) {
+  return { verdict: a.verdict, by: a.by, at: new Date(a.at).toISOString(), reason: a.reason, ...(a.current !== undefined ? { current: a.current } : {}) };
+}
+
+const flag = (v: string | null): boolean | undefined => (v === 'true' || v === '1' ? true : v === 'false' || v === '0' ? false : undefined);
 
 /**
  * Wait until the run's verdict is settled or `ms` pass; resolves with the latest verdict (or null if the run is
@@ -191,14 +202,17 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
         if (ackMatch && opts.ack) {
           if (req.method !== 'POST') return json(res, 405, { error: 'use POST' }, { allow: 'POST' });
           req.resume();
-          const by = url.searchParams.get('by') ?? undefined;
-          if (by !== undefined && !/^[A-Za-z0-9._@-]{1,64}$/.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
+          const by = url.searchParams.get('by');
+          if (by !== null && !ACK_BY.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
+          const reason = url.searchParams.get('reason');
+          const bad = reason === null ? null : ackReasonProblem(reason);
+          if (bad) return json(res, 400, { error: `reason: ${bad}` });
           const silenceReq = silenceArgs(url, by, opts);
           if (silenceReq && 'error' in silenceReq) return json(res, silenceReq.status, { error: silenceReq.error });
           const run = decodePathSegment(ackMatch[1]);
-          const r = await opts.ack(run, by);
+          const r = await opts.ack(run, { by, reason: reason || null });
           if (!r) return json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
-          const answer = { run, acked: true, at: r.at, already: !r.acked };
+          const answer = { run, acked: true, at: new Date(r.record.at).toISOString(), already: !r.acked, ack: ackJson(r.record) };
           if (!silenceReq) return json(res, 200, answer);
           const verdict = engine.verdictOf(run)?.verdict ?? (await engine.fetchVerdict(run, Date.now()))?.verdict ?? 'unknown';
           try {
@@ -314,7 +328,14 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
   const [, , resource, id, sub] = parts;
   if (resource === 'runs' && id === undefined) {
     const limit = Math.min(Math.max(Number(url.searchParams.get('limit') ?? 100) || 100, 1), 10_000);
-    const rows = await engine.listAll({ verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit }, Date.now());
+    const q = url.searchParams;
+    const order = q.get('order') ?? 'newest';
+    if (order !== 'newest' && order !== 'oldest') return json(res, 400, { error: 'order: newest or oldest' });
+    for (const k of ['acked', 'alerting', 'stalled']) if (q.has(k) && flag(q.get(k)) === undefined) return json(res, 400, { error: `${k}: true or false` });
+    const rows = await engine.listAll(
+      { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, oldest: order === 'oldest', acked: flag(q.get('acked')), alerting: flag(q.get('alerting')), stalled: flag(q.get('stalled')), ...opts.alertTimes },
+      Date.now(),
+    );
     return json(res, 200, {
       runs: rows.map((r) => ({
         run: r.verdict.run,
@@ -326,6 +347,9 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
         firstFinding: r.verdict.findings.find((f) => f.verdict === r.verdict.verdict)?.message ?? null,
         startedAt: Number.isFinite(r.firstAt) ? new Date(r.firstAt).toISOString() : null,
         updatedAt: new Date(r.updatedAt).toISOString(),
+        acked: r.alert?.acked ?? null,
+        alerting: r.alert?.alerting ?? null,
+        stalled: r.alert?.stalled ?? null,
       })),
     });
   }

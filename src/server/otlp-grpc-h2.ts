@@ -1,7 +1,7 @@
 /**
  * OTLP/gRPC receiver on node:http2 directly: TraceService/Export as a unary gRPC method, without a general gRPC
  * server library in the request path (about half of the CPU @grpc/grpc-js spent per export went to its own
- * machinery; see docs/performance.md).
+ * machinery; see docs/internals/performance.md).
  *
  * What it speaks (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md):
  * - POST /opentelemetry.proto.collector.trace.v1.TraceService/Export with content-type application/grpc or

@@ -14,6 +14,7 @@ import { sourceAgentsOf } from '../ingest/trust.js';
 import { createAlertmanagerMetrics, createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
 import { Alerting, type AlertingConfig, type SilenceView } from '../alerting/index.js';
 import { ReceiptStore } from '../store/index.js';
+import type { AckRecord } from '../core/types.js';
 import { PgStore } from '../store/pg-store.js';
 import { ClusterCoordinator } from '../cluster/coordinator.js';
 import { ClusterEngineStore } from '../cluster/engine-store.js';
@@ -283,7 +284,28 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     },
     shadow: cfg.shadow,
   });
+  const alertWindowMs = cfg.alertWindowMs ?? DEFAULTS.alertWindowMs;
+  const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
   const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(Date.now());
+  // Acknowledgements outlive a restart: each applies again while its run is still in the acknowledged verdict.
+  if (!cluster) for (const { run, ack } of (engineStore as ReceiptStore).acks()) engine.applyAck(run, ack.verdict, ack.at, ack);
+  /** An operator's acknowledgement: stored (SQLite at once; PostgreSQL for every instance) before the API answers. */
+  const acknowledge = async (run: string, who: { by: string | null; reason: string | null }): Promise<{ acked: boolean; record: AckRecord } | null> => {
+    const now = Date.now();
+    if (!cluster) {
+      const local = engine.ack(run, now, who);
+      if (local?.acked) (engineStore as ReceiptStore).putAck(run, local.record);
+      return local;
+    }
+    // In a cluster the acknowledgement goes to the shared store; the run's owner applies it to its alerting series.
+    const v = engine.verdictOf(run) ?? (await engine.fetchVerdict(run, now));
+    if (!v) return null;
+    const local = engine.ack(run, now, who);
+    if (local && !local.acked) return local;
+    const record: AckRecord = local?.record ?? { verdict: v.verdict, by: who.by, at: now, reason: who.reason };
+    await cluster.pg.putAck(run, record.verdict, record.at, record);
+    return { acked: true, record };
+  };
   if (!cluster) cfg.log('restored', restored);
   if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
@@ -344,16 +366,12 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       unmapped: () => pipeline.unmapped.snapshot(),
       cluster: cluster ? () => ({ store: 'postgres', instance: cluster!.pg.instance, ...cluster!.stats(), ownedPartitions: cluster!.ownedParts() }) : undefined,
       otlpHttpPort: () => bound.otlpHttp,
-      ack: async (run) => {
-        const now = Date.now();
-        if (!cluster) return engine.ack(run, now);
-        // In a cluster the acknowledgement goes to the shared store; the run's owner applies it to its alerting series.
-        const v = engine.verdictOf(run) ?? (await engine.fetchVerdict(run, now));
-        if (!v) return null;
-        const local = engine.ack(run, now);
-        await cluster.pg.putAck(run, v.verdict, now);
-        return local ?? { acked: true, at: new Date(now).toISOString() };
+      ack: async (run, who) => {
+        const r = await acknowledge(run, who);
+        if (r) cfg.log('ack', { run, verdict: r.record.verdict, by: r.record.by, at: new Date(r.record.at).toISOString(), ...(r.record.reason ? { reason: r.record.reason } : {}), already: !r.acked });
+        return r;
       },
+      alertTimes: { windowMs: alertWindowMs, stallMs: stallAfterMs },
       version: cfg.version,
       onLongPolls: (n) => resources.setLongPolls(n),
       onLiveLimit: (l) => resources.liveLimited(l, 'ndjson'),
@@ -396,8 +414,6 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   ports.otlpGrpc = grpcServer.port;
   bound.api = ports.api;
   bound.otlpHttp = ports.otlpHttp;
-  const alertWindowMs = cfg.alertWindowMs ?? DEFAULTS.alertWindowMs;
-  const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
   const logIntervalMs = cfg.logIntervalMs ?? DEFAULTS.logIntervalMs;
   let lastSummary = Date.now();
   let lastAlerting = 0;

@@ -121,6 +121,11 @@ CREATE INDEX acks_by_part_seq ON acks (part, seq);
     version: 3,
     sql: `ALTER TABLE instances ADD COLUMN at_limit boolean NOT NULL DEFAULT false;`,
   },
+  {
+    // Who acknowledged a run and why (operator text, bounded by the API), shown on the run after any restart.
+    version: 4,
+    sql: `ALTER TABLE acks ADD COLUMN acked_by text, ADD COLUMN reason text;`,
+  },
 ];
 
 /** The newest schema version this build knows. */

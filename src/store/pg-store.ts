@@ -436,22 +436,29 @@ export class PgStore {
   }
 
   /** Records that an operator acknowledged `verdict` of `run` (the latest acknowledgement wins). */
-  async putAck(run: string, verdict: string, ackedAt: number): Promise<void> {
+  async putAck(run: string, verdict: string, ackedAt: number, who: { by?: string | null; reason?: string | null } = {}): Promise<void> {
     await this.inTransaction(async (client) => {
       await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
       await client.query(
-        `INSERT INTO acks (run, part, verdict, acked_at, seq) VALUES ($1, $2, $3, $4, nextval('acks_seq'))
-         ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, acked_at = excluded.acked_at, seq = excluded.seq`,
-        [run, this.partitionOf(run), verdict, ackedAt],
+        `INSERT INTO acks (run, part, verdict, acked_at, seq, acked_by, reason) VALUES ($1, $2, $3, $4, nextval('acks_seq'), $5, $6)
+         ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, acked_at = excluded.acked_at, seq = excluded.seq, acked_by = excluded.acked_by, reason = excluded.reason`,
+        [run, this.partitionOf(run), verdict, ackedAt, who.by ?? null, who.reason ?? null],
       );
     });
   }
 
+  /** The latest acknowledgement of a run, from any instance. */
+  async getAck(run: string): Promise<{ verdict: string; ackedAt: number; by: string | null; reason: string | null } | null> {
+    const res = await this.pool.query('SELECT verdict, acked_at, acked_by, reason FROM acks WHERE run = $1', [run]);
+    const r = res.rows[0] as Row | undefined;
+    return r ? { verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null } : null;
+  }
+
   /** Acknowledgements of partitions `parts` written after `afterSeq`, in seq order. */
-  async acksSince(afterSeq: number, parts: readonly number[]): Promise<{ seq: number; run: string; verdict: string; ackedAt: number }[]> {
+  async acksSince(afterSeq: number, parts: readonly number[]): Promise<{ seq: number; run: string; verdict: string; ackedAt: number; by: string | null; reason: string | null }[]> {
     if (parts.length === 0) return [];
-    const res = await this.pool.query('SELECT seq, run, verdict, acked_at FROM acks WHERE part = ANY($1::int[]) AND seq > $2 ORDER BY seq LIMIT 10000', [[...parts], afterSeq]);
-    return res.rows.map((r: Row) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at) }));
+    const res = await this.pool.query('SELECT seq, run, verdict, acked_at, acked_by, reason FROM acks WHERE part = ANY($1::int[]) AND seq > $2 ORDER BY seq LIMIT 10000', [[...parts], afterSeq]);
+    return res.rows.map((r: Row) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null }));
   }
 
   /** Runs per stored verdict (runs not evaluated yet are left out), optionally of one pinned contract. */

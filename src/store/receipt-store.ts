@@ -20,7 +20,7 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import type { Pin, Receipt, Verdict } from '../core/types.js';
+import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
@@ -34,6 +34,15 @@ export interface StoredReceipt {
   /** compactReceiptJson(receipt), when the caller already made it (then it is not made again). */
   body?: string;
 }
+
+interface AckRow {
+  verdict: string;
+  by: string | null;
+  acked_at: number;
+  reason: string | null;
+}
+
+const ackOf = (row: AckRow): AckRecord => ({ verdict: row.verdict as Verdict, by: row.by, at: Number(row.acked_at), reason: row.reason });
 
 export type AppendOutcome = 'accepted' | 'duplicate' | 'conflict';
 
@@ -221,6 +230,10 @@ export class ReceiptStore {
     prunable: Database.Statement<[number], { run: string }>;
     deleteReceipts: Database.Statement<[string]>;
     deletePin: Database.Statement<[string]>;
+    deleteAck: Database.Statement<[string]>;
+    putAck: Database.Statement<[string, string, string | null, number, string | null]>;
+    getAck: Database.Statement<[string], AckRow>;
+    allAcks: Database.Statement<[], AckRow & { run: string }>;
     deleteRun: Database.Statement<[string]>;
     isNewRun: Database.Statement<[string], { one: number }>;
     insertSpanLog: Database.Statement<[string, number, string]>;
@@ -271,6 +284,10 @@ export class ReceiptStore {
       prunable: db.prepare('SELECT run FROM runs WHERE settled = 1 AND updated_at < ?'),
       deleteReceipts: db.prepare('DELETE FROM receipts WHERE run = ?'),
       deletePin: db.prepare('DELETE FROM pins WHERE run = ?'),
+      deleteAck: db.prepare('DELETE FROM acks WHERE run = ?'),
+      putAck: db.prepare('INSERT INTO acks (run, verdict, by, acked_at, reason) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, by = excluded.by, acked_at = excluded.acked_at, reason = excluded.reason'),
+      getAck: db.prepare('SELECT verdict, by, acked_at, reason FROM acks WHERE run = ?'),
+      allAcks: db.prepare('SELECT run, verdict, by, acked_at, reason FROM acks'),
       deleteRun: db.prepare('DELETE FROM runs WHERE run = ?'),
       isNewRun: db.prepare('SELECT 1 AS one FROM runs WHERE run = ?'),
       insertSpanLog: db.prepare('INSERT INTO span_log (trace_id, logged_at, body) VALUES (?, ?, ?)'),
@@ -430,6 +447,28 @@ export class ReceiptStore {
     this.scheduleFlush();
   }
 
+  /**
+   * Records an acknowledgement (the run's latest replaces an earlier one). Committed at once, on its own, before the
+   * API answers: an acknowledgement is an operator's action and outlives a restart.
+   */
+  putAck(run: string, ack: AckRecord): void {
+    try {
+      this.stmt.putAck.run(run, ack.verdict, ack.by, ack.at, ack.reason);
+    } catch (e) {
+      throw new StoreCommitError(e);
+    }
+  }
+
+  getAck(run: string): AckRecord | null {
+    const row = this.stmt.getAck.get(run);
+    return row ? ackOf(row) : null;
+  }
+
+  /** Every stored acknowledgement (restored at start). */
+  acks(): { run: string; ack: AckRecord }[] {
+    return this.stmt.allAcks.all().map((row) => ({ run: row.run, ack: ackOf(row) }));
+  }
+
   /** Stores pinned contract content by its hash (first write wins; a hash names one content). */
   putContractContent(hash: string, contract: string, version: string, content: string): void {
     if (this.storedContracts.has(hash) || this.pendingContracts.has(hash)) return;
@@ -455,6 +494,7 @@ export class ReceiptStore {
       for (const run of runs) {
         receipts += this.stmt.deleteReceipts.run(run).changes;
         this.stmt.deletePin.run(run);
+        this.stmt.deleteAck.run(run);
         this.stmt.deleteRun.run(run);
       }
       return { runs: runs.length, receipts };

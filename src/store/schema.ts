@@ -8,6 +8,7 @@
  * runs: one row per live run: first receipt time (server clock), last update, last verdict.
  * pins: the pin of a run, first write wins.
  * contracts: pinned contract content by content hash, so a running run keeps its pinned content.
+ * acks: the latest acknowledgement of a run (verdict, who, when, why); deleted with the run.
  */
 export const SCHEMA_VERSION = 1;
 
@@ -44,6 +45,13 @@ CREATE TABLE IF NOT EXISTS span_log (
   body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS span_log_by_age ON span_log (logged_at);
+CREATE TABLE IF NOT EXISTS acks (
+  run TEXT PRIMARY KEY,
+  verdict TEXT NOT NULL,
+  by TEXT,
+  acked_at INTEGER NOT NULL,
+  reason TEXT
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS contracts (
   hash TEXT PRIMARY KEY,
   contract TEXT NOT NULL,

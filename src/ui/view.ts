@@ -158,6 +158,8 @@ export interface RunView {
   meaning: string;
   naiveMeaning: string;
   nextChangeAt: string | null;
+  /** The run's latest acknowledgement (`current`: it covers the verdict now). */
+  ack: { verdict: string; by: string | null; at: string; reason: string | null; current: boolean } | null;
   graph: GraphView | null;
   /** Why there is no graph. */
   graphMissing?: string;
@@ -167,6 +169,11 @@ export interface RunView {
 }
 
 const byTime = (a: Receipt, b: Receipt) => instant(a.at) - instant(b.at) || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0);
+
+async function ackView(engine: AuditEngine, run: string): Promise<RunView['ack']> {
+  const a = await engine.fetchAck(run);
+  return a ? { verdict: a.verdict, by: a.by, at: new Date(a.at).toISOString(), reason: a.reason, current: a.current } : null;
+}
 
 /** Everything the run page shows. */
 export async function runView(engine: AuditEngine, run: string, now: number, silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>): Promise<RunView | null> {
@@ -195,6 +202,7 @@ export async function runView(engine: AuditEngine, run: string, now: number, sil
         ? 'The naive rule (at least one event, every local status ok, parent not failed) calls this run green.'
         : 'The naive rule (at least one event, every local status ok, parent not failed) calls this run red.',
     nextChangeAt: v.nextChangeAt !== null ? new Date(v.nextChangeAt).toISOString() : null,
+    ack: await ackView(engine, run),
     graph,
     ...(graphMissing ? { graphMissing } : {}),
     ...silence,

@@ -78,6 +78,14 @@ function silenceCard(v: RunView): HTMLElement | string {
   );
 }
 
+/** Who acknowledged the run, when and why (operator text, shown as text). */
+function ackNote(v: RunView): HTMLElement | null {
+  const a = v.ack;
+  if (!a) return null;
+  const lead = a.current ? 'Acknowledged' : `Acknowledged earlier (as ${a.verdict})`;
+  return h('p', { class: 'ack', 'data-ack': a.current ? 'current' : 'earlier' }, `${lead}${a.by ? ` by ${a.by}` : ''} `, agoEl(a.at), a.reason ? `: ${a.reason}` : '');
+}
+
 function summary(v: RunView): HTMLElement {
   const run = v.run;
   const differs = (run.naive === 'green') !== (run.verdict === 'healthy');
@@ -93,6 +101,7 @@ function summary(v: RunView): HTMLElement {
         h('div', { class: 'label', id: 'verdict-label' }, 'Verdict'),
         h('div', { class: 'value', 'aria-labelledby': 'verdict-label', 'data-verdict': run.verdict }, verdictBadge(run.verdict, true), h('span', { class: 'badge settled' }, run.settled ? 'settled' : 'open')),
         h('p', {}, v.meaning, '.'),
+        ackNote(v),
       ),
       h(
         'div',
