@@ -5,7 +5,7 @@ import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptio
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 import { idReason, withEvidence } from './trust.js';
-import { INVALID_NAME, isLangGraphSpan, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
+import { INVALID_NAME, isLangGraphSpan, isTaskPath, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
 import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
 import { UnmappedTracker } from './unmapped.js';
 
@@ -53,6 +53,8 @@ export interface LoggedSpan {
   node?: string | null;
   /** langgraph: the agent a `transfer_to_<agent>` span names ('' when not an id), else null */
   xfer?: string | null;
+  /** langgraph: the node's checkpoint namespace (node names and task ids only, isTaskPath), when it has one */
+  ns?: string;
 }
 
 /** One trace's spans of one batch, as logged while the trace holds pending work. */
@@ -115,8 +117,10 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     return { ...base, op: 'handoff', st: x.st, sc: x.sc, run: x.run as string | null, from: x.from as string | null, to: x.to as string | null };
   }
   if (x.op === 'langgraph') {
-    if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer)) return null;
-    return { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
+    if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer) || !(x.ns === undefined || isTaskPath(x.ns))) return null;
+    const out: LoggedSpan = { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
+    if (x.ns !== undefined) out.ns = x.ns;
+    return out;
   }
   if (x.op === 'lgroot') {
     if (!isRunId(x.run)) return null;
@@ -126,7 +130,9 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
 }
 
 function logLangGraph(traceId: string, spanId: string, l: LgSpan): LoggedSpan {
-  return { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
+  const out: LoggedSpan = { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
+  if (l.ns) out.ns = l.ns;
+  return out;
 }
 
 /** The run of a LangGraph root span (after withRun): its `topology.run.id`, else its trace. */
@@ -375,7 +381,7 @@ export class SpanPipeline {
       } else if (l.op === 'relay') relays.push(places[i]);
       else if (l.op === 'langgraph') {
         // The trace waits for its graph root again, with the sources that sent its spans.
-        this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
+        this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, ns: l.ns ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
       }
     });
     // A forwarded root waits for the next read of the shared span log like one that arrived here (readLangGraphRoots);

@@ -10,7 +10,7 @@
 import { OtlpDecodeError } from './errors.js';
 import { isKeptAttributeKey } from './types.js';
 import { frameworkScopeOf } from './keys.js';
-import { langgraphNodeOfString, LANGGRAPH_NODE_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
+import { langgraphFieldsOfString, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 
 type Attrs = Record<string, AttrValue>;
@@ -230,9 +230,12 @@ function decodeKeptAttributes(value: unknown, trail: Trail, field: string): Attr
     }
     const key = kv.key;
     if (key === METADATA_ATTRIBUTE) {
-      // Only the `langgraph_node` field of the JSON string is read (src/otlp/metadata.ts).
-      const v = isObject(kv.value) && typeof kv.value.stringValue === 'string' ? langgraphNodeOfString(kv.value.stringValue) : null;
-      if (v !== null) (attrs ??= {})[LANGGRAPH_NODE_ATTRIBUTE] = v;
+      // Only the `langgraph_node` and `langgraph_checkpoint_ns` fields of the JSON string are read (src/otlp/metadata.ts).
+      const f = isObject(kv.value) && typeof kv.value.stringValue === 'string' ? langgraphFieldsOfString(kv.value.stringValue) : null;
+      if (f !== null && f.node !== null) {
+        (attrs ??= {})[LANGGRAPH_NODE_ATTRIBUTE] = f.node;
+        if (f.ns !== null) attrs[LANGGRAPH_NS_ATTRIBUTE] = f.ns;
+      }
       continue;
     }
     if (!isKeptAttributeKey(key) || isAbsent(kv.value)) continue;

@@ -23,7 +23,7 @@
  */
 import { OtlpDecodeError } from './errors.js';
 import { keptKeyAt, metadataKeyAt, frameworkScopeAt } from './keys.js';
-import { langgraphNodeOf, LANGGRAPH_NODE_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
+import { langgraphFieldsOf, type LangGraphFields, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 import {
   allZero,
@@ -71,6 +71,8 @@ const TAG_ANY_BYTES = (7 << 3) | WIRE_LEN;
 interface KeptAttribute {
   key: string;
   value: AttrValue;
+  /** With `metadata.langgraph_node`: the task's checkpoint namespace, when the metadata held a plain one. */
+  ns?: string;
 }
 
 /**
@@ -233,7 +235,11 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
       case 9: {
         r.expectWireType(tag, WIRE_LEN, 'Span.attributes');
         const len = r.length(end);
-        if (decodeKeptKeyValue(r, r.pos + len, kept)) attrs[kept.key] = kept.value;
+        kept.ns = undefined;
+        if (decodeKeptKeyValue(r, r.pos + len, kept)) {
+          attrs[kept.key] = kept.value;
+          if (kept.ns !== undefined) attrs[LANGGRAPH_NS_ATTRIBUTE] = kept.ns;
+        }
         break;
       }
       case 11: {
@@ -420,11 +426,12 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
   if (key === null || valueStart < 0) return false;
   r.pos = valueStart;
   if (key === METADATA_ATTRIBUTE) {
-    const node = decodeLanggraphNode(r, valueEnd);
+    const f = decodeLanggraphFields(r, valueEnd);
     r.pos = end;
-    if (node === null) return false;
+    if (f.node === null) return false;
     kept.key = LANGGRAPH_NODE_ATTRIBUTE;
-    kept.value = node;
+    kept.value = f.node;
+    if (f.ns !== null) kept.ns = f.ns;
     return true;
   }
   const value = decodeScalarAnyValue(r, valueEnd);
@@ -435,22 +442,22 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
   return true;
 }
 
-/** The `langgraph_node` field of a `metadata` AnyValue's JSON string, scanned in place (never decoded whole). */
-function decodeLanggraphNode(r: WireReader, end: number): string | null {
-  let node: string | null = null;
+/** The LangGraph fields of a `metadata` AnyValue's JSON string, scanned in place (never decoded whole). */
+function decodeLanggraphFields(r: WireReader, end: number): LangGraphFields {
+  let f: LangGraphFields = { node: null, ns: null };
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag === TAG_ANY_STRING) {
       const len = r.length(end);
-      node = langgraphNodeOf(r.buf, r.pos, r.pos + len);
+      f = langgraphFieldsOf(r.buf, r.pos, r.pos + len);
       r.pos += len;
     } else {
       const field = tag >>> 3;
-      if (field >= 1 && field <= 7) node = null;
+      if (field >= 1 && field <= 7) f = { node: null, ns: null };
       r.skip(tag & 7, end);
     }
   }
-  return node;
+  return f;
 }
 
 /**

@@ -95,9 +95,10 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
 export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = [];
 /**
  * Attributes the decoder derives from a dropped one instead of keeping it: `metadata` (OpenInference, a JSON
- * string) yields only its `langgraph_node` field as `metadata.langgraph_node` (src/otlp/metadata.ts).
+ * string) yields only its `langgraph_node` field as `metadata.langgraph_node` and, beside it, its
+ * `langgraph_checkpoint_ns` as `metadata.langgraph_checkpoint_ns` (src/otlp/metadata.ts).
  */
-export const DERIVED_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set(['metadata.langgraph_node']);
+export const DERIVED_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set(['metadata.langgraph_node', 'metadata.langgraph_checkpoint_ns']);
 
 export function isKeptAttributeKey(key: string): boolean {
   return KEPT_ATTRIBUTE_KEYS.has(key);
