@@ -46,6 +46,8 @@ export interface LoggedSpan {
   agent?: string;
   aliases?: string[];
   edges?: 'none';
+  /** agent: its OTLP span kind (0-5), when known */
+  k?: number;
   links?: { t: string; s: string }[];
   from?: string | null;
   to?: string | null;
@@ -99,6 +101,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     if (!isTime(x.en) || !isRunId(x.run) || !isAgentOrUnnamed(x.agent)) return null;
     if (x.aliases !== undefined && !(Array.isArray(x.aliases) && x.aliases.length <= 8 && x.aliases.every(isAgentId))) return null;
     if (x.edges !== undefined && x.edges !== 'none') return null;
+    if (x.k !== undefined && !(Number.isInteger(x.k) && (x.k as number) >= 0 && (x.k as number) <= 5)) return null;
     if (x.links !== undefined) {
       if (!Array.isArray(x.links) || x.links.length > 1000) return null;
       for (const l of x.links as unknown[]) {
@@ -109,6 +112,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     const out: LoggedSpan = { ...base, op: 'agent', st: x.st, en: x.en, sc: x.sc, run: x.run, agent: x.agent };
     if (x.aliases !== undefined) out.aliases = x.aliases as string[];
     if (x.edges === 'none') out.edges = 'none';
+    if (x.k !== undefined) out.k = x.k as number;
     if (x.links !== undefined) out.links = (x.links as { t: string; s: string }[]).map((l) => ({ t: l.t, s: l.s }));
     return out;
   }
@@ -147,6 +151,7 @@ function logAgent(a: AgentSpan, src: string): LoggedSpan {
   const l: LoggedSpan = { t: a.traceId, s: a.spanId, p: a.parentSpanId, src, op: 'agent', st: a.startMs, en: a.endMs, sc: a.statusCode, run: a.run, agent: a.agent };
   if (a.aliases?.length) l.aliases = a.aliases;
   if (a.edges === 'none') l.edges = 'none';
+  if (a.kind !== undefined) l.k = a.kind;
   if (a.links?.length) l.links = a.links.map((k) => ({ t: k.traceId, s: k.spanId }));
   return l;
 }
@@ -218,7 +223,6 @@ export class SpanPipeline {
       // A root waits for readLangGraphRoots: logged as one while its trace is pending, so a restart keeps it.
       for (const span of places) if (isRootCandidate(span)) logged.set(span, logRoot(span, source));
     }
-    this.langGraphReceipts(produced, out);
     for (const span of places) {
       const before = produced.length;
       const explicitBefore = out.receipts.length;
@@ -229,7 +233,7 @@ export class SpanPipeline {
         continue;
       }
       if (lg.claimed.has(span)) {
-        this.unmapped.span(span, now, true, false);
+        this.unmapped.span(span, now, true, false, LANGGRAPH_DIALECT);
         observe?.({ span, claimedBy: LANGGRAPH_DIALECT, receipts: [], agent: false });
         continue;
       }
@@ -261,11 +265,13 @@ export class SpanPipeline {
         }
         break;
       }
-      this.unmapped.span(span, now, claimedBy !== null, agent);
+      this.unmapped.span(span, now, claimedBy !== null, agent, claimedBy ?? undefined);
       for (let i = before; i < produced.length; i++) this.unmapped.receipt(produced[i].event, span.traceId);
       observe?.({ span, claimedBy, receipts: produced.slice(before), agent });
       if (claimedBy === null) out.dropped++;
     }
+    // The graphs read in this batch: counted once their traces' spans are noted (a trace that gave receipts is never unmapped).
+    this.langGraphReceipts(produced, out);
     if (agentSpans.length > 0 || places.length > 0) {
       for (const r of this.callers.addBatch(agentSpans, places, now, { handoffs, relays })) {
         produced.push(r);
@@ -374,6 +380,7 @@ export class SpanPipeline {
         const a: AgentSpan = { run: l.run as string, traceId: l.t, spanId: l.s, parentSpanId: l.p, agent: l.agent!, startMs: l.st!, endMs: l.en!, statusCode: l.sc!, source: l.src };
         if (l.aliases) a.aliases = l.aliases;
         if (l.edges) a.edges = l.edges;
+        if (l.k !== undefined) a.kind = l.k;
         if (l.links) a.links = l.links.map((k) => ({ traceId: k.t, spanId: k.s }));
         agentSpans.push(a);
       } else if (l.op === 'handoff') {

@@ -90,6 +90,13 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
   'message.target_id',
   // Google ADK: the invocation (one user turn), on model-call spans (run key `invocation`).
   'gcp.vertex.agent.invocation_id',
+  // OpenInference's agent name on AGENT spans; OpenLLMetry's span kind and entity name (never its input/output).
+  'agent.name',
+  'traceloop.span.kind',
+  'traceloop.entity.name',
+  // The Vercel AI SDK: the operation and the application's name for the call (its agent), never prompts or results.
+  'ai.operationId',
+  'ai.telemetry.functionId',
 ]);
 /** No prefix is kept: `topology.*` is the exact list above (kept as an export for callers of the old API). */
 export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = [];
