@@ -130,6 +130,34 @@ describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a d
   }, 60_000);
 });
 
+describe('coverage endpoint: an unknown framework shows up by its scope, keys only', () => {
+  it('GET /api/v1/ingest/coverage lists the scope name and version, span and trace counts and agent-like keys, never values', async () => {
+    const server = await startServerProcess({ args: ['--parent-wait', '1s'] });
+    try {
+      const provider = providerFor(server);
+      const tracer = provider.getTracer('acme-agents', '0.3.1');
+      for (let i = 0; i < 2; i++) {
+        tracer.startActiveSpan('acme.run', { root: true, attributes: { 'acme.crew.name': `crew ${CONTENT_MARKER}` } }, (root) => {
+          tracer.startSpan('acme.step', { attributes: { 'acme.agent.role': `role ${CONTENT_MARKER}`, 'acme.handoff.to': `to ${CONTENT_MARKER}`, 'http.method': 'GET' } }).end();
+          root.end();
+        });
+      }
+      await provider.forceFlush();
+      const scope = await until('the scope in the coverage report', async () => {
+        const { body } = await getJson<{ scopes: { scope: string; version: string; spans: number; traces: number; agentKeys: string[] }[] }>(`${server.api}/api/v1/ingest/coverage`);
+        return body.scopes.find((s) => s.scope === 'acme-agents' && s.traces === 2);
+      });
+      expect(scope).toEqual({ scope: 'acme-agents', version: '0.3.1', spans: 4, traces: 2, agentKeys: ['acme.agent.role', 'acme.crew.name', 'acme.handoff.to'] });
+      const text = JSON.stringify((await getJson(`${server.api}/api/v1/ingest/coverage`)).body);
+      expect(text).not.toContain(CONTENT_MARKER);
+      expect(text).not.toContain('http.method');
+      await provider.shutdown();
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
+});
+
 /** Receipts of a recording, fed one span per batch (children first), then every wait run out. */
 function receiptsOf(rec: Recorder): Receipt[] {
   const p = new SpanPipeline({ waitMs: 1000, maxSpans: 10_000 });

@@ -7,7 +7,8 @@ import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 import { idReason, withEvidence } from './trust.js';
 import { INVALID_NAME, isLangGraphSpan, isTaskPath, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
 import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
-import { UnmappedTracker } from './unmapped.js';
+import { frameworkMarker, UnmappedTracker } from './unmapped.js';
+import { CoverageTracker } from './coverage.js';
 
 /** What became of one span, for `explain`: the dialect that claimed it (or 'explicit'), or none. */
 export interface SpanObservation {
@@ -176,6 +177,8 @@ export class SpanPipeline {
   readonly callers: CallerResolver;
   readonly langgraph: LangGraphAssembler;
   readonly unmapped: UnmappedTracker;
+  /** Traces with no agent-like signal, per instrumentation scope (GET /api/v1/ingest/coverage). */
+  readonly coverage: CoverageTracker;
   private readonly dialects: Dialect[];
   private readonly runKey: readonly RunKeyPart[];
 
@@ -183,6 +186,7 @@ export class SpanPipeline {
     this.callers = new CallerResolver(opts);
     this.langgraph = new LangGraphAssembler({ waitMs: opts.waitMs, deferRoots: opts.deferLangGraphRoots });
     this.unmapped = new UnmappedTracker({ quietMs: opts.unmappedQuietMs ?? opts.waitMs * 2 });
+    this.coverage = new CoverageTracker({ quietMs: opts.unmappedQuietMs ?? opts.waitMs * 2 });
     this.dialects = opts.dialects ?? DIALECTS;
     this.runKey = opts.runKey ?? DEFAULT_RUN_KEY;
   }
@@ -228,12 +232,14 @@ export class SpanPipeline {
       const explicitBefore = out.receipts.length;
       if (explicitReceiptsOf(span, out)) {
         this.unmapped.span(span, now, true, false);
+        this.coverage.span(span, now, true);
         for (let i = explicitBefore; i < out.receipts.length; i++) this.unmapped.receipt(out.receipts[i].event, span.traceId);
         observe?.({ span, claimedBy: 'explicit', receipts: out.receipts.slice(explicitBefore), agent: false });
         continue;
       }
       if (lg.claimed.has(span)) {
         this.unmapped.span(span, now, true, false, LANGGRAPH_DIALECT);
+        this.coverage.span(span, now, true);
         observe?.({ span, claimedBy: LANGGRAPH_DIALECT, receipts: [], agent: false });
         continue;
       }
@@ -266,6 +272,7 @@ export class SpanPipeline {
         break;
       }
       this.unmapped.span(span, now, claimedBy !== null, agent, claimedBy ?? undefined);
+      this.coverage.span(span, now, claimedBy !== null || frameworkMarker(span) !== null);
       for (let i = before; i < produced.length; i++) this.unmapped.receipt(produced[i].event, span.traceId);
       observe?.({ span, claimedBy, receipts: produced.slice(before), agent });
       if (claimedBy === null) out.dropped++;
@@ -451,6 +458,7 @@ export class SpanPipeline {
     this.langgraph.expire(now, (traceId) => traceId);
     this.langGraphReceipts(out, { agentIdsRefused: 0 });
     this.unmapped.sweep(now, (traceId) => this.callers.isPending(traceId) || this.langgraph.has(traceId));
+    this.coverage.sweep(now, (traceId) => this.callers.isPending(traceId) || this.langgraph.has(traceId));
     return out.filter((r) => idReason(r) === null);
   }
 }

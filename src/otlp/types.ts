@@ -39,6 +39,13 @@ export interface SpanRecord {
   links: SpanLinkRecord[];
   /** The instrumentation scope's name (e.g. `gcp.vertex.agent`, `@arizeai/openinference-instrumentation-langchain`), when sent. */
   scope?: string;
+  /**
+   * Any instrumentation scope's name and version, for the coverage report only (src/ingest/coverage.ts): a library
+   * name (at most 128 characters of letters, digits and `@ / . _ : + -`, else `(invalid)`), never attribute text.
+   */
+  library?: { name: string; version: string };
+  /** Keys (never values) of dropped attributes that look agent-like (keys.ts agentLikeKeyAt): at most 16, for coverage. */
+  agentKeys?: string[];
 }
 
 /**

@@ -320,6 +320,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources }),
       ready,
       unmapped: () => pipeline.unmapped.snapshot(),
+      coverage: () => pipeline.coverage.snapshot(),
       cluster: cluster ? () => ({ store: 'postgres', instance: cluster!.pg.instance, ...cluster!.stats(), ownedPartitions: cluster!.ownedParts() }) : undefined,
       otlpHttpPort: () => bound.otlpHttp,
       ack: async (run) => {
