@@ -201,6 +201,20 @@ describe('identity and nesting, one rule for every dialect', () => {
   });
 });
 
+describe('explain shows the identity choice', () => {
+  it('agents sharing a default id: explain says the name is the identity and why', () => {
+    const mem = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(mem)] });
+    sharedIdTrace(provider.getTracer('some-agent-framework'), ['researcher', 'writer']);
+    const spans = decodeExportTraceJson(new TextDecoder().decode(JsonTraceSerializer.serializeRequest(mem.getFinishedSpans())!)).spans;
+    const e = explainSpans(spans, { waitMs: 1000 });
+    const researcher = e.spans.find((s) => s.name === 'invoke_agent researcher')!;
+    expect(researcher.identity).toBe('gen_ai.agent.name "researcher": gen_ai.agent.id "agent" is shared by 3 names in this trace (researcher, writer, supervisor)');
+    expect(researcher.receipts).toEqual(expect.arrayContaining([expect.stringContaining('edge supervisor -> researcher : delegate')]));
+    expect(e.traces[0]).toMatchObject({ receipts: 4, unmapped: null });
+  });
+});
+
 describe('coverage: a trace that gave receipts is never unmapped; explain and the report agree', () => {
   it('a LangGraph functional-API trace read in one batch gives its receipts and no unmapped report', async () => {
     const mem = new InMemorySpanExporter();
