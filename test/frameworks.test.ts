@@ -11,7 +11,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
-import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
+import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runFunctionalSupervisor, runHierarchicalTeams, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
 import { until } from './helpers/wait.js';
 
 const SWARM_CONTRACT = `contract: helpdesk-swarm
@@ -28,11 +28,39 @@ phases:
         within: 10m
 `;
 
+/** Hierarchical teams: each team node enters its lead, the lead delegates to its workers; `publisher` is not allowed. */
+const TEAMS_CONTRACT = `contract: teams
+version: "1"
+owner: supervisor
+agents: [supervisor, research_team, research_lead, researcher, writing_team, writing_lead, writer, publisher]
+allow:
+  - supervisor -> research_team : delegate
+  - research_team -> supervisor : return
+  - supervisor -> writing_team : delegate
+  - writing_team -> supervisor : return
+  - research_team -> research_lead : delegate
+  - research_lead -> research_team : return
+  - research_lead -> researcher : delegate
+  - researcher -> research_lead : return
+  - writing_team -> writing_lead : delegate
+  - writing_lead -> writing_team : return
+  - writing_lead -> writer : delegate
+  - writer -> writing_lead : return
+phases:
+  work:
+    outcome: optional
+    expect:
+      - research_lead -> researcher : delegate
+      - writing_lead -> writer : delegate
+        within: 30m
+`;
+
 function contractsDir(): string {
   const dir = tempDir('ta-fw-contracts-');
   mkdirSync(dir, { recursive: true });
   copyFileSync(join(ROOT, 'contracts', 'supervisor-workers.yaml'), join(dir, 'supervisor-workers.yaml'));
   writeFileSync(join(dir, 'helpdesk-swarm.yaml'), SWARM_CONTRACT);
+  writeFileSync(join(dir, 'teams.yaml'), TEAMS_CONTRACT);
   return dir;
 }
 
@@ -153,6 +181,83 @@ describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
       expect(bytes.includes(Buffer.from(LG_MARKER)), 'prompt text in the data dir').toBe(false);
     }
   });
+});
+
+describe('LangGraph.js functional API and nested graphs: edges from evidence only', () => {
+  let sup: ServerProcess;
+  let teams: ServerProcess;
+  const seenSup = new Set<string>();
+  const seenTeams = new Set<string>();
+  beforeAll(async () => {
+    const dir = contractsDir();
+    [sup, teams] = await Promise.all([
+      startServerProcess({ contracts: dir, args: ['--contract', 'supervisor-workers', '--parent-wait', '2s'] }),
+      startServerProcess({ contracts: dir, args: ['--contract', 'teams', '--parent-wait', '2s'] }),
+    ]);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([sup?.stop(), teams?.stop()]);
+  });
+
+  it('an entrypoint calling a task per agent: supervisor -> each worker and back, never a handoff between siblings; a call to publisher is forbidden_edge', async () => {
+    const provider = otlpProvider(sup);
+    instrumentLangChain(provider);
+    await runFunctionalSupervisor({ calls: ['researcher', 'writer'] });
+    await provider.forceFlush();
+    const [ok] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'healthy');
+    expect(await edgesOf(sup, ok.run)).toEqual([
+      'supervisor -> researcher : delegate',
+      'researcher -> supervisor : return',
+      'supervisor -> writer : delegate',
+      'writer -> supervisor : return',
+    ]);
+    await runFunctionalSupervisor({ calls: ['researcher', 'publisher'] });
+    await provider.forceFlush();
+    const [bad] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'forbidden_edge');
+    const edges = await edgesOf(sup, bad.run);
+    expect(edges).toEqual(['supervisor -> researcher : delegate', 'researcher -> supervisor : return', 'supervisor -> publisher : delegate', 'publisher -> supervisor : return']);
+    expect(edges.some((e) => e.includes(': handoff'))).toBe(false);
+    const { body } = await getJson<{ findings: { verdict: string; edge: string }[] }>(`${sup.api}/api/v1/runs/${bad.run}`);
+    expect(body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge)).toContain('supervisor -> publisher : delegate');
+    expect(allBytes(sup.dataDir).includes(Buffer.from(LG_MARKER))).toBe(false);
+    await provider.shutdown();
+  }, 60_000);
+
+  it('hierarchical teams (a supervisor graph inside a node): inner routes are the inner agents\' edges under the team node; healthy, then forbidden_edge naming the inner route', async () => {
+    const provider = otlpProvider(teams);
+    instrumentLangChain(provider);
+    const topScript = [{ tool: 'transfer_to_research_team' }, { tool: 'transfer_to_writing_team' }, { text: `done ${LG_MARKER}` }];
+    await runHierarchicalTeams({ topScript, researchLeadScript: [{ tool: 'transfer_to_researcher' }, { text: 'ok' }], writingLeadScript: [{ tool: 'transfer_to_writer' }, { text: 'ok' }] });
+    await provider.forceFlush();
+    const [ok] = await newRuns(teams, seenTeams, 1, (v) => v[0] === 'healthy');
+    expect((await edgesOf(teams, ok.run)).sort()).toEqual(
+      [
+        'supervisor -> research_team : delegate',
+        'research_team -> research_lead : delegate',
+        'research_lead -> researcher : delegate',
+        'researcher -> research_lead : return',
+        'research_lead -> research_team : return',
+        'research_team -> supervisor : return',
+        'supervisor -> writing_team : delegate',
+        'writing_team -> writing_lead : delegate',
+        'writing_lead -> writer : delegate',
+        'writer -> writing_lead : return',
+        'writing_lead -> writing_team : return',
+        'writing_team -> supervisor : return',
+      ].sort(),
+    );
+    await runHierarchicalTeams({ topScript, researchLeadScript: [{ tool: 'transfer_to_researcher' }, { text: 'ok' }], writingLeadScript: [{ tool: 'transfer_to_publisher' }, { text: 'ok' }] });
+    await provider.forceFlush();
+    const [bad] = await newRuns(teams, seenTeams, 1, (v) => v.length === 1 && v[0] !== 'waiting');
+    expect(bad.verdict).toBe('forbidden_edge');
+    const edges = await edgesOf(teams, bad.run);
+    expect(edges).toContain('writing_lead -> publisher : delegate');
+    expect(edges.filter((e) => !e.includes(' -> '))).toEqual([]); // no gap: every inner route was read
+    const { body } = await getJson<{ findings: { verdict: string; edge: string }[] }>(`${teams.api}/api/v1/runs/${bad.run}`);
+    expect(body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge).sort()).toEqual(['publisher -> writing_lead : return', 'writing_lead -> publisher : delegate']);
+    expect(allBytes(teams.dataDir).includes(Buffer.from(LG_MARKER))).toBe(false);
+    await provider.shutdown();
+  }, 60_000);
 });
 
 describe('OpenAI Agents JS (the emitter\'s tracing processor)', () => {

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../src/otlp/index.js';
 import { langgraphNodeOf, MAX_NODE_BYTES } from '../src/otlp/metadata.js';
 import { parseLoggedSpan, SpanPipeline, type LoggedSpan } from '../src/ingest/pipeline.js';
+import { isTaskPath } from '../src/ingest/dialects/langgraph.js';
 import { derivedBinding, evidenceOf } from '../src/ingest/trust.js';
 import { parseRunKey } from '../src/ingest/runkey.js';
 import type { SpanRecord } from '../src/otlp/types.js';
@@ -36,6 +37,24 @@ describe('metadata: only langgraph_node is kept', () => {
       expect(d.spans[0].scope).toBe('@arizeai/openinference-instrumentation-langchain');
       expect(JSON.stringify(d.spans)).not.toContain(SECRET);
     }
+  });
+
+  it('keeps langgraph_checkpoint_ns beside the node (both transports); the reading uses it only when every segment is an id', () => {
+    const ns = 'supervisor:ab6d731f-16fa-5e72-b4bb-2ffd243b7994|researcher:5bfd3063-90a5-5b50-8da3-043791c462e6';
+    const { pb, json } = exported(JSON.stringify({ thread_id: SECRET, langgraph_checkpoint_ns: ns, langgraph_node: 'researcher', checkpoint_ns: SECRET }));
+    for (const d of [decodeExportTraceRequest(pb), decodeExportTraceJson(json)]) {
+      expect(d.spans[0].attrs['metadata.langgraph_checkpoint_ns']).toBe(ns);
+      expect(JSON.stringify(d.spans)).not.toContain(SECRET);
+    }
+    // an escaped namespace is not decoded; a namespace without a node is not kept
+    expect(decodeExportTraceRequest(exported('{"langgraph_node":"researcher","langgraph_checkpoint_ns":"a\\u007cb"}').pb).spans[0].attrs['metadata.langgraph_checkpoint_ns']).toBeUndefined();
+    expect(decodeExportTraceRequest(exported(JSON.stringify({ langgraph_checkpoint_ns: ns })).pb).spans[0].attrs['metadata.langgraph_checkpoint_ns']).toBeUndefined();
+    expect(isTaskPath(ns)).toBe(true);
+    expect(isTaskPath('supervisor')).toBe(true);
+    for (const bad of ['', 'a b:1', `x:${SECRET} y`, 'a:1||b:2', 'a:1|'.repeat(40) + 'b', '-x:1']) expect(isTaskPath(bad), bad).toBe(false);
+    const base = { t: 'a'.repeat(32), s: 'b'.repeat(16), p: null, src: 'auditor', op: 'langgraph', st: 1, en: 2, sc: 0, node: 'researcher', xfer: null };
+    expect(parseLoggedSpan({ ...base, ns })).toMatchObject({ ns });
+    expect(parseLoggedSpan({ ...base, ns: 'not an id:1' })).toBeNull();
   });
 
   it('reads no node from a nested key, an escaped or over-long value, a non-string or malformed JSON', () => {
@@ -87,6 +106,39 @@ describe('LangGraph reading: refusals are gaps, never guesses', () => {
     const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
     const out = p.process([node(t, root.spanId, 'planner', 1, 10), node(t, root.spanId, 'a', 11, 30), node(t, root.spanId, 'b', 12, 30), root], 0);
     expect(out.receipts.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort()).toEqual(['gap:langgraph_parallel_nodes', 'planner->a:handoff']);
+  });
+
+  it('tasks inside an entrypoint without a checkpoint namespace: gaps, never a handoff between the sibling tasks', () => {
+    const t = id(32);
+    const root = rec({ traceId: t, name: 'supervisor', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+    const out = p.process([node(t, root.spanId, 'researcher', 10, 40), node(t, root.spanId, 'writer', 50, 90), node(t, root.spanId, 'supervisor', 1, 99), root], 0);
+    expect(out.receipts.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}:${r.to}`)).sort()).toEqual([
+      'gap:langgraph_parallel_nodes:researcher',
+      'gap:langgraph_parallel_nodes:writer',
+    ]);
+  });
+
+  it('with the namespace, each task is a call from the entrypoint: delegate + return (one span per batch in export order, or one batch)', () => {
+    const t = id(32);
+    const root = rec({ traceId: t, name: 'supervisor', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
+    const withNs = (r: SpanRecord, ns: string) => ({ ...r, attrs: { ...r.attrs, 'metadata.langgraph_checkpoint_ns': ns } });
+    const spans = [
+      withNs(node(t, root.spanId, 'researcher', 10, 40), 'supervisor:1|researcher:2'),
+      withNs(node(t, root.spanId, 'writer', 50, 90), 'supervisor:1|writer:3'),
+      withNs(node(t, root.spanId, 'supervisor', 1, 99), 'supervisor:1'),
+      root,
+    ];
+    for (const batches of [spans.map((s) => [s]), [[...spans].reverse()]]) {
+      const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
+      const out = batches.flatMap((b, i) => p.process(b, i).receipts);
+      expect(out.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort()).toEqual([
+        'researcher->supervisor:return',
+        'supervisor->researcher:delegate',
+        'supervisor->writer:delegate',
+        'writer->supervisor:return',
+      ]);
+    }
   });
 
   it('a graph whose root never arrives is a gap once the wait ends', () => {

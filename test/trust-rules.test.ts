@@ -81,7 +81,8 @@ describe('span log of a waiting span', () => {
     const body = JSON.stringify(out.pendingLog[0].spans);
     for (const m of ['SPAN-NAME-MARKER', 'EVENT-NAME-MARKER', 'OTHER-NAME-MARKER', 'TOOL-MARKER', 'invoke_agent']) expect(body).not.toContain(m);
     expect(out.pendingLog[0].spans).toEqual([
-      { t: T, s: 'b7ad6b7169203331', p: '00f067aa0ba902b7', src: 'tok-res', op: 'agent', st: 1000, en: 2000, sc: 1, run: 'run-1', agent: 'researcher' },
+      // k: the span kind (an enum), which the same-invocation rule reads (src/ingest/identity.ts)
+      { t: T, s: 'b7ad6b7169203331', p: '00f067aa0ba902b7', src: 'tok-res', op: 'agent', st: 1000, en: 2000, sc: 1, k: 1, run: 'run-1', agent: 'researcher' },
       { t: T, s: 'c7ad6b7169203331', p: '00f067aa0ba902b7', src: 'tok-res', op: 'span' },
     ]);
     for (const l of out.pendingLog[0].spans) expect(parseLoggedSpan(JSON.parse(JSON.stringify(l)))).toEqual(l);

@@ -20,6 +20,7 @@ import type { SpanLinkRecord, SpanRecord } from '../otlp/types.js';
 import { localStatus } from './extract.js';
 import { keyOf, PendingIndex } from './pending-index.js';
 import { withEvidence } from './trust.js';
+import { callPair, isSharedId } from './identity.js';
 
 /** What the resolver reads of a span that is neither an agent nor a handoff: its place in the trace. */
 export type SpanPlace = Pick<SpanRecord, 'traceId' | 'spanId' | 'parentSpanId'>;
@@ -52,6 +53,8 @@ export interface AgentSpan {
   links?: SpanLinkRecord[];
   /** The source that sent the span (binding evidence for this agent); absent: unchecked (the auditor itself). */
   source?: string;
+  /** OTLP span kind (identity.ts: only a CLIENT span above a span of the same agent is the same invocation). */
+  kind?: number;
 }
 
 /** A transfer of control whose source or target may be named on another span. */
@@ -79,6 +82,7 @@ interface AgentInfo {
   run: string;
   startMs: number;
   source?: string;
+  kind?: number;
 }
 
 /** The resolver's own state of a trace (kept and forgotten with the trace's spans in the index). */
@@ -209,7 +213,7 @@ export class CallerResolver {
     // The traces this batch changes: only their waiting spans (and agents linked to them) can resolve now.
     const touched = new Set<string>();
     for (const a of agentSpans) {
-      idx.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs, source: a.source }, now);
+      idx.index(a.traceId, a.spanId, a.parentSpanId, { id: a.agent, names: namesOf(a), run: a.run, startMs: a.startMs, source: a.source, kind: a.kind }, now);
       touched.add(a.traceId);
     }
     for (const h of handoffs) {
@@ -295,6 +299,13 @@ export class CallerResolver {
   /** The traces holding pending work. */
   pendingTraceIds(): Set<string> {
     return this.idx.pendingTraceIds();
+  }
+
+  /** Does the trace hold agent spans that share the id `id` under different names (identity.ts)? */
+  private sharedId(traceId: string, id: string): boolean {
+    const infos: AgentInfo[] = [];
+    for (const n of this.idx.trace(traceId)?.nodes.values() ?? []) if (n.info !== null && n.info.id === id) infos.push(n.info);
+    return isSharedId(id, infos);
   }
 
   /** Walk up from `start` (inclusive): the nearest agent, 'entry' (no agent above, all received), or null (still waiting). */
@@ -391,9 +402,10 @@ export class CallerResolver {
       return [];
     }
     if (c === 'entry') return []; // the entry agent
-    if (c.names.some((n) => names.includes(n))) return []; // the same invocation seen from client and server side
     if (c.id === UNNAMED_AGENT || a.agent === UNNAMED_AGENT) return [agentGap(a, 'caller_unidentified')];
-    return callReceipts(a, c.id, c.source);
+    const pair = callPair(c, { id: a.agent, names, kind: a.kind }, (id) => this.sharedId(a.traceId, id));
+    if (pair === null) return []; // the same invocation seen from client and server side
+    return callReceipts(pair.to === a.agent ? a : { ...a, agent: pair.to }, pair.from, c.source);
   }
 
   /**

@@ -9,12 +9,13 @@ import type { Dialect } from './dialects/common.js';
 import { adkTransfer } from './dialects/adk.js';
 import { genaiInvokeAgent, genaiProposedHandoff } from './dialects/genai.js';
 import { mafEdgeGroup, mafExecutor, mafMessageSend } from './dialects/maf.js';
-import { openinferenceGraph } from './dialects/openinference.js';
+import { openinferenceAgent, openinferenceGraph } from './dialects/openinference.js';
+import { aiSdkCall } from './dialects/aisdk.js';
 import { openllmetryAgent, openllmetryHandoff } from './dialects/openllmetry.js';
 
 export type { Dialect, DialectResult } from './dialects/common.js';
 export { directEdge, targetGap } from './dialects/common.js';
-export { adkTransfer, genaiInvokeAgent, genaiProposedHandoff, mafEdgeGroup, mafExecutor, mafMessageSend, openinferenceGraph, openllmetryAgent, openllmetryHandoff };
+export { adkTransfer, aiSdkCall, genaiInvokeAgent, openinferenceAgent, genaiProposedHandoff, mafEdgeGroup, mafExecutor, mafMessageSend, openinferenceGraph, openllmetryAgent, openllmetryHandoff };
 
 /**
  * Tried in order; the first that recognises a span wins. Handoff attributes come first: the proposed GenAI
@@ -27,6 +28,8 @@ export const DIALECTS: Dialect[] = [
   genaiInvokeAgent,
   openllmetryAgent,
   openinferenceGraph,
+  openinferenceAgent,
+  aiSdkCall,
   mafExecutor,
   mafEdgeGroup,
   mafMessageSend,

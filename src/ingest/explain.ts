@@ -9,6 +9,27 @@ import type { SpanRecord } from '../otlp/types.js';
 import { SpanPipeline, type SpanObservation } from './pipeline.js';
 import type { RunKeyPart } from './runkey.js';
 import { frameworkMarker, type UnmappedTrace } from './unmapped.js';
+import { isSharedId, type AgentIdentity } from './identity.js';
+
+/** Per trace, the `gen_ai.agent.id`s shared by agent spans with different names (identity.ts): id -> names. */
+function sharedIds(spans: SpanRecord[]): Map<string, Map<string, string[]>> {
+  const byTrace = new Map<string, AgentIdentity[]>();
+  for (const s of spans) {
+    const id = s.attrs['gen_ai.agent.id'];
+    const name = s.attrs['gen_ai.agent.name'];
+    if (typeof id !== 'string' || typeof name !== 'string' || id === name) continue;
+    const list = byTrace.get(s.traceId) ?? [];
+    list.push({ id, names: [id, name] });
+    byTrace.set(s.traceId, list);
+  }
+  const out = new Map<string, Map<string, string[]>>();
+  for (const [traceId, list] of byTrace) {
+    const m = new Map<string, string[]>();
+    for (const a of list) if (isSharedId(a.id, list)) m.set(a.id, [...new Set(list.filter((x) => x.id === a.id).map((x) => x.names[1]))]);
+    if (m.size > 0) out.set(traceId, m);
+  }
+  return out;
+}
 
 export interface SpanExplanation {
   traceId: string;
@@ -18,6 +39,8 @@ export interface SpanExplanation {
   dialect: string | null;
   receipts: string[];
   why: string | null;
+  /** For an agent span whose id attribute is shared by differently named agents in its trace: why its name is its identity. */
+  identity?: string;
 }
 
 export interface TraceExplanation {
@@ -87,10 +110,15 @@ export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunK
     else bySpan.set(id, [r]);
   }
   const rejected = new Map(out.rejected.map((r) => [r.spanId, r.reason]));
+  const shared = sharedIds(spans);
   const explained: SpanExplanation[] = observed.map((o) => {
     const rs = bySpan.get(o.span.spanId) ?? [];
     const rej = rejected.get(o.span.spanId);
+    const id = o.span.attrs['gen_ai.agent.id'];
+    const names = o.agent && typeof id === 'string' ? shared.get(o.span.traceId)?.get(id) : undefined;
+    const identity = names ? { identity: `gen_ai.agent.name ${JSON.stringify(o.span.attrs['gen_ai.agent.name'])}: gen_ai.agent.id ${JSON.stringify(id)} is shared by ${names.length} names in this trace (${names.join(', ')})` } : {};
     return {
+      ...identity,
       traceId: o.span.traceId,
       spanId: o.span.spanId,
       parentSpanId: o.span.parentSpanId,
@@ -123,8 +151,9 @@ export function explanationText(e: Explanation): string {
     lines.push(`trace ${t.traceId}: ${t.receipts} receipt(s)${t.runs.length ? ` in run ${t.runs.join(', ')}` : ''}${t.unmapped ? `; UNMAPPED (${t.unmapped.dialect}: ${t.unmapped.reason})` : ''}`);
     for (const s of e.spans.filter((x) => x.traceId === t.traceId)) {
       const head = `  span ${s.spanId}${s.parentSpanId ? ` (parent ${s.parentSpanId})` : ' (root)'} ${JSON.stringify(s.name)}: ${s.dialect ?? 'no dialect'}`;
-      if (s.receipts.length) lines.push(`${head} -> ${s.receipts.join('; ')}`);
-      else lines.push(`${head}; none: ${s.why}`);
+      const id = s.identity ? ` [identity: ${s.identity}]` : '';
+      if (s.receipts.length) lines.push(`${head}${id} -> ${s.receipts.join('; ')}`);
+      else lines.push(`${head}${id}; none: ${s.why}`);
     }
   }
   return lines.join('\n') + '\n';

@@ -5,9 +5,10 @@ import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptio
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 import { idReason, withEvidence } from './trust.js';
-import { INVALID_NAME, isLangGraphSpan, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
+import { INVALID_NAME, isLangGraphSpan, isTaskPath, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
 import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
-import { UnmappedTracker } from './unmapped.js';
+import { frameworkMarker, UnmappedTracker } from './unmapped.js';
+import { CoverageTracker } from './coverage.js';
 
 /** What became of one span, for `explain`: the dialect that claimed it (or 'explicit'), or none. */
 export interface SpanObservation {
@@ -50,6 +51,8 @@ export interface LoggedSpan {
   agent?: string;
   aliases?: string[];
   edges?: 'none';
+  /** agent: its OTLP span kind (0-5), when known */
+  k?: number;
   links?: { t: string; s: string }[];
   from?: string | null;
   to?: string | null;
@@ -57,6 +60,8 @@ export interface LoggedSpan {
   node?: string | null;
   /** langgraph: the agent a `transfer_to_<agent>` span names ('' when not an id), else null */
   xfer?: string | null;
+  /** langgraph: the node's checkpoint namespace (node names and task ids only, isTaskPath), when it has one */
+  ns?: string;
 }
 
 /** One trace's spans of one batch, as logged while the trace holds pending work. */
@@ -108,6 +113,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     if (!isTime(x.en) || !isRunId(x.run) || !isAgentOrUnnamed(x.agent)) return null;
     if (x.aliases !== undefined && !(Array.isArray(x.aliases) && x.aliases.length <= 8 && x.aliases.every(isAgentId))) return null;
     if (x.edges !== undefined && x.edges !== 'none') return null;
+    if (x.k !== undefined && !(Number.isInteger(x.k) && (x.k as number) >= 0 && (x.k as number) <= 5)) return null;
     if (x.links !== undefined) {
       if (!Array.isArray(x.links) || x.links.length > 1000) return null;
       for (const l of x.links as unknown[]) {
@@ -118,6 +124,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     const out: LoggedSpan = ns({ ...base, op: 'agent', st: x.st, en: x.en, sc: x.sc, run: x.run, agent: x.agent }, true);
     if (x.aliases !== undefined) out.aliases = x.aliases as string[];
     if (x.edges === 'none') out.edges = 'none';
+    if (x.k !== undefined) out.k = x.k as number;
     if (x.links !== undefined) out.links = (x.links as { t: string; s: string }[]).map((l) => ({ t: l.t, s: l.s }));
     return out;
   }
@@ -126,8 +133,10 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     return ns({ ...base, op: 'handoff', st: x.st, sc: x.sc, run: x.run as string | null, from: x.from as string | null, to: x.to as string | null }, false);
   }
   if (x.op === 'langgraph') {
-    if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer)) return null;
-    return { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
+    if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer) || !(x.ns === undefined || isTaskPath(x.ns))) return null;
+    const out: LoggedSpan = { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
+    if (x.ns !== undefined) out.ns = x.ns;
+    return out;
   }
   if (x.op === 'lgroot') {
     if (!isRunId(x.run)) return null;
@@ -137,7 +146,9 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
 }
 
 function logLangGraph(traceId: string, spanId: string, l: LgSpan): LoggedSpan {
-  return { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
+  const out: LoggedSpan = { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
+  if (l.ns) out.ns = l.ns;
+  return out;
 }
 
 /** The run of a LangGraph root span (after withRun): its `topology.run.id`, else its trace. */
@@ -154,6 +165,7 @@ function logAgent(a: AgentSpan, src: string): LoggedSpan {
   if (a.endNs !== undefined) l.enn = a.endNs;
   if (a.aliases?.length) l.aliases = a.aliases;
   if (a.edges === 'none') l.edges = 'none';
+  if (a.kind !== undefined) l.k = a.kind;
   if (a.links?.length) l.links = a.links.map((k) => ({ t: k.traceId, s: k.spanId }));
   return l;
 }
@@ -180,6 +192,8 @@ export class SpanPipeline {
   readonly callers: CallerResolver;
   readonly langgraph: LangGraphAssembler;
   readonly unmapped: UnmappedTracker;
+  /** Traces with no agent-like signal, per instrumentation scope (GET /api/v1/ingest/coverage). */
+  readonly coverage: CoverageTracker;
   private readonly dialects: Dialect[];
   private readonly runKey: readonly RunKeyPart[];
 
@@ -187,6 +201,7 @@ export class SpanPipeline {
     this.callers = new CallerResolver(opts);
     this.langgraph = new LangGraphAssembler({ waitMs: opts.waitMs, deferRoots: opts.deferLangGraphRoots });
     this.unmapped = new UnmappedTracker({ quietMs: opts.unmappedQuietMs ?? opts.waitMs * 2 });
+    this.coverage = new CoverageTracker({ quietMs: opts.unmappedQuietMs ?? opts.waitMs * 2 });
     this.dialects = opts.dialects ?? DIALECTS;
     this.runKey = opts.runKey ?? DEFAULT_RUN_KEY;
   }
@@ -227,18 +242,19 @@ export class SpanPipeline {
       // A root waits for readLangGraphRoots: logged as one while its trace is pending, so a restart keeps it.
       for (const span of places) if (isRootCandidate(span)) logged.set(span, logRoot(span, source));
     }
-    this.langGraphReceipts(produced, out);
     for (const span of places) {
       const before = produced.length;
       const explicitBefore = out.receipts.length;
       if (explicitReceiptsOf(span, out)) {
         this.unmapped.span(span, now, true, false);
+        this.coverage.span(span, now, true);
         for (let i = explicitBefore; i < out.receipts.length; i++) this.unmapped.receipt(out.receipts[i].event, span.traceId);
         observe?.({ span, claimedBy: 'explicit', receipts: out.receipts.slice(explicitBefore), agent: false });
         continue;
       }
       if (lg.claimed.has(span)) {
-        this.unmapped.span(span, now, true, false);
+        this.unmapped.span(span, now, true, false, LANGGRAPH_DIALECT);
+        this.coverage.span(span, now, true);
         observe?.({ span, claimedBy: LANGGRAPH_DIALECT, receipts: [], agent: false });
         continue;
       }
@@ -270,11 +286,14 @@ export class SpanPipeline {
         }
         break;
       }
-      this.unmapped.span(span, now, claimedBy !== null, agent);
+      this.unmapped.span(span, now, claimedBy !== null, agent, claimedBy ?? undefined);
+      this.coverage.span(span, now, claimedBy !== null || frameworkMarker(span) !== null);
       for (let i = before; i < produced.length; i++) this.unmapped.receipt(produced[i].event, span.traceId);
       observe?.({ span, claimedBy, receipts: produced.slice(before), agent });
       if (claimedBy === null) out.dropped++;
     }
+    // The graphs read in this batch: counted once their traces' spans are noted (a trace that gave receipts is never unmapped).
+    this.langGraphReceipts(produced, out);
     if (agentSpans.length > 0 || places.length > 0) {
       for (const r of this.callers.addBatch(agentSpans, places, now, { handoffs, relays })) {
         produced.push(r);
@@ -389,6 +408,7 @@ export class SpanPipeline {
         if (l.enn !== undefined) a.endNs = l.enn;
         if (l.aliases) a.aliases = l.aliases;
         if (l.edges) a.edges = l.edges;
+        if (l.k !== undefined) a.kind = l.k;
         if (l.links) a.links = l.links.map((k) => ({ traceId: k.t, spanId: k.s }));
         agentSpans.push(a);
       } else if (l.op === 'handoff') {
@@ -398,7 +418,7 @@ export class SpanPipeline {
       } else if (l.op === 'relay') relays.push(places[i]);
       else if (l.op === 'langgraph') {
         // The trace waits for its graph root again, with the sources that sent its spans.
-        this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
+        this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, ns: l.ns ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
       }
     });
     // A forwarded root waits for the next read of the shared span log like one that arrived here (readLangGraphRoots);
@@ -469,6 +489,7 @@ export class SpanPipeline {
     this.langgraph.expire(now, (traceId) => traceId);
     this.langGraphReceipts(out, { agentIdsRefused: 0 });
     this.unmapped.sweep(now, (traceId) => this.callers.isPending(traceId) || this.langgraph.has(traceId));
+    this.coverage.sweep(now, (traceId) => this.callers.isPending(traceId) || this.langgraph.has(traceId));
     return out.filter((r) => idReason(r) === null);
   }
 }

@@ -8,7 +8,7 @@ import { LANGGRAPH_NODE_ATTRIBUTE } from '../otlp/metadata.js';
 import type { SpanRecord } from '../otlp/types.js';
 
 /** Closed set of dialect families (metric label values). */
-export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'other'] as const;
+export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'ai-sdk', 'other'] as const;
 export type UnmappedDialect = (typeof UNMAPPED_DIALECTS)[number];
 
 /** Closed set of reasons (metric label values). */
@@ -44,6 +44,8 @@ export function frameworkMarker(span: SpanRecord): UnmappedDialect | null {
   if (span.attrs['openinference.span.kind'] !== undefined) return 'openinference';
   if (span.attrs['gen_ai.operation.name'] !== undefined || span.attrs['gen_ai.agent.name'] !== undefined || span.attrs['gen_ai.agent.id'] !== undefined) return 'genai';
   if (span.attrs['executor.id'] !== undefined) return 'maf';
+  if (span.attrs['ai.operationId'] !== undefined) return 'ai-sdk';
+  if (span.attrs['traceloop.span.kind'] !== undefined) return 'openllmetry';
   if (scope === undefined) return null;
   if (scope.includes('openinference')) return 'openinference';
   if (scope.includes('openai_agents') || scope.includes('openai-agents') || scope === '@openai/agents') return 'openai-agents';
@@ -51,6 +53,13 @@ export function frameworkMarker(span: SpanRecord): UnmappedDialect | null {
   if (scope === 'langsmith') return 'langsmith';
   if (scope === 'agent_framework') return 'maf';
   return 'other';
+}
+
+/** The family (metric label) of a dialect name as the pipeline reports it; null for none or `explicit`. */
+export function dialectFamily(dialect: string | undefined): UnmappedDialect | null {
+  if (dialect === undefined || dialect === 'explicit') return null;
+  if (dialect === 'genai-handoff') return 'genai';
+  return (UNMAPPED_DIALECTS as readonly string[]).includes(dialect) ? (dialect as UnmappedDialect) : 'other';
 }
 
 interface Tracked {
@@ -136,9 +145,13 @@ export class UnmappedTracker {
     this.maxReports = opts.maxReports ?? 200;
   }
 
-  /** Note a span of a batch: `claimed` when a dialect (or the explicit reader) took it, `agent` when it stood for an agent. */
-  span(span: SpanRecord, now: number, claimed: boolean, agent: boolean): void {
-    const marker = frameworkMarker(span);
+  /**
+   * Note a span of a batch: `claimed` when a dialect (or the explicit reader) took it, `agent` when it stood for an
+   * agent; `dialect` the dialect that claimed it (its family names the trace, so the report and `explain` agree).
+   */
+  span(span: SpanRecord, now: number, claimed: boolean, agent: boolean, dialect?: string): void {
+    const family = dialectFamily(dialect);
+    const marker = family ?? frameworkMarker(span);
     let t = this.traces.get(span.traceId);
     if (!t) {
       if (marker === null && !claimed) return;
@@ -154,6 +167,7 @@ export class UnmappedTracker {
     }
     if (t.dialect === 'other' && marker !== null) t.dialect = marker;
     if (marker === 'langgraph' || marker === 'adk') t.dialect = marker; // the more specific family wins
+    if (family !== null && t.claimed === 0) t.dialect = family; // the first dialect that read a span names the trace
     t.spans++;
     if (marker !== null) t.marked++;
     if (claimed) t.claimed++;

@@ -9,8 +9,8 @@
  */
 import { OtlpDecodeError } from './errors.js';
 import { isKeptAttributeKey } from './types.js';
-import { frameworkScopeOf } from './keys.js';
-import { langgraphNodeOfString, LANGGRAPH_NODE_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
+import { agentLikeKey, frameworkScopeOf, libraryOf } from './keys.js';
+import { langgraphFieldsOfString, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 
 type Attrs = Record<string, AttrValue>;
@@ -128,11 +128,15 @@ function decodeResourceSpans(rs: JsonObject, trail: Trail, out: SpanRecord[]): v
     const ss = asObject(scopeSpans[i], trail, null);
     const spans = asArray(ss.spans, trail, 'spans');
     const scopeName = isObject(ss.scope) && typeof ss.scope.name === 'string' ? frameworkScopeOf(ss.scope.name) : null;
+    const rawName = isObject(ss.scope) && typeof ss.scope.name === 'string' ? ss.scope.name : null;
+    const rawVersion = isObject(ss.scope) && typeof ss.scope.version === 'string' ? ss.scope.version : null;
+    const library = libraryOf(rawName !== null && rawName.length > 128 ? '\u0000' : rawName, rawVersion !== null && rawVersion.length > 64 ? '\u0000' : rawVersion);
     trail.enter('spans');
     for (let j = 0; j < spans.length; j++) {
       trail.enter(j);
       const rec = decodeSpan(asObject(spans[j], trail, null), trail, resourceAttrs);
       if (scopeName !== null) rec.scope = scopeName;
+      rec.library = library;
       out.push(rec);
       trail.leave();
     }
@@ -143,7 +147,8 @@ function decodeResourceSpans(rs: JsonObject, trail: Trail, out: SpanRecord[]): v
 }
 
 function decodeSpan(span: JsonObject, trail: Trail, resourceAttrs: Attrs | null): SpanRecord {
-  const attrs = decodeKeptAttributes(span.attributes, trail, 'attributes') ?? {};
+  const agentKeys: string[] = [];
+  const attrs = decodeKeptAttributes(span.attributes, trail, 'attributes', agentKeys) ?? {};
   if (resourceAttrs !== null) {
     for (const key in resourceAttrs) if (attrs[key] === undefined) attrs[key] = resourceAttrs[key];
   }
@@ -154,7 +159,7 @@ function decodeSpan(span: JsonObject, trail: Trail, resourceAttrs: Attrs | null)
     statusCode = enumValue(status.code, STATUS_CODE_BY_NAME, trail, 'code');
     trail.leave();
   }
-  return {
+  const rec: SpanRecord = {
     traceId: requiredId(span.traceId, TRACE_ID_HEX, trail, 'traceId'),
     spanId: requiredId(span.spanId, SPAN_ID_HEX, trail, 'spanId'),
     parentSpanId: parentId(span.parentSpanId, trail),
@@ -169,6 +174,8 @@ function decodeSpan(span: JsonObject, trail: Trail, resourceAttrs: Attrs | null)
     events: decodeEvents(span.events, trail),
     links: decodeLinks(span.links, trail),
   };
+  if (agentKeys.length > 0) rec.agentKeys = agentKeys;
+  return rec;
 }
 
 /** Events that carry at least one kept attribute. */
@@ -217,7 +224,8 @@ function decodeLinks(value: unknown, trail: Trail): SpanLinkRecord[] {
  * The kept attributes of a repeated KeyValue, or null if none is kept. A dropped key's value is not read at
  * all; a kept key whose value is not a scalar (array, kvlist, bytes, empty) is left out.
  */
-function decodeKeptAttributes(value: unknown, trail: Trail, field: string): Attrs | null {
+/** `agentKeys`: collects the keys (never values) of dropped attributes that look agent-like (at most 16). */
+function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agentKeys?: string[]): Attrs | null {
   const list = asArray(value, trail, field);
   let attrs: Attrs | null = null;
   for (let i = 0; i < list.length; i++) {
@@ -230,12 +238,22 @@ function decodeKeptAttributes(value: unknown, trail: Trail, field: string): Attr
     }
     const key = kv.key;
     if (key === METADATA_ATTRIBUTE) {
-      // Only the `langgraph_node` field of the JSON string is read (src/otlp/metadata.ts).
-      const v = isObject(kv.value) && typeof kv.value.stringValue === 'string' ? langgraphNodeOfString(kv.value.stringValue) : null;
-      if (v !== null) (attrs ??= {})[LANGGRAPH_NODE_ATTRIBUTE] = v;
+      // Only the `langgraph_node` and `langgraph_checkpoint_ns` fields of the JSON string are read (src/otlp/metadata.ts).
+      const f = isObject(kv.value) && typeof kv.value.stringValue === 'string' ? langgraphFieldsOfString(kv.value.stringValue) : null;
+      if (f !== null && f.node !== null) {
+        (attrs ??= {})[LANGGRAPH_NODE_ATTRIBUTE] = f.node;
+        if (f.ns !== null) attrs[LANGGRAPH_NS_ATTRIBUTE] = f.ns;
+      }
       continue;
     }
-    if (!isKeptAttributeKey(key) || isAbsent(kv.value)) continue;
+    if (!isKeptAttributeKey(key)) {
+      if (agentKeys !== undefined && agentKeys.length < 16) {
+        const k = agentLikeKey(key);
+        if (k !== null && !agentKeys.includes(k)) agentKeys.push(k);
+      }
+      continue;
+    }
+    if (isAbsent(kv.value)) continue;
     trail.enter(field);
     trail.enter(i);
     const scalar = scalarAnyValue(asObject(kv.value, trail, 'value'), trail);

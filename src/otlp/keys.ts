@@ -90,3 +90,43 @@ export function frameworkScopeOf(name: string): string | null {
   const b = utf8.encode(name);
   return frameworkScopeAt(b, 0, b.length);
 }
+
+/** Words that make a dropped attribute key look agent-like (reported by key in the coverage summary, never by value). */
+const AGENT_LIKE_WORDS = ['agent', 'crew', 'handoff', 'graph', 'workflow', 'swarm', 'delegat', 'team'].map((w) => utf8.encode(w));
+const MAX_AGENT_KEY_BYTES = 64;
+const KEY_CHARS = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/** A dropped attribute key that names an agent-like concept, as a string (at most 64 bytes of `[A-Za-z0-9_.:-]`), else null. */
+export function agentLikeKeyAt(buf: Uint8Array, start: number, length: number): string | null {
+  if (length === 0 || length > MAX_AGENT_KEY_BYTES) return null;
+  let found = false;
+  for (const w of AGENT_LIKE_WORDS) {
+    for (let i = start; i + w.length <= start + length && !found; i++) {
+      let k = 0;
+      while (k < w.length && (buf[i + k] | 0x20) === w[k]) k++;
+      if (k === w.length) found = true;
+    }
+    if (found) break;
+  }
+  if (!found) return null;
+  const key = utf8Text(buf, start, start + length);
+  return KEY_CHARS.test(key) ? key : null;
+}
+
+/** Same for a key the JSON transport holds as a string. */
+export function agentLikeKey(key: string): string | null {
+  if (key.length > MAX_AGENT_KEY_BYTES) return null;
+  const b = utf8.encode(key);
+  return agentLikeKeyAt(b, 0, b.length);
+}
+
+const LIBRARY_NAME = /^[A-Za-z0-9@/._:+-]{1,128}$/;
+const LIBRARY_VERSION = /^[A-Za-z0-9._+-]{1,64}$/;
+
+/** An instrumentation scope's name and version as the coverage report shows them (bounded charset, else a placeholder). */
+export function libraryOf(name: string | null, version: string | null): { name: string; version: string } {
+  return {
+    name: name === null || name === '' ? '(unnamed)' : LIBRARY_NAME.test(name) ? name : '(invalid)',
+    version: version === null || version === '' ? '' : LIBRARY_VERSION.test(version) ? version : '(invalid)',
+  };
+}

@@ -1,20 +1,29 @@
 /**
  * OpenInference's `metadata` attribute is a JSON object serialised into one string (LangChain run metadata:
  * the LangGraph node, step, checkpoint, thread id, and whatever the application put there, content
- * included). The decoder keeps exactly one field of it, `langgraph_node`, as the derived attribute
- * `metadata.langgraph_node`: this scanner walks the JSON bytes without decoding them, compares top-level
- * keys byte by byte, and turns only that key's string value into a JS string (bounded in length). Every
+ * included). The decoder keeps exactly two fields of it, `langgraph_node` and `langgraph_checkpoint_ns`, as the
+ * derived attributes `metadata.langgraph_node` and `metadata.langgraph_checkpoint_ns`: this scanner walks the JSON bytes without decoding them, compares top-level
+ * keys byte by byte, and turns only those keys' string values into JS strings (bounded in length). Every
  * other key and value, and the metadata string itself, never becomes a JS value.
  */
 
 /** The derived attribute the decoder stores. */
 export const LANGGRAPH_NODE_ATTRIBUTE = 'metadata.langgraph_node';
+/**
+ * The second field kept: `langgraph_checkpoint_ns`, the path of the task the span ran in (`node:taskid|node:taskid`,
+ * LangGraph's own node names and task ids: the evidence of which node invoked which task or subgraph). Kept only
+ * when it is plain (no escapes) and at most MAX_NS_BYTES; the dialect keeps it only when every segment is an id.
+ */
+export const LANGGRAPH_NS_ATTRIBUTE = 'metadata.langgraph_checkpoint_ns';
+/** Longest checkpoint namespace kept (bytes). */
+export const MAX_NS_BYTES = 1024;
 /** The source attribute (OpenInference SemanticConventions.METADATA). */
 export const METADATA_ATTRIBUTE = 'metadata';
 /** Longest node name kept (bytes); a longer value is not an agent id anyway. */
 export const MAX_NODE_BYTES = 256;
 
 const KEY = new TextEncoder().encode('langgraph_node');
+const NS_KEY = new TextEncoder().encode('langgraph_checkpoint_ns');
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const decoder = new TextDecoder('utf-8', { fatal: false });
@@ -57,49 +66,83 @@ function skipValue(buf: Uint8Array, i: number, end: number): number {
   return j;
 }
 
+/** The LangGraph fields of a metadata JSON object: its node, and the checkpoint namespace of its task. */
+export interface LangGraphFields {
+  node: string | null;
+  ns: string | null;
+}
+
+const keyIs = (buf: Uint8Array, start: number, end: number, key: Uint8Array) => end - start === key.length && key.every((c, k) => buf[start + k] === c);
+
+/** A plain string value at `i` (opening quote) of at most `max` bytes, or null (escaped, empty, too long, malformed). */
+function plainString(buf: Uint8Array, i: number, end: number, max: number): { value: string | null; next: number } {
+  if (buf[i] !== QUOTE) return { value: null, next: skipValue(buf, i, end) };
+  const vEnd = skipString(buf, i, end);
+  if (vEnd < 0) return { value: null, next: -1 };
+  const len = vEnd - 1 - (i + 1);
+  if (len <= 0 || len > max) return { value: null, next: vEnd };
+  for (let k = i + 1; k < vEnd - 1; k++) if (buf[k] === BACKSLASH) return { value: null, next: vEnd };
+  return { value: decoder.decode(buf.subarray(i + 1, vEnd - 1)), next: vEnd };
+}
+
+/**
+ * The top-level `langgraph_node` and `langgraph_checkpoint_ns` strings of the JSON object in `buf[start, end)`
+ * (each null when absent, not a plain string, escaped, empty or too long). Malformed JSON ends the scan: what was
+ * read before it stands (as a scan that stops at the key it wants would have found it).
+ */
+export function langgraphFieldsOf(buf: Uint8Array, start: number, end: number): LangGraphFields {
+  const out: LangGraphFields = { node: null, ns: null };
+  let i = start;
+  while (i < end && isSpace(buf[i])) i++;
+  if (buf[i] !== 0x7b) return out;
+  i++;
+  for (;;) {
+    while (i < end && (isSpace(buf[i]) || buf[i] === 0x2c)) i++;
+    if (i >= end || buf[i] === 0x7d) return out;
+    if (buf[i] !== QUOTE) return out;
+    const keyStart = i + 1;
+    const keyEnd = skipString(buf, i, end);
+    if (keyEnd < 0) return out;
+    const isNode = keyIs(buf, keyStart, keyEnd - 1, KEY);
+    const isNs = !isNode && keyIs(buf, keyStart, keyEnd - 1, NS_KEY);
+    i = keyEnd;
+    while (i < end && isSpace(buf[i])) i++;
+    if (buf[i] !== 0x3a) return out;
+    i++;
+    while (i < end && isSpace(buf[i])) i++;
+    if (isNode || isNs) {
+      const { value, next } = plainString(buf, i, end, isNode ? MAX_NODE_BYTES : MAX_NS_BYTES);
+      if (next < 0) return out;
+      if (isNode) out.node = value;
+      else out.ns = value;
+      i = next;
+      continue;
+    }
+    const next = skipValue(buf, i, end);
+    if (next < 0) return out;
+    i = next;
+  }
+}
+
 /**
  * The top-level `langgraph_node` string of the JSON object in `buf[start, end)`, or null (not an object, no
  * such key, not a plain string, escaped, empty or longer than MAX_NODE_BYTES, or malformed JSON).
  */
 export function langgraphNodeOf(buf: Uint8Array, start: number, end: number): string | null {
-  let i = start;
-  while (i < end && isSpace(buf[i])) i++;
-  if (buf[i] !== 0x7b) return null;
-  i++;
-  for (;;) {
-    while (i < end && (isSpace(buf[i]) || buf[i] === 0x2c)) i++;
-    if (i >= end || buf[i] === 0x7d) return null;
-    if (buf[i] !== QUOTE) return null;
-    const keyStart = i + 1;
-    const keyEnd = skipString(buf, i, end);
-    if (keyEnd < 0) return null;
-    const matches = keyEnd - 1 - keyStart === KEY.length && KEY.every((c, k) => buf[keyStart + k] === c);
-    i = keyEnd;
-    while (i < end && isSpace(buf[i])) i++;
-    if (buf[i] !== 0x3a) return null;
-    i++;
-    while (i < end && isSpace(buf[i])) i++;
-    if (matches) {
-      if (buf[i] !== QUOTE) return null;
-      const vEnd = skipString(buf, i, end);
-      if (vEnd < 0) return null;
-      const len = vEnd - 1 - (i + 1);
-      if (len <= 0 || len > MAX_NODE_BYTES) return null;
-      for (let k = i + 1; k < vEnd - 1; k++) if (buf[k] === BACKSLASH) return null;
-      return decoder.decode(buf.subarray(i + 1, vEnd - 1));
-    }
-    const next = skipValue(buf, i, end);
-    if (next < 0) return null;
-    i = next;
-  }
+  return langgraphFieldsOf(buf, start, end).node;
 }
 
 const encoder = new TextEncoder();
 
 /** Same, for a metadata value that the JSON transport already holds as a string. */
-export function langgraphNodeOfString(s: string): string | null {
+export function langgraphFieldsOfString(s: string): LangGraphFields {
   // Cheap refusal before encoding: no key, no work.
-  if (!s.includes('"langgraph_node"')) return null;
+  if (!s.includes('"langgraph_')) return { node: null, ns: null };
   const bytes = encoder.encode(s);
-  return langgraphNodeOf(bytes, 0, bytes.length);
+  return langgraphFieldsOf(bytes, 0, bytes.length);
+}
+
+/** The node only (see langgraphFieldsOfString). */
+export function langgraphNodeOfString(s: string): string | null {
+  return langgraphFieldsOfString(s).node;
 }

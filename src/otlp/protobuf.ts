@@ -22,8 +22,8 @@
  *   AnyValue: 1 string_value, 2 bool_value, 3 int_value, 4 double_value, 5 array_value, 6 kvlist_value, 7 bytes_value
  */
 import { OtlpDecodeError } from './errors.js';
-import { keptKeyAt, metadataKeyAt, frameworkScopeAt } from './keys.js';
-import { langgraphNodeOf, LANGGRAPH_NODE_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
+import { agentLikeKeyAt, keptKeyAt, libraryOf, metadataKeyAt, frameworkScopeAt } from './keys.js';
+import { langgraphFieldsOf, type LangGraphFields, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 import {
   allZero,
@@ -71,6 +71,10 @@ const TAG_ANY_BYTES = (7 << 3) | WIRE_LEN;
 interface KeptAttribute {
   key: string;
   value: AttrValue;
+  /** With `metadata.langgraph_node`: the task's checkpoint namespace, when the metadata held a plain one. */
+  ns?: string;
+  /** A dropped key that looks agent-like (its key only, for coverage), when decodeKeptKeyValue returned false. */
+  dropped?: string | null;
 }
 
 /**
@@ -143,6 +147,7 @@ function decodeResource(r: WireReader, end: number, attrs: Attrs | null): Attrs 
 
 function decodeScopeSpans(r: WireReader, end: number, resource: ResourceAttrs, lastTraceId: TraceIdMemo, out: SpanRecord[]): void {
   let scope: string | null = null;
+  let library = libraryOf(null, null);
   const first = out.length;
   while (r.pos < end) {
     const tag = r.tag(end);
@@ -153,28 +158,41 @@ function decodeScopeSpans(r: WireReader, end: number, resource: ResourceAttrs, l
     } else if (tag >>> 3 === 1) {
       r.expectWireType(tag, WIRE_LEN, 'ScopeSpans.scope');
       const len = r.length(end);
-      scope = decodeScopeName(r, r.pos + len);
+      ({ scope, library } = decodeScopeName(r, r.pos + len));
     } else {
       r.skip(tag & 7, end); // schema_url (3) is not needed
     }
   }
-  if (scope !== null) for (let i = first; i < out.length; i++) out[i].scope = scope;
+  for (let i = first; i < out.length; i++) {
+    if (scope !== null) out[i].scope = scope;
+    out[i].library = library;
+  }
 }
 
-/** InstrumentationScope.name (field 1), only when it is a known agent-framework scope (see frameworkScopeAt). */
-function decodeScopeName(r: WireReader, end: number): string | null {
+/**
+ * InstrumentationScope.name (field 1) as `scope` only when it is a known agent-framework scope (see
+ * frameworkScopeAt); and name + version (field 2) as the coverage report's library (bounded, keys.ts libraryOf).
+ */
+function decodeScopeName(r: WireReader, end: number): { scope: string | null; library: { name: string; version: string } } {
   let name: string | null = null;
+  let full: string | null = null;
+  let version: string | null = null;
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag === TAG_KEY_VALUE_KEY) {
       const len = r.length(end);
       name = frameworkScopeAt(r.buf, r.pos, len);
+      full = len <= 128 ? utf8Text(r.buf, r.pos, r.pos + len) : '\u0000';
+      r.pos += len;
+    } else if (tag === TAG_KEY_VALUE_VALUE) {
+      const len = r.length(end);
+      version = len <= 64 ? utf8Text(r.buf, r.pos, r.pos + len) : '\u0000';
       r.pos += len;
     } else {
       r.skip(tag & 7, end);
     }
   }
-  return name;
+  return { scope: name, library: libraryOf(full, version) };
 }
 
 function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTraceId: TraceIdMemo): SpanRecord {
@@ -191,6 +209,7 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   let endNs = 0;
   let statusCode = 0;
   const attrs: Attrs = {};
+  let agentKeys: string[] | undefined;
   const events: SpanEventRecord[] = [];
   const links: SpanLinkRecord[] = [];
   const kept: KeptAttribute = { key: '', value: '' };
@@ -233,7 +252,13 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
       case 9: {
         r.expectWireType(tag, WIRE_LEN, 'Span.attributes');
         const len = r.length(end);
-        if (decodeKeptKeyValue(r, r.pos + len, kept)) attrs[kept.key] = kept.value;
+        kept.ns = undefined;
+        kept.dropped = null;
+        if (decodeKeptKeyValue(r, r.pos + len, kept)) {
+          attrs[kept.key] = kept.value;
+          if (kept.ns !== undefined) attrs[LANGGRAPH_NS_ATTRIBUTE] = kept.ns;
+        } else if (kept.dropped && (agentKeys ??= []).length < 16 && !agentKeys.includes(kept.dropped)) agentKeys.push(kept.dropped);
+        kept.dropped = undefined;
         break;
       }
       case 11: {
@@ -263,7 +288,9 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   if (spanId === null) r.fail('span without span_id', spanAt);
   const keys = resource.keys;
   for (let i = 0; i < keys.length; i++) if (attrs[keys[i]] === undefined) attrs[keys[i]] = resource.values[i];
-  return { traceId, spanId, parentSpanId, name, kind, startMs, endMs, startNs, endNs, statusCode, attrs, events, links };
+  const rec: SpanRecord = { traceId, spanId, parentSpanId, name, kind, startMs, endMs, startNs, endNs, statusCode, attrs, events, links };
+  if (agentKeys !== undefined) rec.agentKeys = agentKeys;
+  return rec;
 }
 
 /** A trace or span id: exactly `size` bytes, not all zero, as lowercase hex. */
@@ -405,6 +432,7 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
     if (tag === TAG_KEY_VALUE_KEY) {
       const len = r.length(end);
       key = keptKeyAt(buf, r.pos, len) ?? metadataKeyAt(buf, r.pos, len);
+      if (key === null && kept.dropped === null) kept.dropped = agentLikeKeyAt(buf, r.pos, len) ?? undefined;
       r.pos += len;
     } else if (tag === TAG_KEY_VALUE_VALUE) {
       const len = r.length(end);
@@ -420,11 +448,12 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
   if (key === null || valueStart < 0) return false;
   r.pos = valueStart;
   if (key === METADATA_ATTRIBUTE) {
-    const node = decodeLanggraphNode(r, valueEnd);
+    const f = decodeLanggraphFields(r, valueEnd);
     r.pos = end;
-    if (node === null) return false;
+    if (f.node === null) return false;
     kept.key = LANGGRAPH_NODE_ATTRIBUTE;
-    kept.value = node;
+    kept.value = f.node;
+    if (f.ns !== null) kept.ns = f.ns;
     return true;
   }
   const value = decodeScalarAnyValue(r, valueEnd);
@@ -435,22 +464,22 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
   return true;
 }
 
-/** The `langgraph_node` field of a `metadata` AnyValue's JSON string, scanned in place (never decoded whole). */
-function decodeLanggraphNode(r: WireReader, end: number): string | null {
-  let node: string | null = null;
+/** The LangGraph fields of a `metadata` AnyValue's JSON string, scanned in place (never decoded whole). */
+function decodeLanggraphFields(r: WireReader, end: number): LangGraphFields {
+  let f: LangGraphFields = { node: null, ns: null };
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag === TAG_ANY_STRING) {
       const len = r.length(end);
-      node = langgraphNodeOf(r.buf, r.pos, r.pos + len);
+      f = langgraphFieldsOf(r.buf, r.pos, r.pos + len);
       r.pos += len;
     } else {
       const field = tag >>> 3;
-      if (field >= 1 && field <= 7) node = null;
+      if (field >= 1 && field <= 7) f = { node: null, ns: null };
       r.skip(tag & 7, end);
     }
   }
-  return node;
+  return f;
 }
 
 /**

@@ -39,6 +39,13 @@ export interface SpanRecord {
   links: SpanLinkRecord[];
   /** The instrumentation scope's name (e.g. `gcp.vertex.agent`, `@arizeai/openinference-instrumentation-langchain`), when sent. */
   scope?: string;
+  /**
+   * Any instrumentation scope's name and version, for the coverage report only (src/ingest/coverage.ts): a library
+   * name (at most 128 characters of letters, digits and `@ / . _ : + -`, else `(invalid)`), never attribute text.
+   */
+  library?: { name: string; version: string };
+  /** Keys (never values) of dropped attributes that look agent-like (keys.ts agentLikeKeyAt): at most 16, for coverage. */
+  agentKeys?: string[];
 }
 
 /**
@@ -90,14 +97,22 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
   'message.target_id',
   // Google ADK: the invocation (one user turn), on model-call spans (run key `invocation`).
   'gcp.vertex.agent.invocation_id',
+  // OpenInference's agent name on AGENT spans; OpenLLMetry's span kind and entity name (never its input/output).
+  'agent.name',
+  'traceloop.span.kind',
+  'traceloop.entity.name',
+  // The Vercel AI SDK: the operation and the application's name for the call (its agent), never prompts or results.
+  'ai.operationId',
+  'ai.telemetry.functionId',
 ]);
 /** No prefix is kept: `topology.*` is the exact list above (kept as an export for callers of the old API). */
 export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = [];
 /**
  * Attributes the decoder derives from a dropped one instead of keeping it: `metadata` (OpenInference, a JSON
- * string) yields only its `langgraph_node` field as `metadata.langgraph_node` (src/otlp/metadata.ts).
+ * string) yields only its `langgraph_node` field as `metadata.langgraph_node` and, beside it, its
+ * `langgraph_checkpoint_ns` as `metadata.langgraph_checkpoint_ns` (src/otlp/metadata.ts).
  */
-export const DERIVED_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set(['metadata.langgraph_node']);
+export const DERIVED_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set(['metadata.langgraph_node', 'metadata.langgraph_checkpoint_ns']);
 
 export function isKeptAttributeKey(key: string): boolean {
   return KEPT_ATTRIBUTE_KEYS.has(key);

@@ -32,6 +32,8 @@ export interface ApiOptions {
   cluster?: () => unknown;
   /** Recent traces that looked like an agent framework's but gave no receipt (GET /api/v1/ingest/unmapped). */
   unmapped?: () => unknown;
+  /** Traces with no agent-like signal, per instrumentation scope (GET /api/v1/ingest/coverage). */
+  coverage?: () => unknown;
   /** The OTLP/HTTP port, named in the 404 hint when a span export reaches the API port. */
   otlpHttpPort?: () => number;
   /** Acknowledge a run (POST /api/v1/runs/{run}/ack): it leaves the alerting series. */
@@ -375,6 +377,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     return v ? json(res, 200, verdictJson(v)) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'ingest' && id === 'unmapped' && sub === undefined && opts.unmapped) return json(res, 200, opts.unmapped());
+  if (resource === 'ingest' && id === 'coverage' && sub === undefined && opts.coverage) return json(res, 200, opts.coverage());
   if (resource === 'cluster' && id === undefined) return json(res, 200, opts.cluster?.() ?? { store: 'sqlite', instances: 1 });
   if (resource === 'shadow' && id === undefined) {
     return json(res, 200, { candidates: engine.shadowSummary() });

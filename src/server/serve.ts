@@ -364,6 +364,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       runbooksHtml: cfg.runbooksHtml,
       ready,
       unmapped: () => pipeline.unmapped.snapshot(),
+      coverage: () => pipeline.coverage.snapshot(),
       cluster: cluster ? () => ({ store: 'postgres', instance: cluster!.pg.instance, ...cluster!.stats(), ownedPartitions: cluster!.ownedParts() }) : undefined,
       otlpHttpPort: () => bound.otlpHttp,
       ack: async (run, who) => {

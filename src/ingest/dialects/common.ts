@@ -59,6 +59,7 @@ export function agentSpanOf(span: SpanRecord, agent: string, extra: Pick<AgentSp
     ...(span.startNs !== undefined ? { startNs: span.startNs } : {}),
     ...(span.endNs !== undefined ? { endNs: span.endNs } : {}),
     statusCode: span.statusCode,
+    kind: span.kind,
     ...extra,
   };
 }

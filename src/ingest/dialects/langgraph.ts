@@ -38,7 +38,7 @@
  */
 import { AGENT_ID_PATTERN } from '../../core/receipt.js';
 import type { EdgeKind, Receipt } from '../../core/types.js';
-import { LANGGRAPH_NODE_ATTRIBUTE } from '../../otlp/metadata.js';
+import { LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE } from '../../otlp/metadata.js';
 import type { SpanRecord } from '../../otlp/types.js';
 import { localStatus } from '../extract.js';
 import { withEvidence } from '../trust.js';
@@ -58,6 +58,12 @@ export interface LgSpan {
   node: string | null;
   /** `transfer_to_<agent>` TOOL span: the agent ('' when not an id), else null. */
   transferTo: string | null;
+  /**
+   * The checkpoint namespace of the node's task (`node:taskid|node:taskid`, every name an id, see isTaskPath), or
+   * null: which node's task this one ran inside (a functional-API task inside its entrypoint, a subgraph's node
+   * inside the outer node).
+   */
+  ns?: string | null;
   startMs: number;
   endMs: number;
   /** Exact nanoseconds below the millisecond (from the decoder; not kept in the span log, like agent spans). */
@@ -107,6 +113,19 @@ export interface LangGraphOutcome {
 const iso = (ms: number) => new Date(ms).toISOString();
 const isId = (s: string) => AGENT_ID_PATTERN.test(s);
 
+/** A task path segment: a node name (an id) and optionally its task id. */
+const NS_SEGMENT = /^([A-Za-z0-9_.@#+=][A-Za-z0-9_.@#+=-]{0,199})(?::[A-Za-z0-9-]{1,64})?$/;
+
+/**
+ * A checkpoint namespace the reading trusts: 1-32 `|`-separated segments, each `node` or `node:taskid` with the
+ * node name an agent id (LangGraph's own ids and node names only; at most 1024 characters).
+ */
+export function isTaskPath(v: unknown): v is string {
+  if (typeof v !== 'string' || v.length === 0 || v.length > 1024) return false;
+  const parts = v.split('|');
+  return parts.length <= 32 && parts.every((p) => NS_SEGMENT.test(p));
+}
+
 /** A span that belongs to a LangGraph run: it carries `metadata.langgraph_node`. */
 export function isLangGraphSpan(span: SpanRecord): boolean {
   return typeof span.attrs[LANGGRAPH_NODE_ATTRIBUTE] === 'string';
@@ -126,6 +145,7 @@ export function lgSpanOf(s: SpanRecord, source: string): LgSpan {
     parent: s.parentSpanId,
     node: s.name === node ? (isId(node) ? node : INVALID_NAME) : null,
     transferTo: transferTo === null ? null : isId(transferTo) ? transferTo : INVALID_NAME,
+    ns: isTaskPath(s.attrs[LANGGRAPH_NS_ATTRIBUTE]) ? (s.attrs[LANGGRAPH_NS_ATTRIBUTE] as string) : null,
     startMs: s.startMs,
     endMs: s.endMs,
     status: s.statusCode,
@@ -295,14 +315,98 @@ export class LangGraphAssembler {
   }
 }
 
-/** The node sequence under `root` -> receipts. */
+/**
+ * Node names of a prebuilt agent's own loop (createReactAgent: `agent`, `tools`; createAgent: `model_request`,
+ * `model`, hooks): a subgraph made only of these is one agent's steps, never agents of their own.
+ */
+const AGENT_LOOP_NODES = new Set(['agent', 'tools', 'model', 'model_request', 'pre_model_hook', 'post_model_hook', 'generate_structured_response']);
+
+/** One node's task: its outermost span (a subgraph's own span beneath it is the same task), its place and agent. */
+interface Task {
+  spanId: string;
+  s: LgSpan;
+  agent: string;
+  /** The task it ran inside (its checkpoint namespace's prefix, else the nearest enclosing node span); null: the graph's own node. */
+  parent: Task | null;
+  /** True when its span is beneath its parent's (a subgraph's node); false: a task the parent invoked (functional API). */
+  inner: boolean;
+  /** Part of its parent agent's own loop (see AGENT_LOOP_NODES): read as the parent. */
+  loop: boolean;
+}
+
+/**
+ * The graph under `root` -> receipts, read level by level. The evidence used, and nothing else:
+ * - a node's task and the task it ran inside: the checkpoint namespace (`supervisor:…|researcher:…`: the
+ *   researcher task ran inside the supervisor's), else span parentage;
+ * - a task the node invoked (a functional-API `task` inside its `entrypoint`, not beneath the node's span):
+ *   `node -> task : delegate` and `task -> node : return`; siblings imply nothing about each other;
+ * - the nodes of a graph (the root graph, or a subgraph beneath a node): their sequence, as before (a transfer
+ *   beneath a node, a return of control, a graph edge); a subgraph is entered by `node -> entry : delegate` and
+ *   left by `last -> node : return`, so inner routes are the inner agents' edges under the outer node;
+ * - nodes that overlap in time at one level are not ordered by anything: a gap, and no edge into or out of them.
+ */
 function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: string): LangGraphOutcome {
-  const nodes: { spanId: string; s: LgSpan; agent: string }[] = [];
+  const beneath = (spanId: string, ancestor: string): boolean => {
+    let p = t.spans.get(spanId)?.parent ?? null;
+    for (let hops = 0; p !== null && hops < 10_000; hops++) {
+      if (p === ancestor) return true;
+      p = t.spans.get(p)?.parent ?? null;
+    }
+    return false;
+  };
+  // Tasks: node spans beneath the root; a node span right beneath a span of the same task is that task's subgraph.
+  const tasks: Task[] = [];
+  const taskOfSpan = new Map<string, Task>();
+  const byNs = new Map<string, Task>();
   for (const [spanId, s] of t.spans) {
-    if (s.parent === root.spanId && s.node !== null && !INTERNAL_NODES.has(s.node)) nodes.push({ spanId, s, agent: s.node });
+    if (s.node === null || INTERNAL_NODES.has(s.node) || !beneath(spanId, root.spanId)) continue;
+    const p = s.parent !== null ? t.spans.get(s.parent) : undefined;
+    const wrapper = p !== undefined && p.node === s.node && (s.ns ? p.ns === s.ns : !p.ns);
+    if (wrapper) continue;
+    const task: Task = { spanId, s, agent: s.node, parent: null, inner: true, loop: false };
+    tasks.push(task);
+    taskOfSpan.set(spanId, task);
+    if (s.ns) byNs.set(s.ns, task);
   }
-  nodes.sort((a, b) => a.s.startMs - b.s.startMs || (a.spanId < b.spanId ? -1 : 1));
-  const outcome: LangGraphOutcome = { traceId: root.traceId, run, receipts: [], nodes: nodes.map((n) => ({ spanId: n.spanId, agent: n.agent })) };
+  /** The nearest task at or above `spanId` by parentage (below the root), or null. */
+  const enclosing = (spanId: string | null): Task | null => {
+    let p = spanId;
+    for (let hops = 0; p !== null && p !== root.spanId && hops < 10_000; hops++) {
+      const task = taskOfSpan.get(p);
+      if (task) return task;
+      p = t.spans.get(p)?.parent ?? null;
+    }
+    return null;
+  };
+  for (const task of tasks) {
+    const ns = task.s.ns;
+    const cut = ns ? ns.lastIndexOf('|') : -1;
+    const byPath = ns && cut > 0 ? byNs.get(ns.slice(0, cut)) : undefined;
+    task.parent = byPath ?? enclosing(task.s.parent);
+    task.inner = task.parent === null || beneath(task.spanId, task.parent.spanId);
+  }
+  // A level made only of agent-loop nodes is its parent agent's own loop.
+  const children = new Map<Task | null, Task[]>();
+  for (const task of tasks) {
+    const list = children.get(task.parent);
+    if (list) list.push(task);
+    else children.set(task.parent, [task]);
+  }
+  for (const list of children.values()) {
+    const inner = list.filter((x) => x.inner);
+    if (inner.length > 0 && inner.every((x) => AGENT_LOOP_NODES.has(x.agent))) for (const x of inner) x.loop = true;
+  }
+  const agentOf = (task: Task | null): Task | null => {
+    let x = task;
+    for (let hops = 0; x !== null && (x.loop || isLoopDescendant(x)) && hops < 10_000; hops++) x = x.parent;
+    return x;
+  };
+  function isLoopDescendant(x: Task): boolean {
+    for (let p = x.parent, hops = 0; p !== null && hops < 10_000; p = p.parent, hops++) if (p.loop) return true;
+    return false;
+  }
+  const read = tasks.filter((x) => agentOf(x) === x);
+  const outcome: LangGraphOutcome = { traceId: root.traceId, run, receipts: [], nodes: read.map((n) => ({ spanId: n.spanId, agent: n.agent })) };
   const gapCount = new Map<string, number>();
   const gap = (spanId: string, atMs: number, reason: string, source: string, ends: { from?: string; to?: string } = {}) => {
     const k = gapCount.get(spanId) ?? 0;
@@ -313,83 +417,101 @@ function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: s
     outcome.receipts.push(withEvidence(r, { span: source }));
     outcome.reason ??= reason;
   };
-  if (nodes.length === 0) {
+  if (read.length === 0) {
     outcome.reason = 'langgraph_no_nodes';
     return outcome;
   }
-  // The top-level node each transfer sits beneath.
-  const topOf = new Map<string, string>();
-  for (const n of nodes) topOf.set(n.spanId, n.spanId);
-  const top = (spanId: string): string | null => {
-    const seen: string[] = [];
-    let p: string | null = spanId;
-    for (let hops = 0; p !== null && hops < 10_000; hops++) {
-      const known = topOf.get(p);
-      if (known !== undefined) {
-        for (const x of seen) topOf.set(x, known);
-        return known;
-      }
-      seen.push(p);
-      p = t.spans.get(p)?.parent ?? null;
-    }
-    return null;
-  };
-  const transfers = new Map<string, string[]>(); // node span id -> transfer targets beneath it
-  const transferSources = new Map<string, string[]>(); // `${node span id} ${target}` -> sources of the transfer spans naming it
+  // Transfers, by the agent task they sit beneath.
+  const transfers = new Map<Task, string[]>();
+  const transferSources = new Map<string, string[]>(); // `${task span id} ${target}` -> sources of the transfer spans naming it
   for (const [spanId, s] of t.spans) {
     if (s.transferTo === null) continue;
-    const n = top(spanId);
+    const n = agentOf(enclosing(spanId));
     if (n === null) continue;
     const list = transfers.get(n);
     if (list) list.push(s.transferTo);
     else transfers.set(n, [s.transferTo]);
-    const k = `${n} ${s.transferTo}`;
+    const k = `${n.spanId} ${s.transferTo}`;
     const srcs = transferSources.get(k);
     if (srcs) srcs.push(s.source);
     else transferSources.set(k, [s.source]);
   }
-  for (const n of nodes) if (!isId(n.agent)) gap(n.spanId, n.s.startMs, 'agent_id_invalid', n.s.source);
-  // Transitions.
-  type Node = (typeof nodes)[number];
-  type Step = { from: Node; to: Node; transfer: boolean };
-  const steps: Step[] = [];
-  for (let i = 1; i < nodes.length; i++) {
-    const prev = nodes[i - 1];
-    const cur = nodes[i];
-    if (cur.s.startMs < prev.s.endMs) {
-      gap(cur.spanId, cur.s.startMs, 'langgraph_parallel_nodes', cur.s.source, { to: cur.agent });
-      continue;
-    }
-    steps.push({ from: prev, to: cur, transfer: (transfers.get(prev.spanId) ?? []).includes(cur.agent) });
-  }
+  for (const n of read) if (!isId(n.agent)) gap(n.spanId, n.s.startMs, 'agent_id_invalid', n.s.source);
   // Evidence: the node span of each end vouches for its agent, and a transfer span for the agent it names.
-  const edge = (spanId: string, suffix: string, at: string, from: Node, to: Node, kind: EdgeKind, status: number, transferred = false) => {
+  const edge = (spanId: string, suffix: string, at: string, from: Task, to: Task, kind: EdgeKind, status: number, transferred = false) => {
     if (!isId(from.agent) || !isId(to.agent)) return;
     const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at, from: from.agent, to: to.agent, kind };
     if (localStatus(status) === 'error') r.status = 'error';
     const toSources = [to.s.source, ...(transferred ? (transferSources.get(`${from.spanId} ${to.agent}`) ?? []) : [])];
     outcome.receipts.push(withEvidence(r, { from: [from.s.source], to: [...new Set(toSources)], span: spanId === from.spanId ? from.s.source : to.s.source }));
   };
-  const callers: string[] = []; // delegation stack of agents
-  for (let i = 0; i < steps.length; i++) {
-    const st = steps[i];
-    if (st.transfer) {
-      const next = steps[i + 1];
-      const returns = next !== undefined && next.from === st.to && next.to.agent === st.from.agent && !next.transfer;
-      if (returns) callers.push(st.from.agent);
-      edge(st.to.spanId, returns ? 'delegate' : 'handoff', exactIso(st.to.s.startMs, st.to.s.startNs), st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
-    } else if (callers.length > 0 && callers[callers.length - 1] === st.to.agent) {
-      callers.pop();
-      edge(st.from.spanId, 'return', exactIso(st.from.s.endMs, st.from.s.endNs), st.from, st.to, 'return', st.from.s.status);
-    } else {
-      edge(st.to.spanId, 'handoff', exactIso(st.to.s.startMs, st.to.s.startNs), st.from, st.to, 'handoff', st.to.s.status);
-    }
+  const startOf = (x: Task) => exactIso(x.s.startMs, x.s.startNs);
+  const endOf = (x: Task) => exactIso(x.s.endMs, x.s.endNs);
+  const levels = new Map<Task | null, Task[]>();
+  for (const x of read) {
+    const list = levels.get(x.parent);
+    if (list) list.push(x);
+    else levels.set(x.parent, [x]);
   }
-  // A transfer whose target never ran (the graph stopped, or the target is not a node): a gap.
-  for (const n of nodes) {
-    for (const target of transfers.get(n.spanId) ?? []) {
-      const ran = steps.some((st) => st.from === n && st.to.agent === target);
-      if (!ran) gap(n.spanId, n.s.endMs, 'handoff_target_unresolved', n.s.source, { from: n.agent, to: target });
+  for (const [owner, list] of levels) {
+    // Tasks the owner invoked: a call each, with its return.
+    for (const c of list) {
+      if (c.inner || owner === null) continue;
+      edge(c.spanId, 'delegate', startOf(c), owner, c, 'delegate', c.s.status);
+      if (localStatus(c.s.status) !== 'error') edge(c.spanId, 'return', endOf(c), c, owner, 'return', c.s.status);
+    }
+    const nodes = list.filter((x) => x.inner).sort((a, b) => a.s.startMs - b.s.startMs || (a.spanId < b.spanId ? -1 : 1));
+    readSequence(owner, nodes);
+  }
+  function readSequence(owner: Task | null, nodes: Task[]): void {
+    if (nodes.length === 0) return;
+    // Groups of nodes that overlap in time: the first of a group follows the node before it (it started after
+    // that one ended); the others are not ordered by anything (a gap each), nor is whatever follows the group.
+    const overlapped = new Set<Task>();
+    const steps: { from: Task; to: Task; transfer: boolean }[] = [];
+    let prev: Task | null = null;
+    let broken = false;
+    for (let i = 0; i < nodes.length; ) {
+      let j = i + 1;
+      let end = nodes[i].s.endMs;
+      while (j < nodes.length && nodes[j].s.startMs < end) end = Math.max(end, nodes[j++].s.endMs);
+      const cur = nodes[i];
+      if (prev !== null && !broken) steps.push({ from: prev, to: cur, transfer: (transfers.get(prev) ?? []).includes(cur.agent) });
+      for (let k = i + 1; k < j; k++) {
+        overlapped.add(nodes[k]);
+        gap(nodes[k].spanId, nodes[k].s.startMs, 'langgraph_parallel_nodes', nodes[k].s.source, { to: nodes[k].agent });
+      }
+      if (j > i + 1) overlapped.add(cur);
+      broken = j > i + 1;
+      prev = cur;
+      i = j;
+    }
+    // A subgraph beneath a node: the node enters it at its first node and gets control back from its last.
+    const first = nodes[0];
+    const last = nodes[nodes.length - 1];
+    if (owner !== null && first.agent !== owner.agent) edge(first.spanId, 'delegate', startOf(first), owner, first, 'delegate', first.s.status);
+    const callers: string[] = []; // delegation stack of agents
+    for (let i = 0; i < steps.length; i++) {
+      const st = steps[i];
+      if (st.transfer) {
+        const next = steps[i + 1];
+        const returns = next !== undefined && next.from === st.to && next.to.agent === st.from.agent && !next.transfer;
+        if (returns) callers.push(st.from.agent);
+        edge(st.to.spanId, returns ? 'delegate' : 'handoff', startOf(st.to), st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
+      } else if (callers.length > 0 && callers[callers.length - 1] === st.to.agent) {
+        callers.pop();
+        edge(st.from.spanId, 'return', endOf(st.from), st.from, st.to, 'return', st.from.s.status);
+      } else {
+        edge(st.to.spanId, 'handoff', startOf(st.to), st.from, st.to, 'handoff', st.to.s.status);
+      }
+    }
+    if (owner !== null && !overlapped.has(last) && last.agent !== owner.agent && localStatus(last.s.status) !== 'error') edge(last.spanId, 'return', endOf(last), last, owner, 'return', last.s.status);
+    // A transfer whose target never ran (the graph stopped, or the target is not a node): a gap.
+    for (const n of nodes) {
+      for (const target of transfers.get(n) ?? []) {
+        const ran = steps.some((st) => st.from === n && st.to.agent === target);
+        if (!ran) gap(n.spanId, n.s.endMs, 'handoff_target_unresolved', n.s.source, { from: n.agent, to: target });
+      }
     }
   }
   return outcome;

@@ -8,6 +8,18 @@ import { isId, directEdge, agentSpanOf, str, type Dialect } from './common.js';
 import { UNNAMED_AGENT } from '../callers.js';
 import { targetGap } from './common.js';
 
+/**
+ * An OpenInference AGENT span that names its agent with `agent.name` (OpenInference's attribute) and has no
+ * `graph.node.id`: an agent invocation whose caller is the nearest ancestor agent span (delegate + return).
+ */
+export const openinferenceAgent: Dialect = (span) => {
+  if (span.attrs['openinference.span.kind'] !== 'AGENT' || span.attrs['graph.node.id'] !== undefined) return null;
+  const name = str(span.attrs['agent.name']);
+  if (name === undefined) return null;
+  if (!isId(name)) return { dialect: 'openinference', receipts: [targetGap(span, 'agent_id_invalid')], agentSpan: agentSpanOf(span, UNNAMED_AGENT, { edges: 'none' }) };
+  return { dialect: 'openinference', receipts: [], agentSpan: agentSpanOf(span, name) };
+};
+
 export const openinferenceGraph: Dialect = (span) => {
   const node = str(span.attrs['graph.node.id']);
   if (node === undefined) return null;

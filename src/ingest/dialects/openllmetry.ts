@@ -18,12 +18,15 @@ export const openllmetryHandoff: Dialect = (span) => {
 };
 
 /**
- * `{agent}.agent` spans carrying `gen_ai.agent.name` (and no GenAI operation): they name an agent for
- * handoff targets only. Their parentage is flat (every agent is a child of the workflow root), so it says
- * nothing about who called whom.
+ * OpenLLMetry agent spans: `{agent}.agent` spans carrying `gen_ai.agent.name` (and no GenAI operation), or any span
+ * OpenLLMetry marks `traceloop.span.kind = agent` (its `@agent` decorator and instrumentations), named by
+ * `gen_ai.agent.name` else `traceloop.entity.name`. Their caller is the nearest ancestor agent span: the OpenAI
+ * Agents SDK's flat parentage (every agent a child of the workflow root) gives none, and the handoff spans name
+ * the transfers; an agent nested beneath another agent's tool span is called by that agent (delegate + return).
  */
 export const openllmetryAgent: Dialect = (span) => {
-  const name = str(span.attrs['gen_ai.agent.name']);
-  if (name === undefined || span.attrs['gen_ai.operation.name'] !== undefined || span.name !== `${name}.agent`) return null;
-  return { dialect: 'openllmetry', receipts: [], agentSpan: agentSpanOf(span, isId(name) ? name : UNNAMED_AGENT, { edges: 'none' }) };
+  const marked = span.attrs['traceloop.span.kind'] === 'agent';
+  const name = str(span.attrs['gen_ai.agent.name']) ?? (marked ? str(span.attrs['traceloop.entity.name']) : undefined);
+  if (name === undefined || span.attrs['gen_ai.operation.name'] !== undefined || !(marked || span.name === `${name}.agent`)) return null;
+  return { dialect: 'openllmetry', receipts: [], agentSpan: agentSpanOf(span, isId(name) ? name : UNNAMED_AGENT, isId(name) ? {} : { edges: 'none' }) };
 };
