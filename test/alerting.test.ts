@@ -218,7 +218,7 @@ describe('serve and ack refuse alerting settings that cannot work', () => {
     r = await serve('--alertmanager-url', 'http://127.0.0.1:9', '--external-url', 'http://a', '--alertmanager-resend', 'soon');
     expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('--alertmanager-resend: "soon" is not a duration')]);
     r = await serve('--alertmanager-url', 'http://127.0.0.1:9', '--external-url', 'http://a', '--alertmanager-bearer-token-file', '/nonexistent/token');
-    expect([r.code, r.stderr]).toEqual([1, expect.stringContaining('--alertmanager-bearer-token-file: cannot read /nonexistent/token: ENOENT')]);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('--alertmanager-bearer-token-file: cannot read /nonexistent/token: ENOENT')]);
     const ack = await runCli(['ack', 'run-1', '--silence', '1h']);
     expect([ack.code, ack.stderr]).toEqual([2, expect.stringContaining('--silence needs --by NAME')]);
   });

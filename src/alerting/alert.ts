@@ -3,6 +3,7 @@
  * (no clock, no I/O). The alert names and severities are those of the shipped Prometheus rules
  * (collector/prometheus/topology-audit.rules.yml), so per-run alerts route like the rules' alerts.
  */
+import { millisOf } from '../core/time.js';
 import type { Finding, RunVerdict, Verdict } from '../core/types.js';
 
 export type Severity = 'critical' | 'warning' | 'info';
@@ -102,7 +103,7 @@ export function runAlert(r: AlertingRun, links: AlertLinks, now: number, validMs
     const f = decidingFinding(v);
     rule = verdictRule;
     summary = f?.message ?? `run ${v.run} is ${v.verdict}`;
-    const since = f?.since ? Date.parse(f.since) : NaN;
+    const since = f?.since ? millisOf(f.since) : NaN;
     startsAt = Number.isFinite(since) ? since : r.enteredAt;
   } else if (r.stalledAt !== null) {
     rule = STALLED_RULE;
@@ -127,7 +128,7 @@ export function runAlert(r: AlertingRun, links: AlertLinks, now: number, validMs
 }
 
 /** The same alert, resolved at `now` (Alertmanager resolves it once endsAt has passed). */
-export const resolvedAlert = (a: Alert, now: number): Alert => ({ ...a, endsAt: iso(Math.max(now, Date.parse(a.startsAt))) });
+export const resolvedAlert = (a: Alert, now: number): Alert => ({ ...a, endsAt: iso(Math.max(now, millisOf(a.startsAt))) });
 
 const keys = new WeakMap<Record<string, string>, string>();
 

@@ -3,6 +3,7 @@
  * (from the first Alertmanager that answers: an HA pair shares its silences) and bounded in number, matched against
  * the labels of a run's alert as Alertmanager matches them (=, !=, =~, !~, regular expressions anchored).
  */
+import { millisOf } from '../core/time.js';
 import type { Matcher, Silence } from './client.js';
 
 /** A silence as the API and the run page show it. */
@@ -76,7 +77,7 @@ export class SilenceCache {
     const now = this.opts.clock();
     let best: Silence | null = null;
     for (const s of this.active) {
-      if (Date.parse(s.endsAt) <= now || Date.parse(s.startsAt) > now) continue;
+      if (millisOf(s.endsAt) <= now || millisOf(s.startsAt) > now) continue;
       if (silenceMatches(s, labels) && (!best || s.endsAt > best.endsAt)) best = s;
     }
     return best ? silenceView(best) : null;
