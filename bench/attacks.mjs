@@ -208,6 +208,35 @@ const attacks = {
     }
   },
 
+  // Issue 30.3: one NDJSON post to a pinned run whose edges name N distinct unknown agents: how long is the answer,
+  // and how long does /healthz wait meanwhile (probed every 20 ms)?
+  async agents() {
+    const out = {};
+    for (const n of [2000, 20000]) {
+      const srv = await serve(['--max-body', '16MiB']);
+      try {
+        const t0 = Date.parse('2026-01-01T00:00:00Z');
+        let body = line({ run: 'wide', event: 's', type: 'run.start', at: new Date(t0).toISOString(), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });
+        for (let i = 0; i < n; i++) body += line({ run: 'wide', event: `e${i}`, type: 'edge', at: new Date(t0 + i + 1).toISOString(), from: 'orchestrator', to: `unknown-${i}`, kind: 'delegate' });
+        let done = false;
+        const p = post(srv.api, body).finally(() => (done = true));
+        const health = [];
+        while (!done) {
+          const t = performance.now();
+          await (await fetch(`${srv.api}/healthz`)).text();
+          health.push(performance.now() - t);
+          await sleep(20);
+        }
+        const r = await p;
+        const v = await (await fetch(`${srv.api}/api/v1/runs/wide/verdict`)).json();
+        out[n] = { status: r.status, ms: Math.round(r.ms), verdict: v.verdict, healthzMaxMs: Math.round(Math.max(0, ...health)) };
+      } finally {
+        await srv.stop();
+      }
+    }
+    return out;
+  },
+
   // 40,000 new runs with a 96 MiB heap: with --max-live-runs 20000 (new code) the rest get 503 and the server lives.
   async liverun() {
     const capped = await supports('--max-live-runs');
