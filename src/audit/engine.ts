@@ -12,7 +12,7 @@ import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { PinRecord, ReceiptStore, SpanLogEntry, LiveRun as StoredRun } from '../store/index.js';
+import type { PinRecord, ReceiptStore, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
@@ -69,6 +69,11 @@ export interface EngineOptions {
    * live are refused too once 10% above it (so running runs can finish, but memory stays bounded).
    */
   maxLiveReceipts?: number;
+  /**
+   * With ingest tokens: a receipt never masks, replaces or conflicts with another source's receipt under the same
+   * (run, event); the later one is stored under a source-scoped event id (`event@<token hash prefix>`, the SQLite store).
+   */
+  sourceScopedEvents?: boolean;
   /** Bound of the redelivery digests kept for live runs (see DeliveredDigests). */
   maxDeliveredDigests?: number;
   /**
@@ -117,6 +122,11 @@ interface LiveRun {
   ackedAt?: number;
   /** Receipts this run holds in memory (distinct contents). */
   held: number;
+}
+
+/** A source's tag in a source-scoped event id: the token's hash prefix (`token-3-ab12cd34` -> `ab12cd34`), id characters only. */
+export function sourceTag(source: string): string {
+  return source.replace(/^token-\d+-/, '').replace(/[^A-Za-z0-9_.:#+=-]/g, '-').slice(0, 40) || 'source';
 }
 
 /** Yields to the event loop once ~8 ms of synchronous work passed since the last yield (see AuditEngine.fold). */
@@ -377,7 +387,17 @@ export class AuditEngine extends EventEmitter {
     let res;
     const touched = new Set<string>();
     try {
-      res = await this.store.append(receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i] })), spanLog);
+      const scope = this.opts.sourceScopedEvents && source !== 'auditor' ? sourceTag(source) : undefined;
+      const items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
+      res = await this.store.append(items, spanLog);
+      if (scope !== undefined) {
+        // Stored under a source-scoped id (another source holds this event id): folded as stored.
+        items.forEach((it, i) => {
+          if (it.storedAs === undefined) return;
+          receipts[i] = { ...receipts[i], event: it.storedAs };
+          digests[i] = DeliveredDigests.digest(receipts[i]);
+        });
+      }
       // The reservation holds until the new runs are live: the fold below yields to the event loop in slices.
       await this.fold(receipts, res.results, digests, perType, touched, now);
     } finally {
@@ -783,6 +803,14 @@ export class AuditEngine extends EventEmitter {
     for (const r of batch) if (r.run === run && r.type === 'run.start') state.add(r);
     const p = resolvePin(state, this.registry, this.opts.defaultContract);
     return p.ok ? p.contract : null;
+  }
+
+  /** The stored handoff receipts of a run (the handoff party rule reads which parties its handoffs named). */
+  storedHandoffReceipts(run: string): Receipt[] {
+    const live = this.runs.get(run);
+    if (live && !live.state.handoffReceipts().some((r) => r.type === 'handoff')) return [];
+    if (!live && !isRunId(run)) return [];
+    return this.store.runReceipts(run).filter((r) => r.type === 'handoff');
   }
 
   /** Acknowledge a run's current verdict: it leaves the alerting series until it enters another verdict. */

@@ -251,6 +251,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     retentionMs: cfg.retentionMs,
     maxLiveRuns: cfg.maxLiveRuns,
     maxLiveReceipts: cfg.maxLiveReceipts,
+    // With ingest tokens, one source's receipt never masks another's under the same event id (docs/security.md).
+    sourceScopedEvents: cfg.ingestTokens !== undefined,
     hooks: {
       verdictEntered: (run, contract, version, verdict, previous) => {
         metrics.verdictEntered(contract, verdict, run);
