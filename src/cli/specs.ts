@@ -88,6 +88,7 @@ export const SERVE_SPEC = registerSpec({
     { name: 'max-grpc-streams', type: 'string', value: 'N', default: '100', help: 'concurrent gRPC streams per connection' },
     { name: 'max-live-runs', type: 'string', value: 'N', default: '100000', help: 'live runs held in memory; past it receipts of new runs get 503 + Retry-After' },
     { name: 'max-live-receipts', type: 'string', value: 'N', default: '2000000', help: 'receipts held by live runs; past it ingest answers 503 + Retry-After' },
+    { name: 'idle-evict-after', type: 'string', value: 'DUR', default: '15m', help: 'at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)' },
     { name: 'max-event-streams', type: 'string', value: 'N', default: '64', help: 'open web-view event streams (SSE)' },
     { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
   ],

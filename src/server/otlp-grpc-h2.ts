@@ -223,20 +223,27 @@ export function startGrpcH2(
       stream.resume();
       return answer(stream, 'UNAUTHENTICATED', 'missing or invalid bearer token', 'unauthenticated');
     }
-    let release: () => void;
-    try {
-      release = ingestor.admit();
-    } catch (e) {
+    if (ingestor.saturated) {
       stream.resume();
-      if (e instanceof SaturatedError) return answer(stream, 'UNAVAILABLE', e.message, 'saturated');
-      return answer(stream, 'UNAVAILABLE', (e as Error).message, 'store_unavailable');
+      return answer(stream, 'UNAVAILABLE', 'the auditor is saturated; retry later', 'saturated');
     }
-    void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', auth).finally(release);
+    void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', auth);
   });
 
+  /**
+   * One export. The admission slot is taken only once the message is complete (docs/operations.md): a stream that
+   * sends headers and no message (or a slow one) holds a stream of its connection, never an ingest slot.
+   */
   async function exportCall(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate', auth: { source: string; bind?: SourceBinding }): Promise<void> {
+    let release = () => {};
     try {
       const msg = await readMessage(stream, opts.maxMessageBytes, pool);
+      try {
+        release = ingestor.admit();
+      } catch (e) {
+        msg.release();
+        throw e;
+      }
       let decoded: DecodedExport | undefined;
       try {
         let body = msg.body;
@@ -275,12 +282,15 @@ export function startGrpcH2(
       stream.end(framed);
     } catch (e) {
       if (e instanceof GrpcFailure) return answer(stream, e.status, e.message, e.reason);
+      if (e instanceof SaturatedError) return answer(stream, 'UNAVAILABLE', e.message, 'saturated');
       if (e instanceof StoreUnavailableError) return answer(stream, 'UNAVAILABLE', e.message, 'store_unavailable');
       if (e instanceof LiveLimitError) {
         opts.onLiveLimit?.(e.limit);
         return answer(stream, 'UNAVAILABLE', e.message, 'live_limit');
       }
       return answer(stream, 'INTERNAL', 'internal error');
+    } finally {
+      release();
     }
   }
 

@@ -79,6 +79,8 @@ export interface ServeConfig {
   maxLiveRuns: number;
   /** Receipts held in memory by live runs (see EngineOptions.maxLiveReceipts). */
   maxLiveReceipts: number;
+  /** Runs with no receipt for this long leave live memory when a live cap needs room (EngineOptions.idleEvictMs). */
+  idleEvictMs?: number;
   /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
   tls?: TlsMaterial;
   /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
@@ -123,6 +125,7 @@ export const DEFAULTS = {
   maxGrpcStreams: 100,
   maxLiveRuns: 100_000,
   maxLiveReceipts: 2_000_000,
+  idleEvictMs: 15 * 60_000,
   leaseTtlMs: 10_000,
 };
 
@@ -253,7 +256,9 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     maxLiveReceipts: cfg.maxLiveReceipts,
     // With ingest tokens, one source's receipt never masks another's under the same event id (docs/security.md).
     sourceScopedEvents: cfg.ingestTokens !== undefined,
+    idleEvictMs: cfg.idleEvictMs,
     hooks: {
+      idleEvicted: (n) => metrics.liveRunsIdleEvicted(n),
       verdictEntered: (run, contract, version, verdict, previous) => {
         metrics.verdictEntered(contract, verdict, run);
         // Content-free: run id, pin, verdict and the finding code that decided it.
