@@ -57,7 +57,7 @@ describe('gRPC (node:http2) admission after the message', () => {
     const otlp = await fetch(`${srv.otlpHttp}/v1/traces`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-protobuf' },
-      body: encoded([{ run: 'honest-otlp', event: 's', type: 'run.start', at: iso(now), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' }]),
+      body: new Uint8Array(encoded([{ run: 'honest-otlp', event: 's', type: 'run.start', at: iso(now), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' }])),
     });
     expect(otlp.status).toBe(200);
     expect((await fetch(`${srv.api}/readyz`)).status).toBe(200);

@@ -88,6 +88,8 @@ export const SERVE_SPEC = registerSpec({
     { name: 'max-grpc-streams', type: 'string', value: 'N', default: '100', help: 'concurrent gRPC streams per connection' },
     { name: 'max-live-runs', type: 'string', value: 'N', default: '100000', help: 'live runs held in memory; past it receipts of new runs get 503 + Retry-After' },
     { name: 'max-live-receipts', type: 'string', value: 'N', default: '2000000', help: 'receipts held by live runs; past it ingest answers 503 + Retry-After' },
+    { name: 'max-long-polls', type: 'string', value: 'N', default: '512', help: 'long-polls (verdict?wait=) waiting at once on the API port; past it 429 + Retry-After' },
+    { name: 'health-port', type: 'string', value: 'PORT', default: 'none', help: 'a separate listener serving only /healthz, /readyz and /metrics (64 connections), answered while the API port is flooded' },
     { name: 'idle-evict-after', type: 'string', value: 'DUR', default: '15m', help: 'at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)' },
     { name: 'max-event-streams', type: 'string', value: 'N', default: '64', help: 'open web-view event streams (SSE)' },
     { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
