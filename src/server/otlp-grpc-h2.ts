@@ -41,6 +41,10 @@ export interface GrpcH2Options {
   maxConcurrentStreams?: number;
   /** An export was refused by a live-state cap (--max-live-runs / --max-live-receipts). */
   onLiveLimit?: (limit: 'runs' | 'receipts') => void;
+  /** With TLS: a connection that has not finished its handshake after this long is closed (as on the HTTPS ports). */
+  handshakeTimeoutMs?: number;
+  /** Open connections; more are closed at accept (--max-connections, as on the HTTP ports). */
+  maxConnections?: number;
 }
 
 /** The shape serve.ts uses of a gRPC server (the same two calls as @grpc/grpc-js's Server). */
@@ -151,7 +155,10 @@ export function startGrpcH2(
     maxSessionMemory: Math.max(64, Math.ceil((opts.maxMessageBytes * 4) / (1024 * 1024))),
     maxOutstandingPings: 10,
   };
-  const server = opts.tls ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(opts.tls), ALPNProtocols: ['h2'] }) : http2.createServer(serverOptions);
+  const server = opts.tls
+    ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(opts.tls), ALPNProtocols: ['h2'], ...(opts.handshakeTimeoutMs !== undefined ? { handshakeTimeout: opts.handshakeTimeoutMs } : {}) })
+    : http2.createServer(serverOptions);
+  if (opts.maxConnections !== undefined) server.maxConnections = opts.maxConnections;
   const pool = new BodyBuffers();
   const sessions = new Set<http2.ServerHttp2Session>();
   const idleMs = opts.idleTimeoutMs ?? 300_000;
