@@ -401,7 +401,7 @@ function supports(flag) {
     const c = spawn(process.execPath, [join(ROOT, 'bin', 'topology-audit.js'), 'serve', flag, 'x'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let e = '';
     c.stderr.on('data', (d) => (e += d));
-    c.on('exit', () => res(e.includes(`${flag}: expected`)));
+    c.on("exit", () => res(e.includes(`${flag}:`) && !e.includes("Unknown option")));
   });
 }
 
