@@ -6,8 +6,9 @@
 // build of the old code and once against this one. Attacks: aborted long-polls, an NDJSON flood of invalid lines,
 // slow bodies, half-open connections, a stalled event-stream reader, many live runs. For each: wall time, the
 // server's peak RSS (VmHWM), response sizes and what a normal client saw. Prints a table and one JSON line.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import http2 from 'node:http2';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -208,6 +209,158 @@ const attacks = {
     }
   },
 
+  // Issue 30.3: one NDJSON post to a pinned run whose edges name N distinct unknown agents: how long is the answer,
+  // and how long does /healthz wait meanwhile (probed every 20 ms)?
+  async agents() {
+    const out = {};
+    for (const n of (process.env.AGENTS ?? '2000,20000').split(',').map(Number)) {
+      const srv = await serve(['--max-body', '16MiB']);
+      try {
+        const t0 = Date.parse('2026-01-01T00:00:00Z');
+        let body = line({ run: 'wide', event: 's', type: 'run.start', at: new Date(t0).toISOString(), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });
+        for (let i = 0; i < n; i++) body += line({ run: 'wide', event: `e${i}`, type: 'edge', at: new Date(t0 + i + 1).toISOString(), from: 'orchestrator', to: `unknown-${i}`, kind: 'delegate' });
+        let done = false;
+        const p = post(srv.api, body).finally(() => (done = true));
+        const health = [];
+        while (!done) {
+          const t = performance.now();
+          await (await fetch(`${srv.api}/healthz`)).text();
+          health.push(performance.now() - t);
+          await sleep(20);
+        }
+        const r = await p;
+        const v = await (await fetch(`${srv.api}/api/v1/runs/wide/verdict`)).json();
+        out[n] = { status: r.status, ms: Math.round(r.ms), verdict: v.verdict, healthzMaxMs: Math.round(Math.max(0, ...health)) };
+      } finally {
+        await srv.stop();
+      }
+    }
+    return out;
+  },
+
+  // Issue 30.1-2: forged handoff facts from a non-owner token, and an edge under another source's event id.
+  async parties() {
+    const dir = mkdtempSync(join(tmpdir(), 'ta-attack-tokens-'));
+    const T = { owner: 'owner-token-0123456789abcdef', spec: 'spec-token-0123456789abcdef', rev: 'rev-token-0123456789abcdef', orch: 'orch-token-0123456789abcdef', res: 'res-token-0123456789abcdef' };
+    writeFileSync(join(dir, 'ingest'), `${T.owner} fieldops-main\n${T.spec} manual-specialist\n${T.rev} manual-reviewer-a\n${T.orch} orchestrator\n${T.res} researcher\n`);
+    const srv = await serve(['--ingest-tokens', join(dir, 'ingest')]);
+    const as = (token, body) => fetch(`${srv.api}/v1/receipts`, { method: 'POST', body, headers: { authorization: `Bearer ${token}` } }).then((r) => r.json());
+    const verdict = async (run) => (await (await fetch(`${srv.api}/api/v1/runs/${run}`)).json()).verdict;
+    try {
+      const fx = readFileSync(join(ROOT, 'receipts', 'handoffs', 'ho-budget-copied.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      const target = (r) => (r.type === 'handoff' && (r.state === 'RUNNING' || r.state === 'RETURNED')) || (r.type === 'edge' && r.from === 'manual-specialist');
+      await as(T.owner, fx.filter((r) => !target(r)).map(line).join(''));
+      await as(T.spec, fx.filter(target).map(line).join(''));
+      await as(T.owner, fx.filter(target).map(line).join('')); // an old build wants the source's token for every receipt
+      const rootBefore = await verdict('ho-budget-copied');
+      await as(T.rev, line({ run: 'ho-budget-copied', event: 'forged', type: 'handoff', at: '2025-03-14T09:00:00Z', budgetOp: 'root', units: { actions: 100000, contextUnits: 1000000, effects: 9 }, from: 'manual-reviewer-a' }));
+      const rootAfter = await verdict('ho-budget-copied');
+      const masked = {};
+      for (const first of ['orchestrator', 'researcher']) {
+        const run = `masked-${first}`;
+        const at = new Date().toISOString();
+        await as(T.orch, line({ run, event: 's', type: 'run.start', at, contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' }));
+        const bad = line({ run, event: 'x1', type: 'edge', at, from: 'orchestrator', to: 'verifier', kind: 'delegate' });
+        const ok = line({ run, event: 'x1', type: 'edge', at, from: 'researcher', to: 'verifier', kind: 'handoff' });
+        if (first === 'orchestrator') await as(T.orch, bad).then(() => as(T.res, ok));
+        else await as(T.res, ok).then(() => as(T.orch, bad));
+        masked[first + 'First'] = await verdict(run);
+      }
+      return { forgedRoot: `${rootBefore} -> ${rootAfter}`, masked };
+    } finally {
+      await srv.stop();
+    }
+  },
+
+  // Issue 30.4: 3 HTTP/2 connections x 100 gRPC streams with headers and no message; then NDJSON, OTLP/HTTP, /readyz.
+  async h2bodiless() {
+    const srv = await serve(['--max-inflight', '256']);
+    const sessions = [];
+    try {
+      for (let c = 0; c < 3; c++) {
+        const s = http2.connect(`http://127.0.0.1:${srv.ports.otlpGrpc}`);
+        s.on('error', () => {});
+        sessions.push(s);
+        await new Promise((r) => s.once('remoteSettings', r));
+        for (let i = 0; i < 100; i++) s.request({ ':method': 'POST', ':path': '/opentelemetry.proto.collector.trace.v1.TraceService/Export', 'content-type': 'application/grpc+proto' }, { endStream: false }).on('error', () => {});
+        await new Promise((r) => s.ping(r));
+      }
+      const ndjson = (await post(srv.api, startLine('honest'))).status;
+      const otlp = (await fetch(`http://127.0.0.1:${srv.ports.otlpHttp}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"resourceSpans":[]}' })).status;
+      const readyz = (await fetch(`${srv.api}/readyz`)).status;
+      return { streams: 300, ndjson, otlpHttp: otlp, readyz };
+    } finally {
+      for (const s of sessions) s.destroy();
+      await srv.stop();
+    }
+  },
+
+  // Issue 30.5: fill --max-live-runs with runs that never settle; is an honest new run accepted later, and after a restart?
+  async liveidle() {
+    const idle = await supports('--idle-evict-after');
+    const args = ['--max-live-runs', '1000', ...(idle ? ['--idle-evict-after', '2s'] : [])];
+    const srv = await serve(args);
+    try {
+      let body = '';
+      for (let i = 0; i < 1000; i++) body += line({ run: `flood-${i}`, event: 'e', type: 'edge', at: new Date().toISOString(), from: 'orchestrator', to: 'researcher', kind: 'delegate' });
+      await post(srv.api, body);
+      const first = (await post(srv.api, startLine('honest-1'))).status;
+      await sleep(4000);
+      const after4s = (await post(srv.api, startLine('honest-2'))).status;
+      await srv.stop();
+      const again = await serve(args, process.env, srv.data);
+      await sleep(3000);
+      const afterRestart = (await post(again.api, startLine('honest-3'))).status;
+      await again.stop();
+      return { idleEviction: idle, honestAtOnce: first, honestAfter4s: after4s, honestAfterRestart: afterRestart };
+    } finally {
+      await srv.stop();
+    }
+  },
+
+  // Issue 30.6: 1,100 long-polls (wait=300) on one run: is /healthz answered, and an NDJSON post?
+  async longpollcap() {
+    const srv = await serve((await supports('--max-long-polls')) ? ['--max-long-polls', '512'] : []);
+    const reqs = [];
+    try {
+      await post(srv.api, startLine('slow-run'));
+      const statuses = {};
+      for (let i = 0; i < 1100; i++) {
+        const r = request({ host: '127.0.0.1', port: srv.ports.api, path: '/api/v1/runs/slow-run/verdict?wait=300', agent: false }, (res) => {
+          statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
+          res.resume();
+        });
+        r.on('error', () => (statuses.error = (statuses.error ?? 0) + 1));
+        r.end();
+        reqs.push(r);
+      }
+      await sleep(3000);
+      const health = await Promise.race([fetch(`${srv.api}/healthz`).then((r) => r.status, () => 'error'), sleep(5000).then(() => 'no answer in 5 s')]);
+      const ingest = await Promise.race([post(srv.api, startLine('x')).then((r) => r.status, () => 'error'), sleep(5000).then(() => 'no answer in 5 s')]);
+      return { longPolls: 1100, answered: statuses, healthz: health, ndjson: ingest };
+    } finally {
+      for (const r of reqs) r.destroy();
+      await srv.stop();
+    }
+  },
+
+  // Issue 30.7: an idle TCP connection to the gRPC TLS port: how long does it stay open?
+  async grpctls() {
+    const dir = mkdtempSync(join(tmpdir(), 'ta-attack-tls-'));
+    execFileSync('/usr/bin/openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem'), '-days', '1', '-subj', '/CN=localhost'], { stdio: 'ignore' });
+    const srv = await serve(['--tls-cert', join(dir, 'c.pem'), '--tls-key', join(dir, 'k.pem')]);
+    try {
+      const s = await raw(srv.ports.otlpGrpc);
+      s.resume();
+      const t0 = Date.now();
+      const open = await Promise.race([new Promise((r) => s.once('close', () => r(((Date.now() - t0) / 1000).toFixed(1)))), sleep(30_000).then(() => '>30')]);
+      s.destroy();
+      return { idleConnectionClosedAfterS: open };
+    } finally {
+      await srv.stop();
+    }
+  },
+
   // 40,000 new runs with a 96 MiB heap: with --max-live-runs 20000 (new code) the rest get 503 and the server lives.
   async liverun() {
     const capped = await supports('--max-live-runs');
@@ -248,7 +401,7 @@ function supports(flag) {
     const c = spawn(process.execPath, [join(ROOT, 'bin', 'topology-audit.js'), 'serve', flag, 'x'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let e = '';
     c.stderr.on('data', (d) => (e += d));
-    c.on('exit', () => res(e.includes(`${flag}: expected`)));
+    c.on("exit", () => res(e.includes(`${flag}:`) && !e.includes("Unknown option")));
   });
 }
 

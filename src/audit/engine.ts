@@ -12,7 +12,7 @@ import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { PinRecord, ReceiptStore, SpanLogEntry, LiveRun as StoredRun } from '../store/index.js';
+import type { PinRecord, ReceiptStore, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
@@ -21,6 +21,8 @@ export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
   verdictEntered?: (run: string, contract: string, version: string, verdict: Verdict, previous: { contract: string; version: string; verdict: Verdict } | null) => void;
   receipts?: (type: string, result: 'accepted' | 'duplicate' | 'conflict', n: number) => void;
+  /** Runs left live memory idle (see AuditEngine.evictIdle). */
+  idleEvicted?: (n: number) => void;
   /** A run's shadow verdict under a candidate changed (also on first evaluation); `disagreed`: it started to disagree. */
   shadowEntered?: (run: string, shadow: ShadowVerdict, disagreed: boolean) => void;
 }
@@ -71,6 +73,16 @@ export interface EngineOptions {
    * live are refused too once 10% above it (so running runs can finish, but memory stays bounded).
    */
   maxLiveReceipts?: number;
+  /**
+   * With ingest tokens: a receipt never masks, replaces or conflicts with another source's receipt under the same
+   * (run, event); the later one is stored under a source-scoped event id (`event@<token hash prefix>`, the SQLite store).
+   */
+  sourceScopedEvents?: boolean;
+  /**
+   * Runs that received no receipt for this long may leave live memory when a live cap needs room (oldest idle first);
+   * they stay in the store and are loaded again on their next receipt. Undefined: never (the caps then refuse).
+   */
+  idleEvictMs?: number;
   /** Bound of the redelivery digests kept for live runs (see DeliveredDigests). */
   maxDeliveredDigests?: number;
   /**
@@ -121,6 +133,23 @@ interface LiveRun {
   ackRecord?: AckRecord;
   /** Receipts this run holds in memory (distinct contents). */
   held: number;
+  /** Server time of the run's latest receipt (idle eviction: a sender's `at` cannot make a run look busy). */
+  receivedAt?: number;
+}
+
+/** A source's tag in a source-scoped event id: the token's hash prefix (`token-3-ab12cd34` -> `ab12cd34`), id characters only. */
+export function sourceTag(source: string): string {
+  return source.replace(/^token-\d+-/, '').replace(/[^A-Za-z0-9_.:#+=-]/g, '-').slice(0, 40) || 'source';
+}
+
+/** Yields to the event loop once ~8 ms of synchronous work passed since the last yield (see AuditEngine.fold). */
+class Slicer {
+  private since = performance.now();
+  async yieldIfDue(): Promise<void> {
+    if (performance.now() - this.since < 8) return;
+    await new Promise<void>((r) => setImmediate(r));
+    this.since = performance.now();
+  }
 }
 
 /** What the run lists filter on: verdict, pinned contract, and (for held runs) the alert state at `now`. */
@@ -201,6 +230,10 @@ export class AuditEngine extends EventEmitter {
   private readonly deadlines = new DeadlineHeap();
   private readonly pinnedContracts = new Map<string, Contract>(); // by content hash
   private heldReceipts = 0;
+  /** Runs that left live memory idle (see evictIdle): loaded again from the store on their next receipt or read. */
+  private readonly evicted = new Set<string>();
+  /** Runs that left live memory idle since start (topology_live_runs_evicted_total). */
+  evictedRuns = 0;
   /** New runs and receipts of ingests that passed the live caps and have not landed yet. */
   private reservedRuns = 0;
   private reservedReceipts = 0;
@@ -256,7 +289,7 @@ export class AuditEngine extends EventEmitter {
           receipts++;
         }
         if (state.size === 0 && state.conflicts.size === 0) continue;
-        const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held };
+        const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held, receivedAt: lr.updatedAt };
         restored.verdict = this.evaluateRun(state, this.pinRun(state), now, restored);
         const replaced = this.runs.get(lr.run);
         if (replaced) this.uncount(replaced);
@@ -283,7 +316,7 @@ export class AuditEngine extends EventEmitter {
    * The live caps: throws LiveLimitError when the receipts would start new runs past --max-live-runs, or hold
    * receipts past --max-live-receipts. Otherwise reserves room until `done` is called (after the ingest landed).
    */
-  private reserve(receipts: readonly Receipt[]): () => void {
+  private reserve(receipts: readonly Receipt[], now: number): () => void {
     const maxRuns = this.opts.maxLiveRuns ?? Infinity;
     const maxReceipts = this.opts.maxLiveReceipts ?? Infinity;
     if (maxRuns === Infinity && maxReceipts === Infinity) return () => {};
@@ -297,9 +330,10 @@ export class AuditEngine extends EventEmitter {
         newRuns++;
       }
     }
+    if (newRuns > 0) this.evictIdle(now, this.runs.size + this.reservedRuns + newRuns - maxRuns, this.heldReceipts + this.reservedReceipts + receipts.length - maxReceipts);
     const held = this.heldReceipts + this.reservedReceipts;
     if (newRuns > 0 && this.runs.size + this.reservedRuns + newRuns > maxRuns) {
-      throw new LiveLimitError('runs', `live-run limit reached (${maxRuns} runs held; --max-live-runs): receipts of new runs are refused until settled runs are pruned; retry later`);
+      throw new LiveLimitError('runs', `live-run limit reached (${maxRuns} runs held; --max-live-runs): receipts of new runs are refused until runs are pruned or idle long enough to leave live memory (--idle-evict-after); retry later`);
     }
     if (receipts.length > 0 && held + receipts.length > (newRuns > 0 ? maxReceipts : maxReceipts * 1.1)) {
       throw new LiveLimitError('receipts', `live-receipt limit reached (${maxReceipts} receipts held; --max-live-receipts): retry later`);
@@ -313,6 +347,58 @@ export class AuditEngine extends EventEmitter {
       this.reservedRuns -= newRuns;
       this.reservedReceipts -= receipts.length;
     };
+  }
+
+  /**
+   * Makes room under the live caps: runs that received no receipt for --idle-evict-after leave live memory, the
+   * longest idle first, until `runs` runs and `receipts` receipts are freed (at least 1/64 of the run cap at once, so
+   * a full server does not scan its runs for every new run). They stay in the store; their next receipt (or a read)
+   * loads them again. Returns how many left.
+   */
+  private evictIdle(now: number, runs: number, receipts: number): number {
+    const idleMs = this.opts.idleEvictMs;
+    if (idleMs === undefined || (runs <= 0 && receipts <= 0) || this.opts.owns) return 0;
+    const idle: [number, string, LiveRun][] = [];
+    for (const [run, live] of this.runs) {
+      const at = live.receivedAt ?? live.updatedAt;
+      if (now - at >= idleMs) idle.push([at, run, live]);
+    }
+    if (idle.length === 0) return 0;
+    idle.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : 1));
+    const minRuns = Math.max(runs, Math.ceil((this.opts.maxLiveRuns ?? 0) / 64));
+    let n = 0;
+    let freed = 0;
+    for (const [, run, live] of idle) {
+      if (n >= minRuns && freed >= receipts) break;
+      this.runs.delete(run);
+      this.uncount(live);
+      this.heldReceipts -= live.held;
+      freed += live.held;
+      this.delivered.forget(run);
+      this.deadlines.set(run, null);
+      this.evicted.add(run);
+      n++;
+    }
+    this.evictedRuns += n;
+    if (n) this.opts.hooks?.idleEvicted?.(n);
+    return n;
+  }
+
+  /** A run that left live memory idle, loaded again from the store (its receipts, stored pin and verdict). */
+  private reload(run: string, now: number): LiveRun {
+    this.evicted.delete(run);
+    const state = new RunState(run, this.receiptSource);
+    let held = 0;
+    for (const r of this.store.runReceipts(run)) if (state.add(r) !== 'duplicate') held++;
+    const live: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held, receivedAt: now };
+    this.runs.set(run, live);
+    this.heldReceipts += held;
+    return live;
+  }
+
+  /** Whether a run left live memory idle (it is in the store; see evictIdle). */
+  isEvicted(run: string): boolean {
+    return this.evicted.has(run);
   }
 
   get liveReceipts(): number {
@@ -410,47 +496,88 @@ export class AuditEngine extends EventEmitter {
       }
     }
     if (limits) await this.refuseForFullOwners(receipts);
-    const release = limits ? this.reserve(receipts) : () => {};
+    const release = limits ? this.reserve(receipts, now) : () => {};
     let res;
+    const touched = new Set<string>();
     try {
-      res = await this.store.append(receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i] })), spanLog);
+      const scope = this.opts.sourceScopedEvents && source !== 'auditor' ? sourceTag(source) : undefined;
+      const items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
+      res = await this.store.append(items, spanLog);
+      if (scope !== undefined) {
+        // Stored under a source-scoped id (another source holds this event id): folded as stored.
+        items.forEach((it, i) => {
+          if (it.storedAs === undefined) return;
+          receipts[i] = { ...receipts[i], event: it.storedAs };
+          digests[i] = DeliveredDigests.digest(receipts[i]);
+        });
+      }
+      // The reservation holds until the new runs are live: the fold below yields to the event loop in slices.
+      await this.fold(receipts, res.results, digests, perType, touched, now);
     } finally {
       release();
     }
     res.duplicates += known;
-    const touched = new Set<string>();
+    for (const [type, t] of perType) {
+      for (const k of ['accepted', 'duplicate', 'conflict'] as const) if (t[k]) this.opts.hooks?.receipts?.(type, k, t[k]);
+    }
+    const slice = new Slicer();
+    for (const run of touched) {
+      this.reevaluate(run, now);
+      await slice.yieldIfDue();
+    }
+    return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts };
+  }
+
+  /**
+   * The fold step of ingest: each committed receipt into its run's state. A large batch (a post naming 20,000 agents,
+   * or 100,000 new runs) is folded in slices of at most ~8 ms that yield to the event loop, so health checks and
+   * other clients are answered meanwhile.
+   */
+  private async fold(receipts: readonly Receipt[], results: readonly ('accepted' | 'duplicate' | 'conflict')[], digests: readonly Digest[], perType: Map<string, { accepted: number; duplicate: number; conflict: number }>, touched: Set<string>, now: number): Promise<void> {
     const owns = this.opts.owns;
-    receipts.forEach((r, i) => {
+    const slice = new Slicer();
+    let reloaded: Set<string> | undefined;
+    for (let i = 0; i < receipts.length; i++) {
+      if ((i & 255) === 255) await slice.yieldIfDue();
+      const r = receipts[i];
       if (owns && !owns(r.run)) {
         // Stored and acknowledged; its owner folds it from the shared store.
         const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
-        t[res.results[i]]++;
+        t[results[i]]++;
         perType.set(r.type, t);
-        return;
+        continue;
       }
       let live = this.runs.get(r.run);
+      if (!live && this.evicted.has(r.run)) {
+        // Back from the store with everything stored, this batch's receipts of the run included.
+        live = this.reload(r.run, now);
+        (reloaded ??= new Set()).add(r.run);
+      }
       if (!live) {
         const state = new RunState(r.run, this.receiptSource);
         live = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held: 0 };
         this.runs.set(r.run, live);
       }
-      const result = live.state.add(r, res.results[i]);
+      live.receivedAt = now;
+      if (reloaded?.has(r.run)) {
+        const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
+        t[results[i]]++;
+        perType.set(r.type, t);
+        if (results[i] !== 'duplicate') touched.add(r.run);
+        continue;
+      }
+      const result = live.state.add(r, results[i]);
       if (result !== 'duplicate') {
         live.held++;
         this.heldReceipts++;
       }
-      const outcome = res.results[i] === 'conflict' || result === 'conflict' ? 'conflict' : result;
+      const outcome = results[i] === 'conflict' || result === 'conflict' ? 'conflict' : result;
       if (outcome !== 'duplicate') touched.add(r.run);
       if (outcome !== 'conflict') this.delivered.record(r.run, r.event, digests[i]);
       const t = perType.get(r.type) ?? { accepted: 0, duplicate: 0, conflict: 0 };
       t[outcome]++;
       perType.set(r.type, t);
-    });
-    for (const [type, t] of perType) {
-      for (const k of ['accepted', 'duplicate', 'conflict'] as const) if (t[k]) this.opts.hooks?.receipts?.(type, k, t[k]);
     }
-    for (const run of touched) this.reevaluate(run, now);
-    return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts };
   }
 
   private reevaluate(run: string, now: number): void {
@@ -697,7 +824,7 @@ export class AuditEngine extends EventEmitter {
    */
   get(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null {
     const live = this.runs.get(run);
-    if (!live) return null;
+    if (!live) return this.evicted.has(run) ? this.getEvicted(run) : null;
     const conflicts = live.state.conflicts;
     let receipts = this.store.runReceipts(run);
     if (conflicts.size > 0) {
@@ -710,6 +837,16 @@ export class AuditEngine extends EventEmitter {
       receipts = [...folded, ...[...versions.values()].flat()];
     }
     return { verdict: live.verdict, receipts, updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
+  }
+
+  /** A run that left live memory idle, read from the store and evaluated now (it stays out of live memory). */
+  private getEvicted(run: string): { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number } | null {
+    const receipts = this.store.runReceipts(run);
+    if (receipts.length === 0) return null;
+    const record = this.store.getPin(run);
+    const content = record ? this.store.getContractContent(record.contractHash) : null;
+    const d: DetachedRun = { run, pin: record ?? null, contractContent: content ?? null, receipts, updatedAt: Date.now() };
+    return { verdict: this.evaluateDetached(d, Date.now()), receipts, updatedAt: d.updatedAt };
   }
 
   /** Cluster mode: the reader of runs other instances hold (null on a single instance). */
@@ -814,6 +951,14 @@ export class AuditEngine extends EventEmitter {
     for (const r of batch) if (r.run === run && r.type === 'run.start') state.add(r);
     const p = resolvePin(state, this.registry, this.opts.defaultContract);
     return p.ok ? p.contract : null;
+  }
+
+  /** The stored handoff receipts of a run (the handoff party rule reads which parties its handoffs named). */
+  storedHandoffReceipts(run: string): Receipt[] {
+    const live = this.runs.get(run);
+    if (live && !live.state.handoffReceipts().some((r) => r.type === 'handoff')) return [];
+    if (!live && !isRunId(run)) return [];
+    return this.store.runReceipts(run).filter((r) => r.type === 'handoff');
   }
 
   /** Acknowledge a run's current verdict: it leaves the alerting series until it enters another verdict. */

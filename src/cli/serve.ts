@@ -235,6 +235,9 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       'keep-alive-timeout': { type: 'string' },
       'max-grpc-streams': { type: 'string' },
       'max-live-runs': { type: 'string' },
+      'idle-evict-after': { type: 'string' },
+      'max-long-polls': { type: 'string' },
+      'health-port': { type: 'string' },
       'max-live-receipts': { type: 'string' },
       'max-event-streams': { type: 'string' },
       'grpc-impl': { type: 'string', default: 'h2' },
@@ -315,6 +318,9 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     keepAliveTimeoutMs: durationArg('--keep-alive-timeout', values['keep-alive-timeout'], DEFAULTS.keepAliveTimeoutMs),
     maxGrpcStreams: intArg('--max-grpc-streams', values['max-grpc-streams'], DEFAULTS.maxGrpcStreams),
     maxLiveRuns: intArg('--max-live-runs', values['max-live-runs'], DEFAULTS.maxLiveRuns),
+    idleEvictMs: durationArg('--idle-evict-after', values['idle-evict-after'], DEFAULTS.idleEvictMs),
+    maxLongPolls: intArg('--max-long-polls', values['max-long-polls'], DEFAULTS.maxLongPolls),
+    healthPort: values['health-port'] === undefined ? undefined : portArg('--health-port', values['health-port'], 0),
     maxLiveReceipts: intArg('--max-live-receipts', values['max-live-receipts'], DEFAULTS.maxLiveReceipts),
     ingestTokens,
     apiTokens,
@@ -382,10 +388,10 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     return 2;
   }
   const { ports } = server;
-  cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, tls: tls !== undefined });
+  cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, ...(ports.health !== undefined ? { health: ports.health } : {}), tls: tls !== undefined });
   const scheme = tls ? 'https' : 'http';
   io.stdout(`topology-audit serving: api+ui ${scheme}://${host}:${ports.api}/  otlp-http ${scheme}://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}${tls ? ' (TLS)' : ''}\n`);
-  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc }, tls: tls !== undefined, contracts: registry.ids(), ...(cfg.storeUrl ? { store: 'postgres' } : { data: cfg.dataDir }) }) + '\n');
+  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, ...(ports.health !== undefined ? { health: ports.health } : {}) }, tls: tls !== undefined, contracts: registry.ids(), ...(cfg.storeUrl ? { store: 'postgres' } : { data: cfg.dataDir }) }) + '\n');
   return new Promise<number>((resolve) => {
     let closing = false;
     const stop = (signal: string) => {

@@ -643,29 +643,44 @@ export class RunState {
 
   /** Event ids of the receipts naming `agent` (as from, an edge's to, a wait's on), once per naming. */
   agentEvents(agent: string): string[] {
-    if (!this.hasAgent(agent)) return [];
-    let list = this.agentLists?.get(agent);
-    if (list === undefined) {
-      list = [];
+    return this.agentEventsOf([agent])[0];
+  }
+
+  /**
+   * agentEvents of several agents with one walk over the folded receipts for those not asked before (a run naming
+   * thousands of unknown agents is one walk, not one per agent: the walk reads the whole run).
+   */
+  agentEventsOf(agents: readonly string[]): string[][] {
+    const lists = (this.agentLists ??= new Map());
+    const missing = new Map<string, string[]>();
+    for (const a of agents) if (this.hasAgent(a) && !lists.has(a) && !missing.has(a)) missing.set(a, []);
+    if (missing.size > 0) {
       for (const { receipt: r } of this.folded()) {
-        if (r.from !== undefined && r.from === agent) list.push(r.event);
-        if ((r.type === 'edge' && r.to === agent) || (r.type === 'wait' && r.on === agent)) list.push(r.event);
+        if (r.from !== undefined) missing.get(r.from)?.push(r.event);
+        if (r.type === 'edge' && r.to !== undefined) missing.get(r.to)?.push(r.event);
+        else if (r.type === 'wait' && r.on !== undefined) missing.get(r.on)?.push(r.event);
       }
-      (this.agentLists ??= new Map()).set(agent, list);
+      for (const [a, list] of missing) lists.set(a, list);
     }
-    return list;
+    return agents.map((a) => lists.get(a) ?? []);
   }
 
   /** Event ids of the receipts carrying `version`. */
   versionEvents(version: string): string[] {
-    if (!(this.versionMap !== null ? this.versionMap.has(version) : this.version1 === version)) return [];
-    let list = this.versionLists?.get(version);
-    if (list === undefined) {
-      list = [];
-      for (const { receipt: r } of this.folded()) if (r.version !== undefined && r.version === version) list.push(r.event);
-      (this.versionLists ??= new Map()).set(version, list);
+    return this.versionEventsOf([version])[0];
+  }
+
+  /** versionEvents of several versions with one walk for those not asked before. */
+  versionEventsOf(versions: readonly string[]): string[][] {
+    const lists = (this.versionLists ??= new Map());
+    const has = (v: string) => (this.versionMap !== null ? this.versionMap.has(v) : this.version1 === v);
+    const missing = new Map<string, string[]>();
+    for (const v of versions) if (has(v) && !lists.has(v) && !missing.has(v)) missing.set(v, []);
+    if (missing.size > 0) {
+      for (const { receipt: r } of this.folded()) if (r.version !== undefined) missing.get(r.version)?.push(r.event);
+      for (const [v, list] of missing) lists.set(v, list);
     }
-    return list;
+    return versions.map((v) => lists.get(v) ?? []);
   }
 
   /** The receipts a handoff audit reads: handoff transitions, run ends and verified outcomes. */

@@ -34,6 +34,7 @@ export const METRIC_NAMES = {
   storeCommitDuration: 'topology_store_commit_duration_seconds',
   storeCommitBatchSize: 'topology_store_commit_batch_size',
   liveRuns: 'topology_live_runs',
+  liveRunsIdleEvicted: 'topology_live_runs_idle_evicted_total',
   clusterPartitions: 'topology_cluster_partitions',
   pendingParentSpans: 'topology_pending_parent_spans',
   pendingParentSpansEvicted: 'topology_pending_parent_spans_evicted_total',
@@ -140,6 +141,8 @@ export interface AuditMetrics {
   /** One group commit landed: its duration in seconds and its number of receipts. */
   storeCommit(durationSeconds: number, batchSize: number): void;
   setLiveRuns(n: number): void;
+  /** Runs that left live memory idle to make room under a live cap (kept in the store; see --idle-evict-after). */
+  liveRunsIdleEvicted(n: number): void;
   /** Hash partitions of runs this instance owns in a cluster (0 on a single instance). */
   setClusterPartitions(n: number): void;
   /** Spans held back because their parent has not arrived yet. */
@@ -244,6 +247,10 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     buckets: COMMIT_BATCH_BUCKETS,
   });
   const liveRuns: Gauge = registry.gauge({ name: METRIC_NAMES.liveRuns, help: 'Runs whose verdict state is held in memory.' });
+  const idleEvicted: Counter = registry.counter({
+    name: METRIC_NAMES.liveRunsIdleEvicted,
+    help: 'Runs that left live memory, longest idle first, to make room under --max-live-runs/--max-live-receipts (kept in the store; loaded again on their next receipt).',
+  });
   const clusterPartitions: Gauge = registry.gauge({ name: METRIC_NAMES.clusterPartitions, help: 'Hash partitions of runs this instance owns (cluster on a shared PostgreSQL store; 0 on a single instance).' });
   const pendingParents: Gauge = registry.gauge({
     name: METRIC_NAMES.pendingParentSpans,
@@ -306,6 +313,7 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   pendingEvicted.touch(['total']);
   pendingEvicted.touch(['trace']);
   skeletonSpans.set([], 0);
+  idleEvicted.touch([]);
   callerUnresolved.touch([]);
   queueDepth.set([], 0);
   saturated.set([], 0);
@@ -387,6 +395,9 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
 
     setLiveRuns(n) {
       liveRuns.set([], n);
+    },
+    liveRunsIdleEvicted(n) {
+      idleEvicted.inc([], count(n));
     },
     setClusterPartitions(n) {
       clusterPartitions.set([], n);

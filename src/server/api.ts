@@ -21,6 +21,8 @@ export interface ApiOptions {
   retryAfterSeconds: number;
   /** Longest long-poll a client may ask for. */
   maxWaitSeconds: number;
+  /** Long-polls (`wait` > 0) waiting at once; past it a long-poll is answered 429 with Retry-After (--max-long-polls). */
+  maxLongPolls?: number;
   /** Authenticates an ingest request (POST /v1/receipts). */
   authenticateIngest: (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
   /** Authenticates an API read. */
@@ -153,6 +155,8 @@ async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict, 
 }
 
 let waitingPolls = 0;
+/** Long-polls admitted under --max-long-polls and not answered yet. */
+let admittedPolls = 0;
 /** Long-polls currently waiting in this process. */
 export const longPollsWaiting = () => waitingPolls;
 
@@ -361,15 +365,22 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
   }
   if (resource === 'runs' && id !== undefined && sub === 'verdict') {
     const wait = Math.min(Math.max(Number(url.searchParams.get('wait') ?? 0) || 0, 0), opts.maxWaitSeconds);
+    if (wait > 0 && opts.maxLongPolls !== undefined && admittedPolls >= opts.maxLongPolls) {
+      // Bounded: long-polls cannot take every connection of the API port (health checks, reads, ingest need some).
+      return json(res, 429, { error: `${opts.maxLongPolls} long-polls are waiting (--max-long-polls); retry later, or ask without wait` }, { 'retry-after': String(opts.retryAfterSeconds) });
+    }
     // A client that goes away releases its wait (listener and timer) at once.
     const gone = new AbortController();
     const onClose = () => gone.abort();
     res.once('close', onClose);
     opts.onLongPolls?.(waitingPolls + 1);
     let v: RunVerdict | null;
+    const counted = wait > 0;
+    if (counted) admittedPolls++; // counted at once: the cap holds for a burst arriving in one turn
     try {
       v = await waitForSettled(engine, id, wait * 1000, gone.signal);
     } finally {
+      if (counted) admittedPolls--;
       res.off('close', onClose);
       opts.onLongPolls?.(waitingPolls);
     }

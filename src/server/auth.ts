@@ -6,6 +6,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Receipt } from '../core/types.js';
 import type { SourceBinding } from './ingest.js';
+import { speakerOf } from '../ingest/trust.js';
 
 export interface TokenEntry {
   digest: Buffer;
@@ -61,8 +62,10 @@ export function bindingFor(entry: TokenEntry): SourceBinding | undefined {
   if (!agents) return undefined;
   return (r: Receipt) => {
     if (r.type === 'gap') return null;
-    if (r.from === undefined) return `source ${entry.source} is bound to agents and must name the reporting agent ("from")`;
-    return agents.has(r.from) ? null : `source ${entry.source} may not speak for agent "${r.from}"`;
+    // A handoff's target records RUNNING and RETURNED; the receipt still names the source as `from` (speakerOf).
+    const speaker = speakerOf(r);
+    if (speaker === undefined) return `source ${entry.source} is bound to agents and must name the reporting agent ("${r.from === undefined ? 'from' : 'to'}")`;
+    return agents.has(speaker) ? null : `source ${entry.source} may not speak for agent "${speaker}"`;
   };
 }
 

@@ -7,7 +7,7 @@ import { SpanPipeline } from '../ingest/pipeline.js';
 import type { AuditMetrics } from '../metrics/index.js';
 import type { DecodedExport } from '../otlp/types.js';
 import { parseLoggedSpan, type LoggedSpan, type PendingTraceLog } from '../ingest/pipeline.js';
-import { derivedBinding, evidenceOf, runScope, UNBOUND, type RejectReason, type SourceAgents } from '../ingest/trust.js';
+import { derivedBinding, evidenceOf, handoffParty, handoffPartiesOf, noteHandoffParties, runScope, UNBOUND, type HandoffParties, type RejectReason, type SourceAgents } from '../ingest/trust.js';
 import type { SpanLogEntry } from '../store/index.js';
 
 function toSpanLog(log: PendingTraceLog[], now: number): SpanLogEntry[] {
@@ -67,6 +67,13 @@ export class Ingestor {
   trust(receipts: Receipt[], source: string, bind?: SourceBinding): { kept: Receipt[]; refused: Refusal[] } {
     const kept: Receipt[] = [];
     const refused: Refusal[] = [];
+    // The parties of each run's handoffs as the stored receipts and this batch's kept ones name them (read on demand).
+    const parties = new Map<string, Map<string, HandoffParties>>();
+    const partiesOf = (run: string) => {
+      let p = parties.get(run);
+      if (!p) parties.set(run, (p = handoffPartiesOf(this.engine.storedHandoffReceipts(run))));
+      return p;
+    };
     receipts.forEach((r, index) => {
       const ev = evidenceOf(r);
       let code: RejectReason = 'source_not_bound';
@@ -76,8 +83,13 @@ export class Ingestor {
         if (from !== undefined) {
           const agents = this.sources(from);
           if (agents !== null) {
-            why = runScope(r, agents, from, () => this.engine.scopeContract(r.run, receipts));
+            const contract = () => this.engine.scopeContract(r.run, receipts);
+            why = runScope(r, agents, from, contract);
             code = 'run_scope';
+            if (!why && !ev && r.type === 'handoff') {
+              why = handoffParty(r, agents, from, contract, (h) => partiesOf(r.run).get(h));
+              code = 'handoff_party';
+            }
           }
         }
       }
@@ -85,7 +97,10 @@ export class Ingestor {
         refused.push({ index, reason: why });
         this.metrics.receipt(r.type, 'rejected');
         this.metrics.ingestRefused(code);
-      } else kept.push(r);
+      } else {
+        kept.push(r);
+        if (r.type === 'handoff' && !ev && this.sources(source) !== null) noteHandoffParties(partiesOf(r.run), r);
+      }
     });
     return { kept, refused };
   }

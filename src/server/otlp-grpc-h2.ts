@@ -41,6 +41,10 @@ export interface GrpcH2Options {
   maxConcurrentStreams?: number;
   /** An export was refused by a live-state cap (--max-live-runs / --max-live-receipts). */
   onLiveLimit?: (limit: 'runs' | 'receipts') => void;
+  /** With TLS: a connection that has not finished its handshake after this long is closed (as on the HTTPS ports). */
+  handshakeTimeoutMs?: number;
+  /** Open connections; more are closed at accept (--max-connections, as on the HTTP ports). */
+  maxConnections?: number;
 }
 
 /** The shape serve.ts uses of a gRPC server (the same two calls as @grpc/grpc-js's Server). */
@@ -151,7 +155,10 @@ export function startGrpcH2(
     maxSessionMemory: Math.max(64, Math.ceil((opts.maxMessageBytes * 4) / (1024 * 1024))),
     maxOutstandingPings: 10,
   };
-  const server = opts.tls ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(opts.tls), ALPNProtocols: ['h2'] }) : http2.createServer(serverOptions);
+  const server = opts.tls
+    ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(opts.tls), ALPNProtocols: ['h2'], ...(opts.handshakeTimeoutMs !== undefined ? { handshakeTimeout: opts.handshakeTimeoutMs } : {}) })
+    : http2.createServer(serverOptions);
+  if (opts.maxConnections !== undefined) server.maxConnections = opts.maxConnections;
   const pool = new BodyBuffers();
   const sessions = new Set<http2.ServerHttp2Session>();
   const idleMs = opts.idleTimeoutMs ?? 300_000;
@@ -223,20 +230,27 @@ export function startGrpcH2(
       stream.resume();
       return answer(stream, 'UNAUTHENTICATED', 'missing or invalid bearer token', 'unauthenticated');
     }
-    let release: () => void;
-    try {
-      release = ingestor.admit();
-    } catch (e) {
+    if (ingestor.saturated) {
       stream.resume();
-      if (e instanceof SaturatedError) return answer(stream, 'UNAVAILABLE', e.message, 'saturated');
-      return answer(stream, 'UNAVAILABLE', (e as Error).message, 'store_unavailable');
+      return answer(stream, 'UNAVAILABLE', 'the auditor is saturated; retry later', 'saturated');
     }
-    void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', auth).finally(release);
+    void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', auth);
   });
 
+  /**
+   * One export. The admission slot is taken only once the message is complete (docs/operations.md): a stream that
+   * sends headers and no message (or a slow one) holds a stream of its connection, never an ingest slot.
+   */
   async function exportCall(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate', auth: { source: string; bind?: SourceBinding }): Promise<void> {
+    let release = () => {};
     try {
       const msg = await readMessage(stream, opts.maxMessageBytes, pool);
+      try {
+        release = ingestor.admit();
+      } catch (e) {
+        msg.release();
+        throw e;
+      }
       let decoded: DecodedExport | undefined;
       try {
         let body = msg.body;
@@ -275,12 +289,15 @@ export function startGrpcH2(
       stream.end(framed);
     } catch (e) {
       if (e instanceof GrpcFailure) return answer(stream, e.status, e.message, e.reason);
+      if (e instanceof SaturatedError) return answer(stream, 'UNAVAILABLE', e.message, 'saturated');
       if (e instanceof StoreUnavailableError) return answer(stream, 'UNAVAILABLE', e.message, 'store_unavailable');
       if (e instanceof LiveLimitError) {
         opts.onLiveLimit?.(e.limit);
         return answer(stream, 'UNAVAILABLE', e.message, 'live_limit');
       }
       return answer(stream, 'INTERNAL', 'internal error');
+    } finally {
+      release();
     }
   }
 

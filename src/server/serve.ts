@@ -74,6 +74,13 @@ export interface ServeConfig {
   apiTokens?: TokenEntry[];
   /** Open connections per HTTP listener (API, OTLP/HTTP); more are closed at accept. */
   maxConnections: number;
+  /** Long-polls waiting at once on the API port; past it 429 (ApiOptions.maxLongPolls). */
+  maxLongPolls?: number;
+  /**
+   * A separate listener answering only /healthz, /readyz and /metrics (with its own connection cap), so health checks
+   * are answered while the API port is flooded with connections. Undefined: none (0: any free port).
+   */
+  healthPort?: number;
   /** Time a client has to send a request's headers (and, with TLS, to finish its handshake). */
   headersTimeoutMs: number;
   /** Time a client has to send a whole request, body included (the body-time limit). */
@@ -86,6 +93,8 @@ export interface ServeConfig {
   maxLiveRuns: number;
   /** Receipts held in memory by live runs (see EngineOptions.maxLiveReceipts). */
   maxLiveReceipts: number;
+  /** Runs with no receipt for this long leave live memory when a live cap needs room (EngineOptions.idleEvictMs). */
+  idleEvictMs?: number;
   /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
   tls?: TlsMaterial;
   /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
@@ -129,12 +138,15 @@ export const DEFAULTS = {
   stallAfterMs: 30 * 60_000,
   logIntervalMs: 60_000,
   maxConnections: 1024,
+  maxLongPolls: 512,
+  healthConnections: 64,
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 60_000,
   keepAliveTimeoutMs: 5_000,
   maxGrpcStreams: 100,
   maxLiveRuns: 100_000,
   maxLiveReceipts: 2_000_000,
+  idleEvictMs: 15 * 60_000,
   leaseTtlMs: 10_000,
 };
 
@@ -146,7 +158,7 @@ export interface RunningServer {
   metrics: AuditMetrics;
   /** The per-run alerting output, when Alertmanagers are configured. */
   alerting: Alerting | null;
-  ports: { api: number; otlpHttp: number; otlpGrpc: number };
+  ports: { api: number; otlpHttp: number; otlpGrpc: number; health?: number };
   close(): Promise<void>;
 }
 
@@ -272,7 +284,11 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     retentionMs: cfg.retentionMs,
     maxLiveRuns: cfg.maxLiveRuns,
     maxLiveReceipts: cfg.maxLiveReceipts,
+    // With ingest tokens, one source's receipt never masks another's under the same event id (docs/security.md).
+    sourceScopedEvents: cfg.ingestTokens !== undefined,
+    idleEvictMs: cfg.idleEvictMs,
     hooks: {
+      idleEvicted: (n) => metrics.liveRunsIdleEvicted(n),
       verdictEntered: (run, contract, version, verdict, previous) => {
         metrics.verdictEntered(contract, verdict, run);
         // Content-free: run id, pin, verdict and the finding code that decided it.
@@ -352,11 +368,11 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     cfg.tls,
     listenerOptions,
   );
-  const api = createListener(
-    apiHandler(engine, ingestor, metrics, {
+  const apiHandle = apiHandler(engine, ingestor, metrics, {
       maxBodyBytes: cfg.maxBodyBytes,
       retryAfterSeconds: 1,
       maxWaitSeconds: 300,
+      maxLongPolls: cfg.maxLongPolls ?? DEFAULTS.maxLongPolls,
       authenticateIngest: httpAuth,
       authenticateApi: apiAuth,
       extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting!.silenceOf(v) } : {}) }),
@@ -376,11 +392,26 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       version: cfg.version,
       onLongPolls: (n) => resources.setLongPolls(n),
       onLiveLimit: (l) => resources.liveLimited(l, 'ndjson'),
-    }),
-    cfg.tls,
-    listenerOptions,
-  );
+    });
+  const api = createListener(apiHandle, cfg.tls, listenerOptions);
   limitListener(api, 'api', cfg, resources);
+  // --health-port: the health endpoints on a listener of their own (a flood of the API port's connections leaves it).
+  const health =
+    cfg.healthPort === undefined
+      ? null
+      : createListener(
+          (req, res) => {
+            const path = (req.url ?? '/').split('?')[0];
+            if (path === '/healthz' || path === '/readyz' || path === '/metrics') return void apiHandle(req, res);
+            req.resume();
+            res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'the health port serves /healthz, /readyz and /metrics' }));
+          },
+          cfg.tls,
+          listenerOptions,
+        );
+  if (health) {
+    limitListener(health, 'api', { ...cfg, maxConnections: DEFAULTS.healthConnections, headersTimeoutMs: Math.min(cfg.headersTimeoutMs, 2_000) }, resources);
+  }
   limitListener(otlpHttp, 'otlp_http', cfg, resources);
   const grpcAuth = (md: grpc.Metadata) => {
     const v = md.get('authorization')[0];
@@ -390,9 +421,13 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     s.closeAllConnections();
     return new Promise<void>((r) => s.close(() => r()));
   };
-  const ports = { api: 0, otlpHttp: 0, otlpGrpc: 0 };
+  const ports: RunningServer['ports'] = { api: 0, otlpHttp: 0, otlpGrpc: 0 };
   ports.api = await listen(api, 'API', cfg.host, cfg.port);
   cleanup.push(closeNow(api));
+  if (health && cfg.healthPort !== undefined) {
+    ports.health = await listen(health, 'health', cfg.host, cfg.healthPort);
+    cleanup.push(closeNow(health));
+  }
   ports.otlpHttp = await listen(otlpHttp, 'OTLP/HTTP', cfg.host, cfg.otlpHttpPort);
   cleanup.push(closeNow(otlpHttp));
   let grpcServer: Awaited<ReturnType<typeof startGrpc>> | Awaited<ReturnType<typeof startGrpcH2>>;
@@ -407,7 +442,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
             { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls), maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') },
             grpcAuth,
           )
-        : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') }, (v) => ingestAuth(bearerOf(v)));
+        : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, handshakeTimeoutMs: cfg.headersTimeoutMs, maxConnections: cfg.maxConnections, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') }, (v) => ingestAuth(bearerOf(v)));
   } catch (e) {
     const m = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(String((e as { errors?: unknown[] }).errors ?? '') + (e as Error).message);
     throw new ListenerError(`OTLP/gRPC listener cannot listen on ${cfg.host}:${cfg.otlpGrpcPort}: ${m ? m[0] : (e as Error).message}`);

@@ -17,6 +17,7 @@
  * Pins, verdict states and contract content ride in the same queue: they are visible to reads at once and
  * durable no later than the next acknowledged append.
  */
+import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -33,6 +34,23 @@ export interface StoredReceipt {
   receivedAt: number;
   /** compactReceiptJson(receipt), when the caller already made it (then it is not made again). */
   body?: string;
+  /**
+   * Source-scoped event ids (serve with --ingest-tokens; issue 30.2): this source's tag. When another source stored
+   * this (run, event) first, the receipt is stored under scopedEventId(event, scope) instead of conflicting with that
+   * source's receipt, and `storedAs` is set to that id (the SQLite store; the PostgreSQL store keeps (run, event)).
+   */
+  scope?: string;
+  storedAs?: string;
+}
+
+/**
+ * The event id a receipt is stored under when another source stored its (run, event) first: `event@tag` (an id of
+ * the id rule: at most 200 characters, a long id shortened with a digest of the whole).
+ */
+export function scopedEventId(event: string, tag: string): string {
+  const id = `${event}@${tag}`;
+  if (id.length <= 200) return id;
+  return `${event.slice(0, 200 - tag.length - 18)}#${createHash('sha256').update(event).digest('hex').slice(0, 16)}@${tag}`;
 }
 
 interface AckRow {
@@ -218,6 +236,7 @@ export class ReceiptStore {
   private readonly stmt: {
     insertFirst: Database.Statement<[string, string, string, string, number]>;
     variants: Database.Statement<[string, string], { variant: number; body: string }>;
+    firstSource: Database.Statement<[string, string], { source: string }>;
     insertVariant: Database.Statement<[string, string, number, string, string, number]>;
     touchRun: Database.Statement<[string, number, number]>;
     insertPin: Database.Statement<[string, string, string, string, string]>;
@@ -259,6 +278,7 @@ export class ReceiptStore {
         `INSERT INTO receipts (run, event, variant, body, source, received_at) VALUES (?, ?, 0, ?, ?, ?)
          ON CONFLICT (run, event, variant) DO NOTHING`),
       variants: db.prepare('SELECT variant, body FROM receipts WHERE run = ? AND event = ? ORDER BY variant'),
+      firstSource: db.prepare('SELECT source FROM receipts WHERE run = ? AND event = ? AND variant = 0'),
       insertVariant: db.prepare(
         'INSERT INTO receipts (run, event, variant, body, source, received_at) VALUES (?, ?, ?, ?, ?, ?)'),
       touchRun: db.prepare(
@@ -673,12 +693,27 @@ export class ReceiptStore {
 
   /** Inserts one delivery: new (accepted), equal to a stored version (duplicate) or a new version (conflict). */
   private storeOne(item: StoredReceipt): AppendOutcome {
-    const { receipt, source, receivedAt } = item;
-    const body = item.body ?? compactReceiptJson(receipt);
+    let { receipt } = item;
+    const { source, receivedAt } = item;
+    let body = item.body ?? compactReceiptJson(receipt);
     if (this.stmt.insertFirst.run(receipt.run, receipt.event, body, source, receivedAt).changes === 1) return 'accepted';
     const canonical = canonicalReceiptJson(receipt);
-    const stored = this.stmt.variants.all(receipt.run, receipt.event);
+    let stored = this.stmt.variants.all(receipt.run, receipt.event);
     if (stored.some((v) => canonicalReceiptJson(JSON.parse(v.body) as Receipt) === canonical)) return 'duplicate';
+    if (item.scope !== undefined && source !== 'auditor') {
+      // Other content under this (run, event), stored first by another source: that receipt is never masked or
+      // replaced; this one is stored under its own source-scoped id (a redelivery finds it there).
+      const first = this.stmt.firstSource.get(receipt.run, receipt.event)?.source;
+      if (first !== undefined && first !== source && first !== 'auditor') {
+        receipt = { ...receipt, event: scopedEventId(receipt.event, item.scope) };
+        body = compactReceiptJson(receipt);
+        item.storedAs = receipt.event;
+        if (this.stmt.insertFirst.run(receipt.run, receipt.event, body, source, receivedAt).changes === 1) return 'accepted';
+        const scopedCanonical = canonicalReceiptJson(receipt);
+        stored = this.stmt.variants.all(receipt.run, receipt.event);
+        if (stored.some((v) => canonicalReceiptJson(JSON.parse(v.body) as Receipt) === scopedCanonical)) return 'duplicate';
+      }
+    }
     const nextVariant = stored.reduce((max, v) => Math.max(max, v.variant), 0) + 1;
     this.stmt.insertVariant.run(receipt.run, receipt.event, nextVariant, body, source, receivedAt);
     return 'conflict';

@@ -40,19 +40,20 @@ export function pinRules(ctx: EvalContext, out: Collector): void {
     out.add({ verdict: 'stale_contract', code: 'retired_version', message: `the pinned version ${where} is retired: stop comparing the run with the wrong design; start runs on a current version`, settled: true });
   }
   if (!state.onlyVersion(pin.version)) {
-    for (const version of state.versions.keys()) {
-      if (version === pin.version) continue;
+    const others = [...state.versions.keys()].filter((v) => v !== pin.version);
+    const events = state.versionEventsOf(others); // one walk over the run for all of them
+    others.forEach((version, i) => {
       out.add(
         {
           verdict: 'stale_contract',
           code: 'version_mismatch',
-          events: sortStr(state.versionEvents(version)),
+          events: sortStr(events[i]),
           message: `receipts carry version "${version}" but the run is pinned to "${pin.version}" (${where}): stop comparing the run with the wrong design`,
           settled: true,
         },
         true,
       );
-    }
+    });
   }
   if (state.starts.length > 1) {
     for (const s of state.starts) {
