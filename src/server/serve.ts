@@ -392,6 +392,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     ticking = true;
     const now = Date.now();
     try {
+      // A paused instance whose leases ran out drops its partitions before its timers act on them (issue 32).
+      cluster?.guard();
       engine.tick(now);
       if (engineStore instanceof ClusterEngineStore) void engineStore.flush();
       if (cluster) metrics.setClusterPartitions(cluster.stats().owned);
