@@ -45,8 +45,14 @@ export interface DetachedRun {
 }
 
 /** Runs held by other instances of a cluster, read from the shared store on demand (see AuditEngine.fetch). */
+/** Runs read from the shared store per query by the list views (listAll). */
+const LIST_GROUP = 500;
+
 export interface RemoteRuns {
-  load(run: string): Promise<DetachedRun | null>;
+  /** A run as stored; a cached read no older than `maxAgeMs` (default: the reader's cache time) may answer. */
+  load(run: string, maxAgeMs?: number): Promise<DetachedRun | null>;
+  /** Many runs in a few queries (the list views), by run; runs not stored are absent. */
+  loadMany?(runs: readonly string[]): Promise<Map<string, DetachedRun>>;
   /** The run's stored pin and its contract's content (for the run-scope rule of a run held elsewhere). */
   pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null>;
   /** Runs of the whole cluster per verdict, as their owners last stored them (optionally of one pinned contract). */
@@ -524,11 +530,11 @@ export class AuditEngine extends EventEmitter {
    * The run as `get` gives it, for any run: held here, or (cluster mode) read from the shared store and evaluated
    * now with the same pure verdict function. Null when no instance stored the run.
    */
-  async fetch(run: string, now: number): Promise<{ verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null> {
+  async fetch(run: string, now: number, maxAgeMs?: number): Promise<{ verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null> {
     const held = this.get(run);
     // Only a valid run id can name a stored run: anything else (prose, 100 KB, a NUL) never reaches the shared store.
     if (held || !this.opts.remote || !isRunId(run)) return held;
-    const detached = await this.opts.remote.load(run);
+    const detached = await this.opts.remote.load(run, maxAgeMs);
     if (!detached) return null;
     const again = this.get(run); // it may have become live here while the store answered
     if (again) return again;
@@ -543,6 +549,11 @@ export class AuditEngine extends EventEmitter {
     const remote = this.opts.remote;
     if (!remote) return;
     const wanted = [...new Set(runs)].filter((r) => isRunId(r) && !this.runs.has(r) && !this.foreignPins.has(r));
+    if (remote.loadMany) {
+      // A group of runs per query, one group at a time: 20,000 run.starts in one post hold one connection, not the pool.
+      for (let i = 0; i < wanted.length; i += LIST_GROUP) await this.prefetchGroup(remote, wanted.slice(i, i + LIST_GROUP));
+      return;
+    }
     await Promise.all(
       wanted.map(async (run) => {
         let p = await remote.pin(run);
@@ -566,11 +577,31 @@ export class AuditEngine extends EventEmitter {
     );
   }
 
+  /** prefetchPins for one group of runs, read with loadMany: the stored pin, else the pin the stored run.start names. */
+  private async prefetchGroup(remote: RemoteRuns, runs: string[]): Promise<void> {
+    const loaded = await remote.loadMany!(runs);
+    for (const d of loaded.values()) {
+      let record = d.pin;
+      if (!record) {
+        const state = new RunState(d.run);
+        for (const r of d.receipts) if (r.type === 'run.start') state.add(r);
+        const resolved = resolvePin(state, this.registry, this.opts.defaultContract);
+        if (!resolved.ok || !state.firstStart()) continue;
+        this.pinnedContracts.set(resolved.contract.hash, resolved.contract);
+        record = { pin: resolved.pin, contractHash: resolved.contract.hash };
+      } else if (!this.pinnedContracts.has(record.contractHash) && d.contractContent) {
+        this.pinnedContracts.set(record.contractHash, contractFromCanonical(d.contractContent, `pinned ${record.pin.contract}@${record.pin.version}`));
+      }
+      if (this.foreignPins.size >= 10_000) this.foreignPins.delete(this.foreignPins.keys().next().value!);
+      this.foreignPins.set(d.run, record);
+    }
+  }
+
   /** A run's verdict as fetch gives it. */
-  async fetchVerdict(run: string, now: number): Promise<RunVerdict | null> {
+  async fetchVerdict(run: string, now: number, maxAgeMs?: number): Promise<RunVerdict | null> {
     const held = this.verdictOf(run);
     if (held || !this.opts.remote) return held;
-    return (await this.fetch(run, now))?.verdict ?? null;
+    return (await this.fetch(run, now, maxAgeMs))?.verdict ?? null;
   }
 
   /** The pure verdict of a run read from the shared store (its stored pin, else the pin its receipts resolve to). */
@@ -596,16 +627,32 @@ export class AuditEngine extends EventEmitter {
   async listAll(filter: { verdict?: string; contract?: string; limit?: number }, now: number): Promise<{ verdict: RunVerdict; updatedAt: number; firstAt: number }[]> {
     if (!this.opts.remote) return this.list(filter);
     const limit = filter.limit ?? 100;
-    const rows = await this.opts.remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
+    const remote = this.opts.remote;
+    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
     const out: { verdict: RunVerdict; updatedAt: number; firstAt: number }[] = [];
-    for (const row of rows) {
+    const held = (row: { run: string }): boolean => {
       const live = this.runs.get(row.run);
-      if (live?.verdict) {
-        out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt });
-        continue;
+      if (!live?.verdict) return false;
+      out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt });
+      return true;
+    };
+    if (remote.loadMany) {
+      // The runs other instances hold, LIST_GROUP at a time: a few queries per group, not one per run (issue 32).
+      for (let i = 0; i < rows.length; i += LIST_GROUP) {
+        const group = rows.slice(i, i + LIST_GROUP).filter((row) => !held(row));
+        const loaded = await remote.loadMany(group.map((row) => row.run));
+        for (const row of group) {
+          if (held(row)) continue; // it became live here while the store answered
+          const d = loaded.get(row.run);
+          if (d) out.push({ verdict: this.evaluateDetached(d, now), updatedAt: d.updatedAt, firstAt: row.firstAt });
+        }
       }
-      const r = await this.fetch(row.run, now);
-      if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt });
+    } else {
+      for (const row of rows) {
+        if (held(row)) continue;
+        const r = await this.fetch(row.run, now);
+        if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt });
+      }
     }
     const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract));
     filtered.sort((a, b) => b.firstAt - a.firstAt || (a.verdict.run < b.verdict.run ? -1 : 1));

@@ -97,7 +97,13 @@ export class Ingestor {
   async prepareTrust(receipts: readonly Receipt[]): Promise<void> {
     if (this.sources === UNBOUND || !this.engine.remote) return;
     const runs = receipts.filter((r) => r.type === 'run.start' || r.type === 'run.end' || r.type === 'outcome' || r.type === 'gap').map((r) => r.run);
-    if (runs.length) await this.engine.prefetchPins(runs);
+    if (runs.length === 0) return;
+    try {
+      await this.engine.prefetchPins(runs);
+    } catch (e) {
+      // The shared store cannot be read: nothing is stored or acknowledged (503, retry), as when a commit fails.
+      throw new StoreUnavailableError(`the pins of runs held elsewhere could not be read: ${(e as Error).message}`);
+    }
   }
 
   get saturated(): boolean {

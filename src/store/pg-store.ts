@@ -41,7 +41,10 @@ import {
   type SpanLogEntry,
   type StoredReceipt,
 } from './receipt-store.js';
-import { DEFAULT_PARTITIONS, LOG_LOCK, migrate } from './pg-schema.js';
+import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-schema.js';
+
+/** An instance whose trust configuration differs from the live cluster's (PgStore.joinTrust). */
+export class TrustMismatchError extends Error {}
 
 export interface PgStoreOptions {
   /** This server instance's id: recorded as `origin` of its rows and as lease owner. */
@@ -511,6 +514,24 @@ export class PgStore {
     return res.rows.length ? liveRunOf(res.rows[0]) : null;
   }
 
+  /** Runs' rows with their pins (those stored), in one query. */
+  async getRuns(runs: readonly string[]): Promise<LiveRun[]> {
+    if (runs.length === 0) return [];
+    const res = await this.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = ANY($1::text[])`,
+      [[...runs]],
+    );
+    return res.rows.map(liveRunOf);
+  }
+
+  /** Pinned contract contents by hash (those stored), in one query. */
+  async contractContents(hashes: readonly string[]): Promise<Map<string, string>> {
+    if (hashes.length === 0) return new Map();
+    const res = await this.pool.query('SELECT hash, content FROM contracts WHERE hash = ANY($1::text[])', [[...hashes]]);
+    return new Map(res.rows.map((r: Row) => [r.hash as string, r.content as string]));
+  }
+
   /** The runs of partitions `parts`, with their pins (to take over a partition), oldest first. */
   async partitionRuns(parts: readonly number[]): Promise<LiveRun[]> {
     if (parts.length === 0) return [];
@@ -675,7 +696,9 @@ export class PgStore {
    * many instances are alive, this one included.
    */
   async heartbeat(ttlMs: number, full = false): Promise<{ liveInstances: number }> {
-    const res = await this.pool.query(
+    let res;
+    try {
+      res = await this.pool.query(
       `WITH up AS (
          INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3, $4)
          ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit, life = excluded.life
@@ -685,8 +708,43 @@ export class PgStore {
        )
        SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
       [this.instance, Math.round(ttlMs), full, this.life],
-    );
+      );
+    } catch (e) {
+      this.isHealthy = false; // readiness follows the store with no traffic too (issue 32)
+      throw e;
+    }
+    // The heartbeat is a committed write: the store can commit again (after a restart of PostgreSQL, say), even when
+    // no export has come to prove it (a load balancer that waits for readiness sends none).
+    this.isHealthy = true;
     return { liveInstances: Number(res.rows[0].live) };
+  }
+
+  /**
+   * Joins the cluster's trust configuration: `digest` names this instance's ingest trust (its --ingest-tokens). In one
+   * transaction under the migration lock, with a first heartbeat: when another instance is alive and the cluster's
+   * recorded digest differs, nothing changes and this throws (the instance must not join); otherwise the digest is
+   * recorded (the first instance, or every one restarted with a new file once none of the old ones is alive).
+   */
+  async joinTrust(digest: string, ttlMs: number): Promise<void> {
+    await this.inTransaction(async (client) => {
+      await client.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+      const res = await client.query(
+        `SELECT (SELECT value FROM meta WHERE key = 'ingest_trust') AS digest,
+           (SELECT string_agg(id, ', ' ORDER BY id) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
+        [this.instance],
+      );
+      const recorded = (res.rows[0].digest as string | null) ?? null;
+      const live = (res.rows[0].live as string | null) ?? null;
+      if (recorded !== null && recorded !== digest && live !== null) {
+        throw new TrustMismatchError(`postgres store: this instance's ingest trust configuration (--ingest-tokens) differs from the cluster's (live instances: ${live}); every instance must be given the same token file (refusing to join)`);
+      }
+      await client.query(`INSERT INTO meta (key, value) VALUES ('ingest_trust', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [digest]);
+      await client.query(
+        `INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', false, $3)
+         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, life = excluded.life`,
+        [this.instance, Math.round(ttlMs), this.life],
+      );
+    });
   }
 
   /** The partitions leased to another live instance that is at its live limit (ascending). */
