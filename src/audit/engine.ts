@@ -637,10 +637,17 @@ export class AuditEngine extends EventEmitter {
       return true;
     };
     if (remote.loadMany) {
-      // The runs other instances hold, LIST_GROUP at a time: a few queries per group, not one per run (issue 32).
-      for (let i = 0; i < rows.length; i += LIST_GROUP) {
-        const group = rows.slice(i, i + LIST_GROUP).filter((row) => !held(row));
-        const loaded = await remote.loadMany(group.map((row) => row.run));
+      // The runs other instances hold, LIST_GROUP at a time: a few queries per group, not one per run (issue 32); the
+      // next group is read while this one is evaluated.
+      const others = rows.filter((row) => !held(row));
+      const groups: (typeof rows)[] = [];
+      for (let i = 0; i < others.length; i += LIST_GROUP) groups.push(others.slice(i, i + LIST_GROUP));
+      let next = groups.length ? remote.loadMany(groups[0].map((row) => row.run)) : null;
+      for (let g = 0; g < groups.length; g++) {
+        const group = groups[g];
+        const loaded = await next!;
+        next = g + 1 < groups.length ? remote.loadMany(groups[g + 1].map((row) => row.run)) : null;
+        next?.catch(() => {}); // awaited next turn; never an unhandled rejection meanwhile
         for (const row of group) {
           if (held(row)) continue; // it became live here while the store answered
           const d = loaded.get(row.run);

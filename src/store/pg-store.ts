@@ -896,8 +896,16 @@ export class PgStore {
     client.on('error', noop);
     let failed = false;
     try {
-      await client.query(begin);
-      const value = await work(client);
+      // `work`'s first statement is queued behind BEGIN (sent as soon as BEGIN's answer arrives, with no turn of the
+      // event loop between): the session is never idle inside the transaction waiting for this process's other work,
+      // only while a statement's answer is handled. If BEGIN (or the ordering lock with it) fails, its error is thrown.
+      const began = client.query(begin);
+      began.catch(noop);
+      const value = await work(client).catch(async (e: unknown) => {
+        await began;
+        throw e;
+      });
+      await began;
       await client.query('COMMIT');
       return value;
     } catch (err) {
@@ -925,16 +933,18 @@ export class PgStore {
     for (const { receipt } of items) keys.add(`${receipt.run}\u0000${receipt.event}`);
     const fast = keys.size === items.length;
     const begin = `BEGIN; SELECT pg_advisory_xact_lock(${LOG_LOCK})${fast ? '; SAVEPOINT fast' : ''}`;
+    // Prepared before the transaction opens: the ordering lock is held for the statements, not for this work.
+    const fastRows = fast ? items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt })) : [];
+    const fastParams = fast ? this.writeParams(fastRows, spans) : null;
     return this.inTransaction(async (client) => {
-      if (fast) {
-        const rows = items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt }));
-        if ((await this.writeRows(client, rows, spans)) === rows.length) {
+      if (fastParams) {
+        if ((await this.writeRows(client, fastParams)) === fastRows.length) {
           return group.map((a) => ({ accepted: a.items.length, duplicates: 0, conflicts: 0, results: a.items.map((): AppendOutcome => 'accepted') }));
         }
         await client.query('ROLLBACK TO SAVEPOINT fast');
       }
       const { results, rows } = await this.decide(client, group);
-      const written = await this.writeRows(client, rows, spans);
+      const written = await this.writeRows(client, this.writeParams(rows, spans));
       if (written !== rows.length) throw new Error(`postgres store: ${rows.length - written} decided receipts were already stored (a writer without the ordering lock?)`);
       return results;
     }, begin);
@@ -1005,19 +1015,30 @@ export class PgStore {
   }
 
   /**
-   * One statement: inserts `rows` in order (ON CONFLICT DO NOTHING), touches `runs` for the rows that went in (in
+   * The parameters of writeRows as two JSON texts (rows, span log entries), made before the transaction opens: a group
+   * of 20,000 receipts takes a while to serialise, and the ordering lock must not be held, idle, meanwhile.
+   */
+  private writeParams(rows: readonly NewRow[], spans: readonly SpanLogEntry[]): { rows: string; spans: string; count: number } {
+    return {
+      rows: JSON.stringify(rows.map((r) => [r.receipt.run, r.receipt.event, r.variant, r.body, r.source, r.receivedAt, this.partitionOf(r.receipt.run)])),
+      spans: JSON.stringify(spans.map((e) => [e.traceId, this.partitionOf(e.traceId), e.loggedAt, e.body, e.forwarded === true])),
+      count: rows.length + spans.length,
+    };
+  }
+
+  /**
+   * One statement: inserts the rows in order (ON CONFLICT DO NOTHING), touches `runs` for the rows that went in (in
    * run order, as setVerdictStates, so the two never wait on each other's row locks in a cycle) and inserts the span
    * log entries. Returns how many receipt rows went in.
    */
-  private async writeRows(client: PoolClient, rows: readonly NewRow[], spans: readonly SpanLogEntry[]): Promise<number> {
-    if (rows.length === 0 && spans.length === 0) return 0;
+  private async writeRows(client: PoolClient, p: { rows: string; spans: string; count: number }): Promise<number> {
+    if (p.count === 0) return 0;
     const res = await client.query(
       `WITH ins AS (
          INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
-         SELECT run, event, variant, body, source, received_at, $8, part
-         FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::int[])
-           WITH ORDINALITY AS u(run, event, variant, body, source, received_at, part, ord)
-         ORDER BY ord
+         SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
+         FROM json_array_elements($1::json) WITH ORDINALITY AS e(v, ord)
+         ORDER BY e.ord
          ON CONFLICT (run, event, variant) DO NOTHING
          RETURNING run, part, received_at
        ), touched AS (
@@ -1027,27 +1048,12 @@ export class PgStore {
            updated_at = GREATEST(runs.updated_at, excluded.updated_at)
        ), spans AS (
          INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
-         SELECT trace_id, part, $8, logged_at, body, forwarded, $14
-         FROM unnest($9::text[], $10::int[], $11::bigint[], $12::text[], $13::boolean[]) WITH ORDINALITY AS s(trace_id, part, logged_at, body, forwarded, ord)
-         ORDER BY ord
+         SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
+         FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
+         ORDER BY s.ord
        )
        SELECT count(*) AS inserted FROM ins`,
-      [
-        rows.map((r) => r.receipt.run),
-        rows.map((r) => r.receipt.event),
-        rows.map((r) => r.variant),
-        rows.map((r) => r.body),
-        rows.map((r) => r.source),
-        rows.map((r) => r.receivedAt),
-        rows.map((r) => this.partitionOf(r.receipt.run)),
-        this.instance,
-        spans.map((e) => e.traceId),
-        spans.map((e) => this.partitionOf(e.traceId)),
-        spans.map((e) => e.loggedAt),
-        spans.map((e) => e.body),
-        spans.map((e) => e.forwarded === true),
-        this.life,
-      ],
+      [p.rows, p.spans, this.instance, this.life],
     );
     return Number(res.rows[0].inserted);
   }
