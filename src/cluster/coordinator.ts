@@ -175,6 +175,19 @@ export class ClusterCoordinator {
     return this.chain;
   }
 
+  /**
+   * Within a long step (a takeover of many runs, pages of span records): renews the leases when a renewal is due, so
+   * the step itself never lets them lapse. Partitions not renewed are dropped. False when none is held any more.
+   */
+  private async keepLeases(): Promise<boolean> {
+    if (this.mono() < this.leaseValidUntil - this.opts.leaseTtlMs + 2 * this.renewEveryMs) return this.guard();
+    const sent = this.mono();
+    const held = new Set(await this.pg.renewLeases(this.opts.leaseTtlMs));
+    this.leaseValidUntil = sent + this.opts.leaseTtlMs - this.renewEveryMs;
+    for (const p of [...this.owned]) if (!held.has(p)) this.dropPartition(p);
+    return this.guard() && this.owned.size > 0;
+  }
+
   private async rebalance(): Promise<void> {
     const now = this.mono();
     // Leases may have expired and been taken: stop acting as owner before renewing anything.
@@ -230,7 +243,7 @@ export class ClusterCoordinator {
     for (let i = 0; i < runs.length; i += TAKEOVER_RUNS) {
       const group = runs.slice(i, i + TAKEOVER_RUNS).filter((r) => this.owns(r.run));
       const receipts = await this.pg.receiptsOfRuns(group.map((r) => r.run));
-      if (!this.guard()) return;
+      if (!(await this.keepLeases())) return;
       const now = this.hooks.clock();
       for (const stored of group) {
         const run = stored.run;
@@ -301,7 +314,7 @@ export class ClusterCoordinator {
     }
     for (;;) {
       const rows = await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance);
-      if (!this.guard()) return;
+      if (!(await this.keepLeases())) return;
       if (rows.length === 0) return;
       const receipts = rows.map((r) => r.receipt);
       this.store.rememberAll(receipts);
@@ -328,6 +341,7 @@ export class ClusterCoordinator {
       this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
       n += await this.replaySpanLog();
       await this.store.sync();
+      if (!(await this.keepLeases())) break;
       after = entries[entries.length - 1].seq;
       if (entries.length < SPAN_LOG_PAGE) break;
     }
