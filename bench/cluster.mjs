@@ -223,8 +223,8 @@ async function startInstances(kind, storeUrl) {
     const deadline = Date.now() + 30_000;
     for (;;) {
       const views = await Promise.all(servers.map(async (s) => JSON.parse(await getText(s.ports.api, '/api/v1/cluster'))));
-      const fair = Math.floor(PARTITIONS / n);
-      if (views.every((v) => v.owned >= fair && v.liveInstances === n) && views.reduce((k, v) => k + v.owned, 0) === PARTITIONS) break;
+      // Each at most ceil(partitions / n) (e.g. 22/22/20 of 64 for three), every partition held.
+      if (views.every((v) => v.owned > 0 && v.owned <= Math.ceil(PARTITIONS / n) && v.liveInstances === n) && views.reduce((k, v) => k + v.owned, 0) === PARTITIONS) break;
       if (Date.now() > deadline) throw new Error(`${kind}: partitions not split evenly within 30 s: ${JSON.stringify(views.map((v) => v.owned))}`);
       await sleep(100);
     }
