@@ -180,7 +180,10 @@ export class ClusterCoordinator {
    * the step itself never lets them lapse. Partitions not renewed are dropped. False when none is held any more.
    */
   private async keepLeases(): Promise<boolean> {
-    if (this.mono() < this.leaseValidUntil - this.opts.leaseTtlMs + 2 * this.renewEveryMs) return this.guard();
+    const due = this.mono() >= this.leaseValidUntil - this.opts.leaseTtlMs + 2 * this.renewEveryMs;
+    if (!due && this.mono() <= this.leaseValidUntil) return this.owned.size > 0;
+    // Also after a local lapse within the step (a slow machine): the database extends only leases that are still this
+    // instance's and unexpired, so nobody else can hold one it gets back; nothing was acted on meanwhile.
     const sent = this.mono();
     const held = new Set(await this.pg.renewLeases(this.opts.leaseTtlMs));
     this.leaseValidUntil = sent + this.opts.leaseTtlMs - this.renewEveryMs;
