@@ -10,6 +10,7 @@
 //   B  two such instances on another fresh database (CREATE DATABASE), each receiving half the load: the clients
 //      are split between them (client k sends to instance k mod 2), so each instance receives half the batches and
 //      stores runs it does not own, which their owner folds from the shared store (the cluster's real path).
+//   C  (with --phases S,A,B,C) three such instances, clients split k mod 3 (issue 32).
 // The load is bench/ingest.mjs's HTTP protobuf traffic: batches of 512 real SDK spans (2.3 MB; 90% content spans
 // the auditor drops, 10% agent spans that become 51 receipts in about 3 runs), fresh trace, span and run ids in
 // every batch, from --concurrency closed-loop clients in this process: --warmup-seconds, then --seconds measured.
@@ -64,7 +65,7 @@ const PARTITIONS = Number(args.partitions);
 const SAMPLE_MS = Number(args['sample-ms']);
 const IDLE_SECONDS = Number(args['idle-seconds']);
 const PHASES = args.phases.split(',');
-const INSTANCES = { S: 1, A: 1, B: 2 };
+const INSTANCES = { S: 1, A: 1, B: 2, C: 3 };
 const failures = [];
 
 // ---------------------------------------------------------------------------------------------------------
@@ -222,7 +223,8 @@ async function startInstances(kind, storeUrl) {
     const deadline = Date.now() + 30_000;
     for (;;) {
       const views = await Promise.all(servers.map(async (s) => JSON.parse(await getText(s.ports.api, '/api/v1/cluster'))));
-      if (views.every((v) => v.owned === PARTITIONS / n && v.liveInstances === n)) break;
+      // Each at most ceil(partitions / n) (e.g. 22/22/20 of 64 for three), every partition held.
+      if (views.every((v) => v.owned > 0 && v.owned <= Math.ceil(PARTITIONS / n) && v.liveInstances === n) && views.reduce((k, v) => k + v.owned, 0) === PARTITIONS) break;
       if (Date.now() > deadline) throw new Error(`${kind}: partitions not split evenly within 30 s: ${JSON.stringify(views.map((v) => v.owned))}`);
       await sleep(100);
     }
@@ -463,10 +465,15 @@ async function main() {
         results.push(r);
       }
       const ratio = (x, y, f) => (x && y ? round(f(x) / f(y), 3) : null);
-      const { S, A, B } = byPhase;
+      const { S, A, B, C } = byPhase;
       ratios.push({
         run,
         order: order.join(','),
+        threeVsOne: {
+          spansPerSec: ratio(C, A, (r) => r.spansPerSec),
+          spansPerAuditorCpuSec: ratio(C, A, (r) => r.spansPerAuditorCpuSec),
+          spansPerAuditorPlusPostgresCpuSec: ratio(C, A, (r) => r.spansPerAuditorPlusPostgresCpuSec),
+        },
         twoVsOne: {
           spansPerSec: ratio(B, A, (r) => r.spansPerSec),
           spansPerAuditorCpuSec: ratio(B, A, (r) => r.spansPerAuditorCpuSec),
@@ -487,7 +494,7 @@ async function main() {
   const t = pb[0];
   console.log(`machine: ${machine.nproc} cores, ${machine.cpu}, node ${machine.node}, load ${machine.loadavg1m} (shared with other jobs: see "others")`);
   console.log(`payload: HTTP protobuf, ${t.spans} spans/batch, ~${round(total(pb, (x) => x.receipts) / pb.length, 1)} receipts in ~${round(total(pb, (x) => x.runs) / pb.length, 1)} runs, ${(t.body.length / 1e6).toFixed(2)} MB; ${CONCURRENCY} closed-loop clients (split between the instances), ${WARMUP_SECONDS} s warm-up + ${SECONDS} s per phase`);
-  console.log('S: embedded SQLite; A: 1 instance on PostgreSQL; B: 2 instances on one PostgreSQL. cores = CPU-seconds per second (user+system); "others" = machine busy minus auditors, postgres and load generator');
+  console.log('S: embedded SQLite; A: 1 instance on PostgreSQL; B: 2 instances on one PostgreSQL; C: 3 instances. cores = CPU-seconds per second (user+system); "others" = machine busy minus auditors, postgres and load generator');
   table(results);
   for (const r of results) {
     console.log(`run ${r.run} ${r.phase}: ${r.bottleneck}`);
@@ -495,6 +502,7 @@ async function main() {
   for (const q of ratios) {
     const a = q.twoVsOne;
     const b = q.postgresVsSqlite;
+    if (q.threeVsOne.spansPerSec !== null) console.log(`run ${q.run}: 3 instances / 1 instance: spans/s ${q.threeVsOne.spansPerSec}, spans per auditor CPU-s ${q.threeVsOne.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${q.threeVsOne.spansPerAuditorPlusPostgresCpuSec}`);
     console.log(`run ${q.run} (order ${q.order}): 2 instances / 1 instance: spans/s ${a.spansPerSec}, spans per auditor CPU-s ${a.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${a.spansPerAuditorPlusPostgresCpuSec}; 1 on postgres / sqlite: spans/s ${b.spansPerSec}, spans per auditor CPU-s ${b.spansPerAuditorCpuSec}, per (auditor+postgres) CPU-s ${b.spansPerAuditorPlusPostgresCpuSec}`);
   }
   console.log(`bottleneck: ${overall(results, nproc)}`);

@@ -342,6 +342,9 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     await s.append([delivery(start('s', 0, { run: z }), 'tok', 3_000)]);
     await s.setPin(x, pinA, 'ha');
     await s.setPin(z, pinB, 'hb');
+    // Verdict states are owner writes, fenced by the leases: refused (every row) until the store holds them.
+    expect(await s.setVerdictStates([{ run: x, verdict: 'healthy', settled: true, updatedAt: 4_000 }])).toBe(1);
+    expect(await s.claimLeases(8, 60_000)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     await s.setVerdictStates([
       { run: x, verdict: 'healthy', settled: true, updatedAt: 5_000 },
       { run: y, verdict: 'working', settled: false, updatedAt: 100 }, // older than its receipts: updated_at keeps 2500
@@ -374,6 +377,7 @@ describe('PgStore: pins, contracts, runs, prune', () => {
       await s.append([delivery(edge('e1', 0, 'a -> b : delegate', { run }), 'tok', 1_000), delivery(edge('e1', 0, 'a -> c : delegate', { run }), 'tok', 1_000)]);
       await s.setPin(run, pinA, 'h');
     }
+    await s.claimLeases(8, 60_000);
     await s.setVerdictStates([
       { run: oldSettled, verdict: 'healthy', settled: true, updatedAt: 2_000 },
       { run: oldOpen, verdict: 'working', settled: false, updatedAt: 2_000 },
@@ -422,19 +426,45 @@ describe('PgStore: span log', () => {
     expect((await a.spanLog([4])).map((e) => e.traceId)).toEqual([t1, t2, t1]);
     expect((await a.spanLog([4, 7], 'b')).map((e) => e.traceId)).toEqual([t1, t3]);
     expect(await a.spanLog([])).toEqual([]);
-    // What a takeover adopts: entries of instances not live, a page at a time.
-    const orphans = await a.orphanSpanLog([4, 7], ['a'], 0, 1);
+    // What a takeover adopts: held entries of processes not alive (b has no heartbeat yet), a page at a time; never
+    // the reader's own.
+    const orphans = await a.orphanSpanLog([4, 7], 0, 1);
     expect(orphans.map((e) => e.traceId)).toEqual([all.filter((e) => e.origin !== 'a')[0].traceId]);
-    const rest = await a.orphanSpanLog([4, 7], ['a'], orphans[0].seq, 100);
+    const rest = await a.orphanSpanLog([4, 7], orphans[0].seq, 100);
     expect([...orphans, ...rest].map((e) => e.seq)).toEqual(all.filter((e) => e.origin !== 'a').map((e) => e.seq));
-    expect(await a.orphanSpanLog([4, 7], ['a', 'b'], 0, 100)).toEqual([]);
+    await b.heartbeat(60_000);
+    expect(await a.orphanSpanLog([4, 7], 0, 100)).toEqual([]);
+    // b restarted under the same name (a new life, alive): the entries of its earlier life are orphans again.
+    const b2 = await open(url, 'b');
+    await b2.heartbeat(60_000);
+    expect((await a.orphanSpanLog([4, 7], 0, 100)).map((e) => e.seq)).toEqual(all.filter((e) => e.origin !== 'a').map((e) => e.seq));
+    // ... and so are a's own of an earlier life, for the new life (this process's are never its own orphans).
+    const a2 = await open(url, 'a');
+    await a2.heartbeat(60_000);
+    expect((await a2.orphanSpanLog([4, 7], 0, 100)).map((e) => e.seq)).toEqual(all.map((e) => e.seq));
 
     // Older than 2500, of origin a, and t1 still pending: only t2 and t3 go (b's t1 entry is b's).
     expect(await a.pruneSpanLog(2_500, (t) => t === t1, 'a')).toBe(2);
     expect((await a.spanLog([4, 7])).map((e) => [e.traceId, e.origin])).toEqual([[t1, 'a'], [t1, 'b'], [t3, 'b']]);
     expect(await a.pruneSpanLog(500, () => false, 'a')).toBe(0);
-    await a.deleteSpanLog([all[0].seq]);
+    // Deleting replayed entries is an owner's write: fenced by the partition's lease.
+    expect(await a.deleteSpanLog([all[0].seq])).toBe(0);
+    expect(a.fencedWrites).toBe(1);
+    await a.claimLeases(8, 60_000);
+    expect(await a.deleteSpanLog([all[0].seq])).toBe(1);
     expect((await a.spanLog([4, 7])).map((e) => e.origin)).toEqual(['b', 'b']);
+
+    // Forwarded entries (--span-routing any) are read by the partition's owner whoever forwarded them (a included),
+    // are never pruned by their sender, and are no orphans (nobody holds them).
+    await a.append([], [{ ...entry(t3, 1_000), forwarded: true }]);
+    await b.append([], [{ ...entry(t2, 1_000), forwarded: true }]);
+    expect((await a.forwardedSpanLog([4, 7], 100)).map((e) => [e.traceId, e.origin])).toEqual([[t3, 'a'], [t2, 'b']]);
+    expect((await a.forwardedSpanLog([7], 1)).map((e) => e.traceId)).toEqual([t3]);
+    expect(await a.pruneSpanLog(5_000, () => false, 'a')).toBe(0);
+    const forwardedSeqs = new Set((await a.forwardedSpanLog([4, 7], 100)).map((e) => e.seq));
+    expect(forwardedSeqs.size).toBe(2);
+    expect((await a2.orphanSpanLog([4, 7], 0, 100)).filter((e) => forwardedSeqs.has(e.seq))).toEqual([]);
+    await Promise.all([a2.close(), b2.close()]);
   });
 });
 
@@ -474,6 +504,35 @@ describe('PgStore: leases and liveness', () => {
     expect(await a.claimLeases(8, 60_000)).toEqual([0, 1, 2, 3]);
     expect((await a.leaseTable()).map((l) => l.owner)).toEqual(['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']);
     expect(await a.claimLeases(0, 60_000)).toEqual([]);
+  });
+
+  it('fences owner writes by lease: a stale owner (lease expired and claimed, or claimed again at a newer epoch) writes nothing', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await open(url, 'b', { partitions: 8 });
+    const run = runIn(5, 8);
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run }), 'tok', 1_000)]);
+    expect(await a.claimLeases(8, 400)).toEqual(ALL);
+    expect(await a.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(0);
+    const verdictOf = async () => (await a.getRun(run))?.verdict;
+    expect(await verdictOf()).toBe('working');
+    // A's lease expires (it was paused) and B claims the partitions: A's writes are refused by the database.
+    await until('B claims every partition', async () => (await b.claimLeases(8, 60_000)).length > 0 && (await b.leaseTable()).every((l) => l.owner === 'b'));
+    expect(await a.setVerdictStates([{ run, verdict: 'incomplete', settled: true, updatedAt: 3_000 }])).toBe(1);
+    expect(await a.prune(0, 10_000, ALL)).toBe(0);
+    expect(await verdictOf()).toBe('working');
+    expect(await b.setVerdictStates([{ run, verdict: 'healthy', settled: true, updatedAt: 3_000 }])).toBe(0);
+    expect(await verdictOf()).toBe('healthy');
+    // Merely holding the lease under the same name is not enough: the epoch must be the one claimed. A second process
+    // named 'a' claims partition 5 after B releases it; the first still knows the older epoch and is refused.
+    await b.releaseLeases([5]);
+    const a2 = await open(url, 'a', { partitions: 8 });
+    expect(await a2.claimLeases(1, 60_000)).toEqual([5]);
+    expect(await a.setVerdictStates([{ run, verdict: 'incomplete', settled: true, updatedAt: 4_000 }])).toBe(1);
+    expect(await a2.setVerdictStates([{ run, verdict: 'forbidden_edge', settled: true, updatedAt: 4_000 }])).toBe(0);
+    expect(await verdictOf()).toBe('forbidden_edge');
+    expect(a.fencedWrites).toBe(2);
+    await a2.close();
   });
 
   it('claims at most max partitions, and two claimers never get the same one', async () => {

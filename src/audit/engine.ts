@@ -47,8 +47,14 @@ export interface DetachedRun {
 }
 
 /** Runs held by other instances of a cluster, read from the shared store on demand (see AuditEngine.fetch). */
+/** Runs read from the shared store per query by the list views (listAll). */
+const LIST_GROUP = 500;
+
 export interface RemoteRuns {
-  load(run: string): Promise<DetachedRun | null>;
+  /** A run as stored; a cached read no older than `maxAgeMs` (default: the reader's cache time) may answer. */
+  load(run: string, maxAgeMs?: number): Promise<DetachedRun | null>;
+  /** Many runs in a few queries (the list views), by run; runs not stored are absent. */
+  loadMany?(runs: readonly string[]): Promise<Map<string, DetachedRun>>;
   /** The run's stored pin and its contract's content (for the run-scope rule of a run held elsewhere). */
   pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null>;
   /** Runs of the whole cluster per verdict, as their owners last stored them (optionally of one pinned contract). */
@@ -698,11 +704,11 @@ export class AuditEngine extends EventEmitter {
    * The run as `get` gives it, for any run: held here, or (cluster mode) read from the shared store and evaluated
    * now with the same pure verdict function. Null when no instance stored the run.
    */
-  async fetch(run: string, now: number): Promise<{ verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null> {
+  async fetch(run: string, now: number, maxAgeMs?: number): Promise<{ verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] } | null> {
     const held = this.get(run);
     // Only a valid run id can name a stored run: anything else (prose, 100 KB, a NUL) never reaches the shared store.
     if (held || !this.opts.remote || !isRunId(run)) return held;
-    const detached = await this.opts.remote.load(run);
+    const detached = await this.opts.remote.load(run, maxAgeMs);
     if (!detached) return null;
     const again = this.get(run); // it may have become live here while the store answered
     if (again) return again;
@@ -717,6 +723,11 @@ export class AuditEngine extends EventEmitter {
     const remote = this.opts.remote;
     if (!remote) return;
     const wanted = [...new Set(runs)].filter((r) => isRunId(r) && !this.runs.has(r) && !this.foreignPins.has(r));
+    if (remote.loadMany) {
+      // A group of runs per query, one group at a time: 20,000 run.starts in one post hold one connection, not the pool.
+      for (let i = 0; i < wanted.length; i += LIST_GROUP) await this.prefetchGroup(remote, wanted.slice(i, i + LIST_GROUP));
+      return;
+    }
     await Promise.all(
       wanted.map(async (run) => {
         let p = await remote.pin(run);
@@ -740,11 +751,31 @@ export class AuditEngine extends EventEmitter {
     );
   }
 
+  /** prefetchPins for one group of runs, read with loadMany: the stored pin, else the pin the stored run.start names. */
+  private async prefetchGroup(remote: RemoteRuns, runs: string[]): Promise<void> {
+    const loaded = await remote.loadMany!(runs);
+    for (const d of loaded.values()) {
+      let record = d.pin;
+      if (!record) {
+        const state = new RunState(d.run);
+        for (const r of d.receipts) if (r.type === 'run.start') state.add(r);
+        const resolved = resolvePin(state, this.registry, this.opts.defaultContract);
+        if (!resolved.ok || !state.firstStart()) continue;
+        this.pinnedContracts.set(resolved.contract.hash, resolved.contract);
+        record = { pin: resolved.pin, contractHash: resolved.contract.hash };
+      } else if (!this.pinnedContracts.has(record.contractHash) && d.contractContent) {
+        this.pinnedContracts.set(record.contractHash, contractFromCanonical(d.contractContent, `pinned ${record.pin.contract}@${record.pin.version}`));
+      }
+      if (this.foreignPins.size >= 10_000) this.foreignPins.delete(this.foreignPins.keys().next().value!);
+      this.foreignPins.set(d.run, record);
+    }
+  }
+
   /** A run's verdict as fetch gives it. */
-  async fetchVerdict(run: string, now: number): Promise<RunVerdict | null> {
+  async fetchVerdict(run: string, now: number, maxAgeMs?: number): Promise<RunVerdict | null> {
     const held = this.verdictOf(run);
     if (held || !this.opts.remote) return held;
-    return (await this.fetch(run, now))?.verdict ?? null;
+    return (await this.fetch(run, now, maxAgeMs))?.verdict ?? null;
   }
 
   /** The pure verdict of a run read from the shared store (its stored pin, else the pin its receipts resolve to). */
@@ -770,17 +801,40 @@ export class AuditEngine extends EventEmitter {
   async listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
     if (!this.opts.remote) return this.list({ ...filter, now });
     const limit = filter.limit ?? 100;
-    const rows = await this.opts.remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
+    const remote = this.opts.remote;
+    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
     const out: ListedRun[] = [];
-    for (const row of rows) {
+    const alertOf = (run: string) => this.alertStateOf(run, now, filter.windowMs, filter.stallMs);
+    const held = (row: { run: string }): boolean => {
       const live = this.runs.get(row.run);
-      const alert = this.alertStateOf(row.run, now, filter.windowMs, filter.stallMs);
-      if (live?.verdict) {
-        out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert });
-        continue;
+      if (!live?.verdict) return false;
+      out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: alertOf(row.run) });
+      return true;
+    };
+    if (remote.loadMany) {
+      // The runs other instances hold, LIST_GROUP at a time: a few queries per group, not one per run (issue 32); the
+      // next group is read while this one is evaluated.
+      const others = rows.filter((row) => !held(row));
+      const groups: (typeof rows)[] = [];
+      for (let i = 0; i < others.length; i += LIST_GROUP) groups.push(others.slice(i, i + LIST_GROUP));
+      let next = groups.length ? remote.loadMany(groups[0].map((row) => row.run)) : null;
+      for (let g = 0; g < groups.length; g++) {
+        const group = groups[g];
+        const loaded = await next!;
+        next = g + 1 < groups.length ? remote.loadMany(groups[g + 1].map((row) => row.run)) : null;
+        next?.catch(() => {}); // awaited next turn; never an unhandled rejection meanwhile
+        for (const row of group) {
+          if (held(row)) continue; // it became live here while the store answered
+          const d = loaded.get(row.run);
+          if (d) out.push({ verdict: this.evaluateDetached(d, now), updatedAt: d.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
+        }
       }
-      const r = await this.fetch(row.run, now);
-      if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert });
+    } else {
+      for (const row of rows) {
+        if (held(row)) continue;
+        const r = await this.fetch(row.run, now);
+        if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
+      }
     }
     const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract) && matchesAlertFilter(r.alert, filter));
     filtered.sort(listOrder(filter));

@@ -13,7 +13,10 @@
  * - Span log: the content-free span records of traces still waiting for a caller are kept by the instance that
  *   received them; when that instance is gone, the owner of the trace's partition adopts and replays them.
  * - An instance that cannot renew before its leases run out drops its partitions (stops timers and gauges for them)
- *   rather than risk two owners.
+ *   rather than risk two owners. The lease's validity is kept on the monotonic clock from the instant a renewal was
+ *   sent, and checked before every act as owner (the tick, a tail read, a takeover, folding a receipt): after a pause
+ *   (SIGSTOP, a long GC, a frozen VM) past it, the partitions are dropped before any timer or read acts on them.
+ *   The database fences the owner's writes as well (PgStore: lease epochs).
  */
 import type { AuditEngine } from '../audit/engine.js';
 import type { PgStore } from '../store/pg-store.js';
@@ -50,6 +53,8 @@ export interface ClusterOptions {
 export interface ClusterHooks {
   log: (event: string, fields?: Record<string, unknown>) => void;
   clock: () => number;
+  /** The clock leases are timed on (default performance.now: monotonic, runs on while the process is stopped). */
+  monotonic?: () => number;
 }
 
 export class ClusterCoordinator {
@@ -57,7 +62,9 @@ export class ClusterCoordinator {
   private cursor = 0;
   private ackCursor = 0;
   private engine: AuditEngine | null = null;
+  /** Until when (monotonic clock, ms) the leases renewed last are surely still this instance's. */
   private leaseValidUntil = 0;
+  private readonly mono: () => number;
   private renewTimer: NodeJS.Timeout | null = null;
   private tailTimer: NodeJS.Timeout | null = null;
   /** Rebalancing, takeovers and tail reads run one at a time (a takeover and a tail never interleave). */
@@ -67,6 +74,7 @@ export class ClusterCoordinator {
   private readLangGraphRoots: ((before: number) => Promise<number>) | undefined;
   private liveInstances = 1;
   private takeovers = 0;
+  private lapses = 0;
   private readonly renewEveryMs: number;
   private readonly tailEveryMs: number;
   private readonly tailBatch: number;
@@ -81,10 +89,24 @@ export class ClusterCoordinator {
     this.renewEveryMs = opts.renewEveryMs ?? Math.max(100, Math.min(500, Math.floor(opts.leaseTtlMs / 5)));
     this.tailEveryMs = opts.tailEveryMs ?? 100;
     this.tailBatch = opts.tailBatch ?? 5000;
+    this.mono = hooks.monotonic ?? (() => performance.now());
   }
 
-  /** Whether this instance owns the run (its partition's lease). */
-  readonly owns = (run: string): boolean => this.owned.has(this.pg.partitionOf(run));
+  /** Whether this instance owns the run (its partition's lease, still valid by the local clock). */
+  readonly owns = (run: string): boolean => this.owned.has(this.pg.partitionOf(run)) && this.mono() <= this.leaseValidUntil;
+
+  /**
+   * Before acting as owner: true while the leases are valid; otherwise (the process was paused, or renewals failed
+   * past the lease) every partition is dropped first, and false.
+   */
+  guard(): boolean {
+    if (this.owned.size === 0) return true;
+    if (this.mono() <= this.leaseValidUntil) return true;
+    this.hooks.log('leases_lapsed', { partitions: this.owned.size, overdueMs: Math.round(this.mono() - this.leaseValidUntil) });
+    this.lapses++;
+    for (const p of [...this.owned]) this.dropPartition(p);
+    return false;
+  }
   /** Partitions held by another live instance at its live limit (as of the last renewal). */
   private fullParts = new Set<number>();
   private saidFull = false;
@@ -106,8 +128,8 @@ export class ClusterCoordinator {
    * `atLiveLimit`: this instance said it is at its live limit at its last heartbeat; `partitionsAtLimit`: partitions
    * of other instances at theirs (new runs in them are refused here).
    */
-  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number } {
-    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size };
+  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; lapses: number; fencedWrites: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number } {
+    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, lapses: this.lapses, fencedWrites: this.pg.fencedWrites, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size };
   }
 
   /**
@@ -153,13 +175,26 @@ export class ClusterCoordinator {
     return this.chain;
   }
 
+  /**
+   * Within a long step (a takeover of many runs, pages of span records): renews the leases when a renewal is due, so
+   * the step itself never lets them lapse. Partitions not renewed are dropped. False when none is held any more.
+   */
+  private async keepLeases(): Promise<boolean> {
+    const due = this.mono() >= this.leaseValidUntil - this.opts.leaseTtlMs + 2 * this.renewEveryMs;
+    if (!due && this.mono() <= this.leaseValidUntil) return this.owned.size > 0;
+    // Also after a local lapse within the step (a slow machine): the database extends only leases that are still this
+    // instance's and unexpired, so nobody else can hold one it gets back; nothing was acted on meanwhile.
+    const sent = this.mono();
+    const held = new Set(await this.pg.renewLeases(this.opts.leaseTtlMs));
+    this.leaseValidUntil = sent + this.opts.leaseTtlMs - this.renewEveryMs;
+    for (const p of [...this.owned]) if (!held.has(p)) this.dropPartition(p);
+    return this.guard() && this.owned.size > 0;
+  }
+
   private async rebalance(): Promise<void> {
-    const now = this.hooks.clock();
-    if (this.owned.size > 0 && now > this.leaseValidUntil) {
-      // Leases may have expired and been taken: stop acting as owner before renewing anything.
-      this.hooks.log('leases_lapsed', { partitions: this.owned.size });
-      for (const p of [...this.owned]) this.dropPartition(p);
-    }
+    const now = this.mono();
+    // Leases may have expired and been taken: stop acting as owner before renewing anything.
+    this.guard();
     let held: number[];
     try {
       const full = this.engine?.atLiveLimit() ?? false;
@@ -174,6 +209,7 @@ export class ClusterCoordinator {
     }
     // Renewed on the database clock at some point after `now`: valid here until now + ttl, less a renewal's margin.
     this.leaseValidUntil = now + this.opts.leaseTtlMs - this.renewEveryMs;
+    if (!this.guard()) return; // the renewal itself took longer than the lease
     const heldSet = new Set(held);
     for (const p of [...this.owned]) if (!heldSet.has(p)) this.dropPartition(p);
     // Leases held under this name but not loaded: a restart under the same --instance before they expired.
@@ -210,6 +246,7 @@ export class ClusterCoordinator {
     for (let i = 0; i < runs.length; i += TAKEOVER_RUNS) {
       const group = runs.slice(i, i + TAKEOVER_RUNS).filter((r) => this.owns(r.run));
       const receipts = await this.pg.receiptsOfRuns(group.map((r) => r.run));
+      if (!(await this.keepLeases())) return;
       const now = this.hooks.clock();
       for (const stored of group) {
         const run = stored.run;
@@ -239,6 +276,7 @@ export class ClusterCoordinator {
 
   private dropPartition(p: number): void {
     if (!this.owned.delete(p)) return;
+    this.pg.unfence([p]);
     const engine = this.engine!;
     for (const run of engine.liveRunIds()) {
       if (this.pg.partitionOf(run) === p) {
@@ -250,6 +288,7 @@ export class ClusterCoordinator {
 
   /** Folds receipts other instances stored for runs owned here, in commit order; applies acknowledgements made anywhere. */
   private async tail(): Promise<void> {
+    this.guard();
     if (this.owned.size === 0) {
       this.cursor = await this.pg.headSeq();
       return;
@@ -257,7 +296,9 @@ export class ClusterCoordinator {
     if (this.opts.spanRouting === 'any' && this.replaySpanLog) {
       // Span records other instances forwarded for traces this instance resolves.
       const began = this.hooks.clock();
-      const entries = await this.pg.foreignSpanLog(this.ownedParts(), this.pg.instance, SPAN_LOG_PAGE);
+      // Whoever forwarded them, this instance included (it may have taken the partition after forwarding).
+      const entries = await this.pg.forwardedSpanLog(this.ownedParts(), SPAN_LOG_PAGE);
+      if (!this.guard()) return;
       if (entries.length) {
         this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
         await this.replaySpanLog();
@@ -268,12 +309,15 @@ export class ClusterCoordinator {
       // read: the roots wait for the next one). Roots also wait LANGGRAPH_SETTLE_MS, for batches sent side by side.
       if (entries.length < SPAN_LOG_PAGE) await this.readLangGraphRoots?.(began - LANGGRAPH_SETTLE_MS);
     }
-    for (const ack of await this.pg.acksSince(this.ackCursor, this.ownedParts())) {
+    const acks = await this.pg.acksSince(this.ackCursor, this.ownedParts());
+    if (!this.guard()) return;
+    for (const ack of acks) {
       this.engine!.applyAck(ack.run, ack.verdict, ack.ackedAt, ack);
       this.ackCursor = ack.seq;
     }
     for (;;) {
       const rows = await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance);
+      if (!(await this.keepLeases())) return;
       if (rows.length === 0) return;
       const receipts = rows.map((r) => r.receipt);
       this.store.rememberAll(receipts);
@@ -283,20 +327,24 @@ export class ClusterCoordinator {
     }
   }
 
-  /** Span records logged by instances that are gone, in trace partitions owned here: replayed (and re-logged) here. */
+  /**
+   * Span records held by processes that are gone (an instance that died, or an earlier life of an instance restarted
+   * under the same name, this one included), in trace partitions owned here: replayed (and re-logged) here.
+   */
   private async adoptSpanLog(): Promise<void> {
     if (!this.replaySpanLog || this.owned.size === 0) return;
-    const live = await this.pg.liveInstances();
     // A page at a time (each replayed, then deleted): bounded memory however much the instances that died had logged.
     let n = 0;
     let pages = 0;
     for (let after = 0; ; ) {
-      const entries = await this.pg.orphanSpanLog(this.ownedParts(), live, after, SPAN_LOG_PAGE);
+      const entries = await this.pg.orphanSpanLog(this.ownedParts(), after, SPAN_LOG_PAGE);
+      if (!this.guard()) break;
       if (entries.length === 0) break;
       pages++;
       this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
       n += await this.replaySpanLog();
       await this.store.sync();
+      if (!(await this.keepLeases())) break;
       after = entries[entries.length - 1].seq;
       if (entries.length < SPAN_LOG_PAGE) break;
     }

@@ -152,7 +152,9 @@ export class ClusterEngineStore implements EngineStore {
   private async writeVerdicts(rows: { run: string; verdict: Verdict; settled: boolean; updatedAt: number }[]): Promise<void> {
     if (rows.length === 0) return;
     try {
-      await this.pg.setVerdictStates(rows);
+      // Fenced: rows of partitions this instance no longer holds (lost while it was paused) are refused, not retried.
+      const refused = await this.pg.setVerdictStates(rows);
+      if (refused > 0) this.log('fenced_write_refused', { write: 'verdict_states', rows: refused });
     } catch (e) {
       // Put them back (unless newer ones were set meanwhile) for the next flush.
       for (const r of rows) if (!this.verdicts.has(r.run)) this.verdicts.set(r.run, r);
@@ -192,7 +194,14 @@ export class ClusterEngineStore implements EngineStore {
   deleteSpanLogUpTo(seq: number): void {
     const done = this.adopted.filter((e) => e.seq <= seq).map((e) => e.seq);
     this.adopted = this.adopted.filter((e) => e.seq > seq);
-    if (done.length) void this.track(this.pg.deleteSpanLog(done), 'span_log_delete_failed');
+    if (done.length) {
+      void this.track(
+        this.pg.deleteSpanLog(done).then((n) => {
+          if (n < done.length) this.log('fenced_write_refused', { write: 'span_log_delete', rows: done.length - n });
+        }),
+        'span_log_delete_failed',
+      );
+    }
   }
 
   pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number {

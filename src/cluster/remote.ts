@@ -17,10 +17,10 @@ export class SharedStoreRuns implements RemoteRuns {
     private readonly opts: { cacheMs?: number; maxCached?: number; clock?: () => number } = {},
   ) {}
 
-  async load(run: string): Promise<DetachedRun | null> {
+  async load(run: string, maxAgeMs = this.opts.cacheMs ?? 1000): Promise<DetachedRun | null> {
     const now = (this.opts.clock ?? Date.now)();
     const hit = this.cache.get(run);
-    if (hit && now - hit.at < (this.opts.cacheMs ?? 1000)) return hit.run;
+    if (hit && now - hit.at < maxAgeMs) return hit.run;
     const [row, receipts] = await Promise.all([this.pg.getRun(run), this.pg.runReceipts(run)]);
     let detached: DetachedRun | null = null;
     if (row && receipts.length > 0) {
@@ -36,6 +36,21 @@ export class SharedStoreRuns implements RemoteRuns {
   async ack(run: string): Promise<AckRecord | null> {
     const a = await this.pg.getAck(run);
     return a ? { verdict: a.verdict as Verdict, by: a.by, at: a.ackedAt, reason: a.reason } : null;
+  }
+
+  /** Many runs in four queries (their rows and pins, their receipts, the contracts they are pinned to): the list views. */
+  async loadMany(runs: readonly string[]): Promise<Map<string, DetachedRun>> {
+    const out = new Map<string, DetachedRun>();
+    if (runs.length === 0) return out;
+    const [rows, receipts] = await Promise.all([this.pg.getRuns(runs), this.pg.receiptsOfRuns(runs)]);
+    const contents = await this.pg.contractContents([...new Set(rows.flatMap((r) => (r.pin && r.contractHash ? [r.contractHash] : [])))]);
+    for (const row of rows) {
+      const list = receipts.get(row.run);
+      if (!list?.length) continue;
+      const pin = row.pin && row.contractHash ? { pin: row.pin, contractHash: row.contractHash } : null;
+      out.set(row.run, { run: row.run, pin, contractContent: pin ? (contents.get(pin.contractHash) ?? null) : null, receipts: list, updatedAt: row.updatedAt });
+    }
+    return out;
   }
 
   async pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null> {

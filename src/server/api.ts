@@ -17,6 +17,8 @@ import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBindin
 export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
 
 export interface ApiOptions {
+  /** An unexpected failure answered 500 (e.g. the store failed a read): logged, content-free (its class and message). */
+  onError?: (error: Error) => void;
   maxBodyBytes: number;
   retryAfterSeconds: number;
   /** Longest long-poll a client may ask for. */
@@ -101,7 +103,9 @@ const flag = (v: string | null): boolean | undefined => (v === 'true' || v === '
  */
 export async function waitForSettled(engine: AuditEngine, run: string, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
   const now = await engine.fetchVerdict(run, Date.now());
-  if (now && !now.settled && ms > 0 && engine.verdictOf(run) === null) return pollSettled(engine, run, now, ms, signal);
+  // In a cluster a run not held here (another instance's, or not seen yet anywhere) is read again from the shared store:
+  // no event reaches this instance for it (issue 32: within a poll of the owner's acknowledgement).
+  if (!now?.settled && ms > 0 && engine.remote && engine.verdictOf(run) === null) return pollSettled(engine, run, now, ms, signal);
   if ((now && now.settled) || ms <= 0) return Promise.resolve(now);
   if (signal?.aborted) return Promise.resolve(null);
   return new Promise((resolve) => {
@@ -128,7 +132,7 @@ export async function waitForSettled(engine: AuditEngine, run: string, ms: numbe
  * The wait for a run another instance of the cluster holds: no event reaches this instance, so the shared store is
  * read again every 250 ms (or the run becomes live here, after a takeover).
  */
-async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
+async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict | null, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
   const until = Date.now() + ms;
   let v: RunVerdict | null = first;
   waitingPolls++;
@@ -145,7 +149,7 @@ async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict, 
         signal?.addEventListener('abort', done, { once: true });
       });
       if (signal?.aborted) return null;
-      v = (await engine.fetchVerdict(run, Date.now())) ?? v;
+      v = (await engine.fetchVerdict(run, Date.now(), 0)) ?? v;
       if (v?.settled) return v;
     }
     return v;
@@ -241,6 +245,7 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
         opts.onLiveLimit?.(e.limit);
         return json(res, 503, { error: e.message }, { 'retry-after': String(e.retryAfterSeconds) });
       }
+      opts.onError?.(e as Error);
       return json(res, 500, { error: 'internal error' });
     }
   };

@@ -10,8 +10,8 @@ import { parseLoggedSpan, type LoggedSpan, type PendingTraceLog } from '../inges
 import { derivedBinding, evidenceOf, handoffParty, handoffPartiesOf, noteHandoffParties, runScope, UNBOUND, type HandoffParties, type RejectReason, type SourceAgents } from '../ingest/trust.js';
 import type { SpanLogEntry } from '../store/index.js';
 
-function toSpanLog(log: PendingTraceLog[], now: number): SpanLogEntry[] {
-  return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans) }));
+function toSpanLog(log: PendingTraceLog[], now: number, forwarded = false): SpanLogEntry[] {
+  return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans), ...(forwarded ? { forwarded } : {}) }));
 }
 import { LiveLimitError, type AuditEngine, type IngestOutcome } from '../audit/engine.js';
 
@@ -112,7 +112,13 @@ export class Ingestor {
   async prepareTrust(receipts: readonly Receipt[]): Promise<void> {
     if (this.sources === UNBOUND || !this.engine.remote) return;
     const runs = receipts.filter((r) => r.type === 'run.start' || r.type === 'run.end' || r.type === 'outcome' || r.type === 'gap').map((r) => r.run);
-    if (runs.length) await this.engine.prefetchPins(runs);
+    if (runs.length === 0) return;
+    try {
+      await this.engine.prefetchPins(runs);
+    } catch (e) {
+      // The shared store cannot be read: nothing is stored or acknowledged (503, retry), as when a commit fails.
+      throw new StoreUnavailableError(`the pins of runs held elsewhere could not be read: ${(e as Error).message}`);
+    }
   }
 
   get saturated(): boolean {
@@ -169,13 +175,14 @@ export class Ingestor {
         for (const sp of decoded.spans) (this.forwardTrace(sp.traceId) ? foreign : local).push(sp);
       }
       const ex = this.pipeline.process(local, now, source);
+      let forwardLog: PendingTraceLog[] = [];
       if (foreign.length) {
         const fw = this.pipeline.forward(foreign, source);
         ex.receipts.push(...fw.receipts);
         ex.rejected.push(...fw.rejected);
         ex.dropped += fw.dropped;
         ex.agentIdsRefused += fw.agentIdsRefused;
-        ex.pendingLog.push(...fw.forwardLog);
+        forwardLog = fw.forwardLog;
       }
       const rejected = ex.rejected.map((r) => r.reason);
       for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
@@ -186,7 +193,7 @@ export class Ingestor {
         for (const r of refused) rejected.push(r.reason);
         if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
         const producing = spanCount - ex.dropped - ex.rejected.length;
-        const spanLog = toSpanLog(ex.pendingLog, now);
+        const spanLog = [...toSpanLog(ex.pendingLog, now), ...toSpanLog(forwardLog, now, true)];
         return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected }, spanLog);
       };
       // In a cluster with bound sources, the pins of runs held elsewhere are read before the trust rules run.

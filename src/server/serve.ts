@@ -1,6 +1,6 @@
 /** Composes the auditor: store, engine, ingest pipeline, receivers, API and timers. */
 import type { IncomingMessage } from 'node:http';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
@@ -15,7 +15,7 @@ import { createAlertmanagerMetrics, createAuditMetrics, type AuditMetrics } from
 import { Alerting, type AlertingConfig, type SilenceView } from '../alerting/index.js';
 import { ReceiptStore } from '../store/index.js';
 import type { AckRecord } from '../core/types.js';
-import { PgStore } from '../store/pg-store.js';
+import { PgStore, TrustMismatchError } from '../store/pg-store.js';
 import { ClusterCoordinator } from '../cluster/coordinator.js';
 import { ClusterEngineStore } from '../cluster/engine-store.js';
 import { SharedStoreRuns } from '../cluster/remote.js';
@@ -239,6 +239,16 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
   }
 }
 
+/**
+ * The digest of an instance's ingest trust (--ingest-tokens: each token's SHA-256, its source name, the agents it is
+ * bound to), order-free; instances of one cluster must agree on it (PgStore.joinTrust). No token leaves in clear.
+ */
+function ingestTrustDigest(entries: readonly TokenEntry[] | undefined): string {
+  if (!entries) return 'unauthenticated';
+  const lines = entries.map((e) => JSON.stringify([e.digest.toString('hex'), e.source, e.agents ? [...e.agents].sort() : null])).sort();
+  return createHash('sha256').update(lines.join('\n')).digest('hex');
+}
+
 async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
   const resources = createResourceMetrics(metrics);
@@ -260,6 +270,12 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
     });
     cleanup.push(() => pg.close());
+    try {
+      await pg.joinTrust(ingestTrustDigest(cfg.ingestTokens), cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs);
+    } catch (e) {
+      if (e instanceof TrustMismatchError) cfg.log('cluster_refused', { instance: pg.instance, reason: e.message });
+      throw e;
+    }
     const shared = new ClusterEngineStore(pg, () => cluster?.ownedParts() ?? [], cfg.log);
     cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock: Date.now });
     remote = new SharedStoreRuns(pg);
@@ -369,6 +385,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     listenerOptions,
   );
   const apiHandle = apiHandler(engine, ingestor, metrics, {
+      onError: (e) => cfg.log('api_error', { error: `${e?.name ?? 'Error'}: ${String(e?.message ?? e).slice(0, 200)}` }),
       maxBodyBytes: cfg.maxBodyBytes,
       retryAfterSeconds: 1,
       maxWaitSeconds: 300,
@@ -468,6 +485,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     ticking = true;
     const now = Date.now();
     try {
+      // A paused instance whose leases ran out drops its partitions before its timers act on them (issue 32).
+      cluster?.guard();
       engine.tick(now);
       if (engineStore instanceof ClusterEngineStore) void engineStore.flush();
       if (cluster) metrics.setClusterPartitions(cluster.stats().owned);

@@ -17,6 +17,7 @@
  * span_log: pending span records, `part` = partition of the trace id, `origin` = the instance that logged it.
  * instances: live servers (heartbeats, database clock). leases: one row per partition: its owner and lease expiry.
  * acks (version 2): the verdict an operator acknowledged per run, at any instance; its owner applies it.
+ * Version 4 (issue 32): forwarded span records, process lives, lease epochs (fencing); see the migration.
  */
 export interface PgMigration {
   version: number;
@@ -125,6 +126,21 @@ CREATE INDEX acks_by_part_seq ON acks (part, seq);
     // Who acknowledged a run and why (operator text, bounded by the API), shown on the run after any restart.
     version: 4,
     sql: `ALTER TABLE acks ADD COLUMN acked_by text, ADD COLUMN reason text;`,
+  },
+  {
+    // Issue 32. span_log.forwarded: spans forwarded (--span-routing any) to whoever owns the trace's partition when it
+    // reads them, never pruned unread. span_log.life / instances.life: the process (one per start) that holds a
+    // pending record, so the records of an instance restarted under the same name are adopted too. leases.epoch:
+    // raised by every claim; owner writes are fenced by (owner, epoch, unexpired). meta 'ingest_trust' (no DDL): the
+    // hash of the instances' shared --ingest-tokens configuration.
+    version: 5,
+    sql: `
+ALTER TABLE span_log ADD COLUMN forwarded boolean NOT NULL DEFAULT false;
+ALTER TABLE span_log ADD COLUMN life text NOT NULL DEFAULT '';
+CREATE INDEX span_log_forwarded ON span_log (part, seq) WHERE forwarded;
+ALTER TABLE instances ADD COLUMN life text NOT NULL DEFAULT '';
+ALTER TABLE leases ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
+`,
   },
 ];
 

@@ -17,8 +17,13 @@
  * store's. Prune takes the same lock.
  *
  * Leases: one row per hash partition of run ids; an owner renews before `expires_at` (database clock `now()`);
- * an expired lease is lost and any instance may claim it (FOR UPDATE SKIP LOCKED).
+ * an expired lease is lost and any instance may claim it (FOR UPDATE SKIP LOCKED). Every claim raises the lease's
+ * `epoch`. Fencing: an owner's writes (verdict states, pruning, deleting span records it replayed) carry the epochs
+ * this store holds and change only rows of partitions whose lease is still this instance's, at that epoch and
+ * unexpired, checked by the database in the writing statement with the lease rows share-locked (a claim waits
+ * for it or skips the partition): an instance that was paused past its lease writes nothing there.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { PoolClient } from 'pg';
 import type { Pin, Receipt, Verdict } from '../core/types.js';
@@ -36,7 +41,10 @@ import {
   type SpanLogEntry,
   type StoredReceipt,
 } from './receipt-store.js';
-import { DEFAULT_PARTITIONS, LOG_LOCK, migrate } from './pg-schema.js';
+import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-schema.js';
+
+/** An instance whose trust configuration differs from the live cluster's (PgStore.joinTrust). */
+export class TrustMismatchError extends Error {}
 
 export interface PgStoreOptions {
   /** This server instance's id: recorded as `origin` of its rows and as lease owner. */
@@ -51,6 +59,11 @@ export interface PgStoreOptions {
   maxQueuedReceipts?: number;
   /** Longest wait for a lock (the ordering lock, a row lock) before the statement fails. Default 15,000 ms. */
   lockTimeoutMs?: number;
+  /**
+   * A session idle inside a transaction longer than this is ended by the database (its transaction rolled back, its
+   * locks released): an instance paused inside an append holds the ordering lock at most this long. Default 2,000 ms.
+   */
+  idleInTransactionMs?: number;
   /** Called after each group commit lands, with its duration in seconds and its number of receipts. */
   onCommit?: (seconds: number, receipts: number) => void;
 }
@@ -111,6 +124,15 @@ type Row = Record<string, unknown>;
 
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
+
+/**
+ * The partitions whose lease this instance ($1) holds at the epochs it knows ($2 parts, $3 epochs), unexpired by the
+ * database clock, their lease rows share-locked until the writing transaction ends (a claim skips or waits for them).
+ */
+const FENCE_CTE = `mine AS (
+  SELECT l.part FROM leases l JOIN unnest($2::int[], $3::bigint[]) AS f(part, epoch) ON f.part = l.part AND f.epoch = l.epoch
+  WHERE l.owner = $1 AND l.expires_at > now() FOR SHARE OF l
+)`;
 
 /** A span_log row as the span-log readers return it. */
 const spanLogEntry = (r: Row): { seq: number; traceId: string; origin: string; body: string } => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string });
@@ -186,6 +208,11 @@ const noop = (): void => {};
 export class PgStore {
   readonly instance: string;
   readonly partitions: number;
+  /** This process's life (one per open): span records it holds are its own; records of earlier lives are adopted. */
+  readonly life = randomUUID();
+  /** The leases this store holds, by partition: their epochs (fencing). */
+  private readonly fence = new Map<number, number>();
+  private fencedRows = 0;
 
   private readonly pool: pg.Pool;
   private readonly maxBatch: number;
@@ -218,10 +245,11 @@ export class PgStore {
       max: Math.max(1, opts.poolSize ?? 4),
       connectionTimeoutMillis: 10_000,
       idleTimeoutMillis: 30_000,
-      // A server that stalls inside a transaction must not hold the ordering lock for long.
-      idle_in_transaction_session_timeout: 30_000,
+      // A server that stalls inside a transaction (a pause, a long GC) must not hold the ordering lock for long: the
+      // database ends its session, the others go on (issue 32).
+      idle_in_transaction_session_timeout: Math.max(1, opts.idleInTransactionMs ?? 2_000),
       lock_timeout: Math.max(1, opts.lockTimeoutMs ?? 15_000),
-      application_name: 'topology-audit',
+      application_name: `topology-audit/${opts.instance}`.slice(0, 63),
     });
     // An idle connection that breaks (server restart) is dropped by the pool; the next query reports the failure.
     pool.on('error', noop);
@@ -411,21 +439,31 @@ export class PgStore {
     return res.rows.length === 0 ? null : (res.rows[0].content as string);
   }
 
-  /** Records runs' latest verdicts in one statement (the last row per run wins; updated_at only grows). */
-  async setVerdictStates(rows: readonly { run: string; verdict: Verdict; settled: boolean; updatedAt: number }[]): Promise<void> {
-    if (rows.length === 0) return;
+  /**
+   * Records runs' latest verdicts in one statement (the last row per run wins; updated_at only grows). Fenced: only
+   * rows of partitions whose lease this instance holds (at the epoch it holds, unexpired) are written. Returns how
+   * many rows the fence refused.
+   */
+  async setVerdictStates(rows: readonly { run: string; verdict: Verdict; settled: boolean; updatedAt: number }[]): Promise<number> {
+    if (rows.length === 0) return 0;
     const latest = new Map<string, { verdict: Verdict; settled: boolean; updatedAt: number }>();
     for (const r of rows) latest.set(r.run, r);
     const runs = [...latest.keys()];
+    const [parts, epochs] = this.fenceArrays();
     // In run order, as appends touch runs, so the two never wait on each other's row locks in a cycle.
-    await this.pool.query(
-      `INSERT INTO runs (run, part, first_at, updated_at, verdict, settled)
+    const res = await this.pool.query(
+      `WITH ${FENCE_CTE}
+       INSERT INTO runs (run, part, first_at, updated_at, verdict, settled)
        SELECT run, part, updated_at, updated_at, verdict, settled
-       FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::boolean[]) AS u(run, part, updated_at, verdict, settled)
+       FROM unnest($4::text[], $5::int[], $6::bigint[], $7::text[], $8::boolean[]) AS u(run, part, updated_at, verdict, settled)
+       WHERE part IN (SELECT part FROM mine)
        ORDER BY run
        ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled,
          updated_at = GREATEST(runs.updated_at, excluded.updated_at)`,
       [
+        this.instance,
+        parts,
+        epochs,
         runs,
         runs.map((r) => this.partitionOf(r)),
         runs.map((r) => latest.get(r)!.updatedAt),
@@ -433,6 +471,9 @@ export class PgStore {
         runs.map((r) => latest.get(r)!.settled),
       ],
     );
+    const refused = runs.length - (res.rowCount ?? 0);
+    this.fencedRows += refused;
+    return refused;
   }
 
   /** Records that an operator acknowledged `verdict` of `run` (the latest acknowledgement wins). */
@@ -478,6 +519,24 @@ export class PgStore {
       [run],
     );
     return res.rows.length ? liveRunOf(res.rows[0]) : null;
+  }
+
+  /** Runs' rows with their pins (those stored), in one query. */
+  async getRuns(runs: readonly string[]): Promise<LiveRun[]> {
+    if (runs.length === 0) return [];
+    const res = await this.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = ANY($1::text[])`,
+      [[...runs]],
+    );
+    return res.rows.map(liveRunOf);
+  }
+
+  /** Pinned contract contents by hash (those stored), in one query. */
+  async contractContents(hashes: readonly string[]): Promise<Map<string, string>> {
+    if (hashes.length === 0) return new Map();
+    const res = await this.pool.query('SELECT hash, content FROM contracts WHERE hash = ANY($1::text[])', [[...hashes]]);
+    return new Map(res.rows.map((r: Row) => [r.hash as string, r.content as string]));
   }
 
   /** The runs of partitions `parts`, with their pins (to take over a partition), oldest first. */
@@ -526,12 +585,13 @@ export class PgStore {
     const batch = 500;
     let total = 0;
     for (;;) {
+      const [fparts, epochs] = this.fenceArrays();
       const n = await this.inTransaction(async (client) => {
         await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
         const res = await client.query(
-          `WITH gone AS (
+          `WITH ${FENCE_CTE}, gone AS (
              DELETE FROM runs WHERE run IN (
-               SELECT run FROM runs WHERE part = ANY($1::int[]) AND settled AND updated_at < $2 LIMIT $3 FOR UPDATE
+               SELECT run FROM runs WHERE part = ANY($4::int[]) AND part IN (SELECT part FROM mine) AND settled AND updated_at < $5 LIMIT $6 FOR UPDATE
              ) RETURNING run
            ), pins_gone AS (
              DELETE FROM pins WHERE run IN (SELECT run FROM gone)
@@ -541,7 +601,7 @@ export class PgStore {
              DELETE FROM acks WHERE run IN (SELECT run FROM gone)
            )
            SELECT count(*) AS n FROM gone`,
-          [[...parts], cutoff, batch],
+          [this.instance, fparts, epochs, [...parts], cutoff, batch],
         );
         return Number(res.rows[0].n);
       });
@@ -563,41 +623,79 @@ export class PgStore {
   }
 
   /**
-   * Span log entries of partitions `parts` logged by none of the instances `exclude` (the live ones: what a takeover
-   * adopts), after `afterSeq`, oldest first, at most `limit`.
+   * Held (not forwarded) span records of partitions `parts` whose holder is gone: logged by a process (instance and
+   * life) that is not alive, e.g. an instance killed, or one restarted under the same name (this one included).
+   * After `afterSeq`, oldest first, at most `limit`. What a partition's owner adopts.
    */
-  async orphanSpanLog(parts: readonly number[], exclude: readonly string[], afterSeq: number, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
+  async orphanSpanLog(parts: readonly number[], afterSeq: number, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
     if (parts.length === 0) return [];
     const res = await this.pool.query(
-      'SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND NOT (origin = ANY($2::text[])) AND seq > $3 ORDER BY seq LIMIT $4',
-      [[...parts], [...exclude], afterSeq, limit],
+      `SELECT s.seq, s.trace_id, s.origin, s.body FROM span_log s
+       WHERE s.part = ANY($1::int[]) AND NOT s.forwarded AND s.seq > $2
+         AND NOT (s.origin = $4 AND s.life = $5)
+         AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = s.origin AND i.life = s.life AND i.expires_at > now())
+       ORDER BY s.seq LIMIT $3`,
+      [[...parts], afterSeq, limit, this.instance, this.life],
     );
     return res.rows.map(spanLogEntry);
   }
 
-  /** Span log entries of partitions `parts` logged by other instances than `origin`, oldest first, at most `limit`. */
-  async foreignSpanLog(parts: readonly number[], origin: string, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
+  /**
+   * Span records forwarded (by any instance, this one included) to the owner of partitions `parts`, oldest first, at
+   * most `limit`: the owner replays them into its own resolution, then deletes them.
+   */
+  async forwardedSpanLog(parts: readonly number[], limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
     if (parts.length === 0) return [];
-    const res = await this.pool.query('SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND origin <> $2 ORDER BY seq LIMIT $3', [[...parts], origin, limit]);
+    const res = await this.pool.query('SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND forwarded ORDER BY seq LIMIT $2', [[...parts], limit]);
     return res.rows.map(spanLogEntry);
   }
 
-  /** Forgets span log entries by seq. */
-  async deleteSpanLog(seqs: readonly number[]): Promise<void> {
-    if (seqs.length === 0) return;
-    await this.pool.query('DELETE FROM span_log WHERE seq = ANY($1::bigint[])', [[...seqs]]);
+  /**
+   * Forgets span log entries by seq, after the owner of their partitions replayed them: fenced, so an instance that
+   * lost a partition meanwhile deletes nothing of it (its new owner reads them). Returns how many were deleted.
+   */
+  async deleteSpanLog(seqs: readonly number[]): Promise<number> {
+    if (seqs.length === 0) return 0;
+    const [parts, epochs] = this.fenceArrays();
+    const res = await this.pool.query(
+      `WITH ${FENCE_CTE}
+       DELETE FROM span_log WHERE seq = ANY($4::bigint[]) AND part IN (SELECT part FROM mine)`,
+      [this.instance, parts, epochs, [...seqs]],
+    );
+    const n = res.rowCount ?? 0;
+    this.fencedRows += seqs.length - n;
+    return n;
   }
 
-  /** Forgets `origin`'s span log entries older than `before` whose trace holds no pending work any more. Returns the count. */
+  /**
+   * Forgets the held span records this process logged, older than `before`, whose trace holds no pending work any
+   * more. Forwarded records are never pruned here: only their reader deletes them. Returns the count.
+   */
   async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, origin: string): Promise<number> {
-    const res = await this.pool.query('SELECT DISTINCT trace_id FROM span_log WHERE logged_at < $1 AND origin = $2', [before, origin]);
+    const res = await this.pool.query('SELECT DISTINCT trace_id FROM span_log WHERE logged_at < $1 AND origin = $2 AND life = $3 AND NOT forwarded', [before, origin, this.life]);
     const done = res.rows.map((r: Row) => r.trace_id as string).filter((t) => !stillPending(t));
     if (done.length === 0) return 0;
     const del = await this.pool.query(
-      'DELETE FROM span_log WHERE trace_id = ANY($1::text[]) AND logged_at < $2 AND origin = $3',
-      [done, before, origin],
+      'DELETE FROM span_log WHERE trace_id = ANY($1::text[]) AND logged_at < $2 AND origin = $3 AND life = $4 AND NOT forwarded',
+      [done, before, origin, this.life],
     );
     return del.rowCount ?? 0;
+  }
+
+  /** The leases held (partition -> epoch) as two arrays for FENCE_CTE. */
+  private fenceArrays(): [number[], number[]] {
+    const parts = [...this.fence.keys()];
+    return [parts, parts.map((p) => this.fence.get(p)!)];
+  }
+
+  /** Stops writing as the owner of `parts` (the coordinator dropped them: lapsed locally, or released). */
+  unfence(parts: readonly number[]): void {
+    for (const p of parts) this.fence.delete(p);
+  }
+
+  /** Owner writes (rows) the database refused since open because this instance no longer held the lease (fencing). */
+  get fencedWrites(): number {
+    return this.fencedRows;
   }
 
   /**
@@ -605,18 +703,55 @@ export class PgStore {
    * many instances are alive, this one included.
    */
   async heartbeat(ttlMs: number, full = false): Promise<{ liveInstances: number }> {
-    const res = await this.pool.query(
+    let res;
+    try {
+      res = await this.pool.query(
       `WITH up AS (
-         INSERT INTO instances (id, seen_at, expires_at, at_limit) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3)
-         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit
+         INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3, $4)
+         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit, life = excluded.life
          RETURNING id
        ), forgotten AS (
          DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
        )
        SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
-      [this.instance, Math.round(ttlMs), full],
-    );
+      [this.instance, Math.round(ttlMs), full, this.life],
+      );
+    } catch (e) {
+      this.isHealthy = false; // readiness follows the store with no traffic too (issue 32)
+      throw e;
+    }
+    // The heartbeat is a committed write: the store can commit again (after a restart of PostgreSQL, say), even when
+    // no export has come to prove it (a load balancer that waits for readiness sends none).
+    this.isHealthy = true;
     return { liveInstances: Number(res.rows[0].live) };
+  }
+
+  /**
+   * Joins the cluster's trust configuration: `digest` names this instance's ingest trust (its --ingest-tokens). In one
+   * transaction under the migration lock, with a first heartbeat: when another instance is alive and the cluster's
+   * recorded digest differs, nothing changes and this throws (the instance must not join); otherwise the digest is
+   * recorded (the first instance, or every one restarted with a new file once none of the old ones is alive).
+   */
+  async joinTrust(digest: string, ttlMs: number): Promise<void> {
+    await this.inTransaction(async (client) => {
+      await client.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+      const res = await client.query(
+        `SELECT (SELECT value FROM meta WHERE key = 'ingest_trust') AS digest,
+           (SELECT string_agg(id, ', ' ORDER BY id) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
+        [this.instance],
+      );
+      const recorded = (res.rows[0].digest as string | null) ?? null;
+      const live = (res.rows[0].live as string | null) ?? null;
+      if (recorded !== null && recorded !== digest && live !== null) {
+        throw new TrustMismatchError(`postgres store: this instance's ingest trust configuration (--ingest-tokens) differs from the cluster's (live instances: ${live}); every instance must be given the same token file (refusing to join)`);
+      }
+      await client.query(`INSERT INTO meta (key, value) VALUES ('ingest_trust', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [digest]);
+      await client.query(
+        `INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', false, $3)
+         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, life = excluded.life`,
+        [this.instance, Math.round(ttlMs), this.life],
+      );
+    });
   }
 
   /** The partitions leased to another live instance that is at its live limit (ascending). */
@@ -646,10 +781,16 @@ export class PgStore {
   async renewLeases(ttlMs: number): Promise<number[]> {
     const res = await this.pool.query(
       `UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
-       WHERE owner = $1 AND expires_at > now() RETURNING part`,
+       WHERE owner = $1 AND expires_at > now() RETURNING part, epoch`,
       [this.instance, Math.round(ttlMs)],
     );
-    return res.rows.map((r: Row) => r.part as number).sort((a, b) => a - b);
+    const held = new Set<number>();
+    for (const r of res.rows as Row[]) {
+      held.add(r.part as number);
+      this.fence.set(r.part as number, Number(r.epoch));
+    }
+    for (const p of [...this.fence.keys()]) if (!held.has(p)) this.fence.delete(p);
+    return [...held].sort((a, b) => a - b);
   }
 
   /** Claims up to `max` partitions that are free or whose lease expired; returns those newly claimed (ascending). */
@@ -660,16 +801,18 @@ export class PgStore {
          SELECT part FROM leases WHERE owner IS NULL OR expires_at <= now()
          ORDER BY part LIMIT $2 FOR UPDATE SKIP LOCKED
        )
-       UPDATE leases l SET owner = $1, expires_at = now() + $3::bigint * interval '1 millisecond'
-       FROM free WHERE l.part = free.part RETURNING l.part`,
+       UPDATE leases l SET owner = $1, expires_at = now() + $3::bigint * interval '1 millisecond', epoch = l.epoch + 1
+       FROM free WHERE l.part = free.part RETURNING l.part, l.epoch`,
       [this.instance, Math.floor(max), Math.round(ttlMs)],
     );
+    for (const r of res.rows as Row[]) this.fence.set(r.part as number, Number(r.epoch));
     return res.rows.map((r: Row) => r.part as number).sort((a, b) => a - b);
   }
 
   /** Gives up this instance's leases of `parts` (another instance may claim them at once). */
   async releaseLeases(parts: readonly number[]): Promise<void> {
     if (parts.length === 0) return;
+    this.unfence(parts);
     await this.pool.query(
       'UPDATE leases SET owner = NULL, expires_at = now() WHERE owner = $1 AND part = ANY($2::int[])',
       [this.instance, [...parts]],
@@ -702,6 +845,7 @@ export class PgStore {
   private async shutdown(): Promise<void> {
     await this.sync().catch(noop);
     try {
+      this.fence.clear();
       await this.pool.query('UPDATE leases SET owner = NULL, expires_at = now() WHERE owner = $1', [this.instance]);
       await this.pool.query('UPDATE instances SET expires_at = now() WHERE id = $1', [this.instance]);
     } catch {
@@ -759,8 +903,16 @@ export class PgStore {
     client.on('error', noop);
     let failed = false;
     try {
-      await client.query(begin);
-      const value = await work(client);
+      // `work`'s first statement is queued behind BEGIN (sent as soon as BEGIN's answer arrives, with no turn of the
+      // event loop between): the session is never idle inside the transaction waiting for this process's other work,
+      // only while a statement's answer is handled. If BEGIN (or the ordering lock with it) fails, its error is thrown.
+      const began = client.query(begin);
+      began.catch(noop);
+      const value = await work(client).catch(async (e: unknown) => {
+        await began;
+        throw e;
+      });
+      await began;
       await client.query('COMMIT');
       return value;
     } catch (err) {
@@ -788,16 +940,18 @@ export class PgStore {
     for (const { receipt } of items) keys.add(`${receipt.run}\u0000${receipt.event}`);
     const fast = keys.size === items.length;
     const begin = `BEGIN; SELECT pg_advisory_xact_lock(${LOG_LOCK})${fast ? '; SAVEPOINT fast' : ''}`;
+    // Prepared before the transaction opens: the ordering lock is held for the statements, not for this work.
+    const fastRows = fast ? items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt })) : [];
+    const fastParams = fast ? this.writeParams(fastRows, spans) : null;
     return this.inTransaction(async (client) => {
-      if (fast) {
-        const rows = items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt }));
-        if ((await this.writeRows(client, rows, spans)) === rows.length) {
+      if (fastParams) {
+        if ((await this.writeRows(client, fastParams)) === fastRows.length) {
           return group.map((a) => ({ accepted: a.items.length, duplicates: 0, conflicts: 0, results: a.items.map((): AppendOutcome => 'accepted') }));
         }
         await client.query('ROLLBACK TO SAVEPOINT fast');
       }
       const { results, rows } = await this.decide(client, group);
-      const written = await this.writeRows(client, rows, spans);
+      const written = await this.writeRows(client, this.writeParams(rows, spans));
       if (written !== rows.length) throw new Error(`postgres store: ${rows.length - written} decided receipts were already stored (a writer without the ordering lock?)`);
       return results;
     }, begin);
@@ -868,19 +1022,30 @@ export class PgStore {
   }
 
   /**
-   * One statement: inserts `rows` in order (ON CONFLICT DO NOTHING), touches `runs` for the rows that went in (in
+   * The parameters of writeRows as two JSON texts (rows, span log entries), made before the transaction opens: a group
+   * of 20,000 receipts takes a while to serialise, and the ordering lock must not be held, idle, meanwhile.
+   */
+  private writeParams(rows: readonly NewRow[], spans: readonly SpanLogEntry[]): { rows: string; spans: string; count: number } {
+    return {
+      rows: JSON.stringify(rows.map((r) => [r.receipt.run, r.receipt.event, r.variant, r.body, r.source, r.receivedAt, this.partitionOf(r.receipt.run)])),
+      spans: JSON.stringify(spans.map((e) => [e.traceId, this.partitionOf(e.traceId), e.loggedAt, e.body, e.forwarded === true])),
+      count: rows.length + spans.length,
+    };
+  }
+
+  /**
+   * One statement: inserts the rows in order (ON CONFLICT DO NOTHING), touches `runs` for the rows that went in (in
    * run order, as setVerdictStates, so the two never wait on each other's row locks in a cycle) and inserts the span
    * log entries. Returns how many receipt rows went in.
    */
-  private async writeRows(client: PoolClient, rows: readonly NewRow[], spans: readonly SpanLogEntry[]): Promise<number> {
-    if (rows.length === 0 && spans.length === 0) return 0;
+  private async writeRows(client: PoolClient, p: { rows: string; spans: string; count: number }): Promise<number> {
+    if (p.count === 0) return 0;
     const res = await client.query(
       `WITH ins AS (
          INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
-         SELECT run, event, variant, body, source, received_at, $8, part
-         FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::int[])
-           WITH ORDINALITY AS u(run, event, variant, body, source, received_at, part, ord)
-         ORDER BY ord
+         SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
+         FROM json_array_elements($1::json) WITH ORDINALITY AS e(v, ord)
+         ORDER BY e.ord
          ON CONFLICT (run, event, variant) DO NOTHING
          RETURNING run, part, received_at
        ), touched AS (
@@ -889,26 +1054,13 @@ export class PgStore {
          ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
            updated_at = GREATEST(runs.updated_at, excluded.updated_at)
        ), spans AS (
-         INSERT INTO span_log (trace_id, part, origin, logged_at, body)
-         SELECT trace_id, part, $8, logged_at, body
-         FROM unnest($9::text[], $10::int[], $11::bigint[], $12::text[]) WITH ORDINALITY AS s(trace_id, part, logged_at, body, ord)
-         ORDER BY ord
+         INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
+         SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
+         FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
+         ORDER BY s.ord
        )
        SELECT count(*) AS inserted FROM ins`,
-      [
-        rows.map((r) => r.receipt.run),
-        rows.map((r) => r.receipt.event),
-        rows.map((r) => r.variant),
-        rows.map((r) => r.body),
-        rows.map((r) => r.source),
-        rows.map((r) => r.receivedAt),
-        rows.map((r) => this.partitionOf(r.receipt.run)),
-        this.instance,
-        spans.map((e) => e.traceId),
-        spans.map((e) => this.partitionOf(e.traceId)),
-        spans.map((e) => e.loggedAt),
-        spans.map((e) => e.body),
-      ],
+      [p.rows, p.spans, this.instance, this.life],
     );
     return Number(res.rows[0].inserted);
   }

@@ -134,6 +134,11 @@ export interface SpanLogEntry {
   traceId: string;
   loggedAt: number;
   body: string;
+  /**
+   * Cluster with `--span-routing any`: spans of a trace another instance resolves, forwarded to the owner of the
+   * trace's partition (whoever that is when it reads them), not held here. The embedded store never sees one.
+   */
+  forwarded?: boolean;
 }
 
 interface QueuedAppend {
