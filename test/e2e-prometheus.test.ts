@@ -105,7 +105,7 @@ describe('alert lifecycle on a real Prometheus: pending -> firing -> resolved', 
     // Acknowledge the false-complete run with the CLI: its alert resolves well before the window ends.
     const ack = await runCli(['ack', 'drift-premature', '--server', srv.api, '--by', 'oncall']);
     expect(ack.code, ack.stderr).toBe(0);
-    expect(ack.stdout).toContain('drift-premature: acknowledged');
+    expect(ack.stdout).toContain('drift-premature (false_complete): acknowledged by oncall');
     const ackedAt = Date.now();
     await waitFor(async () => (await note(), seen.TopologyFalseComplete.at(-1) === 'inactive'), { timeoutMs: 15_000, intervalMs: 200, what: 'acked alert resolved' });
     expect(Date.now() - ackedAt).toBeLessThan(WINDOW_S * 1000);

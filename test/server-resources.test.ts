@@ -68,7 +68,7 @@ async function serve(args: string[] = [], dataDir?: string): Promise<ServerProce
 
 describe('long-polls', () => {
   it('an aborted long-poll releases its listener and timer at once', async () => {
-    const srv = await serve(['--max-connections', '4000']);
+    const srv = await serve(['--max-connections', '4000', '--max-long-polls', '4000']);
     expect((await postNdjson(srv.api, startLine('slow-run'))).status).toBe(200);
     const N = 2000;
     const reqs: ClientRequest[] = [];
