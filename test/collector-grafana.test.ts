@@ -265,6 +265,7 @@ describe('Grafana provisioning and PromQL', () => {
       expect(metricNamesIn(a.model.expr).sort(), p.alert).toEqual(metricNamesIn(p.expr).sort());
       const promRules = await prometheusRules();
       expect(g.annotations.runbook).toBe(promRules.find((r) => r.alert === p.alert)!.annotations.runbook);
+      expect(g.annotations.runbook_url).toBe(promRules.find((r) => r.alert === p.alert)!.annotations.runbook_url);
     }
     expect(new Set(rules.map((r: any) => r.uid)).size).toBe(rules.length);
   });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { UNSAFE_VERDICTS } from '../src/metrics/audit-metrics.js';
+import { loadRunbooks, runbooksHtml } from '../src/alerting/runbooks.js';
 import { PROMTOOL_BIN, requireBinary, runPromtool } from './helpers/prometheus.js';
 
 const RULES = 'collector/prometheus/topology-audit.rules.yml';
@@ -117,6 +118,15 @@ describe('rule file structure', () => {
       expect(r.annotations.summary, r.alert).toBeTruthy();
       expect(r.annotations.description, r.alert).toBeTruthy();
       expect(r.annotations.runbook, r.alert).toBeTruthy();
+    }
+  });
+
+  it("links every alert to its section of the auditor's runbook page (runbook_url)", async () => {
+    const rules = await loadRules();
+    const page = runbooksHtml(loadRunbooks(RULES));
+    for (const r of rules) {
+      expect(r.annotations.runbook_url, r.alert).toBe(`http://127.0.0.1:9464/runbooks#${r.alert}`);
+      expect(page, r.alert).toContain(`<section id="${r.alert}">`);
     }
   });
 

@@ -351,12 +351,13 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     },
     apiPort === 0 ? null : `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${apiPort}`,
   );
+  // GET /runbooks: the shipped rules' runbooks, the runbook_url of the Prometheus rules and of per-run alerts.
+  try {
+    cfg.runbooksHtml = runbooksHtml(loadRunbooks(packagedRulesFile()));
+  } catch (e) {
+    cfg.log('warning', { message: `the packaged rules file cannot be read, so /runbooks is not served: ${(e as Error).message}` });
+  }
   if (cfg.alerting) {
-    try {
-      cfg.runbooksHtml = runbooksHtml(loadRunbooks(packagedRulesFile()));
-    } catch (e) {
-      cfg.log('warning', { message: `the packaged rules file cannot be read, so /runbooks is not served: ${(e as Error).message}` });
-    }
     cfg.log('alertmanager', { alertmanagers: cfg.alerting.alertmanagers.map((u) => u.href), externalUrl: cfg.alerting.externalUrl, resendMs: cfg.alerting.resendMs });
   }
   // Start-up: which contracts (the packaged examples unless --contracts), counted; never file contents.
