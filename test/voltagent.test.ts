@@ -79,4 +79,15 @@ describe('VoltAgent (@voltagent/core): sub-agents through delegate_task, exporte
     expect(view.forbidden).toContain('supervisor -> publisher : delegate');
     expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
   }, 60_000);
+
+  it('a lone agent (no sub-agent called) is listed as unmapped voltagent/single_agent, never silent, and no healthy traces are listed', async () => {
+    await app.runSupervisor([]);
+    const lone = await until('the lone agent listed as unmapped', async () => {
+      const { body } = await getJson<{ traces: { traceId: string; dialect: string; reason: string }[] }>(`${server.api}/api/v1/ingest/unmapped`);
+      return body.traces.length > 0 ? body.traces : undefined;
+    });
+    expect(lone.map((t) => `${t.dialect}/${t.reason}`)).toEqual(['voltagent/single_agent']);
+    const { body } = await getJson<{ runs: { run: string }[] }>(`${server.api}/api/v1/runs?limit=1000`);
+    expect(body.runs.map((r) => r.run)).not.toContain(lone[0].traceId);
+  }, 60_000);
 });
