@@ -12,10 +12,11 @@ import { mafEdgeGroup, mafExecutor, mafMessageSend } from './dialects/maf.js';
 import { openinferenceAgent, openinferenceGraph } from './dialects/openinference.js';
 import { aiSdkCall } from './dialects/aisdk.js';
 import { openllmetryAgent, openllmetryHandoff } from './dialects/openllmetry.js';
+import { voltAgentOperation } from './dialects/voltagent.js';
 
 export type { Dialect, DialectResult } from './dialects/common.js';
 export { directEdge, targetGap } from './dialects/common.js';
-export { adkTransfer, aiSdkCall, genaiInvokeAgent, openinferenceAgent, genaiProposedHandoff, mafEdgeGroup, mafExecutor, mafMessageSend, openinferenceGraph, openllmetryAgent, openllmetryHandoff };
+export { adkTransfer, aiSdkCall, genaiInvokeAgent, openinferenceAgent, genaiProposedHandoff, mafEdgeGroup, mafExecutor, mafMessageSend, openinferenceGraph, openllmetryAgent, openllmetryHandoff, voltAgentOperation };
 
 /**
  * Tried in order; the first that recognises a span wins. Handoff attributes come first: the proposed GenAI
@@ -30,6 +31,7 @@ export const DIALECTS: Dialect[] = [
   openinferenceGraph,
   openinferenceAgent,
   aiSdkCall,
+  voltAgentOperation,
   mafExecutor,
   mafEdgeGroup,
   mafMessageSend,

@@ -8,7 +8,7 @@ import { LANGGRAPH_NODE_ATTRIBUTE } from '../otlp/metadata.js';
 import type { SpanRecord } from '../otlp/types.js';
 
 /** Closed set of dialect families (metric label values). */
-export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'ai-sdk', 'other'] as const;
+export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'ai-sdk', 'voltagent', 'other'] as const;
 export type UnmappedDialect = (typeof UNMAPPED_DIALECTS)[number];
 
 /** Closed set of reasons (metric label values). */
@@ -46,6 +46,7 @@ export function frameworkMarker(span: SpanRecord): UnmappedDialect | null {
   if (span.attrs['executor.id'] !== undefined) return 'maf';
   if (span.attrs['ai.operationId'] !== undefined) return 'ai-sdk';
   if (span.attrs['traceloop.span.kind'] !== undefined) return 'openllmetry';
+  if (span.attrs['entity.type'] === 'agent' || scope === '@voltagent/core') return 'voltagent';
   if (scope === undefined) return null;
   if (scope.includes('openinference')) return 'openinference';
   if (scope.includes('openai_agents') || scope.includes('openai-agents') || scope === '@openai/agents') return 'openai-agents';

@@ -71,6 +71,7 @@ export const FRAMEWORK_SCOPES: readonly string[] = [
   'langsmith',
   '@mastra/core',
   '@mastra/observability',
+  '@voltagent/core',
 ];
 export const FRAMEWORK_SCOPE_PREFIXES: readonly string[] = ['@arizeai/openinference-instrumentation-', 'openinference.instrumentation.', 'opentelemetry.instrumentation.openai_agents', 'opentelemetry.instrumentation.langchain', 'opentelemetry.instrumentation.crewai', 'mastra'];
 const MAX_SCOPE_BYTES = 128;

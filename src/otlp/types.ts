@@ -104,6 +104,14 @@ export const KEPT_ATTRIBUTE_KEYS: ReadonlySet<string> = new Set([
   // The Vercel AI SDK: the operation and the application's name for the call (its agent), never prompts or results.
   'ai.operationId',
   'ai.telemetry.functionId',
+  // VoltAgent: the entity kind and agent id/name on every span of an agent's operation, the span's own kind, and a
+  // sub-agent's id/name (never its input, output, instructions or state snapshot).
+  'entity.type',
+  'entity.id',
+  'entity.name',
+  'span.type',
+  'subagent.id',
+  'subagent.name',
 ]);
 /** No prefix is kept: `topology.*` is the exact list above (kept as an export for callers of the old API). */
 export const KEPT_ATTRIBUTE_PREFIXES: readonly string[] = [];
