@@ -9,7 +9,7 @@
  * - an OpenLLMetry agent nested beneath another agent's tool span is called by that agent;
  * - a trace that gave receipts is never reported unmapped; explain and the report agree.
  */
-import { readdirSync, readFileSync, statSync, copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { context, trace, type Tracer } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -23,42 +23,15 @@ import { decodeExportTraceJson } from '../src/otlp/index.js';
 import type { Receipt } from '../src/core/types.js';
 import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
+import { allBytes, newRun, runView } from './helpers/framework-runs.js';
 import { CONTENT_MARKER as AI_MARKER, runAiSdkSupervisor } from './fixtures/frameworks/ai-sdk.js';
 import { instrumentLangChain, runFunctionalSupervisor } from './fixtures/frameworks/langgraph.js';
 import { CONTENT_MARKER, Recorder, SpanKind } from './fixtures/dialects/record.js';
 
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 
-function allBytes(dir: string): Buffer {
-  const parts: Buffer[] = [];
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    parts.push(statSync(p).isDirectory() ? allBytes(p) : readFileSync(p));
-  }
-  return Buffer.concat(parts);
-}
-
 const providerFor = (server: ServerProcess) =>
   new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: `${server.otlpHttp}/v1/traces` }), { scheduledDelayMillis: 20, maxExportBatchSize: 16 })] });
-
-async function newRun(server: ServerProcess, seen: Set<string>, accept: (verdict: string) => boolean): Promise<{ run: string; verdict: string }> {
-  return until('a new run', async () => {
-    const { body } = await getJson<{ runs: { run: string; verdict: string }[] }>(`${server.api}/api/v1/runs?limit=1000`);
-    const fresh = body.runs.find((r) => !seen.has(r.run) && accept(r.verdict));
-    if (fresh) seen.add(fresh.run);
-    return fresh;
-  });
-}
-
-async function runView(server: ServerProcess, run: string): Promise<{ edges: string[]; forbidden: string[] }> {
-  const { body } = await getJson<{ receipts: { type: string; from?: string; to?: string; kind?: string; reason?: string }[]; findings: { verdict: string; edge: string }[] }>(
-    `${server.api}/api/v1/runs/${encodeURIComponent(run)}`,
-  );
-  return {
-    edges: body.receipts.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`.trim())),
-    forbidden: body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge),
-  };
-}
 
 /** supervisor -> (tool) -> worker, every agent span INTERNAL with the framework's default id `agent`. */
 function sharedIdTrace(tracer: Tracer, workers: string[]): void {

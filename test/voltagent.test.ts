@@ -6,42 +6,15 @@
  * delegates to `publisher` (a sub-agent the contract does not allow it to call) is `forbidden_edge` naming that
  * edge; no other edge is read; no content reaches the store.
  */
-import { readdirSync, readFileSync, statSync, copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
+import { allBytes, newRun, runView } from './helpers/framework-runs.js';
 import { CONTENT_MARKER, voltAgentApp } from './fixtures/frameworks/voltagent.js';
-
-function allBytes(dir: string): Buffer {
-  const parts: Buffer[] = [];
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    parts.push(statSync(p).isDirectory() ? allBytes(p) : readFileSync(p));
-  }
-  return Buffer.concat(parts);
-}
-
-async function newRun(server: ServerProcess, seen: Set<string>, accept: (verdict: string) => boolean): Promise<{ run: string; verdict: string }> {
-  return until('a new run', async () => {
-    const { body } = await getJson<{ runs: { run: string; verdict: string }[] }>(`${server.api}/api/v1/runs?limit=1000`);
-    const fresh = body.runs.find((r) => !seen.has(r.run) && accept(r.verdict));
-    if (fresh) seen.add(fresh.run);
-    return fresh;
-  });
-}
-
-async function runView(server: ServerProcess, run: string): Promise<{ edges: string[]; forbidden: string[] }> {
-  const { body } = await getJson<{ receipts: { type: string; from?: string; to?: string; kind?: string; reason?: string }[]; findings: { verdict: string; edge: string }[] }>(
-    `${server.api}/api/v1/runs/${encodeURIComponent(run)}`,
-  );
-  return {
-    edges: body.receipts.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`.trim())),
-    forbidden: body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge),
-  };
-}
 
 describe('VoltAgent (@voltagent/core): sub-agents through delegate_task, exported by its own observability', () => {
   let server: ServerProcess;
