@@ -7,7 +7,20 @@ import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJ
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-function receiptDetail(r: Receipt): string {
+/** A handoff receipt's line: the handoff, attempt and state, its budget operation and units, its parties. */
+export function handoffDetail(r: Receipt): string {
+  const units = r.units ? Object.entries(r.units).filter(([, n]) => n !== undefined).map(([k, n]) => `${n} ${k}`).join(', ') : '';
+  const budget = r.budgetOp ? `budget ${r.budgetOp}${units ? ` ${units}` : ''}` : '';
+  const parts = [
+    r.handoff !== undefined ? `handoff ${r.handoff}${r.attempt ? ` #${r.attempt}` : ''}` : '',
+    r.state ?? '',
+    budget,
+    r.from && r.to ? `${r.from} → ${r.to}` : r.from ? `from ${r.from}` : '',
+  ];
+  return parts.filter(Boolean).join(' ') || 'handoff';
+}
+
+export function receiptDetail(r: Receipt): string {
   switch (r.type) {
     case 'run.start':
       return `pins ${r.contract}${r.version ? `@${r.version}` : ''}${r.phase ? ` / ${r.phase}` : ''}`;
@@ -22,7 +35,7 @@ function receiptDetail(r: Receipt): string {
     case 'gap':
       return `evidence gap: ${r.reason}${r.to ? ` (${r.to})` : ''}`;
     case 'handoff':
-      return `handoff ${r.handoff}${r.attempt ? ` #${r.attempt}` : ''} ${r.state ?? ''}${r.from && r.to ? ` ${r.from} → ${r.to}` : ''}`;
+      return handoffDetail(r);
     default:
       return '';
   }
