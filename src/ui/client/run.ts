@@ -157,7 +157,7 @@ function edgeTable(edges: EdgeRow[]): HTMLElement {
       { class: 'table-wrap' },
       h(
         'table',
-        { 'aria-label': 'Edges of the graph' },
+        { 'aria-label': 'Edges of the graph', class: 'cards-narrow' },
         h('thead', {}, h('tr', {}, ['Edge', 'State', 'Label', 'Observed', 'Deadline', 'Findings'].map((t) => h('th', { scope: 'col' }, t)))),
         h(
           'tbody',
@@ -166,12 +166,12 @@ function edgeTable(edges: EdgeRow[]): HTMLElement {
             h(
               'tr',
               { 'data-edge': e.id },
-              h('td', { class: 'edge-key' }, e.id),
-              h('td', {}, stateChips(e.states)),
-              h('td', {}, `${e.label[0]} · ${e.label[1]}`),
-              h('td', {}, e.count ? `${e.count}${e.max !== undefined ? ` of max ${e.max}` : ''}` : '–'),
-              h('td', {}, e.deadline ? countdownEl(e.deadline) : '–', e.dependency ? h('div', { class: 'faint' }, `on ${e.dependency}`) : null),
-              h('td', { class: 'mono' }, e.findings.join(', ') || '–'),
+              h('td', { class: 'edge-key', 'data-label': 'Edge' }, e.id),
+              h('td', { 'data-label': 'State' }, stateChips(e.states)),
+              h('td', { 'data-label': 'Label' }, `${e.label[0]} · ${e.label[1]}`),
+              h('td', { 'data-label': 'Observed' }, e.count ? `${e.count}${e.max !== undefined ? ` of max ${e.max}` : ''}` : '–'),
+              h('td', { 'data-label': 'Deadline' }, e.deadline ? countdownEl(e.deadline) : '–', e.dependency ? h('div', { class: 'faint' }, `on ${e.dependency}`) : null),
+              h('td', { class: 'mono', 'data-label': 'Findings' }, e.findings.join(', ') || '–'),
             ),
           ),
         ),
