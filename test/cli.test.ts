@@ -199,7 +199,7 @@ describe('serve from anywhere, logs and wrong-port hints', () => {
       expect(logs.find((l) => l.event === 'starting')).toMatchObject({ contractsDir: 'packaged examples', contracts: packagedContractIds().size });
       expect(logs.find((l) => l.event === 'listening')).toMatchObject({ host: '127.0.0.1' });
       const summary = logs.find((l) => l.event === 'ingest_summary' && l.accepted > 0);
-      expect(summary).toMatchObject({ accepted: drift.length, duplicates: 0, rejected: 0, rejectedRequests: {}, droppedSpans: {} });
+      expect(summary).toMatchObject({ accepted: drift.length, duplicates: 0, rejected: { total: 0, byReason: {} }, rejectedRequests: {}, droppedSpans: {} });
       const forbidden = logs.find((l) => l.event === 'verdict_changed' && l.run === 'drift-direct-route' && l.verdict === 'forbidden_edge');
       expect(forbidden).toMatchObject({ contract: 'research-publish', version: '3', code: expect.any(String) });
       // Content-free: no file path (not even the data or contracts directory), no receipt content beyond ids and codes.

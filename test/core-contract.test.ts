@@ -280,7 +280,7 @@ describe('refusals name the file, line, column and field', () => {
     expect(s.line).toBe(at(broken, '"agents"').line);
     const ghost = JSON_FORM.replace('"kind": "return"', '"kind": "return", "max": 0').replace('"v -> o : return"', '"v -> ghost : return"');
     const issues = issuesOf(ghost, 'c.json');
-    expect(issues.map((i) => [i.field, i.line])).toEqual([['allow[2].max', at(ghost, '"max": 0').line]]);
+    expect(issues.map((i) => [i.field, i.line])).toEqual([['allow[2].max', at(ghost, '"max": 0').line], ['phases.main.expect[2].edge', at(ghost, '"edge": "v -> ghost').line]]);
     const late = JSON_FORM.replace('"edge": "v -> o : return"', '"edge": "v -> ghost : return"');
     expect(issuesOf(late, 'c.json')[0]).toMatchObject({ field: 'phases.main.expect[2].edge', ...at(late, '"edge": "v -> ghost') });
   });
@@ -337,6 +337,27 @@ describe('validate (CLI)', () => {
     expect(r.stderr).toContain(`${ghostFile}:${line}:${col}: allow[3].edge:`);
     const ok = spawnSync(process.execPath, [bin, 'validate', okFile], { encoding: 'utf8' });
     expect(ok.status).toBe(0);
+  });
+
+  it('reports semantic errors beside schema errors, and a bare-number `within` as a duration without a unit', async () => {
+    // schema errors: `within: 10` (a number) and an entry without its kind; semantic errors: the undeclared
+    // owner and agent "ghost", which a schema error used to hide.
+    const both = SHORTHAND.replace('owner: o', 'owner: boss').replace('within: 10m', 'within: 10').replace('  - v -> o : return\n', '  - v -> o : return\n  - o -> ghost : delegate\n  - { from: o, to: w1 }\n');
+    const file = join(tmp, 'both.yaml');
+    writeFileSync(file, both);
+    const c = capture();
+    expect(await main(['validate', file], c.io)).toBe(1);
+    const lines = c.err().trim().split('\n');
+    const at = (needle: string) => `${file}:${position(both, needle).line}:${position(both, needle).col}`;
+    expect(lines).toContain(`${at('within: 10')}: phases.main.expect[2].within: a duration needs a unit: write "10s" (seconds) or "10ms", "10m", "10h", "10d"; a bare number is not a duration`);
+    expect(lines.filter((l) => l.startsWith(`${at('{ from: o, to: w1 }')}: allow[4].kind: `))).toHaveLength(1);
+    expect(lines).toContain(`${at('owner: boss')}: owner: owner "boss" is not declared in agents`);
+    expect(lines).toContain(`${at('o -> ghost')}: allow[3].edge: agent "ghost" is not declared in agents`);
+    // the entry with the bad `within` is left out of the semantic checks: no "needs a deadline" echo
+    expect(c.err()).not.toMatch(/needs a deadline/);
+    // issues in file order
+    const lineNos = lines.map((l) => Number(l.split(':')[1]));
+    expect(lineNos).toEqual([...lineNos].sort((a, b) => a - b));
   });
 
   it('exits 1 for a file that cannot be read, and 2 without files', async () => {

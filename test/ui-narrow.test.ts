@@ -69,6 +69,51 @@ describe('web view at 480 px', () => {
     await page.screenshot({ path: join(ARTIFACTS, 'ui-narrow-run.png'), fullPage: true });
   }, 30_000);
 
+  /** Elements of the page whose box ends right of the viewport (outside any scrolling panel), for the failure message. */
+  const offscreen = (page: Page) =>
+    page.evaluate(() =>
+      [...document.querySelectorAll('body *')]
+        .filter((el) => {
+          if (el.getBoundingClientRect().right <= innerWidth + 0.5) return false;
+          for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) if (getComputedStyle(p).overflowX !== 'visible') return false;
+          return true;
+        })
+        .slice(0, 8)
+        .map((el) => `${el.tagName.toLowerCase()}.${el.getAttribute('class') ?? ''} ${Math.round(el.getBoundingClientRect().right)}`),
+    );
+
+  it('the contract page does not scroll sideways, and the version in force is fully visible', async () => {
+    await page.goto(`${srv.api}/contracts/research-publish`);
+    await page.waitForSelector('.card.version[data-version="3"]');
+    // the version in force: the newest that is neither retired nor a candidate, badged "newest"
+    expect(await page.$eval('.card.version[data-version="3"]', (el) => el.textContent)).toContain('newest');
+    const width = await page.evaluate(() => ({ scroll: document.scrollingElement!.scrollWidth, inner: innerWidth }));
+    expect(width.scroll, (await offscreen(page)).join('; ')).toBeLessThanOrEqual(width.inner);
+    const box = (await page.$('.card.version[data-version="3"]'))!.boundingBox();
+    const b = (await box)!;
+    expect(b.x).toBeGreaterThanOrEqual(0);
+    expect(b.x + b.width).toBeLessThanOrEqual(480);
+    await page.screenshot({ path: join(ARTIFACTS, 'ui-narrow-contract.png'), fullPage: true });
+  }, 30_000);
+
+  it('the run page does not scroll sideways, and the forbidden edge (row and finding) is on screen', async () => {
+    await page.goto(`${srv.api}/runs/drift-direct-route`);
+    await page.waitForSelector('svg.topology-graph g.edge');
+    await page.click('details.edge-details > summary'); // the edge table, the graph as text
+    const row = page.locator('tr[data-edge]', { hasText: 'forbidden' }).first();
+    await row.waitFor({ state: 'visible' });
+    const width = await page.evaluate(() => ({ scroll: document.scrollingElement!.scrollWidth, inner: innerWidth }));
+    expect(width.scroll, (await offscreen(page)).join('; ')).toBeLessThanOrEqual(width.inner);
+    const finding = page.locator('.finding', { hasText: 'forbidden' }).first();
+    for (const el of [row, finding]) {
+      const b = (await el.boundingBox())!;
+      expect(b.width).toBeGreaterThan(0);
+      expect(b.x).toBeGreaterThanOrEqual(0);
+      expect(b.x + b.width).toBeLessThanOrEqual(480);
+    }
+    await page.screenshot({ path: join(ARTIFACTS, 'ui-narrow-run-edges.png'), fullPage: true });
+  }, 30_000);
+
   it('shows "data may be stale since HH:MM" when the event stream drops', async () => {
     await page.goto(`${srv.api}/`);
     await page.waitForSelector('tbody tr[data-run]');

@@ -15,7 +15,12 @@ const Id = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:@\/-]+$/, 'an identit
 const Agent = AgentId;
 const EdgeText = z.string().min(1).describe('"from -> to : kind", or "from -> [to1, to2] : kind" for a bounded choice');
 const Max = z.number().int().min(1).describe('how many observations (distinct event ids) the entry allows; default 1');
-const Duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'a duration: an integer with ms, s, m, h or d (e.g. 30s, 10m, 2h)');
+/** A bare number (`within: 10`) has no unit: say which texts would do instead of zod's "expected string". */
+const durationTypeError = (iss: { input?: unknown }) =>
+  typeof iss.input === 'number'
+    ? `a duration needs a unit: write "${iss.input}s" (seconds) or "${iss.input}ms", "${iss.input}m", "${iss.input}h", "${iss.input}d"; a bare number is not a duration`
+    : undefined;
+const Duration = z.string({ error: durationTypeError }).regex(/^\d+(ms|s|m|h|d)$/, 'a duration: an integer with ms, s, m, h or d (e.g. 30s, 10m, 2h)');
 
 const AllowEntrySchema = z.union([
   EdgeText,
@@ -261,13 +266,16 @@ export function parseContract(text: string, file = '<contract>'): Contract {
     const { line, col } = locate(path);
     issues.push({ file, line, col, field: fieldPath(path), message });
   };
-  const parsed = ContractFileSchema.safeParse(expandAll(raw));
+  const expanded = expandAll(raw);
+  const parsed = ContractFileSchema.safeParse(expanded);
   if (!parsed.success) {
-    for (const iss of parsed.error.issues) {
+    const schemaPaths = parsed.error.issues.map((iss) => {
       const leaf = specificIssue(iss);
       add(leaf.path, leaf.message);
-    }
-    throw new ContractError(dedupeIssues(issues));
+      return leaf.path;
+    });
+    for (const s of semanticIssuesBeside(expanded, schemaPaths, phaseNames)) add(s.path, s.message);
+    throw new ContractError(dedupeIssues(issues).sort((a, b) => a.line - b.line || a.col - b.col));
   }
   const warnings: ContractIssue[] = [];
   const warn = (path: Path, message: string) => {
@@ -279,6 +287,102 @@ export function parseContract(text: string, file = '<contract>'): Contract {
   contract.file = file;
   if (warnings.length > 0) contract.warnings = warnings;
   return contract;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semantic checks beside schema errors: the parts that fail the schema are left out (the field, or its
+// whole entry when the entry cannot stand without it) and the rest is checked as usual, so one `validate`
+// names every problem. A semantic check that would depend on a left-out part is not reported.
+// ---------------------------------------------------------------------------------------------
+
+const pathKey = (path: Path) => JSON.stringify(path);
+
+/** The document without the values at `pruned` (original paths); arrays are compacted, `toOriginal` maps paths back. */
+function pruneDoc(doc: unknown, pruned: ReadonlySet<string>): { doc: unknown; toOriginal: (path: Path) => Path } {
+  const indexMaps = new Map<string, number[]>();
+  const SKIP = Symbol('pruned');
+  const copy = (v: unknown, at: Path): unknown => {
+    if (pruned.has(pathKey(at))) return SKIP;
+    if (Array.isArray(v)) {
+      const kept: number[] = [];
+      const out: unknown[] = [];
+      v.forEach((item, i) => {
+        const c = copy(item, [...at, i]);
+        if (c === SKIP) return;
+        out.push(c);
+        kept.push(i);
+      });
+      indexMaps.set(pathKey(at), kept);
+      return out;
+    }
+    if (v && typeof v === 'object') {
+      const out: Record<string, unknown> = {};
+      for (const [k, item] of Object.entries(v)) {
+        const c = copy(item, [...at, k]);
+        if (c !== SKIP) out[k] = c;
+      }
+      return out;
+    }
+    return v;
+  };
+  const toOriginal = (path: Path): Path => {
+    const out: Path = [];
+    for (const seg of path) {
+      const map = typeof seg === 'number' ? indexMaps.get(pathKey(out)) : undefined;
+      out.push(map && typeof seg === 'number' && map[seg] !== undefined ? map[seg] : seg);
+    }
+    return out;
+  };
+  return { doc: copy(doc, []), toOriginal };
+}
+
+function valueAt(doc: unknown, path: Path): unknown {
+  let v: unknown = doc;
+  for (const seg of path) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[String(seg)] : undefined;
+  return v;
+}
+
+/** The entry a path belongs to: up to its deepest list element (`allow[2]`, `phases.main.expect[0]`), else the path. */
+function entryOf(path: Path): Path {
+  const last = path.map((s) => typeof s === 'number').lastIndexOf(true);
+  return last >= 0 ? path.slice(0, last + 1) : path;
+}
+
+/** Checks that read a list other than the entry they report on (agents, allow, a phase's plan). */
+function dependsOnLeftOut(message: string, leftOut: Path[], path: Path): boolean {
+  const under = (top: string) => leftOut.some((p) => p[0] === top);
+  if (/not declared in agents/.test(message) && under('agents')) return true;
+  if (/not allowed by any allow entry|already allowed by/.test(message) && under('allow')) return true;
+  if (path[0] === 'phases' && leftOut.some((p) => p[0] === 'phases' && p[1] === path[1])) return /is not an edge of phase|forms a cycle|after itself/.test(message);
+  return false;
+}
+
+function semanticIssuesBeside(expanded: unknown, schemaPaths: Path[], phaseNames: string[]): { path: Path; message: string }[] {
+  const leftOut = new Set<string>();
+  const leftOutPaths: Path[] = [];
+  let paths = schemaPaths;
+  for (let round = 0; round < 4; round++) {
+    for (const p of paths) {
+      // a missing field (required) leaves out the value that lacks it
+      let at = p;
+      while (at.length > 0 && valueAt(expanded, at) === undefined) at = at.slice(0, -1);
+      if (at.length === 0 || leftOut.has(pathKey(at))) at = entryOf(p).length < p.length ? entryOf(p) : at;
+      if (at.length === 0 || leftOut.has(pathKey(at))) return [];
+      leftOut.add(pathKey(at));
+      leftOutPaths.push(at);
+    }
+    const { doc, toOriginal } = pruneDoc(expanded, leftOut);
+    const parsed = ContractFileSchema.safeParse(doc);
+    if (!parsed.success) {
+      paths = parsed.error.issues.map((iss) => toOriginal(specificIssue(iss).path));
+      continue;
+    }
+    const found: { path: Path; message: string }[] = [];
+    buildContract(parsed.data, (path, message) => void found.push({ path: toOriginal(path), message }), phaseNames);
+    const entries = leftOutPaths.map(entryOf);
+    return found.filter((f) => !entries.some((e) => pathKey(f.path.slice(0, e.length)) === pathKey(e)) && !dependsOnLeftOut(f.message, leftOutPaths, f.path));
+  }
+  return [];
 }
 
 function dedupeIssues(issues: ContractIssue[]): ContractIssue[] {

@@ -297,12 +297,14 @@ async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor:
       if (!result.ok) {
         reject(lineNo, result.error);
         metrics.receipt('invalid', 'rejected');
+        metrics.ingestRefused('receipt_invalid');
         continue;
       }
       const why = auth.bind?.(result.receipt);
       if (why) {
         reject(lineNo, why);
         metrics.receipt(result.receipt.type, 'rejected');
+        metrics.ingestRefused('source_not_bound');
         continue;
       }
       valid.push(result.receipt);

@@ -191,6 +191,8 @@ function ingestCounters(metrics: AuditMetrics): Counters {
     }
     m = /^topology_ingest_rejected_requests_total\{transport="[^"]*",reason="([^"]+)"\} (\S+)/.exec(line);
     if (m) out[`requests_rejected.${m[1]}`] = (out[`requests_rejected.${m[1]}`] ?? 0) + Number(m[2]);
+    m = /^topology_ingest_refused_total\{reason="([^"]+)"\} (\S+)/.exec(line);
+    if (m) out[`refused.${m[1]}`] = (out[`refused.${m[1]}`] ?? 0) + Number(m[2]);
     m = /^topology_caller_unresolved_total (\S+)/.exec(line);
     if (m) out.spans_caller_unresolved = Number(m[1]);
     m = /^topology_pending_parent_spans_evicted_total\{limit="[^"]*"\} (\S+)/.exec(line);
@@ -201,11 +203,15 @@ function ingestCounters(metrics: AuditMetrics): Counters {
 
 function diffCounters(cur: Counters, base: Counters) {
   const d = (k: string) => (cur[k] ?? 0) - (base[k] ?? 0);
-  const rejectedRequests: Record<string, number> = {};
-  for (const k of Object.keys(cur)) if (k.startsWith('requests_rejected.') && d(k) > 0) rejectedRequests[k.slice(18)] = d(k);
+  const byPrefix = (prefix: string) => {
+    const out: Record<string, number> = {};
+    for (const k of Object.keys(cur)) if (k.startsWith(prefix) && d(k) > 0) out[k.slice(prefix.length)] = d(k);
+    return out;
+  };
+  const rejectedRequests = byPrefix('requests_rejected.');
   const droppedSpans: Record<string, number> = {};
   for (const [k, name] of [['spans_dropped', 'no_receipt'], ['spans_rejected', 'rejected'], ['spans_evicted', 'evicted'], ['spans_caller_unresolved', 'caller_unresolved']] as const) if (d(k) > 0) droppedSpans[name] = d(k);
-  return { accepted: d('accepted'), duplicates: d('duplicates'), conflicts: d('conflicts'), rejected: d('rejected'), rejectedRequests, droppedSpans };
+  return { accepted: d('accepted'), duplicates: d('duplicates'), conflicts: d('conflicts'), rejected: { total: d('rejected'), byReason: byPrefix('refused.') }, rejectedRequests, droppedSpans };
 }
 
 /**

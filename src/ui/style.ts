@@ -180,7 +180,10 @@ table.cards-narrow td::before{content:attr(data-label);display:block;font-size:1
 .graph-panel svg{max-width:none;min-width:560px;margin:0}
 .filters{flex-wrap:wrap}
 .page-head{flex-wrap:wrap}
-.versions{grid-auto-columns:minmax(300px,1fr)}
+.versions{grid-auto-flow:row;grid-template-columns:minmax(0,1fr);grid-auto-columns:auto;overflow-x:visible}
+.versions .card{min-width:0;overflow-wrap:anywhere}
+.kv{grid-template-columns:72px minmax(0,1fr)}
+.kv .edge-key{white-space:normal;overflow-wrap:anywhere}
 }
 @media (max-width: 900px){.summary-grid{grid-template-columns:1fr}.summary-grid > div{border-left:none;border-top:1px solid var(--line)}.timeline li{grid-template-columns:90px 1fr;}.finding{grid-template-columns:1fr}}
 ${HANDOFF_CSS}

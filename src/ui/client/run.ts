@@ -7,7 +7,20 @@ import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJ
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-function receiptDetail(r: Receipt): string {
+/** A handoff receipt's line: the handoff, attempt and state, its budget operation and units, its parties. */
+export function handoffDetail(r: Receipt): string {
+  const units = r.units ? Object.entries(r.units).filter(([, n]) => n !== undefined).map(([k, n]) => `${n} ${k}`).join(', ') : '';
+  const budget = r.budgetOp ? `budget ${r.budgetOp}${units ? ` ${units}` : ''}` : '';
+  const parts = [
+    r.handoff !== undefined ? `handoff ${r.handoff}${r.attempt ? ` #${r.attempt}` : ''}` : '',
+    r.state ?? '',
+    budget,
+    r.from && r.to ? `${r.from} → ${r.to}` : r.from ? `from ${r.from}` : '',
+  ];
+  return parts.filter(Boolean).join(' ') || 'handoff';
+}
+
+export function receiptDetail(r: Receipt): string {
   switch (r.type) {
     case 'run.start':
       return `pins ${r.contract}${r.version ? `@${r.version}` : ''}${r.phase ? ` / ${r.phase}` : ''}`;
@@ -22,7 +35,7 @@ function receiptDetail(r: Receipt): string {
     case 'gap':
       return `evidence gap: ${r.reason}${r.to ? ` (${r.to})` : ''}`;
     case 'handoff':
-      return `handoff ${r.handoff}${r.attempt ? ` #${r.attempt}` : ''} ${r.state ?? ''}${r.from && r.to ? ` ${r.from} → ${r.to}` : ''}`;
+      return handoffDetail(r);
     default:
       return '';
   }
@@ -144,7 +157,7 @@ function edgeTable(edges: EdgeRow[]): HTMLElement {
       { class: 'table-wrap' },
       h(
         'table',
-        { 'aria-label': 'Edges of the graph' },
+        { 'aria-label': 'Edges of the graph', class: 'cards-narrow' },
         h('thead', {}, h('tr', {}, ['Edge', 'State', 'Label', 'Observed', 'Deadline', 'Findings'].map((t) => h('th', { scope: 'col' }, t)))),
         h(
           'tbody',
@@ -153,12 +166,12 @@ function edgeTable(edges: EdgeRow[]): HTMLElement {
             h(
               'tr',
               { 'data-edge': e.id },
-              h('td', { class: 'edge-key' }, e.id),
-              h('td', {}, stateChips(e.states)),
-              h('td', {}, `${e.label[0]} · ${e.label[1]}`),
-              h('td', {}, e.count ? `${e.count}${e.max !== undefined ? ` of max ${e.max}` : ''}` : '–'),
-              h('td', {}, e.deadline ? countdownEl(e.deadline) : '–', e.dependency ? h('div', { class: 'faint' }, `on ${e.dependency}`) : null),
-              h('td', { class: 'mono' }, e.findings.join(', ') || '–'),
+              h('td', { class: 'edge-key', 'data-label': 'Edge' }, e.id),
+              h('td', { 'data-label': 'State' }, stateChips(e.states)),
+              h('td', { 'data-label': 'Label' }, `${e.label[0]} · ${e.label[1]}`),
+              h('td', { 'data-label': 'Observed' }, e.count ? `${e.count}${e.max !== undefined ? ` of max ${e.max}` : ''}` : '–'),
+              h('td', { 'data-label': 'Deadline' }, e.deadline ? countdownEl(e.deadline) : '–', e.dependency ? h('div', { class: 'faint' }, `on ${e.dependency}`) : null),
+              h('td', { class: 'mono', 'data-label': 'Findings' }, e.findings.join(', ') || '–'),
             ),
           ),
         ),
