@@ -119,6 +119,48 @@ describe('Collector configs', () => {
   });
 });
 
+/**
+ * The finite set of strings a key pattern matches. The grammar is the yaml's, nothing more: literal characters
+ * `[a-zA-Z0-9_]`, `[.]` for a dot, and groups `( a | b )` nested at will; anything else (a quantifier, a class, an
+ * escape) throws, so a pattern that keeps an open-ended family of keys cannot pass as a finite list.
+ */
+function expandKeyPattern(pattern: string): Set<string> {
+  let i = 0;
+  const alternatives = (): string[] => {
+    const out: string[] = [];
+    for (;;) {
+      out.push(...sequence());
+      if (pattern[i] !== '|') return out;
+      i++;
+    }
+  };
+  const sequence = (): string[] => {
+    let acc = [''];
+    while (i < pattern.length && pattern[i] !== '|' && pattern[i] !== ')') {
+      let parts: string[];
+      if (pattern.startsWith('[.]', i)) {
+        parts = ['.'];
+        i += 3;
+      } else if (pattern[i] === '(') {
+        i++;
+        parts = alternatives();
+        if (pattern[i] !== ')') throw new Error(`unclosed group at ${i} in ${pattern}`);
+        i++;
+      } else if (/[a-zA-Z0-9_]/.test(pattern[i]!)) {
+        parts = [pattern[i]!];
+        i++;
+      } else {
+        throw new Error(`not a finite key list: ${JSON.stringify(pattern[i])} at ${i} in ${pattern}`);
+      }
+      acc = acc.flatMap((a) => parts.map((p) => a + p));
+    }
+    return acc;
+  };
+  const keys = alternatives();
+  if (i !== pattern.length) throw new Error(`unexpected ${JSON.stringify(pattern[i])} at ${i} in ${pattern}`);
+  return new Set(keys);
+}
+
 describe('agent-pipeline.yaml', () => {
   it('sends the same traces to the user backend and to topology-audit on 4317 or 4318', async () => {
     const c = await config('agent-pipeline.yaml');
@@ -164,10 +206,12 @@ describe('agent-pipeline.yaml', () => {
     expect(pattern, 'no backslashes: escaping differs between YAML, OTTL and RE2').not.toContain('\\');
     const keep = new RegExp(pattern);
     for (const key of KEPT_ATTRIBUTE_KEYS) expect(keep.test(key), key).toBe(true);
-    for (const key of ['topology.run.id', 'topology.event.type', 'topology.edge.from', 'topology.wait.deadline']) {
-      expect(keep.test(key), key).toBe(true);
-    }
+    // Both ways: the pattern's finite set of keys is the decoder's, so a key added to either side fails here.
+    const yamlKeys = expandKeyPattern(pattern.slice(1, -1));
+    expect([...yamlKeys].filter((k) => !KEPT_ATTRIBUTE_KEYS.has(k)), 'kept by the yaml, not by the decoder').toEqual([]);
+    expect([...KEPT_ATTRIBUTE_KEYS].filter((k) => !yamlKeys.has(k)), 'kept by the decoder, not by the yaml').toEqual([]);
     for (const key of CONTENT_KEYS) expect(keep.test(key), key).toBe(false);
+    for (const key of ['topology.note', 'metadata', 'service.name']) expect(keep.test(key), key).toBe(false);
   });
 });
 

@@ -1,0 +1,202 @@
+/**
+ * The real Vercel AI SDK 7 (`ai@7`) with `@ai-sdk/otel` in its legacy mode (`LegacyOpenTelemetry`: the `ai.*`
+ * spans), driven by a scripted model (`MockLanguageModelV4` from `ai/test`, no network): a supervisor
+ * ToolLoopAgent whose tools are worker ToolLoopAgents (agents used as tools), exporting over real OTLP/HTTP
+ * protobuf to a real `topology-audit serve` child, audited against contracts/supervisor-workers.yaml.
+ *
+ * ai@7 and @ai-sdk/otel require Node >= 22 while this project runs on Node 20, so the app
+ * (test/fixtures/frameworks/ai-sdk-7/, its own package.json and lock) runs in a Node 22 child process, Node 22
+ * from the npm registry (the `node` package), as test/mastra.test.ts does. Both are installed once into
+ * node_modules/.cache/topology-ai-sdk-7/<hash of the lock and the Node version>/; later runs reuse them.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { until } from './helpers/wait.js';
+
+const NODE_VERSION = '22.23.3';
+const FIXTURE = join(ROOT, 'test', 'fixtures', 'frameworks', 'ai-sdk-7');
+const MARKER = 'TA-AI7-PROMPT-5d2c8e0b';
+
+interface AppReport {
+  scenario: string;
+  text: string;
+  spans: number;
+  traceIds: string[];
+  names: string[];
+  callSpans: { name: string; operationId: string; functionId?: string }[];
+  markerExported: boolean;
+  exportFailures: number;
+}
+
+function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs: number }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((res, rej) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const t = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs);
+    child.on('error', rej);
+    child.on('exit', (code) => {
+      clearTimeout(t);
+      res({ code, stdout, stderr });
+    });
+  });
+}
+
+async function must(cmd: string, args: string[], opts: { cwd?: string; timeoutMs: number }): Promise<void> {
+  const r = await run(cmd, args, opts);
+  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}:\n${r.stderr.slice(-4000)}`);
+}
+
+/** Node 22 and the fixture's locked dependencies (ai@7, @ai-sdk/otel, the OpenTelemetry SDK), installed once from the npm registry and cached. */
+async function prepareApp(): Promise<{ node: string; appDir: string }> {
+  const lock = readFileSync(join(FIXTURE, 'package-lock.json'));
+  const key = createHash('sha256').update(NODE_VERSION).update(readFileSync(join(FIXTURE, 'package.json'))).update(lock).digest('hex').slice(0, 16);
+  const base = join(ROOT, 'node_modules', '.cache', 'topology-ai-sdk-7', key);
+  const node = join(base, 'node', 'node_modules', '.bin', 'node');
+  const appDir = join(base, 'app');
+  if (!existsSync(join(base, 'ready'))) {
+    // Installed into a private staging directory, then renamed into place: an interrupted install (or one
+    // still running from a killed test process) never leaves a half-filled cache that a later run trusts.
+    const stage = `${base}.stage-${process.pid}-${Date.now()}`;
+    mkdirSync(join(stage, 'node'), { recursive: true });
+    mkdirSync(join(stage, 'app'), { recursive: true });
+    copyFileSync(join(FIXTURE, 'package.json'), join(stage, 'app', 'package.json'));
+    copyFileSync(join(FIXTURE, 'package-lock.json'), join(stage, 'app', 'package-lock.json'));
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const quiet = ['--no-audit', '--no-fund', '--loglevel=error'];
+    try {
+      await Promise.all([
+        must(npm, ['install', '--no-save', '--prefix', join(stage, 'node'), `node@${NODE_VERSION}`, ...quiet], { timeoutMs: 280_000 }),
+        must(npm, ['ci', '--ignore-scripts', '--engine-strict=false', ...quiet], { cwd: join(stage, 'app'), timeoutMs: 280_000 }),
+      ]);
+    } catch (e) {
+      rmSync(stage, { recursive: true, force: true });
+      throw e;
+    }
+    writeFileSync(join(stage, 'ready'), `node@${NODE_VERSION}\n`);
+    rmSync(base, { recursive: true, force: true }); // a stale, never-finished copy
+    try {
+      renameSync(stage, base);
+    } catch (e) {
+      if (!existsSync(join(base, 'ready'))) throw e; // else another run finished first: use its copy
+      rmSync(stage, { recursive: true, force: true });
+    }
+  }
+  copyFileSync(join(FIXTURE, 'app.mjs'), join(appDir, 'app.mjs')); // always the checked-in app, next to its deps
+  return { node, appDir };
+}
+
+/** Every byte under `dir` (the database, its WAL and shared-memory files). */
+function allBytes(dir: string): Buffer {
+  const parts: Buffer[] = [];
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) parts.push(allBytes(p));
+    else parts.push(readFileSync(p));
+  }
+  return Buffer.concat(parts);
+}
+
+
+interface RunBody {
+  verdict: string;
+  receipts: { type: string; from?: string; to?: string; kind?: string; reason?: string }[];
+  findings: { verdict: string; edge?: string }[];
+}
+
+async function runWithVerdict(server: ServerProcess, run: string, verdict: string): Promise<RunBody> {
+  return until(`run ${run} to be ${verdict}`, async () => {
+    const { status, body } = await getJson<RunBody>(`${server.api}/api/v1/runs/${encodeURIComponent(run)}`);
+    return status === 200 && body.verdict === verdict ? body : null;
+  });
+}
+
+const edges = (b: RunBody) => b.receipts.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`.trim()));
+
+describe('AI SDK 7 (real ai@7 + @ai-sdk/otel legacy mode in a Node 22 child, its own OTLP export)', () => {
+  let app: { node: string; appDir: string };
+  let server: ServerProcess;
+  const reports: AppReport[] = [];
+
+  beforeAll(async () => {
+    const contracts = tempDir('ta-ai7-contracts-');
+    copyFileSync(join(ROOT, 'contracts', 'supervisor-workers.yaml'), join(contracts, 'supervisor-workers.yaml'));
+    [app, server] = await Promise.all([
+      prepareApp(),
+      startServerProcess({ contracts, args: ['--contract', 'supervisor-workers', '--parent-wait', '2s'] }),
+    ]);
+  }, 300_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  async function runApp(scenario: 'conforming' | 'forbidden'): Promise<AppReport> {
+    const env: NodeJS.ProcessEnv = { ...process.env, TA_OTLP_ENDPOINT: server.otlpHttp, TA_MARKER: MARKER };
+    delete env.NODE_OPTIONS; // vitest's loader hooks are for this Node, not the child's
+    const r = await run(app.node, ['app.mjs', scenario], { cwd: app.appDir, env, timeoutMs: 90_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as AppReport;
+    reports.push(report);
+    expect(report.text).toBe('ok'); // the scripted supervisor finished its script
+    expect(report.exportFailures).toBe(0);
+    expect(report.traceIds).toHaveLength(1); // one supervisor call, one trace: the run
+    return report;
+  }
+
+  it('runs ai@7 and @ai-sdk/otel on Node 22 from the registry (this suite itself is on Node 20)', async () => {
+    const r = await run(app.node, ['--version'], { timeoutMs: 30_000 });
+    expect(r.stdout.trim()).toBe(`v${NODE_VERSION}`);
+    const ai = JSON.parse(readFileSync(join(app.appDir, 'node_modules', 'ai', 'package.json'), 'utf8'));
+    expect(ai.version).toMatch(/^7\./);
+    const otel = JSON.parse(readFileSync(join(app.appDir, 'node_modules', '@ai-sdk', 'otel', 'package.json'), 'utf8'));
+    expect(otel.version).toMatch(/^1\./);
+  });
+
+  it('a supervisor calling its worker agents (agents as tools) is healthy: delegate and return per worker', async () => {
+    const report = await runApp('conforming');
+    // The legacy mode's own span shapes: one ai.generateText call span per agent, named by its functionId
+    expect(report.callSpans).toEqual([
+      { name: 'ai.generateText', operationId: 'ai.generateText', functionId: 'researcher' },
+      { name: 'ai.generateText', operationId: 'ai.generateText', functionId: 'writer' },
+      { name: 'ai.generateText', operationId: 'ai.generateText', functionId: 'supervisor' },
+    ]);
+    expect(report.names.filter((n) => n === 'ai.toolCall')).toHaveLength(2);
+    const body = await runWithVerdict(server, report.traceIds[0], 'healthy');
+    expect(edges(body)).toEqual([
+      'supervisor -> researcher : delegate',
+      'researcher -> supervisor : return',
+      'supervisor -> writer : delegate',
+      'writer -> supervisor : return',
+    ]);
+  }, 120_000);
+
+  it('a supervisor that calls an agent the contract does not allow it to call is forbidden_edge', async () => {
+    const report = await runApp('forbidden');
+    expect(report.callSpans.map((s) => s.functionId)).toEqual(['researcher', 'publisher', 'supervisor']);
+    const body = await runWithVerdict(server, report.traceIds[0], 'forbidden_edge');
+    expect(edges(body)).toEqual([
+      'supervisor -> researcher : delegate',
+      'researcher -> supervisor : return',
+      'supervisor -> publisher : delegate',
+      'publisher -> supervisor : return',
+    ]);
+    expect(body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge)).toContain('supervisor -> publisher : delegate');
+  }, 120_000);
+
+  it('the prompts were exported in ai.* spans, yet no byte of the data directory holds them', async () => {
+    expect(reports).toHaveLength(2);
+    for (const r of reports) expect(r.markerExported, `${r.scenario}: prompt marker in an exported attribute`).toBe(true);
+    const files = readdirSync(server.dataDir);
+    expect(files).toContain('receipts.db');
+    const bytes = allBytes(server.dataDir);
+    expect(bytes.length).toBeGreaterThan(0);
+    expect(bytes.includes(Buffer.from(MARKER)), 'prompt text in the data dir').toBe(false);
+    expect(bytes.includes(Buffer.from('research this')), 'tool-call input in the data dir').toBe(false);
+  });
+});
