@@ -3,12 +3,15 @@
  * - handoff parties: a non-owner's root budget and a non-source's CANCELLED are refused (counted, never stored), so
  *   `budget_copied` and `lease_expired_open` stand; each party rule is exercised with the token that breaks it;
  * - event ids across sources: a receipt from one source never masks another's under the same (run, event): the
- *   forbidden route is reported whichever of the two arrives first.
+ *   forbidden route is reported whichever of the two arrives first; also on a PostgreSQL store (`--store`), with the
+ *   two sources posting to two instances of one cluster.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getJson, ROOT, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
+import { until } from './helpers/wait.js';
 
 const OWNER = 'owner-token-0123456789abcdef';
 const SPECIALIST = 'specialist-token-0123456789abcdef';
@@ -24,6 +27,35 @@ function tokenFile(): string {
 
 const line = (o: object) => JSON.stringify(o) + '\n';
 type Answer = { accepted: number; rejected: { line: number; error: string }[] };
+type RunView = { verdict: string; findings: { code: string }[]; receipts: { event: string }[] };
+
+async function postTo(srv: ServerProcess, token: string, body: string): Promise<Answer> {
+  const r = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson' } });
+  expect(r.status).toBe(200);
+  return (await r.json()) as Answer;
+}
+
+/**
+ * The masked-receipt attack: the researcher's valid edge under the (run, event) of the orchestrator's forbidden route,
+ * in the order given; `orch` and `res` are the instances each source posts to. Each is accepted, a redelivery of
+ * either is a duplicate, and the run is `forbidden_edge` with both receipts and no conflict (as seen by `view`).
+ */
+async function maskedAttack(first: 'orchestrator' | 'researcher', orch: ServerProcess, res: ServerProcess, view: (run: string) => Promise<RunView>, run: string): Promise<void> {
+  const at = new Date().toISOString();
+  const start = line({ run, event: 's', type: 'run.start', at, contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });
+  const forbidden = line({ run, event: 'x1', type: 'edge', at, from: 'orchestrator', to: 'verifier', kind: 'delegate' });
+  const honest = line({ run, event: 'x1', type: 'edge', at, from: 'researcher', to: 'verifier', kind: 'handoff' });
+  expect((await postTo(orch, ORCH, start)).accepted).toBe(1);
+  const sends = first === 'orchestrator' ? [() => postTo(orch, ORCH, forbidden), () => postTo(res, RESEARCHER, honest)] : [() => postTo(res, RESEARCHER, honest), () => postTo(orch, ORCH, forbidden)];
+  for (const send of sends) expect((await send()).accepted).toBe(1);
+  // a redelivery of either is a duplicate, not a conflict
+  expect((await postTo(res, RESEARCHER, honest)).accepted).toBe(0);
+  expect((await postTo(orch, ORCH, forbidden)).accepted).toBe(0);
+  const v = await view(run);
+  expect(v.verdict).toBe('forbidden_edge');
+  expect(v.findings.map((f) => f.code)).not.toContain('conflict');
+  expect(v.receipts.filter((r) => r.event.startsWith('x1'))).toHaveLength(2);
+}
 
 describe('handoff parties and source-scoped event ids (--ingest-tokens)', () => {
   let srv: ServerProcess;
@@ -123,21 +155,39 @@ describe('handoff parties and source-scoped event ids (--ingest-tokens)', () => 
 
   for (const first of ['orchestrator', 'researcher'] as const) {
     it(`an edge from another source under the forbidden route's event id masks nothing (${first}'s first)`, async () => {
-      const run = `masked-${first}`;
-      const at = new Date().toISOString();
-      const start = line({ run, event: 's', type: 'run.start', at, contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });
-      const forbidden = line({ run, event: 'x1', type: 'edge', at, from: 'orchestrator', to: 'verifier', kind: 'delegate' });
-      const honest = line({ run, event: 'x1', type: 'edge', at, from: 'researcher', to: 'verifier', kind: 'handoff' });
-      await post(ORCH, start);
-      const sends = first === 'orchestrator' ? [() => post(ORCH, forbidden), () => post(RESEARCHER, honest)] : [() => post(RESEARCHER, honest), () => post(ORCH, forbidden)];
-      for (const send of sends) expect((await send()).accepted).toBe(1);
-      // a redelivery of either is a duplicate, not a conflict
-      expect((await post(RESEARCHER, honest)).accepted).toBe(0);
-      expect((await post(ORCH, forbidden)).accepted).toBe(0);
-      const v = await verdict(run);
-      expect(v.verdict).toBe('forbidden_edge');
-      expect(v.findings.map((f) => f.code)).not.toContain('conflict');
-      expect(v.receipts.filter((r) => r.event.startsWith('x1'))).toHaveLength(2);
+      await maskedAttack(first, srv, srv, verdict, `masked-${first}`);
     });
+  }
+});
+
+describe('source-scoped event ids on a PostgreSQL store: two instances, one source at each (--store, --ingest-tokens)', () => {
+  let db: PgCluster;
+  let a: ServerProcess;
+  let b: ServerProcess;
+  beforeAll(async () => {
+    db = await startPgCluster();
+    const tokens = tokenFile();
+    const args = (name: string) => ['--store', db.url, '--instance', name, '--lease-ttl', '4000ms', '--partitions', '8', '--ingest-tokens', tokens];
+    [a, b] = await Promise.all([startServerProcess({ args: args('trust-a') }), startServerProcess({ args: args('trust-b') })]);
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await db?.stop();
+  });
+  /** The run as its owner sees it once both x1 receipts are folded (whichever instance holds the run). */
+  const settledView = (run: string) =>
+    until(`${run} with both x1 receipts at its owner`, async () => {
+      for (const srv of [a, b]) {
+        const r = await getJson(`${srv.api}/api/v1/runs/${run}`);
+        const v = r.body as RunView | undefined;
+        if (v?.receipts?.filter((x) => x.event.startsWith('x1')).length === 2) return v;
+      }
+      return null;
+    }, 30_000);
+
+  for (const first of ['orchestrator', 'researcher'] as const) {
+    it(`the forbidden route is reported whichever source's receipt arrives first (${first}'s first)`, async () => {
+      await maskedAttack(first, a, b, settledView, `pg-masked-${first}`);
+    }, 60_000);
   }
 });

@@ -189,6 +189,63 @@ describe('PgStore: append', () => {
     });
   }
 
+  describe('source-scoped event ids (--ingest-tokens, issue 30.2)', () => {
+    /** A delivery from a bound source: its token name and its tag, as the engine hands them to the store. */
+    const bound = (receipt: Receipt, token: 'orch' | 'res', receivedAt = 1_000): StoredReceipt => ({ receipt, source: `token-${token === 'orch' ? 1 : 2}-${token}0000`, receivedAt, scope: `${token}0000` });
+    const forbidden = (run: string) => edge('x1', 1, 'orchestrator -> verifier : delegate', { run });
+    const honest = (run: string) => edge('x1', 1, 'researcher -> verifier : handoff', { run });
+
+    for (const first of ['orchestrator', 'researcher'] as const) {
+      for (const sequential of [true, false]) {
+        it(`another source's content under the same (run, event) is stored beside it, never in conflict (${first}'s first, ${sequential ? 'one append at a time' : 'one group'})`, async () => {
+          const run = `masked-${first}`;
+          const orch = () => bound(forbidden(run), 'orch');
+          const res = () => bound(honest(run), 'res', 2_000);
+          const pair = first === 'orchestrator' ? [orch, res] : [res, orch];
+          // both arrive, then each is sent again, then the same-source rule: other content from the first source conflicts
+          const batches = [[pair[0]()], [pair[1]()], [res()], [orch()], [bound(edge('x1', 1, 'orchestrator -> critic : delegate', { run }), first === 'orchestrator' ? 'orch' : 'res')]];
+          const { pg: pgResults, lite: liteResults, pgStore, lite_ } = await both(batches, sequential);
+          try {
+            expect(pgResults.map((r) => r.results)).toEqual([['accepted'], ['accepted'], ['duplicate'], ['duplicate'], ['conflict']]);
+            expect(pgResults).toEqual(liteResults);
+            const stored = await pgStore.runReceipts(run);
+            expect(stored).toEqual(lite_.runReceipts(run));
+            const later = first === 'orchestrator' ? 'res0000' : 'orch0000';
+            expect(stored.map((r) => r.event)).toEqual(['x1', `x1@${later}`, 'x1']);
+            expect(stored.filter((r) => r.type === 'edge' && r.from === 'orchestrator' && r.to === 'verifier')).toHaveLength(1);
+            expect(await pgStore.counts()).toEqual(lite_.counts());
+          } finally {
+            lite_.close();
+          }
+        });
+      }
+    }
+
+    it('sets storedAs on the later delivery, also on its redelivery; identical content from two sources is one receipt', async () => {
+      const url = await freshDb();
+      const store = await open(url, 'a');
+      const run = 'scoped-ids';
+      await store.append([bound(forbidden(run), 'orch')]);
+      const later = bound(honest(run), 'res');
+      expect((await store.append([later])).results).toEqual(['accepted']);
+      expect(later.storedAs).toBe('x1@res0000');
+      const again = bound(honest(run), 'res');
+      expect((await store.append([again])).results).toEqual(['duplicate']);
+      expect(again.storedAs).toBe('x1@res0000');
+      // the first source's own receipt is not scoped; the same content from the other source is a duplicate of it
+      const same = bound(forbidden(run), 'res');
+      expect((await store.append([same])).results).toEqual(['duplicate']);
+      expect(same.storedAs).toBeUndefined();
+      // without a scope (no --ingest-tokens), other content conflicts as before
+      expect((await store.append([delivery(edge('x1', 1, 'orchestrator -> writer : delegate', { run }), 'token-3-c')])).results).toEqual(['conflict']);
+      expect(await sql(url, 'SELECT event, variant, source FROM receipts WHERE run = $1 ORDER BY seq', [run])).toEqual([
+        { event: 'x1', variant: 0, source: 'token-1-orch0000' },
+        { event: 'x1@res0000', variant: 0, source: 'token-2-res0000' },
+        { event: 'x1', variant: 1, source: 'token-3-c' },
+      ]);
+    });
+  });
+
   it('group commit: 50 concurrent appends share transactions and all resolve', async () => {
     const commits: number[] = [];
     const store = await open(await freshDb(), 'a', { onCommit: (_s, n) => commits.push(n) });

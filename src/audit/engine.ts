@@ -81,7 +81,7 @@ export interface EngineOptions {
   maxLiveReceipts?: number;
   /**
    * With ingest tokens: a receipt never masks, replaces or conflicts with another source's receipt under the same
-   * (run, event); the later one is stored under a source-scoped event id (`event@<token hash prefix>`, the SQLite store).
+   * (run, event); the later one is stored under a source-scoped event id (`event@<token hash prefix>`, both stores).
    */
   sourceScopedEvents?: boolean;
   /**

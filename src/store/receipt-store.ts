@@ -37,7 +37,7 @@ export interface StoredReceipt {
   /**
    * Source-scoped event ids (serve with --ingest-tokens; issue 30.2): this source's tag. When another source stored
    * this (run, event) first, the receipt is stored under scopedEventId(event, scope) instead of conflicting with that
-   * source's receipt, and `storedAs` is set to that id (the SQLite store; the PostgreSQL store keeps (run, event)).
+   * source's receipt, and `storedAs` is set to that id (both stores: sourceScopedEvent decides).
    */
   scope?: string;
   storedAs?: string;
@@ -51,6 +51,18 @@ export function scopedEventId(event: string, tag: string): string {
   const id = `${event}@${tag}`;
   if (id.length <= 200) return id;
   return `${event.slice(0, 200 - tag.length - 18)}#${createHash('sha256').update(event).digest('hex').slice(0, 16)}@${tag}`;
+}
+
+/**
+ * The rule of source-scoped event ids, shared by the SQLite and PostgreSQL stores: a delivery whose (run, event) holds
+ * other content, stored first (variant 0) by `firstSource`, is stored under scopedEventId(event, its scope) when it
+ * carries a scope and neither it nor the first is the auditor's own or from the same source. Null: it stays under
+ * its (run, event) (a conflict, as without --ingest-tokens).
+ */
+export function sourceScopedEvent(item: StoredReceipt, firstSource: string | undefined): string | null {
+  if (item.scope === undefined || item.source === 'auditor') return null;
+  if (firstSource === undefined || firstSource === item.source || firstSource === 'auditor') return null;
+  return scopedEventId(item.receipt.event, item.scope);
 }
 
 interface AckRow {
@@ -708,9 +720,9 @@ export class ReceiptStore {
     if (item.scope !== undefined && source !== 'auditor') {
       // Other content under this (run, event), stored first by another source: that receipt is never masked or
       // replaced; this one is stored under its own source-scoped id (a redelivery finds it there).
-      const first = this.stmt.firstSource.get(receipt.run, receipt.event)?.source;
-      if (first !== undefined && first !== source && first !== 'auditor') {
-        receipt = { ...receipt, event: scopedEventId(receipt.event, item.scope) };
+      const scoped = sourceScopedEvent(item, this.stmt.firstSource.get(receipt.run, receipt.event)?.source);
+      if (scoped !== null) {
+        receipt = { ...receipt, event: scoped };
         body = compactReceiptJson(receipt);
         item.storedAs = receipt.event;
         if (this.stmt.insertFirst.run(receipt.run, receipt.event, body, source, receivedAt).changes === 1) return 'accepted';
