@@ -9,15 +9,14 @@
  * from the npm registry (the `node` package), as test/mastra.test.ts does. Both are installed once into
  * node_modules/.cache/topology-ai-sdk-7/<hash of the lock and the Node version>/; later runs reuse them.
  */
-import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
+import { allBytes } from './helpers/framework-runs.js';
+import { NODE_VERSION, prepareNode22App, run } from './helpers/node22-app.js';
 
-const NODE_VERSION = '22.23.3';
 const FIXTURE = join(ROOT, 'test', 'fixtures', 'frameworks', 'ai-sdk-7');
 const MARKER = 'TA-AI7-PROMPT-5d2c8e0b';
 
@@ -31,78 +30,6 @@ interface AppReport {
   markerExported: boolean;
   exportFailures: number;
 }
-
-function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs: number }): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((res, rej) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const t = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs);
-    child.on('error', rej);
-    child.on('exit', (code) => {
-      clearTimeout(t);
-      res({ code, stdout, stderr });
-    });
-  });
-}
-
-async function must(cmd: string, args: string[], opts: { cwd?: string; timeoutMs: number }): Promise<void> {
-  const r = await run(cmd, args, opts);
-  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}:\n${r.stderr.slice(-4000)}`);
-}
-
-/** Node 22 and the fixture's locked dependencies (ai@7, @ai-sdk/otel, the OpenTelemetry SDK), installed once from the npm registry and cached. */
-async function prepareApp(): Promise<{ node: string; appDir: string }> {
-  const lock = readFileSync(join(FIXTURE, 'package-lock.json'));
-  const key = createHash('sha256').update(NODE_VERSION).update(readFileSync(join(FIXTURE, 'package.json'))).update(lock).digest('hex').slice(0, 16);
-  const base = join(ROOT, 'node_modules', '.cache', 'topology-ai-sdk-7', key);
-  const node = join(base, 'node', 'node_modules', '.bin', 'node');
-  const appDir = join(base, 'app');
-  if (!existsSync(join(base, 'ready'))) {
-    // Installed into a private staging directory, then renamed into place: an interrupted install (or one
-    // still running from a killed test process) never leaves a half-filled cache that a later run trusts.
-    const stage = `${base}.stage-${process.pid}-${Date.now()}`;
-    mkdirSync(join(stage, 'node'), { recursive: true });
-    mkdirSync(join(stage, 'app'), { recursive: true });
-    copyFileSync(join(FIXTURE, 'package.json'), join(stage, 'app', 'package.json'));
-    copyFileSync(join(FIXTURE, 'package-lock.json'), join(stage, 'app', 'package-lock.json'));
-    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-    const quiet = ['--no-audit', '--no-fund', '--loglevel=error'];
-    try {
-      await Promise.all([
-        must(npm, ['install', '--no-save', '--prefix', join(stage, 'node'), `node@${NODE_VERSION}`, ...quiet], { timeoutMs: 280_000 }),
-        must(npm, ['ci', '--ignore-scripts', '--engine-strict=false', ...quiet], { cwd: join(stage, 'app'), timeoutMs: 280_000 }),
-      ]);
-    } catch (e) {
-      rmSync(stage, { recursive: true, force: true });
-      throw e;
-    }
-    writeFileSync(join(stage, 'ready'), `node@${NODE_VERSION}\n`);
-    rmSync(base, { recursive: true, force: true }); // a stale, never-finished copy
-    try {
-      renameSync(stage, base);
-    } catch (e) {
-      if (!existsSync(join(base, 'ready'))) throw e; // else another run finished first: use its copy
-      rmSync(stage, { recursive: true, force: true });
-    }
-  }
-  copyFileSync(join(FIXTURE, 'app.mjs'), join(appDir, 'app.mjs')); // always the checked-in app, next to its deps
-  return { node, appDir };
-}
-
-/** Every byte under `dir` (the database, its WAL and shared-memory files). */
-function allBytes(dir: string): Buffer {
-  const parts: Buffer[] = [];
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) parts.push(allBytes(p));
-    else parts.push(readFileSync(p));
-  }
-  return Buffer.concat(parts);
-}
-
 
 interface RunBody {
   verdict: string;
@@ -128,7 +55,7 @@ describe('AI SDK 7 (real ai@7 + @ai-sdk/otel legacy mode in a Node 22 child, its
     const contracts = tempDir('ta-ai7-contracts-');
     copyFileSync(join(ROOT, 'contracts', 'supervisor-workers.yaml'), join(contracts, 'supervisor-workers.yaml'));
     [app, server] = await Promise.all([
-      prepareApp(),
+      prepareNode22App(FIXTURE, 'topology-ai-sdk-7'),
       startServerProcess({ contracts, args: ['--contract', 'supervisor-workers', '--parent-wait', '2s'] }),
     ]);
   }, 300_000);
