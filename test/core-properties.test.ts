@@ -11,6 +11,7 @@ import { ContractRegistry, classify, parseContract, parseInstant, type Contract,
 import { EDGE_KINDS } from '../src/core/types.js';
 import { at, receipt } from './helpers/receipts.js';
 import { referenceClassify, type RefResult } from './reference/classify.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 200);
 const AGENTS = ['a', 'b', 'c', 'd'] as const;
@@ -264,7 +265,7 @@ describe('properties', () => {
   it('delivering any receipt twice (also in an equivalent normalised form) changes nothing', () => {
     fc.assert(
       fc.property(caseArb, fc.nat(), fc.nat(), fc.constantFrom('exact', 'status', 'offset', 'millis'), (c, which, where, form) => {
-        const r = c.receipts[which % c.receipts.length];
+        const r: LooseReceipt = c.receipts[which % c.receipts.length];
         const again: Record<string, unknown> = { ...r };
         if (form === 'status' && r.status === undefined) again.status = 'ok';
         // the same instant written another way: +01:00 (fraction kept), or nine fraction digits

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { RunState, evaluate, naiveVerdict, resolvePin, type Receipt } from '../src/core/index.js';
 import { at, codes, edge, end, finding, gap, ms, outcome, receipt, registryOf, start, verdictAt, wait } from './helpers/receipts.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const T_V2 = `
 contract: t
@@ -95,7 +96,7 @@ phases:
 
 const registry = registryOf(T_V2, T_V1_RETIRED, T_V3_RETIRED, D_V1, ONLY_RETIRED);
 const V = { version: '2' };
-const main = (extra: Partial<Receipt> = {}) => start('s', 0, { version: '2', phase: 'main', ...extra });
+const main = (extra: Partial<LooseReceipt> = {}) => start('s', 0, { version: '2', phase: 'main', ...extra });
 const phase = (name: string) => start('s', 0, { version: '2', phase: name });
 /** The whole `main` plan, on time. */
 const mainPlan = () => [main(), edge('e1', 1, 'o -> r : delegate', V), edge('e2', 2, 'r -> v : handoff', V), edge('e3', 3, 'v -> o : return', V)];
@@ -583,8 +584,8 @@ describe('receipts are a set', () => {
     const s = new RunState('r1');
     expect(s.add(w)).toBe('accepted');
     expect(s.add(same)).toBe('duplicate');
-    expect(s.add({ ...w, deadline: at(6) })).toBe('conflict');
-    expect(s.add({ ...w, deadline: at(6) })).toBe('duplicate');
+    expect(s.add(asReceipt({ ...w, deadline: at(6) }))).toBe('conflict');
+    expect(s.add(asReceipt({ ...w, deadline: at(6) }))).toBe('duplicate');
     const reg = registry;
     const v = evaluate(s, resolvePin(s, reg, 't'), ms(10), { registry: reg });
     expect(v.verdict).toBe('uncertain');

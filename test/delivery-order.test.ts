@@ -21,6 +21,7 @@ import type { SpanRecord } from '../src/otlp/types.js';
 import { Ingestor } from '../src/server/ingest.js';
 import { ReceiptStore } from '../src/store/index.js';
 import { tempDir } from './helpers/server.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const AGENTS = ['alpha', 'beta', 'gamma', 'delta', 'omega'];
 
@@ -259,7 +260,7 @@ describe('the skeleton is bounded', () => {
     }
     // The flood's own waiting children end as gaps too, evicted or expired, never as edges.
     const flooded = hex(0x100000 + 299, 32);
-    expect(a.store.runReceipts(flooded).map((r) => [r.type, r.reason])).toEqual([['gap', 'caller_unresolved']]);
+    expect(a.store.runReceipts(flooded).map((r: LooseReceipt) => [r.type, r.reason])).toEqual([['gap', 'caller_unresolved']]);
   });
 
   it('one trace is held to maxTraceSpans: its oldest spans go, and a child below them ends as a gap', async () => {
@@ -275,6 +276,6 @@ describe('the skeleton is bounded', () => {
     expect(p.callers.stats()).toMatchObject({ indexed: 50, evictedPerTrace: 11 });
     const late = p.process([agentSpan(t, hex(1, 16), null, 'alpha', t0), agentSpan(t, hex(3, 16), hex(2, 16), 'beta', t0 + 10)], NOW);
     expect(late.receipts.filter((r) => r.type === 'edge')).toEqual([]);
-    expect(p.expire(NOW + WAIT_MS + 1).map((r) => [r.type, r.reason, r.to])).toEqual([['gap', 'caller_unresolved', 'beta']]);
+    expect(p.expire(NOW + WAIT_MS + 1).map((r: LooseReceipt) => [r.type, r.reason, r.to])).toEqual([['gap', 'caller_unresolved', 'beta']]);
   });
 });

@@ -20,6 +20,7 @@ import { openinferenceRun } from './fixtures/dialects/openinference.js';
 import { mafRun } from './fixtures/dialects/maf.js';
 import { adkRun } from './fixtures/dialects/adk.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const WAIT = 10_000;
 const NOW = 1_000_000;
@@ -310,7 +311,7 @@ describe('the resolver, directly', () => {
     const h: HandoffSpan = { run: null, traceId: tool.traceId, spanId: tool.spanId, parentSpanId: tool.parentSpanId, startMs: 20, statusCode: 1, from: null, to: 'verifier' };
     expect(r.addBatch([agentSpan(root, 'orchestrator'), agentSpan(target, 'verifier')], [root, target], NOW, { handoffs: [h] })).toEqual([]);
     const out = r.expire(NOW + WAIT);
-    expect(out.map((x) => `${x.type} ${x.reason ?? `${x.from} -> ${x.to} : ${x.kind}`}`)).toEqual([
+    expect(out.map((x: LooseReceipt) => `${x.type} ${x.reason ?? `${x.from} -> ${x.to} : ${x.kind}`}`)).toEqual([
       'gap handoff_source_unresolved',
       'edge orchestrator -> verifier : delegate',
       'edge verifier -> orchestrator : return',

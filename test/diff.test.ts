@@ -11,6 +11,7 @@ import { replayReceipts } from '../src/cli/replay.js';
 import { parseEdge, parseReceiptFile, type Finding, type Receipt, type RunVerdict } from '../src/core/index.js';
 import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const CONTRACTS = join(ROOT, 'contracts');
 const DRIFT = join(ROOT, 'receipts', 'drift.ndjson');
@@ -329,7 +330,8 @@ describe('diff --format dot and svg are well-formed', () => {
       expect(new Set(ids).size).toBe(ids.length);
       for (const e of elements) for (const ref of Object.values(e.attrs).flatMap((a) => [...a.matchAll(/url\(#([^)]+)\)/g)].map((m) => m[1]))) expect(ids).toContain(ref);
       const groups = elements.filter((e) => e.name === 'g' && e.attrs.class?.startsWith('edge '));
-      for (const r of drift.filter((x) => x.run === v.run && x.type === 'edge')) {
+      for (const r of drift) {
+        if (r.run !== v.run || r.type !== 'edge') continue;
         const g = groups.find((x) => x.attrs['data-edge'] === `${r.from} -> ${r.to} : ${r.kind}`);
         expect(g, `${v.run} ${r.event}`).toBeDefined();
         expect(g!.attrs['aria-label']).toContain(`${r.from} to ${r.to}`);
@@ -351,7 +353,7 @@ describe('diff from a server', () => {
     const latest = Math.max(...drift.map((r) => Date.parse(r.at)));
     const delta = Date.now() - 5000 - latest;
     const move = (t: string) => new Date(Date.parse(t) + delta).toISOString();
-    const body = drift.map((r) => JSON.stringify({ ...r, run: `srv-${r.run}`, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) })).join('\n');
+    const body = drift.map((r: LooseReceipt) => JSON.stringify({ ...r, run: `srv-${r.run}`, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) })).join('\n');
     const res = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body });
     expect((await res.json()).accepted).toBe(drift.length);
   });

@@ -6,11 +6,12 @@ import type { Receipt } from '../src/core/types.js';
 import { ExperimentInputError, formatInputIssue } from '../src/experiment/errors.js';
 import { loadExperiment } from '../src/experiment/load.js';
 import { deriveRunMeasures, parseReceiptsCore, type ReceiptParser } from '../src/experiment/receipts.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const P = 'fieldops-agent-001';
 const S = 'manual-specialist';
 let n = 0;
-const r = (fields: Partial<Receipt> & Pick<Receipt, 'type'>): Receipt => ({ run: 'r1', event: `e${++n}`, at: '2025-01-06T10:00:00Z', ...fields });
+const r = (fields: Partial<LooseReceipt> & Pick<Receipt, 'type'>): Receipt => asReceipt({ run: 'r1', event: `e${++n}`, at: '2025-01-06T10:00:00Z', ...fields });
 
 describe('deriving measures from one run', () => {
   it('counts handoff edges plus handoff receipts as messages, and other edges as actions of their source', () => {
@@ -47,7 +48,7 @@ describe('deriving measures from one run', () => {
     expect(deriveRunMeasures([r({ type: 'gap', reason: 'caller_unresolved' }), end], P).traceComplete).toBe(false);
     expect(deriveRunMeasures([r({ type: 'edge', from: P, to: 'x', kind: 'delegate' })], P).traceComplete).toBe(false);
     const e = r({ type: 'edge', from: P, to: 'x', kind: 'delegate' });
-    expect(deriveRunMeasures([e, { ...e, to: 'y' }, end], P).traceComplete).toBe(false);
+    expect(deriveRunMeasures([e, asReceipt({ ...e, to: 'y' }), end], P).traceComplete).toBe(false);
   });
 
   it('collects every final owner named, so a second owner is visible', () => {

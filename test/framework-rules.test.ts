@@ -140,7 +140,7 @@ function receiptsOf(rec: Recorder): Receipt[] {
   out.push(...p.expire(now + 10_000));
   return out;
 }
-const edgesOf = (rs: Receipt[]) => rs.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`));
+const edgesOf = (rs: Receipt[]) => rs.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.type === 'gap' ? r.reason : ''}`));
 
 describe('identity and nesting, one rule for every dialect', () => {
   it('an agent calling another instance of itself in process is an edge; a CLIENT span over its own remote side is one invocation', () => {

@@ -17,6 +17,7 @@ import { auditHandoffs } from '../src/core/rules/handoff/lifecycle.js';
 import { parseReceiptLines } from '../src/handoff/ndjson.js';
 import { expectAgreement, fixtureRun, handoffCodes } from './helpers/handoff-board.js';
 import { ROOT, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const receiptDir = join(ROOT, 'receipts', 'handoffs');
 const receiptRuns: [string, Receipt[]][] = readdirSync(receiptDir)
@@ -129,7 +130,7 @@ describe('the board agrees with the lifecycle findings and the ledger on every f
     expect(validateReceipt({ ...r, capabilities: Array.from({ length: 33 }, (_, i) => `c${i}`) }).ok).toBe(false);
     expect(validateReceipt({ ...r, capabilities: ['search_manual'], effects: [{ id: 'reservation-88', status: 'committed' }] }).ok).toBe(true);
     // `handoff audit` reads the same fields with its own schema.
-    expect(parseReceiptLines(JSON.stringify({ ...r, capabilities: ['search_manual'], effects: [{ id: 'x', status: 'compensated' }] }))[0].capabilities).toEqual(['search_manual']);
+    expect((parseReceiptLines(JSON.stringify({ ...r, capabilities: ['search_manual'], effects: [{ id: 'x', status: 'compensated' }] }))[0] as LooseReceipt).capabilities).toEqual(['search_manual']);
     expect(() => parseReceiptLines(JSON.stringify({ ...r, capabilities: ['two words'] }))).toThrow(/capabilities/);
   });
 });

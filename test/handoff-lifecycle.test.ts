@@ -8,6 +8,7 @@ import { funnel, funnelByRun } from '../src/handoff/funnel.js';
 import { aggregateEvidence } from '../src/handoff/aggregate.js';
 import { parseReceiptLines } from '../src/handoff/ndjson.js';
 import { handoffResultSchema } from '../src/handoff/schema.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const receiptsDir = new URL('../receipts/handoffs/', import.meta.url);
 const files = readdirSync(receiptsDir).filter((f) => f.endsWith('.ndjson')).sort();
@@ -25,12 +26,12 @@ const codeSet = (fs: Finding[]): string[] => [...new Set(fs.map((f) => f.code))]
 const base = Date.UTC(2025, 2, 14, 10, 0, 0);
 const T = (s: number): string => new Date(base + s * 1000).toISOString();
 let seq = 0;
-function h(sec: number, handoff: string, attempt: number, state: Receipt['state'], extra: Partial<Receipt> = {}): Receipt {
+function h(sec: number, handoff: string, attempt: number, state: LooseReceipt['state'], extra: Partial<LooseReceipt> = {}): Receipt {
   seq += 1;
-  return { run: 'r', event: `x${String(seq).padStart(3, '0')}`, type: 'handoff', at: T(sec), handoff, attempt, state, from: 'main', to: 'spec', ...extra };
+  return asReceipt({ run: 'r', event: `x${String(seq).padStart(3, '0')}`, type: 'handoff', at: T(sec), handoff, attempt, state, from: 'main', to: 'spec', ...extra });
 }
 const OWN = { finalOwner: 'main', onTimeout: 'return-ownership', duplicateKey: 'k' };
-function admitted(handoff: string, attempt: number, t0: number, lease: number, extra: Partial<Receipt> = {}): Receipt[] {
+function admitted(handoff: string, attempt: number, t0: number, lease: number, extra: Partial<LooseReceipt> = {}): Receipt[] {
   return [
     h(t0, handoff, attempt, 'PROPOSED', { ...OWN, leaseExpiresAt: T(lease), ...extra }),
     h(t0 + 1, handoff, attempt, 'ADMITTED', { ...OWN, leaseExpiresAt: T(lease), ...extra }),
@@ -38,9 +39,9 @@ function admitted(handoff: string, attempt: number, t0: number, lease: number, e
     h(t0 + 3, handoff, attempt, 'RUNNING', extra),
   ];
 }
-const other = (type: Receipt['type'], sec: number, extra: Partial<Receipt>): Receipt => {
+const other = (type: Receipt['type'], sec: number, extra: Partial<LooseReceipt>): Receipt => {
   seq += 1;
-  return { run: 'r', event: `x${String(seq).padStart(3, '0')}`, type, at: T(sec), ...extra };
+  return asReceipt({ run: 'r', event: `x${String(seq).padStart(3, '0')}`, type, at: T(sec), ...extra });
 };
 const audit = (rs: Receipt[], now = base + 3600_000): Finding[] => auditHandoffs(rs, now);
 const codesOf = (rs: Receipt[], now?: number): string[] => codeSet(audit(rs, now));
@@ -93,7 +94,7 @@ describe('failure-trace fixtures (receipts/handoffs)', () => {
 
 describe('state machine', () => {
   it('a forward run with RUNNING skipped is legal', () => {
-    const rs = [...admitted('a', 1, 0, 100).filter((r) => r.state !== 'RUNNING'), h(50, 'a', 1, 'RETURNED', { stateVersion: '7' }), h(51, 'a', 1, 'ACCEPTED', { stateVersion: '7' })];
+    const rs = [...admitted('a', 1, 0, 100).filter((r: LooseReceipt) => r.state !== 'RUNNING'), h(50, 'a', 1, 'RETURNED', { stateVersion: '7' }), h(51, 'a', 1, 'ACCEPTED', { stateVersion: '7' })];
     expect(audit(rs)).toEqual([]);
   });
 
@@ -196,9 +197,9 @@ describe('duplicate delivery and conflicts', () => {
   it('a repeat with equal content counts once; a repeat with different content is dropped', () => {
     const rs = [...admitted('a', 1, 0, 100), h(50, 'a', 1, 'RETURNED'), h(51, 'a', 1, 'ACCEPTED')];
     expect(audit([...rs, ...rs.map((r) => ({ ...r, at: r.at.replace('Z', '+00:00') }))])).toEqual([]);
-    const returned = rs.find((r) => r.state === 'RETURNED')!;
+    const returned = rs.find((r: LooseReceipt) => r.state === 'RETURNED')!;
     // The same event id claims a different state: neither copy is used, so the acceptance has no return record.
-    expect(codesOf([...rs, { ...returned, state: 'FAILED' }])).toEqual(['lifecycle_gap']);
+    expect(codesOf([...rs, asReceipt({ ...returned, state: 'FAILED' })])).toEqual(['lifecycle_gap']);
   });
 });
 
@@ -239,7 +240,7 @@ describe('ledger', () => {
     expect(audit(seqRes)).toEqual([]);
     expect(ledger(seqRes).peakCommitted).toEqual({ actions: 4, contextUnits: 70, effects: 0 });
     // Without the release of `a`, the second reservation overcommits the root.
-    const overlapping = seqRes.map((r) => (r.handoff === 'a' && r.budgetOp === 'release' ? { ...r, budgetOp: undefined, units: undefined } : r));
+    const overlapping = seqRes.map((r: LooseReceipt) => asReceipt(r.handoff === 'a' && r.budgetOp === 'release' ? { ...r, budgetOp: undefined, units: undefined } : r));
     expect(codesOf(overlapping)).toEqual(['budget_overcommitted']);
   });
 

@@ -12,6 +12,7 @@ import { auditHandoffs } from '../src/core/rules/handoff/lifecycle.js';
 import { admitHandoff } from '../src/handoff/admit.js';
 import { admitReturn } from '../src/handoff/return.js';
 import type { Handoff, HandoffResult, HandoffStateDoc, ParentEnvelope } from '../src/handoff/schema.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const base = Date.UTC(2025, 2, 14, 10, 0, 0);
 const T = (s: number): string => new Date(base + s * 1000).toISOString();
@@ -19,9 +20,9 @@ const NOW = base + 3600_000;
 
 function receiptFactory(run: string) {
   let n = 0;
-  return (sec: number, fields: Partial<Receipt>): Receipt => {
+  return (sec: number, fields: Partial<LooseReceipt>): Receipt => {
     n += 1;
-    return { run, event: `e${String(n).padStart(3, '0')}`, type: 'handoff', at: T(sec), from: 'fieldops-main', to: 'manual-specialist', ...fields };
+    return asReceipt({ run, event: `e${String(n).padStart(3, '0')}`, type: 'handoff', at: T(sec), from: 'fieldops-main', to: 'manual-specialist', ...fields });
   };
 }
 const OWN = { finalOwner: 'fieldops-main', onTimeout: 'return-ownership', duplicateKey: 'EQ-104:manual:edition-set-7' };
@@ -72,7 +73,7 @@ describe('race: result before cancel vs cancel before result', () => {
           ...startAttempt(r, 1, 0, 600),
           r(t.ret, { handoff: 'h07', attempt: 1, state: 'RETURNED', stateVersion: '7' }),
           r(t.ret + t.acceptDelay, { handoff: 'h07', attempt: 1, state: 'ACCEPTED', stateVersion: '7' }),
-          { ...r(t.cancel, {}), type: 'run.end', result: 'cancelled', to: undefined } as Receipt,
+          asReceipt({ ...r(t.cancel, {}), type: 'run.end', result: 'cancelled', to: undefined }),
         ];
         return fc.tuple(fc.constant(t), fc.constant(rs), delivery(rs));
       }), ([t, rs, delivered]) => {

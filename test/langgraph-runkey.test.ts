@@ -15,6 +15,7 @@ import { derivedBinding, evidenceOf } from '../src/ingest/trust.js';
 import { parseRunKey } from '../src/ingest/runkey.js';
 import type { SpanRecord } from '../src/otlp/types.js';
 import type { Receipt } from '../src/core/types.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const SECRET = 'SECRET-metadata-3b9f';
 
@@ -105,7 +106,7 @@ describe('LangGraph reading: refusals are gaps, never guesses', () => {
     const root = rec({ traceId: t, name: 'LangGraph', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
     const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
     const out = p.process([node(t, root.spanId, 'planner', 1, 10), node(t, root.spanId, 'a', 11, 30), node(t, root.spanId, 'b', 12, 30), root], 0);
-    expect(out.receipts.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort()).toEqual(['gap:langgraph_parallel_nodes', 'planner->a:handoff']);
+    expect(out.receipts.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.type === 'gap' ? r.reason : undefined}`)).sort()).toEqual(['gap:langgraph_parallel_nodes', 'planner->a:handoff']);
   });
 
   it('tasks inside an entrypoint without a checkpoint namespace: gaps, never a handoff between the sibling tasks', () => {
@@ -113,7 +114,7 @@ describe('LangGraph reading: refusals are gaps, never guesses', () => {
     const root = rec({ traceId: t, name: 'supervisor', startMs: 0, endMs: 100, attrs: { 'openinference.span.kind': 'CHAIN' } });
     const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
     const out = p.process([node(t, root.spanId, 'researcher', 10, 40), node(t, root.spanId, 'writer', 50, 90), node(t, root.spanId, 'supervisor', 1, 99), root], 0);
-    expect(out.receipts.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}:${r.to}`)).sort()).toEqual([
+    expect(out.receipts.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.type === 'gap' ? `${r.reason}:${r.to}` : 'undefined:undefined'}`)).sort()).toEqual([
       'gap:langgraph_parallel_nodes:researcher',
       'gap:langgraph_parallel_nodes:writer',
     ]);
@@ -132,7 +133,7 @@ describe('LangGraph reading: refusals are gaps, never guesses', () => {
     for (const batches of [spans.map((s) => [s]), [[...spans].reverse()]]) {
       const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
       const out = batches.flatMap((b, i) => p.process(b, i).receipts);
-      expect(out.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.reason}`)).sort()).toEqual([
+      expect(out.map((r) => (r.type === 'edge' ? `${r.from}->${r.to}:${r.kind}` : `${r.type}:${r.type === 'gap' ? r.reason : undefined}`)).sort()).toEqual([
         'researcher->supervisor:return',
         'supervisor->researcher:delegate',
         'supervisor->writer:delegate',
@@ -146,7 +147,7 @@ describe('LangGraph reading: refusals are gaps, never guesses', () => {
     const p = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
     expect(p.process([node(t, id(16), 'planner', 1, 10)], 0).receipts).toEqual([]);
     expect(p.expire(500)).toEqual([]);
-    expect(p.expire(5000).map((r) => [r.type, r.reason, r.run])).toEqual([['gap', 'langgraph_root_unseen', t]]);
+    expect(p.expire(5000).map((r: LooseReceipt) => [r.type, r.reason, r.run])).toEqual([['gap', 'langgraph_root_unseen', t]]);
   });
 });
 
@@ -170,9 +171,9 @@ describe('LangGraph spans carry their source and wait in the span log without co
     expect(p.process([g.n2], 0, 'src-other').receipts).toEqual([]);
     const out = p.process([g.root], 0, 'src-graph');
     expect(show(out.receipts)).toEqual(['researcher->supervisor:return', 'supervisor->researcher:delegate']);
-    const delegate = out.receipts.find((r) => r.kind === 'delegate')!;
+    const delegate = out.receipts.find((r) => r.type === 'edge' && r.kind === 'delegate')!;
     expect(evidenceOf(delegate)).toEqual({ from: ['src-graph'], to: ['src-other', 'src-graph'], span: 'src-other' });
-    expect(evidenceOf(out.receipts.find((r) => r.kind === 'return')!)).toMatchObject({ from: ['src-other'], to: ['src-graph'] });
+    expect(evidenceOf(out.receipts.find((r) => r.type === 'edge' && r.kind === 'return')!)).toMatchObject({ from: ['src-other'], to: ['src-graph'] });
     // Bound sources: `src-other` may speak for `verifier` only, so neither edge passes the binding check.
     const sources = (s: string) => (s === 'src-graph' ? new Set(['supervisor', 'researcher']) : new Set(['verifier']));
     for (const r of out.receipts) expect(derivedBinding(r, evidenceOf(r), sources)).toMatch(/source src-other may not speak for agent "researcher"/);

@@ -11,6 +11,7 @@ import { DeliveredDigests } from '../src/audit/delivered.js';
 import { ReceiptStore } from '../src/store/index.js';
 import { tempDir } from './helpers/server.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
+import { asReceipt } from './helpers/receipt.js';
 
 const registry = loadContractDir(join(import.meta.dirname, '..', 'contracts'));
 const t0 = Date.parse('2026-01-01T00:00:00Z');
@@ -78,7 +79,7 @@ describe('redelivery', () => {
     open.length = 0;
     const second = engineOver(dir);
     const [, e1] = batch('r3');
-    expect(await second.engine.ingest([...batch('r3'), { ...e1, kind: 'handoff' }], 'src', now + 1)).toEqual({ accepted: 0, duplicates: 3, conflicts: 1 });
+    expect(await second.engine.ingest([...batch('r3'), asReceipt({ ...e1, kind: 'handoff' })], 'src', now + 1)).toEqual({ accepted: 0, duplicates: 3, conflicts: 1 });
     expect(second.append.mock.calls[0][0]).toHaveLength(4);
     expect(await second.engine.ingest(batch('r3'), 'src', now + 2)).toEqual({ accepted: 0, duplicates: 3, conflicts: 0 });
     expect(second.append.mock.calls[1][0]).toEqual([]);

@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Receipt } from '../src/core/types.js';
 import { canonicalReceiptJson, ReceiptStore, sameReceipt, type AppendResult, type StoredReceipt } from '../src/store/index.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const dirs: string[] = [];
 const stores: ReceiptStore[] = [];
@@ -27,8 +28,8 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function edge(run: string, event: string, extra: Partial<Receipt> = {}): Receipt {
-  return { run, event, type: 'edge', at: '2025-01-01T10:00:00Z', from: 'orchestrator', to: 'researcher', kind: 'delegate', ...extra };
+function edge(run: string, event: string, extra: Partial<LooseReceipt> = {}): Receipt {
+  return asReceipt({ run, event, type: 'edge', at: '2025-01-01T10:00:00Z', from: 'orchestrator', to: 'researcher', kind: 'delegate', ...extra });
 }
 
 function delivery(receipt: Receipt, source = 'token-a', receivedAt = 1_000): StoredReceipt {
@@ -47,7 +48,7 @@ describe('receipt normalisation', () => {
     const base = edge('r', 'e1');
     expect(sameReceipt(base, { ...base, status: 'error' })).toBe(false);
     expect(sameReceipt(base, { ...base, at: '2025-01-01T10:00:00.001Z' })).toBe(false);
-    expect(sameReceipt(base, { ...base, to: 'writer' })).toBe(false);
+    expect(sameReceipt(base, asReceipt({ ...base, to: 'writer' }))).toBe(false);
     expect(sameReceipt(base, { ...base, version: '2.10' })).toBe(false);
     expect(sameReceipt({ ...base, version: '2.1' }, { ...base, version: '2.10' })).toBe(false);
   });
@@ -78,13 +79,13 @@ describe('ReceiptStore: idempotent append', () => {
     const clash = await store.append([delivery(edge('r1', 'e1', { to: 'writer' }), 'token-b')]);
     expect(clash).toEqual({ accepted: 0, duplicates: 0, conflicts: 1, results: ['conflict'] });
     const stored = store.runReceipts('r1');
-    expect(stored.map((r) => r.to)).toEqual(['researcher', 'writer']);
+    expect(stored.map((r: LooseReceipt) => r.to)).toEqual(['researcher', 'writer']);
     // A retry of either version is a duplicate of that version, not a new conflict.
     const retries = await store.append([delivery(edge('r1', 'e1', { to: 'writer' })), delivery(edge('r1', 'e1'))]);
     expect(retries.results).toEqual(['duplicate', 'duplicate']);
     const third = await store.append([delivery(edge('r1', 'e1', { to: 'critic' }))]);
     expect(third.results).toEqual(['conflict']);
-    expect(store.runReceipts('r1').map((r) => r.to)).toEqual(['researcher', 'writer', 'critic']);
+    expect(store.runReceipts('r1').map((r: LooseReceipt) => r.to)).toEqual(['researcher', 'writer', 'critic']);
     expect(store.counts().receipts).toBe(3);
   });
 

@@ -4,6 +4,7 @@ import type { Receipt } from '../src/core/types.js';
 import { SpanPipeline, parseLoggedSpan } from '../src/ingest/pipeline.js';
 import { derivedBinding, evidenceOf, idReason, runScope, sourceAgentsOf } from '../src/ingest/trust.js';
 import type { SpanRecord } from '../src/otlp/types.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const T = '0af7651916cd43dd8448eb211c80319c';
 const span = (spanId: string, parent: string | null, attrs: SpanRecord['attrs'], name = 'x'): SpanRecord => ({
@@ -109,7 +110,7 @@ describe('span log of a waiting span', () => {
     const p2 = new SpanPipeline({ waitMs: 10_000, maxSpans: 1000 });
     expect(p2.replay(logged.map((l) => parseLoggedSpan(JSON.parse(JSON.stringify(l)))!), 1).receipts).toEqual([]);
     const out = p2.process([span('00f067aa0ba902b7', null, agent('orchestrator'))], 2, 'tok-orch');
-    expect(out.receipts.map((r) => `${r.from}->${r.to}:${r.kind}`)).toEqual(['orchestrator->verifier:delegate', 'verifier->orchestrator:return']);
+    expect(out.receipts.map((r: LooseReceipt) => `${r.from}->${r.to}:${r.kind}`)).toEqual(['orchestrator->verifier:delegate', 'verifier->orchestrator:return']);
     expect(out.receipts.map((r) => derivedBinding(r, evidenceOf(r), sources))).toEqual([
       'source tok-res may not speak for agent "verifier" (span naming the callee)',
       'source tok-res may not speak for agent "verifier" (span naming the caller)',

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { parseReceiptFile, type Receipt } from '../src/core/index.js';
 import { ROOT, getJson, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(ROOT, 'test-artifacts');
@@ -19,7 +20,7 @@ function shifted(prefix: string, lead = 5_000): Receipt[] {
   const latest = Math.max(...drift.map((r) => Date.parse(r.at)));
   const delta = Date.now() - lead - latest;
   const move = (t: string) => new Date(Date.parse(t) + delta).toISOString();
-  return drift.map((r) => ({ ...r, run: `${prefix}-${r.run}`, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) }));
+  return drift.map((r: LooseReceipt) => asReceipt({ ...r, run: `${prefix}-${r.run}`, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) }));
 }
 
 async function post(srv: ServerProcess, receipts: Receipt[]): Promise<void> {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { Receipt } from '../src/core/types.js';
 import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const ARTIFACTS = join(ROOT, 'test-artifacts');
 const RUN = 'ho-board-browser';
@@ -28,7 +29,7 @@ describe('Handoffs panel in Chromium', () => {
   const pageErrors: string[] = [];
   const t0 = Date.now() - 60_000;
   const at = (s: number) => new Date(t0 + s * 1000).toISOString();
-  const ho = (event: string, s: number, attempt: number, state: Receipt['state'], extra: Partial<Receipt> = {}): Receipt => ({
+  const ho = (event: string, s: number, attempt: number, state: LooseReceipt['state'], extra: Partial<LooseReceipt> = {}): Receipt => asReceipt({
     run: RUN, event, type: 'handoff', at: at(s), handoff: 'handoff-manual-07', attempt, state, from: 'fieldops-main', to: attempt === 1 ? 'manual-specialist' : 'manual-specialist-b', ...extra,
   });
   const lease1 = at(60 + 600); // ten minutes from now

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { parseReceiptFile } from '../src/core/index.js';
 import { ROOT, startServerProcess, type ServerProcess } from './helpers/server.js';
+import type { LooseReceipt } from './helpers/receipt.js';
 
 const ARTIFACTS = join(ROOT, 'test-artifacts');
 const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
@@ -17,7 +18,7 @@ function shiftedNdjson(): string {
   const latest = Math.max(...drift.map((r) => Date.parse(r.at)));
   const delta = Date.now() - 5000 - latest;
   const move = (t: string) => new Date(Date.parse(t) + delta).toISOString();
-  return drift.map((r) => JSON.stringify({ ...r, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) })).join('\n') + '\n';
+  return drift.map((r: LooseReceipt) => JSON.stringify({ ...r, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) })).join('\n') + '\n';
 }
 
 /** Horizontal overflow of the page itself (not of an inner scrolling panel). */

@@ -10,6 +10,7 @@ import { DEFAULTS, startServer, type RunningServer } from '../src/server/serve.j
 import { createUiRoutes, type UiOptions } from '../src/ui/routes.js';
 import { ROOT, tempDir } from './helpers/server.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
+import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const registry = loadContractDir(join(ROOT, 'contracts'));
 const drift = parseReceiptFile(readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8'), 'drift.ndjson');
@@ -19,7 +20,7 @@ function shifted(prefix: string, lead = 5_000): Receipt[] {
   const latest = Math.max(...drift.map((r) => Date.parse(r.at)));
   const delta = Date.now() - lead - latest;
   const move = (t: string) => new Date(Date.parse(t) + delta).toISOString();
-  return drift.map((r) => ({ ...r, run: `${prefix}-${r.run}`, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) }));
+  return drift.map((r: LooseReceipt) => asReceipt({ ...r, run: `${prefix}-${r.run}`, at: move(r.at), ...(r.deadline ? { deadline: move(r.deadline) } : {}) }));
 }
 
 async function start(ui: UiOptions = {}): Promise<{ srv: RunningServer; base: string }> {

@@ -3,15 +3,15 @@
  * (defaults filled, times as instants, versions as strings)"), and the compact stored form.
  * Pure functions, no I/O.
  */
-import type { Receipt } from './types.js';
+import type { Receipt, ReceiptField } from './receipt-schema.js';
 import { millisOf, subMillisOf } from './time.js';
 
 /**
- * Every field a receipt may carry. Typed as a record over `keyof Receipt` so the compiler forces this list to
- * follow the Receipt type. The stored JSON holds these fields only: anything else on the object (it cannot
+ * Every field a receipt may carry. Typed as a record over ReceiptField (the fields of every receipt type) so the
+ * compiler forces this list to follow the receipt schema. The stored JSON holds these fields only: anything else on the object (it cannot
  * come from a validated receipt) is never written, so the store stays content-free by construction.
  */
-const RECEIPT_FIELDS: Record<keyof Receipt, true> = {
+const RECEIPT_FIELDS: Readonly<Record<ReceiptField, true>> & Readonly<Record<string, true | undefined>> = {
   run: true, event: true, type: true, at: true, version: true, status: true, contract: true, phase: true,
   from: true, to: true, kind: true, on: true, edge: true, deadline: true, verified: true, result: true,
   reason: true, handoff: true, attempt: true, state: true, duplicateKey: true, leaseExpiresAt: true,
@@ -31,14 +31,18 @@ type Json = string | number | boolean | Json[] | { [key: string]: Json };
 /** The receipt with only its known fields, absent (undefined) fields dropped: what the store writes. */
 export function storedReceiptFields(receipt: Receipt): Record<string, Json> {
   const kept: Record<string, Json> = {};
-  for (const key of Object.keys(receipt) as (keyof Receipt)[]) {
+  const fields: Readonly<Record<string, unknown>> = receipt;
+  for (const key of Object.keys(fields)) {
     if (RECEIPT_FIELDS[key] !== true) continue;
-    const value = receipt[key];
+    const value = fields[key];
     if (value === undefined || value === null) continue;
     if (key === 'units') {
-      const units = value as NonNullable<Receipt['units']>;
+      const units = value as Readonly<Record<string, unknown>>; // only the unit counts are kept, whatever else it holds
       const keptUnits: Record<string, Json> = {};
-      for (const unit of UNIT_FIELDS) if (typeof units[unit] === 'number') keptUnits[unit] = units[unit]!;
+      for (const unit of UNIT_FIELDS) {
+        const n = units[unit];
+        if (typeof n === 'number') keptUnits[unit] = n;
+      }
       kept.units = keptUnits;
       continue;
     }
@@ -54,8 +58,9 @@ export function storedReceiptFields(receipt: Receipt): Record<string, Json> {
  */
 export function compactReceiptJson(receipt: Receipt): string {
   if (Object.getPrototypeOf(receipt) !== Object.prototype) return JSON.stringify(storedReceiptFields(receipt));
-  for (const key in receipt) {
-    if (RECEIPT_FIELDS[key as keyof Receipt] !== true || key === 'units' || receipt[key as keyof Receipt] === null) {
+  const fields: Readonly<Record<string, unknown>> = receipt;
+  for (const key in fields) {
+    if (RECEIPT_FIELDS[key] !== true || key === 'units' || fields[key] === null) {
       return JSON.stringify(storedReceiptFields(receipt));
     }
   }

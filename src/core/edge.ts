@@ -1,4 +1,4 @@
-import { EDGE_KINDS, type EdgeKind } from './types.js';
+import { EDGE_KINDS, type EdgeKind } from './vocab.js';
 
 /** A directed edge as written: one source, one or more targets (bounded choice), one kind. */
 export interface EdgeSpec {

@@ -9,7 +9,8 @@
  * deadlines, outcome) differs.
  */
 import type { Contract } from './contract.js';
-import { evaluate, type EvaluateOptions, type Pinning, type RunState } from './classify.js';
+import { evaluate, type EvaluateOptions, type Pinning } from './classify.js';
+import type { RunState } from './state.js';
 import type { ContractRegistry } from './registry.js';
 import type { Finding, RunVerdict, Verdict } from './types.js';
 import type { Instant } from './time.js';

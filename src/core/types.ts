@@ -21,72 +21,8 @@ export type Verdict = (typeof VERDICTS)[number];
 export const PRECEDENCE: Readonly<Record<Verdict, number>> = Object.freeze(Object.fromEntries(VERDICTS.map((v, i) => [v, i])) as Record<Verdict, number>);
 export const precedence = (v: Verdict): number => PRECEDENCE[v] ?? -1;
 
-export const EDGE_KINDS = ['delegate', 'handoff', 'return'] as const;
-export type EdgeKind = (typeof EDGE_KINDS)[number];
-
-export const RECEIPT_TYPES = ['run.start', 'edge', 'wait', 'outcome', 'run.end', 'gap', 'handoff'] as const;
-export type ReceiptType = (typeof RECEIPT_TYPES)[number];
-
-export type LocalStatus = 'ok' | 'error' | 'unset';
-export type RunResult = 'completed' | 'failed' | 'cancelled';
-
-/** Lifecycle states of a handoff (semantics section 5). */
-export const HANDOFF_STATES = [
-  'PROPOSED', 'ADMITTED', 'DISPATCHED', 'RUNNING', 'RETURNED',
-  'ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED',
-] as const;
-export type HandoffState = (typeof HANDOFF_STATES)[number];
-
-/** Status of an external effect a handoff branch may have caused (ids only, never arguments). */
-export const EFFECT_STATUSES = ['attempted', 'committed', 'failed', 'compensated', 'unknown'] as const;
-export type EffectStatus = (typeof EFFECT_STATUSES)[number];
-
-/**
- * One content-free receipt, as in the NDJSON format of interfaces.md.
- * Only the fields listed for a type may be present (validated in src/core/receipt.ts).
- */
-export interface Receipt {
-  run: string;
-  event: string;
-  type: ReceiptType;
-  /** RFC 3339 observation time. */
-  at: string;
-  version?: string;
-  status?: LocalStatus;
-  // run.start
-  contract?: string;
-  phase?: string;
-  // edge (from/to/kind); from also on other types; to also on gap / handoff
-  from?: string;
-  to?: string;
-  kind?: EdgeKind;
-  // wait
-  on?: string;
-  edge?: string;
-  deadline?: string;
-  // outcome
-  verified?: boolean;
-  // run.end
-  result?: RunResult;
-  // gap
-  reason?: string;
-  // handoff (extension, second layer): lifecycle transition of one attempt
-  handoff?: string;
-  attempt?: number;
-  state?: HandoffState;
-  duplicateKey?: string;
-  leaseExpiresAt?: string;
-  stateVersion?: string;
-  finalOwner?: string;
-  onTimeout?: string;
-  /** budget units reserved / consumed / released by this transition (content-free counts). */
-  units?: { actions?: number; contextUnits?: number; effects?: number };
-  budgetOp?: 'root' | 'reserve' | 'consume' | 'release' | 'reject';
-  /** Capability names granted to the attempt (names only; see docs/handoffs.md). */
-  capabilities?: string[];
-  /** Effects the attempt caused or may have caused: effect ids and statuses, never arguments. */
-  effects?: { id: string; status: EffectStatus }[];
-}
+export * from './vocab.js';
+export type { Receipt, ReceiptField, ReceiptOf, RunStartReceipt, EdgeReceipt, WaitReceipt, OutcomeReceipt, RunEndReceipt, GapReceipt, HandoffReceipt } from './receipt-schema.js';
 
 /** The pin a run is audited against. */
 /**

@@ -127,7 +127,7 @@ function currentVersion(trace: RunTrace): string | null {
   return current;
 }
 
-function firstOf<T>(rs: readonly Receipt[], f: (r: Receipt) => T | undefined): T | undefined {
+function firstOf<R, T>(rs: readonly R[], f: (r: R) => T | undefined): T | undefined {
   for (const r of rs) {
     const v = f(r);
     if (v !== undefined) return v;

@@ -33,7 +33,8 @@ export function sourceAgentsOf(entries: readonly { source: string; agents: Reado
 export function idReason(r: Receipt): RejectReason | null {
   if (!isRunId(r.run)) return 'run_id_invalid';
   if (!isRunId(r.event)) return 'event_id_invalid';
-  for (const a of [r.from, r.to, r.on, r.finalOwner]) if (a !== undefined && !isAgentId(a)) return 'agent_id_invalid';
+  const named = [r.from, 'to' in r ? r.to : undefined, 'on' in r ? r.on : undefined, 'finalOwner' in r ? r.finalOwner : undefined];
+  for (const a of named) if (a !== undefined && !isAgentId(a)) return 'agent_id_invalid';
   return validateReceipt(r).ok ? null : 'receipt_invalid';
 }
 
@@ -67,7 +68,7 @@ const bound = (agents: ReadonlySet<string> | null | undefined, agent: string) =>
 export function derivedBinding(r: Receipt, ev: Evidence | undefined, sources: SourceAgents): string | null {
   if (!ev || r.type === 'gap') return null; // a gap names no agent's act; run scope covers it
   if (r.from !== undefined) for (const s of ev.from ?? []) if (!bound(sources(s), r.from)) return `source ${s} may not speak for agent "${r.from}" (span naming the caller)`;
-  if (r.to !== undefined) for (const s of ev.to ?? []) if (!bound(sources(s), r.to)) return `source ${s} may not speak for agent "${r.to}" (span naming the callee)`;
+  if ('to' in r && r.to !== undefined) for (const s of ev.to ?? []) if (!bound(sources(s), r.to)) return `source ${s} may not speak for agent "${r.to}" (span naming the callee)`;
   return null;
 }
 

@@ -16,6 +16,7 @@ import { admitReturn } from '../../src/handoff/return.js';
 import type { Handoff, HandoffResult, HandoffStateDoc, ParentEnvelope } from '../../src/handoff/schema.js';
 import { handoffResultSchema, handoffSchema, handoffStateDocSchema, parentEnvelopeSchema } from '../../src/handoff/schema.js';
 import { TERMINAL_STATES, dedupe } from '../../src/core/rules/handoff/trace.js';
+import { asReceipt, type LooseReceipt } from './receipt.js';
 
 const iso = (t: number) => new Date(t).toISOString();
 const idOf = (s: string) => s.replace(/[^A-Za-z0-9_.:@#+=-]+/g, '-');
@@ -41,7 +42,7 @@ export function fixtureRun(dir: string): Receipt[] {
   const t0 = Date.parse('2025-03-14T10:00:00Z');
   const out: Receipt[] = [];
   let n = 0;
-  const add = (t: number, r: Omit<Receipt, 'run' | 'event' | 'at'>) => out.push({ run, event: `e${String(++n).padStart(3, '0')}`, at: iso(t), ...r } as Receipt);
+  const add = (t: number, r: Omit<LooseReceipt, 'run' | 'event' | 'at'>) => out.push(asReceipt({ run, event: `e${String(++n).padStart(3, '0')}`, at: iso(t), ...r }));
   add(t0, { type: 'run.start', contract: 'fieldops-manual', version: '1', phase: 'specialist', from: parent.agent });
   add(t0 + 1000, { type: 'handoff', budgetOp: 'root', units: { ...parent.budgets }, from: parent.agent });
   const cancelAt = state.cancelled && state.cancelledAt ? Date.parse(state.cancelledAt) : null;
@@ -103,7 +104,7 @@ export function expectAgreement(board: HandoffBoard, receipts: Receipt[], findin
   // Findings: the same set, message for message.
   expect(sortStrings(board.findings.map(key))).toEqual(sortStrings(findings.map(key)));
   const byBranch = (b: { handoff: string; attempt: number }) => `${b.handoff} attempt ${b.attempt}`;
-  const transitions = rs.filter((r) => r.type === 'handoff' && r.budgetOp !== 'root' && r.handoff !== undefined && r.state !== undefined);
+  const transitions = rs.filter((r): r is LooseReceipt & Receipt => r.type === 'handoff' && r.budgetOp !== 'root' && r.handoff !== undefined && r.state !== undefined);
   const attempts = [...new Set(transitions.map((r) => `${r.handoff}#${r.attempt ?? 1}`))].sort();
   expect(board.branches.map((b) => b.branch).sort()).toEqual(attempts);
   const runCancelled = rs.some((r) => r.type === 'run.end' && r.result === 'cancelled');

@@ -4,6 +4,7 @@ import { OTLPTraceExporter as HttpJsonExporter } from '@opentelemetry/exporter-t
 import { OTLPTraceExporter as HttpProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import type { Receipt } from '../../src/core/types.js';
+import type { LooseReceipt } from './receipt.js';
 
 export type Transport = 'http-json' | 'http-protobuf' | 'grpc';
 
@@ -19,7 +20,7 @@ export function providerFor(exporter: SpanExporter, batch = false): BasicTracerP
 }
 
 /** The span attributes that make a receipt (interfaces.md, "Span attributes"). */
-export function receiptAttributes(r: Receipt): Attributes {
+export function receiptAttributes(r: LooseReceipt): Attributes {
   const a: Attributes = { 'topology.run.id': r.run, 'topology.event.type': r.type };
   const set = (k: string, v: unknown) => {
     if (v !== undefined) a[k] = v as string;

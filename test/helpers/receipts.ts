@@ -3,6 +3,7 @@
  * so a test can only ever hold receipts the product would accept.
  */
 import { ContractRegistry, classify, parseContract, validateReceipt, type Contract, type Receipt, type RunVerdict } from '../../src/core/index.js';
+import type { LooseReceipt } from './receipt.js';
 
 /** The time origin of test runs: minute 0. */
 export const T0 = Date.parse('2026-01-15T10:00:00Z');
@@ -17,7 +18,7 @@ export function ms(minutes: number): number {
   return T0 + Math.round(minutes * 60_000);
 }
 
-type Extra = Partial<Omit<Receipt, 'type' | 'event' | 'at'>>;
+type Extra = Partial<Omit<LooseReceipt, 'type' | 'event' | 'at'>>;
 
 /** Validate a plain object as a receipt, exactly as ingest does; throws when the product would refuse it. */
 export function receipt(value: Record<string, unknown>): Receipt {

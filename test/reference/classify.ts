@@ -8,7 +8,9 @@
  */
 import type { Contract, Phase, PlanStep } from '../../src/core/contract.js';
 import { edgeKey, parseEdge, specKey, type EdgeSpec } from '../../src/core/edge.js';
-import { VERDICTS, type NaiveVerdict, type Pin, type Receipt, type Verdict } from '../../src/core/types.js';
+import { VERDICTS, type NaiveVerdict, type Pin, type Verdict } from '../../src/core/types.js';
+// A reference reads receipts field by field, without narrowing on `type`: the flat view of test/helpers/receipt.ts.
+import type { LooseReceipt as Receipt } from '../helpers/receipt.js';
 
 export interface RefFinding {
   verdict: Verdict;

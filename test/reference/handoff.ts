@@ -12,7 +12,8 @@
  *
  * Receipts here have distinct event ids and no duplicates (the generator makes them so).
  */
-import type { Receipt } from '../../src/core/types.js';
+// A reference reads receipts field by field, without narrowing on `type`: the flat view of test/helpers/receipt.ts.
+import type { LooseReceipt as Receipt } from '../helpers/receipt.js';
 
 export interface RefHandoffFinding {
   code: 'accepted_after_cancel' | 'accepted_after_expiry' | 'lease_expired_open' | 'duplicate_active';

@@ -1,6 +1,6 @@
 /** Evidence and pin rules: conflicts and gaps (uncertain, whatever the pin), no pin, and stale_contract. */
-import type { RunState } from '../classify.js';
-import { startRef } from '../classify.js';
+import type { RunState } from '../state.js';
+import { startRef } from '../state.js';
 import { sortStr, type Collector, type EvalContext } from './context.js';
 
 /** Conflicting deliveries and declared gaps: uncertain until the evidence is fixed. */

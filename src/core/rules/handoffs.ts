@@ -4,7 +4,7 @@
  * Its next change is the earliest lease in force to expire on an open attempt, so a live server turns
  * `lease_expired_open` at the expiry with no new receipt.
  */
-import type { RunState } from '../classify.js';
+import type { RunState } from '../state.js';
 import { handoffAudit } from './handoff/lifecycle.js';
 import type { Collector } from './context.js';
 

@@ -1,6 +1,6 @@
 /** forbidden_edge (an edge no allow rule permits) and ambiguous_route (an allow rule observed more than its max). */
-import type { EdgeAgg, RunState } from '../classify.js';
-import { sortedEvents } from '../classify.js';
+import type { EdgeAgg, RunState } from '../state.js';
+import { sortedEvents } from '../state.js';
 import { edgeKey } from '../edge.js';
 import { mergeSorted, type Collector, type EvalContext, type RouteRule } from './context.js';
 

@@ -1,5 +1,5 @@
 /** Declared waits: a wait still running (waiting), or its edge absent or late at its deadline (incomplete). */
-import type { RunState, WaitEdge } from '../classify.js';
+import type { RunState, WaitEdge } from '../state.js';
 import type { Finding } from '../types.js';
 import { humanDuration } from '../edge.js';
 import { ceilMillis, humanDelta } from '../time.js';

@@ -1,5 +1,5 @@
 /** The run page: verdict beside the naive rule, the contract's graph with the run laid over it, findings and receipts. */
-import type { Finding, Receipt } from '../../core/types.js';
+import type { Finding, HandoffReceipt, Receipt } from '../../core/types.js';
 import type { EdgeRow, RunView } from '../view.js';
 import type { Ctx, View } from './app.js';
 import { fetchBoard, handoffsCard } from './handoffs.js';
@@ -8,7 +8,7 @@ import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJ
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /** A handoff receipt's line: the handoff, attempt and state, its budget operation and units, its parties. */
-export function handoffDetail(r: Receipt): string {
+export function handoffDetail(r: HandoffReceipt): string {
   const units = r.units ? Object.entries(r.units).filter(([, n]) => n !== undefined).map(([k, n]) => `${n} ${k}`).join(', ') : '';
   const budget = r.budgetOp ? `budget ${r.budgetOp}${units ? ` ${units}` : ''}` : '';
   const parts = [

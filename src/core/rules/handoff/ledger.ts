@@ -211,16 +211,16 @@ export function copiedReservations(trace: RunTrace, w: LedgerWalk): AttemptTrace
   if (trace.root === null || root === null || !(root.actions > 0 || root.contextUnits > 0)) return [];
   return trace.attempts.filter((a) => {
     if (!w.reserveEvents.has(attemptId(a))) return false;
-    const row = w.summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt)!;
-    return row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits;
+    const row = w.summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt);
+    return row !== undefined && row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits;
   });
 }
 
 /** budget_overcommitted and budget_copied findings of one ledger walk, tagged with their attempts. */
 export function ledgerFindingsOf(trace: RunTrace, w: LedgerWalk): TaggedFinding[] {
-  if (trace.root === null) return [];
   const { summary, overcommitAt, reserveEvents } = w;
-  const root = summary.root!;
+  const root = summary.root; // null exactly when the trace has no root receipt
+  if (trace.root === null || root === null) return [];
   const owner = trace.root.from;
   const findings: TaggedFinding[] = [];
   const holders = trace.attempts.filter((a) => reserveEvents.has(attemptId(a)));
@@ -232,14 +232,15 @@ export function ledgerFindingsOf(trace: RunTrace, w: LedgerWalk): TaggedFinding[
         verdict: 'ambiguous_route',
         code: 'budget_overcommitted',
         agents: uniq([owner, ...holders.map((a) => a.target)]),
-        events: uniq([trace.root.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a))!), overcommitAt.event]),
+        events: uniq([trace.root.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a)) ?? []), overcommitAt.event]),
         message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${LABEL[k]}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
         settled: true,
       },
     });
   }
   for (const a of copiedReservations(trace, w)) {
-    const row = summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt)!;
+    const row = summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt);
+    if (row === undefined) continue; // every copied reservation has its row (copiedReservations)
     findings.push({
       attempts: [attemptId(a)],
       finding: {
@@ -247,7 +248,7 @@ export function ledgerFindingsOf(trace: RunTrace, w: LedgerWalk): TaggedFinding[
         code: 'budget_copied',
         edge: edgeOf(a),
         agents: uniq([owner, a.source, a.target]),
-        events: uniq([trace.root.event, ...reserveEvents.get(attemptId(a))!]),
+        events: uniq([trace.root.event, ...(reserveEvents.get(attemptId(a)) ?? [])]),
         message: `${a.handoff} attempt ${a.attempt} reserves ${fmt(row.reserved)}, a copy of the whole root work budget (${root.actions} actions, ${root.contextUnits} context units): the parent keeps no continuation allowance`,
         settled: true,
       },

@@ -36,7 +36,7 @@
 import type { Finding, HandoffState, Receipt, Verdict } from '../../types.js';
 import { sameStateVersion } from './version.js';
 import { ceilMillis, compareInstants, instantText, toInstant, type Instant } from '../../time.js';
-import type { AttemptTrace, RunTrace } from './trace.js';
+import type { AttemptTrace, RunTrace, Transition } from './trace.js';
 import { CHAIN, at, edgeOf, isTerminal, traceRuns } from './trace.js';
 import type { LedgerWalk, TaggedFinding } from './ledger.js';
 import { attemptId, ledgerFindingsOf, ledgerWalk, uniq } from './ledger.js';
@@ -92,12 +92,12 @@ export interface AttemptFacts {
   /** When that state was recorded. */
   stateAt: Instant;
   /** The first terminal receipt, and the receipts that tried to leave it (resurrection). */
-  terminal: Receipt | null;
-  leftTerminal: Receipt[];
+  terminal: Transition | null;
+  leftTerminal: Transition[];
   /** States beyond admission reached with no ADMITTED record (lifecycle_gap). */
   beyondAdmissionWithoutAdmitted: HandoffState[];
   /** An ACCEPTED/REJECTED decision with no RETURNED record (lifecycle_gap). */
-  decidedWithoutReturn: Receipt | null;
+  decidedWithoutReturn: Transition | null;
   acceptedAfterCancel: boolean;
   acceptedAfterExpiry: boolean;
   /** Accepted under a version other than the one observed: {observed, current}. */
@@ -133,10 +133,10 @@ export interface RunFacts {
 function walkStates(a: AttemptTrace): Pick<AttemptFacts, 'state' | 'stateAt' | 'terminal' | 'leftTerminal'> {
   let current: HandoffState | null = null;
   let currentAt = a.firstAt;
-  let terminal: Receipt | null = null;
-  const offending: Receipt[] = [];
+  let terminal: Transition | null = null;
+  const offending: Transition[] = [];
   for (const r of a.receipts) {
-    const s = r.state!;
+    const s = r.state;
     if (terminal !== null) {
       if (s !== current) offending.push(r);
       continue;
@@ -150,7 +150,7 @@ function walkStates(a: AttemptTrace): Pick<AttemptFacts, 'state' | 'stateAt' | '
       currentAt = at(r);
     }
   }
-  return { state: current ?? a.receipts[0].state!, stateAt: currentAt, terminal, leftTerminal: offending };
+  return { state: current ?? a.receipts[0].state, stateAt: currentAt, terminal, leftTerminal: offending };
 }
 
 export function attemptFacts(a: AttemptTrace, now: Instant): AttemptFacts {
@@ -158,9 +158,9 @@ export function attemptFacts(a: AttemptTrace, now: Instant): AttemptFacts {
   const beyond = (['DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'] as const).filter(has);
   const decidedWithoutReturn =
     (has('ACCEPTED') || (has('REJECTED') && (['ADMITTED', 'DISPATCHED', 'RUNNING'] as const).some(has))) && !has('RETURNED')
-      ? a.receipts.find((r) => r.state === 'ACCEPTED' || r.state === 'REJECTED')!
+      ? (a.receipts.find((r) => r.state === 'ACCEPTED' || r.state === 'REJECTED') ?? null)
       : null;
-  const accepted = a.accepted !== null && a.returnAt !== null;
+  const returnAt = a.accepted !== null ? a.returnAt : null; // accepted: the result came back at returnAt
   const observed = a.returned?.stateVersion;
   const current = a.accepted?.stateVersion;
   return {
@@ -169,10 +169,10 @@ export function attemptFacts(a: AttemptTrace, now: Instant): AttemptFacts {
     ...walkStates(a),
     beyondAdmissionWithoutAdmitted: beyond.length > 0 && !has('ADMITTED') ? beyond : [],
     decidedWithoutReturn,
-    acceptedAfterCancel: accepted && a.cancelAt !== null && compareInstants(a.returnAt!, a.cancelAt) >= 0,
-    acceptedAfterExpiry: accepted && a.lease !== null && compareInstants(a.returnAt!, a.lease) > 0,
+    acceptedAfterCancel: returnAt !== null && a.cancelAt !== null && compareInstants(returnAt, a.cancelAt) >= 0,
+    acceptedAfterExpiry: returnAt !== null && a.lease !== null && compareInstants(returnAt, a.lease) > 0,
     acceptedStale:
-      accepted && observed !== undefined && current !== undefined && !sameStateVersion(observed, current) ? { observed, current } : null,
+      returnAt !== null && observed !== undefined && current !== undefined && !sameStateVersion(observed, current) ? { observed, current } : null,
     leaseExpiredOpen: a.terminal === null && a.lease !== null && a.activeFrom !== null && compareInstants(now, a.lease) >= 0 && !has('RETURNED'),
   };
 }
@@ -180,14 +180,14 @@ export function attemptFacts(a: AttemptTrace, now: Instant): AttemptFacts {
 /** Two active leases on one work key: two owners of one route. */
 export function leaseOverlaps(attempts: AttemptTrace[]): [AttemptTrace, AttemptTrace][] {
   const active = attempts
-    .filter((a) => a.activeFrom !== null && a.duplicateKey !== undefined)
-    .sort((x, y) => compareInstants(x.activeFrom!, y.activeFrom!) || (x.handoff < y.handoff ? -1 : x.handoff > y.handoff ? 1 : x.attempt - y.attempt));
+    .filter((a): a is AttemptTrace & { activeFrom: Instant } => a.activeFrom !== null && a.duplicateKey !== undefined)
+    .sort((x, y) => compareInstants(x.activeFrom, y.activeFrom) || (x.handoff < y.handoff ? -1 : x.handoff > y.handoff ? 1 : x.attempt - y.attempt));
   const out: [AttemptTrace, AttemptTrace][] = [];
   for (let i = 0; i < active.length; i++) {
     for (let j = i + 1; j < active.length; j++) {
       const [a, b] = [active[i], active[j]];
       if (a.duplicateKey !== b.duplicateKey) continue;
-      if (!(compareInstants(a.activeFrom!, b.activeUntil) < 0 && compareInstants(b.activeFrom!, a.activeUntil) < 0)) continue;
+      if (!(compareInstants(a.activeFrom, b.activeUntil) < 0 && compareInstants(b.activeFrom, a.activeUntil) < 0)) continue;
       out.push([a, b]);
     }
   }
@@ -233,6 +233,12 @@ export function runFacts(trace: RunTrace, now: Instant): RunFacts {
   };
 }
 
+/** The event of the attempt's first receipt showing a granted lease, if it has one. */
+function firstActiveEvent(a: AttemptTrace): string | undefined {
+  const from = a.activeFrom;
+  return from === null ? undefined : a.receipts.find((r) => compareInstants(at(r), from) === 0)?.event;
+}
+
 /** The findings of a run's facts, each tagged with the attempts it concerns. */
 export function factFindings(f: RunFacts): TaggedFinding[] {
   const out: TaggedFinding[] = [];
@@ -252,7 +258,7 @@ export function factFindings(f: RunFacts): TaggedFinding[] {
       const beyond = x.beyondAdmissionWithoutAdmitted;
       push([a], 'lifecycle_gap', {
         edge: edgeOf(a), agents: parties(a),
-        events: a.receipts.filter((r) => beyond.includes(r.state!)).map((r) => r.event).slice(0, 1),
+        events: a.receipts.filter((r) => beyond.includes(r.state)).map((r) => r.event).slice(0, 1),
         message: `${label(a)} reached ${beyond.at(-1)} with no ADMITTED record: the admission evidence is missing`,
       });
     }
@@ -263,38 +269,39 @@ export function factFindings(f: RunFacts): TaggedFinding[] {
         message: `${label(a)} was ${decided.state} with no RETURNED record: no artifact was recorded for the decision`,
       });
     }
-    const returnEvent = (a.returned ?? a.accepted)?.event;
-    if (x.acceptedAfterCancel) {
-      const cancel = a.receipts.find((r) => r.state === 'CANCELLED' && compareInstants(at(r), a.cancelAt!) === 0);
+    // The flags below hold only for an accepted attempt whose result came back (attemptFacts); the null checks narrow.
+    const { accepted, returnAt, cancelAt, lease, returned } = a;
+    const returnEvent = (returned ?? accepted)?.event;
+    if (x.acceptedAfterCancel && accepted !== null && returnEvent !== undefined && returnAt !== null && cancelAt !== null) {
+      const cancel = a.receipts.find((r) => r.state === 'CANCELLED' && compareInstants(at(r), cancelAt) === 0);
       push([a], 'accepted_after_cancel', {
         edge: edgeOf(a), agents: parties(a),
-        events: [returnEvent!, a.accepted!.event, ...(cancel ? [cancel.event] : [])],
-        message: `${label(a)} returned at ${iso(a.returnAt!)}, not before the cancellation at ${iso(a.cancelAt!)}, and was accepted: cancelled work is diagnostic only`,
+        events: [returnEvent, accepted.event, ...(cancel ? [cancel.event] : [])],
+        message: `${label(a)} returned at ${iso(returnAt)}, not before the cancellation at ${iso(cancelAt)}, and was accepted: cancelled work is diagnostic only`,
       });
     }
-    if (x.acceptedAfterExpiry) {
+    if (x.acceptedAfterExpiry && accepted !== null && returnEvent !== undefined && returnAt !== null && lease !== null) {
       push([a], 'accepted_after_expiry', {
-        edge: edgeOf(a), agents: parties(a), events: [returnEvent!, a.accepted!.event],
-        message: `${label(a)} returned at ${iso(a.returnAt!)}, after its lease expired at ${iso(a.lease!)}, and was accepted`,
+        edge: edgeOf(a), agents: parties(a), events: [returnEvent, accepted.event],
+        message: `${label(a)} returned at ${iso(returnAt)}, after its lease expired at ${iso(lease)}, and was accepted`,
       });
     }
-    if (x.acceptedStale !== null) {
+    if (x.acceptedStale !== null && returned !== null && accepted !== null) {
       push([a], 'accepted_stale', {
-        edge: edgeOf(a), agents: parties(a), events: [a.returned!.event, a.accepted!.event],
+        edge: edgeOf(a), agents: parties(a), events: [returned.event, accepted.event],
         message: `${label(a)} observed state version ${x.acceptedStale.observed} and was accepted at version ${x.acceptedStale.current}: revalidate or reject, never merge`,
       });
     }
-    if (x.leaseExpiredOpen) {
+    if (x.leaseExpiredOpen && lease !== null) {
       push([a], 'lease_expired_open', {
         edge: edgeOf(a), agents: parties(a), events: [a.receipts[a.receipts.length - 1].event],
-        message: `${label(a)} is still open at ${iso(f.now)}; its lease expired at ${iso(a.lease!)} and no timeout disposition was applied`,
+        message: `${label(a)} is still open at ${iso(f.now)}; its lease expired at ${iso(lease)} and no timeout disposition was applied`,
       });
     }
   }
   for (const h of f.handoffs) {
     if (!h.admitted) continue;
-    const admitted = h.attempts.filter((a) => a.activeFrom !== null);
-    const firstActive = admitted.flatMap((a) => a.receipts.filter((r) => compareInstants(at(r), a.activeFrom!) === 0).slice(0, 1)).map((r) => r.event);
+    const firstActive = h.attempts.flatMap((a) => firstActiveEvent(a) ?? []);
     const agents = h.attempts.flatMap(parties);
     if (h.missingFinalOwner) {
       push(h.attempts, 'missing_final_owner', {
@@ -309,11 +316,11 @@ export function factFindings(f: RunFacts): TaggedFinding[] {
       });
     }
   }
-  const firstActive = (x: AttemptTrace): string => x.receipts.find((r) => compareInstants(at(r), x.activeFrom!) === 0)!.event;
   for (const [a, b] of f.overlaps) {
+    if (a.activeFrom === null || b.activeFrom === null) continue; // overlapping leases are active (leaseOverlaps)
     push([a, b], 'duplicate_active', {
-      edge: edgeOf(b), agents: [...parties(a), ...parties(b)], events: [firstActive(a), firstActive(b)],
-      message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso(a.activeFrom!)} and ${label(b)} from ${iso(b.activeFrom!)}`,
+      edge: edgeOf(b), agents: [...parties(a), ...parties(b)], events: [firstActiveEvent(a) ?? [], firstActiveEvent(b) ?? []].flat(),
+      message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso(a.activeFrom)} and ${label(b)} from ${iso(b.activeFrom)}`,
     });
   }
   for (const r of f.targetCompletions) {

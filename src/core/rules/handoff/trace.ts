@@ -3,7 +3,7 @@
  * per attempt of a logical handoff. Everything downstream (lifecycle audit, ledger, funnel) reads
  * these traces, so none of it depends on the order receipts arrived in or on duplicate delivery.
  */
-import type { HandoffState, Receipt } from '../../types.js';
+import type { HandoffReceipt, HandoffState, Receipt } from '../../types.js';
 import { NEVER, compareInstants, earlierOf, parseInstant, type Instant } from '../../time.js';
 
 export const TERMINAL_STATES: readonly HandoffState[] = ['ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED'];
@@ -13,6 +13,10 @@ export const CHAIN: readonly HandoffState[] = ['PROPOSED', 'ADMITTED', 'DISPATCH
 export const ACTIVE_STATES: readonly HandoffState[] = ['ADMITTED', 'DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'];
 
 export const isTerminal = (s: HandoffState): boolean => TERMINAL_STATES.includes(s);
+
+/** A handoff receipt recording a transition of one attempt: it names the handoff and a state (a root budget receipt does not). */
+export type Transition = HandoffReceipt & { handoff: string; state: HandoffState };
+export const isTransition = (r: Receipt): r is Transition => r.type === 'handoff' && r.budgetOp !== 'root' && r.handoff !== undefined && r.state !== undefined;
 
 /** Each receipt's instant, parsed once (receipts are immutable once validated). */
 const instants = new WeakMap<Receipt, Instant>();
@@ -70,7 +74,7 @@ export interface AttemptTrace {
   handoff: string;
   attempt: number;
   /** This attempt's receipts, in (time, event) order. */
-  receipts: Receipt[];
+  receipts: Transition[];
   source?: string;
   target?: string;
   duplicateKey?: string;
@@ -82,16 +86,16 @@ export interface AttemptTrace {
   /** Time of the first receipt showing a granted lease (ADMITTED or later), else null. */
   activeFrom: Instant | null;
   /** The first terminal receipt. */
-  terminal: Receipt | null;
+  terminal: Transition | null;
   /** The lease in force: the first grant, moved only by renewals timed at or before the lease then in force. */
   lease: Instant | null;
   /** The first RETURNED receipt. */
-  returned: Receipt | null;
+  returned: Transition | null;
   /** When the result came back: the first RETURNED, else the first ACCEPTED. */
   returnAt: Instant | null;
-  accepted: Receipt | null;
+  accepted: Transition | null;
   /** The parent's decision on the returned artifact: the first ACCEPTED or REJECTED after a return. */
-  decision: Receipt | null;
+  decision: Transition | null;
   /** Earliest cancellation that applies: the attempt's own CANCELLED or the run's cancelled end. */
   cancelAt: Instant | null;
   /** End of the active lease interval: min(first terminal, lease); NEVER when neither exists. */
@@ -104,7 +108,7 @@ export interface RunTrace {
   receipts: Receipt[];
   attempts: AttemptTrace[];
   /** The earliest `budgetOp: "root"` receipt. */
-  root: Receipt | null;
+  root: HandoffReceipt | null;
   /** The earliest run.end with result cancelled. */
   runCancelAt: Instant | null;
 }
@@ -115,23 +119,23 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
   else m.set(k, [v]);
 }
 
-const attemptKey = (r: Receipt): string => `${r.handoff}\u0000${r.attempt ?? 1}`;
+const attemptKey = (r: Transition): string => `${r.handoff}\u0000${r.attempt ?? 1}`;
 
 export function edgeOf(a: Pick<AttemptTrace, 'source' | 'target'>): string | undefined {
   return a.source !== undefined && a.target !== undefined ? `${a.source} -> ${a.target} : handoff` : undefined;
 }
 
 /** The first value of a field, in receipt order. */
-function first<K extends keyof Receipt>(rs: readonly Receipt[], k: K): NonNullable<Receipt[K]> | undefined {
+function first<K extends 'from' | 'to' | 'duplicateKey' | 'finalOwner' | 'onTimeout'>(rs: readonly Transition[], k: K): string | undefined {
   for (const r of rs) {
     const v = r[k];
-    if (v !== undefined && v !== null && v !== '') return v as NonNullable<Receipt[K]>;
+    if (v !== undefined && v !== null && v !== '') return v;
   }
   return undefined;
 }
 
 /** The lease in force: the first grant, moved by each renewal timed at or before the lease then in force. */
-export function effectiveLease(rs: readonly Receipt[]): Instant | null {
+export function effectiveLease(rs: readonly Transition[]): Instant | null {
   let lease: Instant | null = null;
   for (const r of rs) {
     if (r.leaseExpiresAt === undefined) continue;
@@ -142,10 +146,10 @@ export function effectiveLease(rs: readonly Receipt[]): Instant | null {
   return lease;
 }
 
-function traceAttempt(run: string, rs: Receipt[], logical: Receipt[], runCancelAt: Instant | null): AttemptTrace {
-  const states = new Set(rs.map((r) => r.state!));
-  const activeFrom = rs.find((r) => ACTIVE_STATES.includes(r.state!));
-  const terminal = rs.find((r) => isTerminal(r.state!)) ?? null;
+function traceAttempt(run: string, rs: Transition[], logical: Transition[], runCancelAt: Instant | null): AttemptTrace {
+  const states = new Set(rs.map((r) => r.state));
+  const activeFrom = rs.find((r) => ACTIVE_STATES.includes(r.state));
+  const terminal = rs.find((r) => isTerminal(r.state)) ?? null;
   const returned = rs.find((r) => r.state === 'RETURNED') ?? null;
   const accepted = rs.find((r) => r.state === 'ACCEPTED') ?? null;
   const decision = rs.find((r) => r.state === 'ACCEPTED' || (r.state === 'REJECTED' && returned !== null && compareInstants(at(r), at(returned)) >= 0)) ?? null;
@@ -155,7 +159,7 @@ function traceAttempt(run: string, rs: Receipt[], logical: Receipt[], runCancelA
   const returnAt = returned ? at(returned) : accepted ? at(accepted) : null;
   return {
     run,
-    handoff: rs[0].handoff!,
+    handoff: rs[0].handoff,
     attempt: rs[0].attempt ?? 1,
     receipts: rs,
     source: first(rs, 'from') ?? first(logical, 'from'),
@@ -180,17 +184,17 @@ function traceAttempt(run: string, rs: Receipt[], logical: Receipt[], runCancelA
 export function traceRun(run: string, receipts: Receipt[]): RunTrace {
   const ends = receipts.filter((r) => r.type === 'run.end' && r.result === 'cancelled');
   const runCancelAt = ends.length > 0 ? at(ends[0]) : null;
-  const transitions = receipts.filter((r) => r.type === 'handoff' && r.budgetOp !== 'root' && r.handoff !== undefined && r.state !== undefined);
-  const byAttempt = new Map<string, Receipt[]>();
-  const byHandoff = new Map<string, Receipt[]>();
+  const transitions = receipts.filter(isTransition);
+  const byAttempt = new Map<string, Transition[]>();
+  const byHandoff = new Map<string, Transition[]>();
   for (const r of transitions) {
     push(byAttempt, attemptKey(r), r);
-    push(byHandoff, r.handoff!, r);
+    push(byHandoff, r.handoff, r);
   }
   const attempts = [...byAttempt.values()]
-    .map((rs) => traceAttempt(run, rs, byHandoff.get(rs[0].handoff!)!, runCancelAt))
+    .map((rs) => traceAttempt(run, rs, byHandoff.get(rs[0].handoff) ?? rs, runCancelAt))
     .sort((a, b) => (a.handoff < b.handoff ? -1 : a.handoff > b.handoff ? 1 : a.attempt - b.attempt));
-  const root = receipts.find((r) => r.type === 'handoff' && r.budgetOp === 'root') ?? null;
+  const root = receipts.find((r): r is HandoffReceipt => r.type === 'handoff' && r.budgetOp === 'root') ?? null;
   return { run, receipts, attempts, root, runCancelAt };
 }
 
@@ -198,5 +202,5 @@ export function traceRun(run: string, receipts: Receipt[]): RunTrace {
 export function traceRuns(receipts: readonly Receipt[]): RunTrace[] {
   const byRun = new Map<string, Receipt[]>();
   for (const r of dedupe(receipts)) push(byRun, r.run, r);
-  return [...byRun.keys()].sort().map((run) => traceRun(run, byRun.get(run)!));
+  return [...byRun].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([run, rs]) => traceRun(run, rs));
 }
