@@ -1,8 +1,8 @@
 /** A receipt as the span attributes the auditor reads back (interfaces.md "Span attributes"; src/ingest/extract.ts). */
 import type { Attributes } from '@opentelemetry/api';
-import type { Receipt } from 'topology-audit';
+import type { Receipt, ReceiptField } from 'topology-audit';
 
-const KEYS: [keyof Receipt, string][] = [
+const KEYS: [ReceiptField, string][] = [
   ['version', 'topology.contract.version'],
   ['contract', 'topology.contract.id'],
   ['phase', 'topology.phase'],
@@ -19,8 +19,9 @@ const KEYS: [keyof Receipt, string][] = [
 
 export function receiptSpanAttributes(r: Receipt): Attributes {
   const a: Attributes = { 'topology.run.id': r.run, 'topology.event.type': r.type };
+  const fields: Readonly<Record<string, unknown>> = r; // a field of any receipt type (Receipt is a union by `type`)
   for (const [field, key] of KEYS) {
-    const v = r[field];
+    const v = fields[field];
     if (typeof v === 'string' || typeof v === 'boolean') a[key] = v;
   }
   return a;

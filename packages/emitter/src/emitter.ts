@@ -134,7 +134,7 @@ export class ReceiptEmitter {
     }
   }
 
-  private emit(fields: Omit<Receipt, 'event' | 'at'>, o: ReceiptOptions): string {
+  private emit(fields: ReceiptFields, o: ReceiptOptions): string {
     const at = o.at ?? new Date();
     const receipt: Receipt = { ...dropUndefined(fields), event: 'pending', at: isoOf(at, 'at') } as Receipt;
     const version = o.version ?? this.version;
@@ -148,6 +148,9 @@ export class ReceiptEmitter {
     return span.spanContext().spanId;
   }
 }
+
+/** A receipt of one type without its event id and time (Omit on each member of the Receipt union). */
+type ReceiptFields = Receipt extends infer R ? (R extends unknown ? Omit<R, 'event' | 'at'> : never) : never;
 
 function isoOf(d: Date, what: string): string {
   if (!(d instanceof Date) || Number.isNaN(d.getTime())) throw new TypeError(`${what}: not a valid Date`);
