@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The layering of src/, checked (the receipt emitter is its own package, packages/emitter, importing only `topology-audit`): which folder may import which, core stays pure, no cycles between folders.
+// The layering of src/, checked (the receipt emitter is its own package, packages/emitter, importing only `topology-audit`): which folder may import which, core stays pure, no cycles between folders,
+// no cycles between files, and no file outside src/core imports a module internal to the core (CORE_INTERNAL).
 // Usage: node scripts/check-layers.mjs [ROOT]   (exit 0 clean, 1 with one line per violation)
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -22,6 +23,25 @@ export const LAYERS = {
   server: ['core', 'otlp', 'ingest', 'store', 'audit', 'cluster', 'metrics', 'handoff', 'alerting'], // transports; never ui or render
   cli: ['*'], // the only folder that composes the server with the UI
 };
+/**
+ * Modules of src/core that only src/core may import (paths relative to src/core; a trailing "/" is a folder): the
+ * verdict rules and the core's building blocks. Other folders import the core's public modules, all of which
+ * src/core/index.ts re-exports (the handoff audit through src/core/handoffs.ts).
+ */
+export const CORE_INTERNAL = ['rules/', 'obs.ts', 'idset.ts', 'sha256.ts', 'receipt-schema.ts', 'vocab.ts'];
+/**
+ * File cycles that predate the file-cycle check (outside src/core), each as its reported path: still listed after the
+ * summary, not yet violations. Break one and delete its line; a cycle not listed here is a violation.
+ */
+export const KNOWN_FILE_CYCLES = [
+  'src/cli/diff.ts -> src/cli/replay.ts -> src/cli/replay-ci.ts -> src/cli/diff.ts',
+  'src/cli/replay.ts -> src/cli/replay-ci.ts -> src/cli/replay.ts',
+  'src/experiment/compare.ts -> src/experiment/disposition.ts -> src/experiment/compare.ts',
+  'src/ui/client/app.ts -> src/ui/client/contracts.ts -> src/ui/client/app.ts',
+  'src/ui/client/app.ts -> src/ui/client/list.ts -> src/ui/client/app.ts',
+  'src/ui/client/app.ts -> src/ui/client/run.ts -> src/ui/client/app.ts',
+  'src/ui/client/app.ts -> src/ui/client/shadow.ts -> src/ui/client/app.ts',
+];
 /** Packages a pure folder may import (no node: built-ins, no I/O). */
 export const PURE = { core: ['zod', 'yaml'], handoff: ['zod', 'yaml'] };
 
@@ -40,6 +60,20 @@ const folderOf = (file) => relative(src, file).split(sep)[0];
 const IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|^\s*import\s*['"]([^'"]+)['"]/gm;
 const violations = [];
 const edges = new Map();
+/** File -> [imported file, where] for relative imports (type-only imports included: they tie the files as much). */
+const fileEdges = new Map();
+const core = join(src, 'core');
+const internalTo = (target) => {
+  const rel = relative(core, target).split(sep).join('/');
+  if (rel.startsWith('..')) return null;
+  return CORE_INTERNAL.find((m) => (m.endsWith('/') ? rel.startsWith(m) : rel === m || rel === m.replace(/\.ts$/, '.js'))) ?? null;
+};
+/** The source file a relative import names (`./x.js` is ./x.ts), or null when there is none in src/. */
+const fileOf = (target) => {
+  for (const c of [target.replace(/\.(m?js)$/, (_, e) => (e === 'mjs' ? '.mts' : '.ts')), target, `${target}.ts`, join(target, 'index.ts')]) if (fileSet.has(c)) return c;
+  return null;
+};
+const fileSet = new Set(files);
 for (const file of files) {
   const from = folderOf(file);
   if (from.includes('.')) continue; // src/index.ts: the library entry re-exports
@@ -53,6 +87,13 @@ for (const file of files) {
       const target = resolve(dirname(file), spec);
       const rel = relative(src, target);
       if (rel.startsWith('..')) { violations.push(`${where}: imports ${spec} from outside src/`); continue; }
+      const targetFile = fileOf(target);
+      if (targetFile !== null) {
+        if (!fileEdges.has(file)) fileEdges.set(file, []);
+        fileEdges.get(file).push([targetFile, where]);
+      }
+      const internal = from === 'core' ? null : internalTo(target);
+      if (internal !== null) violations.push(`${where}: src/${from} may not import ${spec}: core/${internal} is internal to src/core (import src/core/index.ts)`);
       const to = rel.split(sep)[0];
       if (to === from || to.includes('.')) continue;
       if (!edges.has(from)) edges.set(from, new Map());
@@ -80,6 +121,26 @@ function visit(n) {
 }
 for (const n of edges.keys()) if (!state.has(n)) visit(n);
 
+// Cycles between files (the same search over the file graph; each cycle reported once, by its closing import).
+const fileState = new Map();
+const knownCycles = [];
+const fileStack = [];
+function visitFile(f) {
+  fileState.set(f, 1);
+  fileStack.push(f);
+  for (const [g, where] of fileEdges.get(f) ?? []) {
+    if (fileState.get(g) === 1) {
+      const path = [...fileStack.slice(fileStack.indexOf(g)), g].map((x) => relative(root, x).split(sep).join('/')).join(' -> ');
+      if (KNOWN_FILE_CYCLES.includes(path)) knownCycles.push(path);
+      else violations.push(`file cycle: ${path} (closing import at ${where})`);
+    }
+    else if (!fileState.has(g)) visitFile(g);
+  }
+  fileStack.pop();
+  fileState.set(f, 2);
+}
+for (const f of files) if (!fileState.has(f)) visitFile(f);
+
 // packages/emitter: its own files, `topology-audit` (the root package's public entry only), OpenTelemetry, node:.
 const emitterSrc = join(root, 'packages', 'emitter', 'src');
 let emitterFiles = [];
@@ -99,3 +160,4 @@ if (violations.length) {
   process.exit(1);
 }
 console.log(`layers: ${files.length} files, ${[...edges.values()].reduce((a, m) => a + m.size, 0)} folder edges, no violations`);
+for (const c of knownCycles) console.log(`known file cycle (to break): ${c}`);

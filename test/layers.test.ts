@@ -1,7 +1,7 @@
 // The layering check (scripts/check-layers.mjs, run by `npm test`): the real tree passes; a copy with a bad import
 // fails, naming the file and line.
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -53,5 +53,31 @@ describe('the layering check', () => {
     expect(r.stderr).toMatch(/src\/core\/time\.ts:\d+: src\/core is pure and may not import "node:fs"/);
     expect(r.stderr).toMatch(/src\/core\/edge\.ts:\d+: src\/core may not import src\/store/);
     expect(r.stderr).toMatch(/cycle: (core -> store -> core|store -> core -> store)/);
+  });
+
+  it('reports a file cycle with its path, and a deep import of a core-internal module, in a tiny fake tree', () => {
+    const root = mkdtempSync(join(tmpdir(), 'ta-layers-fake-'));
+    temps.push(root);
+    const put = (path: string, text: string) => {
+      mkdirSync(join(root, 'src', path, '..'), { recursive: true });
+      writeFileSync(join(root, 'src', path), text);
+    };
+    put('core/index.ts', "export * from './state.js';\n");
+    put('core/state.ts', "import type { Rule } from './rules/a.js';\nexport type State = { rules: Rule[] };\n");
+    put('core/rules/a.ts', "import type { State } from '../state.js';\nexport type Rule = (s: State) => void;\n");
+    put('render/view.ts', "import type { Rule } from '../core/rules/a.js';\nimport type { State } from '../core/index.js';\nexport const view = (r: Rule, s: State) => r(s);\n");
+    const r = check(root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/file cycle: src\/core\/(state\.ts -> src\/core\/rules\/a\.ts -> src\/core\/state\.ts|rules\/a\.ts -> src\/core\/state\.ts -> src\/core\/rules\/a\.ts) \(closing import at src\/core\/[a-z/]+\.ts:1\)/);
+    expect(r.stderr).toContain('src/render/view.ts:1: src/render may not import ../core/rules/a.js: core/rules/ is internal to src/core (import src/core/index.ts)');
+    expect(r.stderr).not.toContain('view.ts:2');
+    expect(r.stderr).toMatch(/layers: 2 violation\(s\) in 4 files/);
+  });
+
+  it('the real tree has no file cycle in src/core and no deep import of core internals', () => {
+    const r = check(ROOT);
+    expect(r.status).toBe(0);
+    const known = r.stdout.split('\n').filter((l) => l.startsWith('known file cycle'));
+    expect(known.filter((l) => l.includes('src/core/'))).toEqual([]);
   });
 });

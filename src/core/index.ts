@@ -7,3 +7,5 @@ export * from './classify.js';
 export * from './meaning.js';
 export * from './shadow.js';
 export * from './time.js';
+export * from './handoffs.js';
+export * from './state.js';

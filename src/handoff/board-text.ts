@@ -2,7 +2,7 @@
 import type { BoardBranch, HandoffBoard } from './board.js';
 import { humanDuration } from '../core/edge.js';
 import { millisOf } from '../core/time.js';
-import type { Units } from '../core/rules/handoff/ledger.js';
+import type { Units } from '../core/index.js';
 
 const units = (u: Units | null): string => (u === null ? 'none' : `${u.actions}/${u.contextUnits}/${u.effects}`);
 const hms = (iso: string): string => iso.slice(11, 19) + (iso.slice(19, 23) !== '.000' && iso.length > 20 ? iso.slice(19, 23) : '');

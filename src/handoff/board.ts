@@ -11,14 +11,14 @@
 import type { EffectStatus, HandoffState, Receipt, Verdict } from '../core/types.js';
 import type { Funnel } from './funnel.js';
 import { runFunnel } from './funnel.js';
-import type { LedgerSummary, Units } from '../core/rules/handoff/ledger.js';
-import { attemptId, zeroUnits } from '../core/rules/handoff/ledger.js';
-import type { AttemptFacts, RunFacts } from '../core/rules/handoff/lifecycle.js';
-import { factFindings, runFacts } from '../core/rules/handoff/lifecycle.js';
+import type { LedgerSummary, Units } from '../core/index.js';
+import { attemptId, zeroUnits } from '../core/index.js';
+import type { AttemptFacts, RunFacts } from '../core/index.js';
+import { factFindings, runFacts } from '../core/index.js';
 import { sameStateVersion } from './schema.js';
 import { compareInstants, instantText, toInstant, type Instant } from '../core/time.js';
-import type { RunTrace } from '../core/rules/handoff/trace.js';
-import { traceRuns } from '../core/rules/handoff/trace.js';
+import type { RunTrace } from '../core/index.js';
+import { traceRuns } from '../core/index.js';
 
 export interface BoardBranch {
   /** `handoff#attempt`. */

@@ -19,8 +19,8 @@
  */
 import type { Receipt } from '../core/types.js';
 import { sameStateVersion } from './schema.js';
-import type { AttemptTrace, RunTrace } from '../core/rules/handoff/trace.js';
-import { traceRuns } from '../core/rules/handoff/trace.js';
+import type { AttemptTrace, RunTrace } from '../core/index.js';
+import { traceRuns } from '../core/index.js';
 import { compareInstants } from '../core/time.js';
 
 export interface Funnel {

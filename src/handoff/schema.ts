@@ -208,7 +208,7 @@ export function fieldPath(path: readonly PropertyKey[]): string {
   return out === '' ? '(document)' : out;
 }
 
-export { sameStateVersion } from '../core/rules/handoff/version.js';
+export { sameStateVersion } from '../core/index.js';
 
 /**
  * The order of two RFC 3339 times (already validated by the schemas), exact to the nanosecond (semantics 5: times at

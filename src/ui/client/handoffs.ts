@@ -5,7 +5,7 @@
  * Text only: every value is set as text, never as HTML.
  */
 import type { BoardBranch, HandoffBoard } from '../../handoff/board.js';
-import type { Units } from '../../core/rules/handoff/ledger.js';
+import type { Units } from '../../core/index.js';
 import { clock, countdownEl, getJson, h, utc } from './dom.js';
 
 /** The run's board, or null when it cannot be loaded (the rest of the page still shows). */
