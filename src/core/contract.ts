@@ -427,7 +427,12 @@ function describeZodIssue(iss: z.core.$ZodIssue): string {
   return iss.message;
 }
 
-/** Semantic validation and normalisation (section 2a). Reports through `add`. */
+/**
+ * Semantic validation and normalisation (section 2a). Reports through `add`.
+ * Over ~120 lines (163) on purpose: it is the one ordered walk of a contract file, section by section (agents, phases,
+ * plan, allow, stall, first), each check reporting at its path; splitting it would pass the half-built contract and
+ * the seen-names sets between functions without making any check easier to read. Split it by section when it grows.
+ */
 function buildContract(f: ContractFile, add: (path: Path, message: string) => void, phaseNames: string[], warn: (path: Path, message: string) => void = () => {}): Contract {
   const agentSet = new Set(f.agents);
   const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
