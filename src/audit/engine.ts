@@ -16,6 +16,7 @@ import type { PinRecord, ReceiptStore, SpanLogEntry, StoredReceipt, LiveRun as S
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
+import { pinGoverns } from '../core/pin.js';
 
 export interface EngineHooks {
   /** A run entered a verdict (also on first evaluation). */
@@ -453,7 +454,7 @@ export class AuditEngine extends EventEmitter {
     const start = state.firstStart();
     // A stored pin is never changed: it holds while no run.start names another pin (a run.start that does governs,
     // e.g. over a default pin taken before it arrived). Its content comes from the store even if the file is gone.
-    if (record && (!start || (start.contract === record.pin.contract && (start.version ?? record.pin.version) === record.pin.version && (start.phase ?? record.pin.phase) === record.pin.phase))) {
+    if (record && pinGoverns(start, record.pin)) {
       const c = this.pinnedContracts.get(record.contractHash);
       if (c) return { pinning: { ok: true, pin: record.pin, contract: c }, persist: false };
     }
@@ -787,7 +788,7 @@ export class AuditEngine extends EventEmitter {
       let c = this.pinnedContracts.get(d.pin.contractHash);
       if (!c && d.contractContent) c = contractFromCanonical(d.contractContent, `pinned ${d.pin.pin.contract}@${d.pin.pin.version}`);
       const start = state.firstStart();
-      const governs = !start || (start.contract === d.pin.pin.contract && (start.version ?? d.pin.pin.version) === d.pin.pin.version && (start.phase ?? d.pin.pin.phase) === d.pin.pin.phase);
+      const governs = pinGoverns(start, d.pin.pin);
       if (c && governs) pinning = { ok: true, pin: d.pin.pin, contract: c };
     }
     pinning ??= resolvePin(state, this.registry, this.opts.defaultContract);

@@ -7,3 +7,4 @@ export * from './classify.js';
 export * from './meaning.js';
 export * from './shadow.js';
 export * from './time.js';
+export * from './pin.js';
