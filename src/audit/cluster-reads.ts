@@ -15,7 +15,8 @@ export type RunView = { verdict: RunVerdict; receipts: Receipt[]; updatedAt: num
 
 /** What cluster reads ask of the runs held here. */
 export interface HeldRuns {
-  get(run: string): RunView | null;
+  /** A held run with its receipts (read from the store), or null. */
+  view(run: string): Promise<RunView | null>;
   held(run: string): LiveRun | undefined;
   list(filter: ListFilter): ListedRun[];
   ackOf(run: string): (AckRecord & { current: boolean }) | null;
@@ -34,12 +35,12 @@ export class ClusterReads {
    * now with the same pure verdict function. Null when no instance stored the run.
    */
   async fetch(run: string, now: number, maxAgeMs?: number): Promise<RunView | null> {
-    const held = this.held.get(run);
+    const held = await this.held.view(run);
     // Only a valid run id can name a stored run: anything else (prose, 100 KB, a NUL) never reaches the shared store.
     if (held || !this.remote || !isRunId(run)) return held;
     const detached = await this.remote.load(run, maxAgeMs);
     if (!detached) return null;
-    const again = this.held.get(run); // it may have become live here while the store answered
+    const again = await this.held.view(run); // it may have become live here while the store answered
     if (again) return again;
     return { verdict: this.pinner.evaluateDetached(detached, now), receipts: detached.receipts, updatedAt: detached.updatedAt };
   }

@@ -11,7 +11,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { Contract } from '../core/contract.js';
-import { RunState, evaluate, type Pinning, type ReceiptSource } from '../core/classify.js';
+import { RunState, evaluate, type AddResult, type Pinning, type ReceiptSource } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
@@ -89,6 +89,17 @@ export interface EngineOptions {
 /** A row of the store that cannot be read back, named by table and row. */
 export class RestoreError extends Error {}
 
+/**
+ * A RunState asked for its run's receipts back and the store answers only asynchronously (cluster mode) with nothing
+ * read ahead: thrown before the state changed (a repeat's comparison, a conflict's rebuild, an evaluation listing
+ * events); the engine reads the run ahead and does the step again (AuditEngine.readAhead).
+ */
+class ReadBackMissing extends Error {
+  constructor(readonly run: string) {
+    super(`run ${run}: receipts not read ahead`);
+  }
+}
+
 /** A source's tag in a source-scoped event id: the token's hash prefix (`token-3-ab12cd34` -> `ab12cd34`), id characters only. */
 export function sourceTag(source: string): string {
   return source.replace(/^token-\d+-/, '').replace(/[^A-Za-z0-9_.:#+=-]/g, '-').slice(0, 40) || 'source';
@@ -137,9 +148,19 @@ export class AuditEngine extends EventEmitter {
   private readonly reads: ClusterReads;
   /**
    * Where live RunStates read their receipts back (a conflict's rebuild, the events of an unknown agent or a foreign
-   * version): the store. A RunState holds aggregates and a digest per event, not the receipts.
+   * version): the store. A RunState holds aggregates and a digest per event, not the receipts. A store that answers
+   * only asynchronously (cluster mode) is read ahead, run by run, for the step that needs it (see readAhead).
    */
-  private readonly receiptSource: ReceiptSource = (run) => this.store.runReceipts(run);
+  private readonly receiptSource: ReceiptSource = (run) => {
+    const ahead = this.ahead.get(run);
+    if (ahead) return ahead.receipts;
+    if (this.store.runReceipts) return this.store.runReceipts(run);
+    throw new ReadBackMissing(run);
+  };
+  /** Runs read ahead (cluster mode), with how many steps use the read. */
+  private readonly ahead = new Map<string, { receipts: Receipt[]; users: number }>();
+  /** Re-evaluations waiting for a read ahead (cluster mode), by run. */
+  private readonly deferred = new Map<string, Promise<void>>();
 
   constructor(
     readonly registry: ContractRegistry,
@@ -173,7 +194,7 @@ export class AuditEngine extends EventEmitter {
     );
     this.reads = new ClusterReads(
       {
-        get: (run) => this.get(run),
+        view: (run) => this.view(run),
         held: (run) => runs.get(run),
         list: (f) => this.list(f),
         ackOf: (run) => this.ackOf(run),
@@ -254,7 +275,7 @@ export class AuditEngine extends EventEmitter {
     const state = new RunState(lr.run, this.receiptSource);
     let held = 0;
     let receipts = 0;
-    for (const r of this.store.runReceipts(lr.run)) {
+    for (const r of this.syncReceipts(lr.run)) {
       if (state.add(r) !== 'duplicate') held++;
       receipts++;
     }
@@ -279,11 +300,22 @@ export class AuditEngine extends EventEmitter {
     this.evicted.delete(run);
     const state = new RunState(run, this.receiptSource);
     let held = 0;
-    for (const r of this.store.runReceipts(run)) if (state.add(r) !== 'duplicate') held++;
+    for (const r of this.syncReceipts(run)) if (state.add(r) !== 'duplicate') held++;
     const live: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held, receivedAt: now };
     this.runs.set(run, live);
     this.heldReceipts += held;
     return live;
+  }
+
+  /**
+   * A run's stored receipts read synchronously: restores and idle eviction, which only a store with synchronous reads
+   * has (a cluster's instance takes runs over by adopt and never evicts).
+   */
+  private syncReceipts(run: string): Receipt[] {
+    const ahead = this.ahead.get(run);
+    if (ahead) return ahead.receipts;
+    if (!this.store.runReceipts) throw new Error(`run ${run}: the store answers only asynchronously`);
+    return this.store.runReceipts(run);
   }
 
   /** Whether a run left live memory idle (it is in the store; see Admission). */
@@ -343,8 +375,11 @@ export class AuditEngine extends EventEmitter {
           digests[i] = DeliveredDigests.digest(receipts[i]);
         });
       }
-      // The reservation holds until the new runs are live: the fold below yields to the event loop in slices.
-      await this.fold(receipts, res.results, digests, perType, touched, now);
+      // The reservation holds until the new runs are live: the fold below yields to the event loop in slices. A run
+      // with a stored conflict is read back by its fold (cluster mode: read ahead).
+      const results = res.results;
+      const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && (!this.opts.owns || this.opts.owns(r.run))).map((r) => r.run);
+      await this.readAhead(conflicted, () => this.fold(receipts, results, digests, perType, touched, now));
     } finally {
       release();
     }
@@ -353,10 +388,13 @@ export class AuditEngine extends EventEmitter {
       for (const k of ['accepted', 'duplicate', 'conflict'] as const) if (t[k]) this.opts.hooks?.receipts?.(type, k, t[k]);
     }
     const slice = new Slicer();
+    let waiting: Promise<void>[] | undefined;
     for (const run of touched) {
-      this.reevaluate(run, now);
+      const pending = this.reevaluate(run, now);
+      if (pending) (waiting ??= []).push(pending);
       await slice.yieldIfDue();
     }
+    if (waiting) await Promise.all(waiting);
     return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts };
   }
 
@@ -414,7 +452,8 @@ export class AuditEngine extends EventEmitter {
         if (results[i] !== 'duplicate') touched.add(r.run);
         continue;
       }
-      const result = live.state.add(r, results[i]);
+      let result = this.add(live, r, results[i]);
+      if (typeof result !== 'string') result = await result;
       if (result !== 'duplicate') {
         live.held++;
         this.heldReceipts++;
@@ -426,12 +465,32 @@ export class AuditEngine extends EventEmitter {
     }
   }
 
-  private reevaluate(run: string, now: number): void {
+  /**
+   * Re-evaluates a live run. When the evaluation needs the run's receipts back and the store answers only
+   * asynchronously, it is done again once they are read ahead: the returned promise resolves then.
+   */
+  /** RunState.add, the run read ahead when it needs its receipts back (thrown before the state changed). */
+  private add(live: LiveRun, r: Receipt, known?: 'accepted' | 'duplicate' | 'conflict'): AddResult | Promise<AddResult> {
+    try {
+      return live.state.add(r, known);
+    } catch (e) {
+      if (!(e instanceof ReadBackMissing)) throw e;
+      return this.readAhead([r.run], () => live.state.add(r, known));
+    }
+  }
+
+  private reevaluate(run: string, now: number): Promise<void> | undefined {
     const live = this.runs.get(run);
     if (!live) return;
     const before = live.verdict;
     const shadowBefore = live.shadow;
-    const after = this.evaluateRun(live.state, this.pinRun(live), now, live);
+    let after: RunVerdict;
+    try {
+      after = this.evaluateRun(live.state, this.pinRun(live), now, live);
+    } catch (e) {
+      if (!(e instanceof ReadBackMissing)) throw e;
+      return this.deferReevaluate(run, now);
+    }
     live.verdict = after;
     this.runChanged(live);
     live.updatedAt = now;
@@ -453,6 +512,67 @@ export class AuditEngine extends EventEmitter {
       this.store.setVerdictState(run, after.verdict, after.settled, now);
     }
     this.emit('run', run, after);
+    return undefined;
+  }
+
+  /** A re-evaluation that needs the run's receipts back (cluster mode): read ahead, then evaluated again. */
+  private deferReevaluate(run: string, now: number): Promise<void> {
+    const pending = this.deferred.get(run);
+    if (pending) return pending;
+    const done = this.readAhead([run], () => void this.reevaluate(run, now)).then(
+      () => void this.deferred.delete(run),
+      (e: unknown) => {
+        this.deferred.delete(run);
+        this.emit('readBackFailed', run, e);
+      },
+    );
+    this.deferred.set(run, done);
+    return done;
+  }
+
+  /**
+   * Runs `step` with the runs' receipts read ahead from the store (cluster mode; a store with synchronous reads needs
+   * none). The read is taken again while a fold into the run happened during it, so every receipt the run's state
+   * holds is in the read (a fold only follows its commit).
+   */
+  private async readAhead<T>(runs: readonly string[], step: () => T | Promise<T>): Promise<T> {
+    if (this.store.runReceipts) return await step();
+    const mine: string[] = [];
+    for (const run of new Set(runs)) {
+      const held = this.ahead.get(run);
+      if (held) {
+        held.users++;
+        mine.push(run);
+        continue;
+      }
+      for (let attempt = 0; ; attempt++) {
+        const version = this.runs.get(run)?.state.version;
+        const receipts = await this.store.readReceipts(run);
+        const again = this.ahead.get(run); // read meanwhile by another step
+        if (again) {
+          again.users++;
+          break;
+        }
+        if (this.runs.get(run)?.state.version === version || attempt >= 4) {
+          this.ahead.set(run, { receipts, users: 1 });
+          break;
+        }
+      }
+      mine.push(run);
+    }
+    try {
+      return await step();
+    } finally {
+      for (const run of mine) {
+        const held = this.ahead.get(run)!;
+        if (--held.users === 0) this.ahead.delete(run);
+      }
+    }
+  }
+
+  /** Resolves when the re-evaluations waiting for a read ahead (cluster mode) are done. */
+  async settled(): Promise<void> {
+    while (this.deferred.size) await Promise.all([...this.deferred.values()]);
   }
 
   /**
@@ -460,21 +580,27 @@ export class AuditEngine extends EventEmitter {
    * in commit order), then re-evaluate the touched runs. Counts nothing in the receipts metrics: the instance that
    * received them counted them. Repeats (a row seen again after a takeover) are duplicates of the fold.
    */
-  foldStored(receipts: readonly Receipt[], now: number): number {
+  async foldStored(receipts: readonly Receipt[], now: number): Promise<number> {
     const touched = new Set<string>();
     const owns = this.opts.owns;
     for (const r of receipts) {
       if (owns && !owns(r.run)) continue;
       const live = this.runs.get(r.run) ?? this.newLive(r.run, now);
-      if (this.foldOne(live, r)) touched.add(r.run);
+      let result = this.add(live, r);
+      if (typeof result !== 'string') result = await result;
+      if (this.counted(live, r, result)) touched.add(r.run);
     }
-    for (const run of touched) this.reevaluate(run, now);
+    const waiting: Promise<void>[] = [];
+    for (const run of touched) {
+      const pending = this.reevaluate(run, now);
+      if (pending) waiting.push(pending);
+    }
+    await Promise.all(waiting);
     return touched.size;
   }
 
-  /** One stored receipt into a live run (no store answer known); whether it changed the run. */
-  private foldOne(live: LiveRun, r: Receipt): boolean {
-    const result = live.state.add(r);
+  /** Counts a stored receipt folded into a live run (no store answer known); whether it changed the run. */
+  private counted(live: LiveRun, r: Receipt, result: AddResult): boolean {
     if (result === 'duplicate') return false;
     live.held++;
     this.heldReceipts++;
@@ -491,7 +617,20 @@ export class AuditEngine extends EventEmitter {
     if (stored.pin && stored.contractHash && contractContent) this.pinner.learn(stored.contractHash, contractContent, `pinned ${stored.pin.contract}@${stored.pin.version}`);
     const live = this.runs.get(stored.run) ?? this.newLive(stored.run, stored.updatedAt, stored.updatedAt);
     if (stored.pin && stored.contractHash && !live.pin) live.pin = { pin: stored.pin, contractHash: stored.contractHash };
-    for (const r of receipts) this.foldOne(live, r);
+    // The takeover's read is the run's receipts: what its fold and evaluation read back (cluster mode).
+    const ahead = this.ahead.get(stored.run);
+    if (ahead) ahead.users++;
+    else this.ahead.set(stored.run, { receipts: [...receipts], users: 1 });
+    try {
+      this.adoptFold(stored, live, receipts, now);
+    } finally {
+      const held = this.ahead.get(stored.run)!;
+      if (--held.users === 0) this.ahead.delete(stored.run);
+    }
+  }
+
+  private adoptFold(stored: StoredRun, live: LiveRun, receipts: readonly Receipt[], now: number): void {
+    for (const r of receipts) this.counted(live, r, live.state.add(r));
     if (live.state.size === 0 && live.state.conflicts.size === 0) {
       this.runs.delete(stored.run);
       for (const l of this.runListeners) l.runForgotten(live);
@@ -562,8 +701,28 @@ export class AuditEngine extends EventEmitter {
   get(run: string): RunView | null {
     const live = this.runs.get(run);
     if (!live) return this.evicted.has(run) ? this.getEvicted(run) : null;
+    // A store that answers only asynchronously (cluster mode): the receipts are read by view().
+    return this.viewOf(live, this.store.runReceipts ? this.store.runReceipts(run) : []);
+  }
+
+  /** `get` for any store: a live run's verdict and its receipts read from the store (asynchronously in cluster mode). */
+  async view(run: string): Promise<RunView | null> {
+    if (this.store.runReceipts) return this.get(run);
+    const live = this.runs.get(run);
+    if (!live) return null;
+    const receipts = await this.store.readReceipts(run);
+    const again = this.runs.get(run); // forgotten meanwhile: not held here
+    return again ? this.viewOf(again, receipts) : null;
+  }
+
+  /** When a live run's first receipt was made (null: not held here). */
+  firstAtOf(run: string): number | null {
+    return this.runs.get(run)?.state.firstAt ?? null;
+  }
+
+  private viewOf(live: LiveRun, stored: Receipt[]): RunView {
     const conflicts = live.state.conflicts;
-    let receipts = this.store.runReceipts(run);
+    let receipts = stored;
     if (conflicts.size > 0) {
       const versions = new Map<string, Receipt[]>([...conflicts.keys()].map((event) => [event, []]));
       const folded = receipts.filter((r) => {
@@ -578,7 +737,7 @@ export class AuditEngine extends EventEmitter {
 
   /** A run that left live memory idle, read from the store and evaluated now (it stays out of live memory). */
   private getEvicted(run: string): RunView | null {
-    const receipts = this.store.runReceipts(run);
+    const receipts = this.syncReceipts(run);
     if (receipts.length === 0) return null;
     const record = this.store.getPin(run);
     const content = record ? this.store.getContractContent(record.contractHash) : null;
@@ -632,6 +791,9 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(run);
     if (live && !live.state.handoffReceipts().some((r) => r.type === 'handoff')) return [];
     if (!live && !isRunId(run)) return [];
+    // A store that answers only asynchronously (cluster mode): the handoffs the live state keeps (none for a run held
+    // elsewhere, as before: the cluster's view of the store held receipts of owned runs only).
+    if (!this.store.runReceipts) return live ? live.state.handoffReceipts().filter((r) => r.type === 'handoff') : [];
     return this.store.runReceipts(run).filter((r) => r.type === 'handoff');
   }
 

@@ -14,6 +14,15 @@ export interface ReceiptAppender {
 
 /** A run's stored receipts: every distinct content per (run, event), in commit order. */
 export interface ReceiptReader {
+  readReceipts(run: string): Promise<Receipt[]>;
+}
+
+/**
+ * An embedded store also answers a run's receipts synchronously (SQLite): the engine's RunStates then read back in
+ * place. Without it (the cluster's shared PostgreSQL store) the engine reads a run ahead asynchronously when a fold
+ * or an evaluation needs its receipts back (AuditEngine.readAhead), and holds only aggregates in between.
+ */
+export interface SyncReceiptReader {
   runReceipts(run: string): Receipt[];
 }
 
@@ -40,7 +49,7 @@ export interface SpanLogStore {
   pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number;
 }
 
-export type EngineStore = ReceiptAppender & ReceiptReader & PinStore & RunRows & SpanLogStore;
+export type EngineStore = ReceiptAppender & ReceiptReader & Partial<SyncReceiptReader> & PinStore & RunRows & SpanLogStore;
 
 /** A run this instance does not hold, read from the shared store (cluster mode): what evaluating it needs. */
 export interface DetachedRun {
