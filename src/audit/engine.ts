@@ -28,6 +28,7 @@ import { alertState, nextChange, verdictKey, type LiveRun, type RunListener } fr
 import type { ListFilter, ListedRun } from './listing.js';
 import { listOrder, matchesAlertFilter } from './listing.js';
 import { Pinner } from './pinning.js';
+import { ReadAhead, ReadBackMissing } from './read-ahead.js';
 import type { DetachedRun, EngineStore, RemoteRuns } from './store.js';
 
 export { LiveLimitError } from './admission.js';
@@ -89,16 +90,6 @@ export interface EngineOptions {
 /** A row of the store that cannot be read back, named by table and row. */
 export class RestoreError extends Error {}
 
-/**
- * A RunState asked for its run's receipts back and the store answers only asynchronously (cluster mode) with nothing
- * read ahead: thrown before the state changed (a repeat's comparison, a conflict's rebuild, an evaluation listing
- * events); the engine reads the run ahead and does the step again (AuditEngine.readAhead).
- */
-class ReadBackMissing extends Error {
-  constructor(readonly run: string) {
-    super(`run ${run}: receipts not read ahead`);
-  }
-}
 
 /** A source's tag in a source-scoped event id: the token's hash prefix (`token-3-ab12cd34` -> `ab12cd34`), id characters only. */
 export function sourceTag(source: string): string {
@@ -148,17 +139,11 @@ export class AuditEngine extends EventEmitter {
   private readonly reads: ClusterReads;
   /**
    * Where live RunStates read their receipts back (a conflict's rebuild, the events of an unknown agent or a foreign
-   * version): the store. A RunState holds aggregates and a digest per event, not the receipts. A store that answers
-   * only asynchronously (cluster mode) is read ahead, run by run, for the step that needs it (see readAhead).
+   * version): the store, synchronously, or (cluster mode) what is read ahead for the step (read-ahead.ts). A RunState
+   * holds aggregates and a digest per event, not the receipts.
    */
-  private readonly receiptSource: ReceiptSource = (run) => {
-    const ahead = this.ahead.get(run);
-    if (ahead) return ahead.receipts;
-    if (this.store.runReceipts) return this.store.runReceipts(run);
-    throw new ReadBackMissing(run);
-  };
-  /** Runs read ahead (cluster mode), with how many steps use the read. */
-  private readonly ahead = new Map<string, { receipts: Receipt[]; users: number }>();
+  private readonly ahead: ReadAhead;
+  private readonly receiptSource: ReceiptSource;
   /** Re-evaluations waiting for a read ahead (cluster mode), by run. */
   private readonly deferred = new Map<string, Promise<void>>();
 
@@ -170,6 +155,8 @@ export class AuditEngine extends EventEmitter {
     super();
     this.setMaxListeners(0);
     this.delivered = new DeliveredDigests(opts.maxDeliveredDigests);
+    this.ahead = new ReadAhead(store, (run) => this.runs.get(run)?.state.version);
+    this.receiptSource = this.ahead.source;
     this.pinner = new Pinner(registry, store, opts.defaultContract);
     this.runListeners.push(this.gauges);
     const runs = this.runs;
@@ -312,10 +299,8 @@ export class AuditEngine extends EventEmitter {
    * has (a cluster's instance takes runs over by adopt and never evicts).
    */
   private syncReceipts(run: string): Receipt[] {
-    const ahead = this.ahead.get(run);
-    if (ahead) return ahead.receipts;
-    if (!this.store.runReceipts) throw new Error(`run ${run}: the store answers only asynchronously`);
-    return this.store.runReceipts(run);
+    if (!this.ahead.synchronous) throw new Error(`run ${run}: the store answers only asynchronously`);
+    return this.ahead.receipts(run);
   }
 
   /** Whether a run left live memory idle (it is in the store; see Admission). */
@@ -379,7 +364,7 @@ export class AuditEngine extends EventEmitter {
       // with a stored conflict is read back by its fold (cluster mode: read ahead).
       const results = res.results;
       const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && (!this.opts.owns || this.opts.owns(r.run))).map((r) => r.run);
-      await this.readAhead(conflicted, () => this.fold(receipts, results, digests, perType, touched, now));
+      await this.ahead.around(conflicted, () => this.fold(receipts, results, digests, perType, touched, now));
     } finally {
       release();
     }
@@ -475,7 +460,7 @@ export class AuditEngine extends EventEmitter {
       return live.state.add(r, known);
     } catch (e) {
       if (!(e instanceof ReadBackMissing)) throw e;
-      return this.readAhead([r.run], () => live.state.add(r, known));
+      return this.ahead.around([r.run], () => live.state.add(r, known));
     }
   }
 
@@ -519,7 +504,7 @@ export class AuditEngine extends EventEmitter {
   private deferReevaluate(run: string, now: number): Promise<void> {
     const pending = this.deferred.get(run);
     if (pending) return pending;
-    const done = this.readAhead([run], () => void this.reevaluate(run, now)).then(
+    const done = this.ahead.around([run], () => void this.reevaluate(run, now)).then(
       () => void this.deferred.delete(run),
       (e: unknown) => {
         this.deferred.delete(run);
@@ -528,46 +513,6 @@ export class AuditEngine extends EventEmitter {
     );
     this.deferred.set(run, done);
     return done;
-  }
-
-  /**
-   * Runs `step` with the runs' receipts read ahead from the store (cluster mode; a store with synchronous reads needs
-   * none). The read is taken again while a fold into the run happened during it, so every receipt the run's state
-   * holds is in the read (a fold only follows its commit).
-   */
-  private async readAhead<T>(runs: readonly string[], step: () => T | Promise<T>): Promise<T> {
-    if (this.store.runReceipts) return await step();
-    const mine: string[] = [];
-    for (const run of new Set(runs)) {
-      const held = this.ahead.get(run);
-      if (held) {
-        held.users++;
-        mine.push(run);
-        continue;
-      }
-      for (let attempt = 0; ; attempt++) {
-        const version = this.runs.get(run)?.state.version;
-        const receipts = await this.store.readReceipts(run);
-        const again = this.ahead.get(run); // read meanwhile by another step
-        if (again) {
-          again.users++;
-          break;
-        }
-        if (this.runs.get(run)?.state.version === version || attempt >= 4) {
-          this.ahead.set(run, { receipts, users: 1 });
-          break;
-        }
-      }
-      mine.push(run);
-    }
-    try {
-      return await step();
-    } finally {
-      for (const run of mine) {
-        const held = this.ahead.get(run)!;
-        if (--held.users === 0) this.ahead.delete(run);
-      }
-    }
   }
 
   /** Resolves when the re-evaluations waiting for a read ahead (cluster mode) are done. */
@@ -618,15 +563,7 @@ export class AuditEngine extends EventEmitter {
     const live = this.runs.get(stored.run) ?? this.newLive(stored.run, stored.updatedAt, stored.updatedAt);
     if (stored.pin && stored.contractHash && !live.pin) live.pin = { pin: stored.pin, contractHash: stored.contractHash };
     // The takeover's read is the run's receipts: what its fold and evaluation read back (cluster mode).
-    const ahead = this.ahead.get(stored.run);
-    if (ahead) ahead.users++;
-    else this.ahead.set(stored.run, { receipts: [...receipts], users: 1 });
-    try {
-      this.adoptFold(stored, live, receipts, now);
-    } finally {
-      const held = this.ahead.get(stored.run)!;
-      if (--held.users === 0) this.ahead.delete(stored.run);
-    }
+    this.ahead.withRead(stored.run, receipts, () => this.adoptFold(stored, live, receipts, now));
   }
 
   private adoptFold(stored: StoredRun, live: LiveRun, receipts: readonly Receipt[], now: number): void {

@@ -20,7 +20,7 @@ export interface ReceiptReader {
 /**
  * An embedded store also answers a run's receipts synchronously (SQLite): the engine's RunStates then read back in
  * place. Without it (the cluster's shared PostgreSQL store) the engine reads a run ahead asynchronously when a fold
- * or an evaluation needs its receipts back (AuditEngine.readAhead), and holds only aggregates in between.
+ * or an evaluation needs its receipts back (src/audit/read-ahead.ts), and holds only aggregates in between.
  */
 export interface SyncReceiptReader {
   runReceipts(run: string): Receipt[];
