@@ -11,6 +11,7 @@ import type { Receipt } from '../src/core/types.js';
 import { AuditEngine } from '../src/audit/engine.js';
 import { ReceiptStore } from '../src/store/index.js';
 import { tempDir } from './helpers/server.js';
+import { alertingByWalk } from './helpers/alerting-walk.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
 
 const registry = loadContractDir(join(import.meta.dirname, '..', 'contracts'));
@@ -132,32 +133,32 @@ describe('the topology_runs, alerting and stalled gauges', () => {
             // the gauges as a scrape saw them, an operator acknowledges, the next scrape
             engine.alerting(now, WINDOW_MS, STALL_MS);
             engine.ack(`r${o.run}`, now);
-            expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
-            expect(rowsOfRuns(engine)).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+            expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(alertingByWalk(engine, now, WINDOW_MS, STALL_MS)));
+            expect(rowsOfRuns(engine)).toEqual(alertRows(alertingByWalk(engine, now, WINDOW_MS, STALL_MS)));
           }
           else if (o.op === 'boundary') {
             if (ingestedAt.length === 0) continue;
             const to = ingestedAt[o.ingest % ingestedAt.length] + (o.stall ? STALL_MS : WINDOW_MS) + o.delta;
             if (to <= now) continue;
             now = to;
-            expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+            expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(alertingByWalk(engine, now, WINDOW_MS, STALL_MS)));
           }
           else if (o.op === 'alerting') {
             now += o.ms;
             // now and then other parameters (counted from scratch), then back
             const [w, st] = o.other ? [WINDOW_MS / 2, STALL_MS * 2] : [WINDOW_MS, STALL_MS];
-            expect(alertRows(engine.alerting(now, w, st))).toEqual(alertRows(engine.alertingByWalk(now, w, st)));
-            expect(rowsOfRuns(engine)).toEqual(alertRows(engine.alertingByWalk(now, w, st)));
+            expect(alertRows(engine.alerting(now, w, st))).toEqual(alertRows(alertingByWalk(engine, now, w, st)));
+            expect(rowsOfRuns(engine)).toEqual(alertRows(alertingByWalk(engine, now, w, st)));
           } else expect(gaugeRows(engine)).toEqual(recount(engine));
         }
         expect(gaugeRows(engine)).toEqual(recount(engine));
-        expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
-        expect(rowsOfRuns(engine)).toEqual(alertRows(engine.alertingByWalk(now, WINDOW_MS, STALL_MS)));
-        alerted += engine.alertingByWalk(now, WINDOW_MS, STALL_MS).alerting.length;
-        stalled += engine.alertingByWalk(now, WINDOW_MS, STALL_MS).stalled.length;
+        expect(alertRows(engine.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(alertingByWalk(engine, now, WINDOW_MS, STALL_MS)));
+        expect(rowsOfRuns(engine)).toEqual(alertRows(alertingByWalk(engine, now, WINDOW_MS, STALL_MS)));
+        alerted += alertingByWalk(engine, now, WINDOW_MS, STALL_MS).alerting.length;
+        stalled += alertingByWalk(engine, now, WINDOW_MS, STALL_MS).stalled.length;
         const restarted = engineOver(dir);
         expect(gaugeRows(restarted)).toEqual(recount(restarted));
-        expect(alertRows(restarted.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(restarted.alertingByWalk(now, WINDOW_MS, STALL_MS)));
+        expect(alertRows(restarted.alerting(now, WINDOW_MS, STALL_MS))).toEqual(alertRows(alertingByWalk(restarted, now, WINDOW_MS, STALL_MS)));
       }),
       { numRuns: 100, endOnFailure: true },
     );

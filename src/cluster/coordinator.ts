@@ -260,7 +260,6 @@ export class ClusterCoordinator {
         }
         if (!this.owns(run)) continue; // lost again meanwhile
         try {
-          this.store.rememberAll(list);
           engine.adopt(stored, list, content, now);
           adopted++;
         } catch (e) {
@@ -320,8 +319,7 @@ export class ClusterCoordinator {
       if (!(await this.keepLeases())) return;
       if (rows.length === 0) return;
       const receipts = rows.map((r) => r.receipt);
-      this.store.rememberAll(receipts);
-      this.engine!.foldStored(receipts, this.hooks.clock());
+      await this.engine!.foldStored(receipts, this.hooks.clock());
       this.cursor = rows[rows.length - 1].seq;
       if (rows.length < this.tailBatch) return;
     }

@@ -2,11 +2,12 @@
  * The engine's store in cluster mode (`serve --store postgres://...`): the AuditEngine reads pins and contract
  * content synchronously, so this view answers them from what this instance holds (loaded when it takes a partition
  * over, or written by it), and writes them behind to the shared PostgreSQL store. Receipts go straight to the shared
- * store's group commit: an append resolves only after the PostgreSQL COMMIT (acknowledged = committed).
+ * store's group commit: an append resolves only after the PostgreSQL COMMIT (acknowledged = committed). A run's
+ * receipts are read back from the shared store, asynchronously (readReceipts), when the engine needs them: this
+ * instance holds no receipt in memory, only the live runs' aggregates, as a single instance does.
  */
 import type { Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
-import { canonicalReceiptJson } from '../core/canonical.js';
 import type { AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { EngineStore } from '../audit/engine.js';
@@ -27,8 +28,6 @@ export class ClusterEngineStore implements EngineStore {
   private readonly writes = new Set<Promise<unknown>>();
   private adopted: AdoptedSpanLogEntry[] = [];
   private failures = 0;
-  /** Receipts of the runs owned here (see runReceipts). */
-  private readonly held = new Map<string, { list: Receipt[]; byEvent: Map<string, string[]>; at: number }>();
   private flushing: Promise<void> | null = null;
 
   constructor(
@@ -38,48 +37,22 @@ export class ClusterEngineStore implements EngineStore {
     private readonly log: (event: string, fields?: Record<string, unknown>) => void = () => {},
   ) {}
 
-  /**
-   * Stores receipts; once committed, those of runs owned here are also kept in memory (see runReceipts) before the
-   * engine folds them, as the embedded store holds them before its append resolves.
-   */
-  async append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
-    const res = await this.pg.append(items, spanLog);
-    const owned = new Set(this.ownedParts());
-    items.forEach((item, i) => {
-      if (res.results[i] !== 'duplicate' && owned.has(this.pg.partitionOf(item.receipt.run))) this.remember(item.receipt);
-    });
-    return res;
+  /** Stores receipts: resolves only after the shared store's COMMIT. */
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
+    return this.pg.append(items, spanLog);
   }
 
   /**
-   * The receipts of runs owned here, read back synchronously by the engine (a conflict's rebuild, the events of an
-   * unknown agent, the API): every distinct content per (run, event) in commit order, as the store holds them.
+   * A run's receipts read back from the shared store (a conflict's rebuild, the events of an unknown agent, the API):
+   * every distinct content per (run, event) in commit order.
    */
-  runReceipts(run: string): Receipt[] {
-    return this.held.get(run)?.list.slice() ?? [];
+  readReceipts(run: string): Promise<Receipt[]> {
+    return this.pg.runReceipts(run);
   }
 
-  /** Forgets the held receipts (and pins) of runs the engine no longer holds (pruned or dropped). */
-  retain(live: (run: string) => boolean, now = Date.now()): void {
-    // A run remembered in the last minute may be on its way into the engine (an append resolving): kept.
-    for (const [run, h] of this.held) if (now - h.at > 60_000 && !live(run)) this.forget(run);
-  }
-
-  /** Receipts read from the shared store (a tail read, a takeover): kept unless an equal content is held already. */
-  rememberAll(receipts: readonly Receipt[]): void {
-    for (const r of receipts) this.remember(r);
-  }
-
-  private remember(r: Receipt): void {
-    let run = this.held.get(r.run);
-    if (!run) this.held.set(r.run, (run = { list: [], byEvent: new Map(), at: Date.now() }));
-    else run.at = Date.now();
-    const canon = canonicalReceiptJson(r);
-    const seen = run.byEvent.get(r.event);
-    if (seen?.includes(canon)) return;
-    if (seen) seen.push(canon);
-    else run.byEvent.set(r.event, [canon]);
-    run.list.push(r);
+  /** Forgets the pins of runs the engine no longer holds (pruned or dropped). */
+  retain(live: (run: string) => boolean): void {
+    for (const run of this.pins.keys()) if (!live(run)) this.pins.delete(run);
   }
 
   getPin(run: string): PinRecord | null {
@@ -110,7 +83,6 @@ export class ClusterEngineStore implements EngineStore {
   }
 
   forget(run: string): void {
-    this.held.delete(run);
     this.pins.delete(run);
     this.verdicts.delete(run);
   }

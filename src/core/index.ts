@@ -9,3 +9,4 @@ export * from './shadow.js';
 export * from './time.js';
 export * from './handoffs.js';
 export * from './state.js';
+export * from './pin.js';

@@ -406,6 +406,11 @@ export class ReceiptStore {
     return failure === null ? Promise.resolve() : Promise.reject(failure);
   }
 
+  /** runReceipts for the engine's asynchronous reader (src/audit/store.ts): the same rows, already committed. */
+  readReceipts(run: string): Promise<Receipt[]> {
+    return Promise.resolve(this.runReceipts(run));
+  }
+
   /**
    * A run's receipts in insertion order; both versions of a conflicting (run, event) are returned. A body that is
    * not JSON throws a StoreRowError naming the table and row.

@@ -51,6 +51,8 @@ export function rowOf(engine: AuditEngine, run: string): RunRow | null {
   if (!r) return null;
   let first = Infinity;
   for (const x of r.receipts) first = Math.min(first, instant(x.at));
+  // A store read only asynchronously (cluster mode) gives no receipts here: the live state's first receipt time.
+  if (r.receipts.length === 0) first = engine.firstAtOf(run) ?? first;
   return runRow(r.verdict, first, r.updatedAt);
 }
 

@@ -1,6 +1,7 @@
 /** Evidence and pin rules: conflicts and gaps (uncertain, whatever the pin), no pin, and stale_contract. */
 import type { RunState } from '../state.js';
 import { startRef } from '../state.js';
+import { namesPin } from '../pin.js';
 import { sortStr, type Collector, type EvalContext } from './context.js';
 
 /** Conflicting deliveries and declared gaps: uncertain until the evidence is fixed. */
@@ -62,7 +63,7 @@ export function pinRules(ctx: EvalContext, out: Collector): void {
       const res = registry ? registry.resolve(ref) : null;
       const same = res
         ? res.ok && res.pin.contract === pin.contract && res.pin.version === pin.version && res.pin.phase === pin.phase
-        : ref.contract === pin.contract && (ref.version ?? pin.version) === pin.version && (ref.phase ?? pin.phase) === pin.phase;
+        : namesPin(ref, pin);
       if (!same) {
         out.add({
           verdict: 'stale_contract',

@@ -1,0 +1,138 @@
+/**
+ * Cluster reads: runs other instances hold, read from the shared store (RemoteRuns) and evaluated here with the same
+ * pure verdict function (any instance answers for any run); the pins of such runs for the run-scope rule; the list
+ * views over the whole cluster. On a single instance (no remote) every answer is the held runs'.
+ */
+import { isRunId } from '../core/receipt.js';
+import type { ShadowVerdict } from '../core/shadow.js';
+import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
+import { LIST_GROUP, listOrder, matchesAlertFilter, type ListFilter, type ListedRun } from './listing.js';
+import type { LiveRun } from './live-run.js';
+import type { Pinner } from './pinning.js';
+import type { RemoteRuns } from './store.js';
+
+export type RunView = { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] };
+
+/** What cluster reads ask of the runs held here. */
+export interface HeldRuns {
+  /** A held run with its receipts (read from the store), or null. */
+  view(run: string): Promise<RunView | null>;
+  held(run: string): LiveRun | undefined;
+  list(filter: ListFilter): ListedRun[];
+  ackOf(run: string): (AckRecord & { current: boolean }) | null;
+  alertStateOf(run: string, now: number, windowMs?: number, stallMs?: number): ListedRun['alert'];
+}
+
+export class ClusterReads {
+  constructor(
+    private readonly held: HeldRuns,
+    private readonly pinner: Pinner,
+    readonly remote: RemoteRuns | null,
+  ) {}
+
+  /**
+   * The run as `get` gives it, for any run: held here, or (cluster mode) read from the shared store and evaluated
+   * now with the same pure verdict function. Null when no instance stored the run.
+   */
+  async fetch(run: string, now: number, maxAgeMs?: number): Promise<RunView | null> {
+    const held = await this.held.view(run);
+    // Only a valid run id can name a stored run: anything else (prose, 100 KB, a NUL) never reaches the shared store.
+    if (held || !this.remote || !isRunId(run)) return held;
+    const detached = await this.remote.load(run, maxAgeMs);
+    if (!detached) return null;
+    const again = await this.held.view(run); // it may have become live here while the store answered
+    if (again) return again;
+    return { verdict: this.pinner.evaluateDetached(detached, now), receipts: detached.receipts, updatedAt: detached.updatedAt };
+  }
+
+  /** A run's verdict as fetch gives it. */
+  async fetchVerdict(run: string, now: number, maxAgeMs?: number): Promise<RunVerdict | null> {
+    const held = this.held.held(run)?.verdict ?? null;
+    if (held || !this.remote) return held;
+    return (await this.fetch(run, now, maxAgeMs))?.verdict ?? null;
+  }
+
+  /** The latest acknowledgement of any run: held here, or (cluster mode) read from the shared store. */
+  async fetchAck(run: string): Promise<(AckRecord & { current: boolean }) | null> {
+    const held = this.held.ackOf(run);
+    if (held || this.held.held(run) || !this.remote?.ack || !isRunId(run)) return held;
+    const stored = await this.remote.ack(run);
+    if (!stored) return null;
+    const v = await this.fetchVerdict(run, Date.now());
+    return { ...stored, current: v?.verdict === stored.verdict };
+  }
+
+  /**
+   * Cluster mode: before the run-scope rule checks run-level receipts of runs another instance holds, read their
+   * stored pins (scopeContract then judges them by the pinned contract, as the owner would).
+   */
+  async prefetchPins(runs: Iterable<string>): Promise<void> {
+    const remote = this.remote;
+    if (!remote) return;
+    const wanted = [...new Set(runs)].filter((r) => isRunId(r) && !this.held.held(r) && !this.pinner.hasForeign(r));
+    if (remote.loadMany) {
+      // A group of runs per query, one group at a time: 20,000 run.starts in one post hold one connection, not the pool.
+      for (let i = 0; i < wanted.length; i += LIST_GROUP) {
+        const loaded = await remote.loadMany(wanted.slice(i, i + LIST_GROUP));
+        for (const d of loaded.values()) this.pinner.rememberForeign(d.run, d.pin, d.contractContent, () => d.receipts);
+      }
+      return;
+    }
+    await Promise.all(
+      wanted.map(async (run) => {
+        const p = await remote.pin(run);
+        if (p) return this.pinner.rememberForeign(run, p.record, p.contractContent, () => []);
+        // Not pinned yet (its owner writes the pin just after the first evaluation): the pin its stored run.start names.
+        const d = await remote.load(run);
+        if (d) this.pinner.rememberForeign(run, null, null, () => d.receipts);
+      }),
+    );
+  }
+
+  /**
+   * Runs for the list views: the live runs here and (cluster mode) the runs of the whole cluster from the shared
+   * store, each evaluated now; newest first.
+   */
+  async listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
+    if (!this.remote) return this.held.list({ ...filter, now });
+    const limit = filter.limit ?? 100;
+    const remote = this.remote;
+    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
+    const out: ListedRun[] = [];
+    const alertOf = (run: string) => this.held.alertStateOf(run, now, filter.windowMs, filter.stallMs);
+    const held = (row: { run: string }): boolean => {
+      const live = this.held.held(row.run);
+      if (!live?.verdict) return false;
+      out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: alertOf(row.run) });
+      return true;
+    };
+    if (remote.loadMany) {
+      // The runs other instances hold, LIST_GROUP at a time: a few queries per group, not one per run (issue 32); the
+      // next group is read while this one is evaluated.
+      const others = rows.filter((row) => !held(row));
+      const groups: (typeof rows)[] = [];
+      for (let i = 0; i < others.length; i += LIST_GROUP) groups.push(others.slice(i, i + LIST_GROUP));
+      let next = groups.length ? remote.loadMany(groups[0].map((row) => row.run)) : null;
+      for (let g = 0; g < groups.length; g++) {
+        const group = groups[g];
+        const loaded = await next!;
+        next = g + 1 < groups.length ? remote.loadMany(groups[g + 1].map((row) => row.run)) : null;
+        next?.catch(() => {}); // awaited next turn; never an unhandled rejection meanwhile
+        for (const row of group) {
+          if (held(row)) continue; // it became live here while the store answered
+          const d = loaded.get(row.run);
+          if (d) out.push({ verdict: this.pinner.evaluateDetached(d, now), updatedAt: d.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
+        }
+      }
+    } else {
+      for (const row of rows) {
+        if (held(row)) continue;
+        const r = await this.fetch(row.run, now);
+        if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
+      }
+    }
+    const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract) && matchesAlertFilter(r.alert, filter));
+    filtered.sort(listOrder(filter));
+    return filtered.slice(0, limit);
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * The receipt source of the live RunStates. A RunState holds aggregates, not receipts, and reads its run back from
+ * the store for a conflict's rebuild or an event listing. The embedded SQLite store answers synchronously; the
+ * cluster's shared store only asynchronously, so there a run is read ahead for the step that needs it: the step
+ * throws ReadBackMissing before it changed anything, the run is read, and the step is done again.
+ */
+import type { ReceiptSource } from '../core/classify.js';
+import type { Receipt } from '../core/types.js';
+import type { ReceiptReader, SyncReceiptReader } from './store.js';
+
+/** A RunState asked for its run's receipts back, and nothing is read ahead for it (thrown before the state changed). */
+export class ReadBackMissing extends Error {
+  constructor(readonly run: string) {
+    super(`run ${run}: receipts not read ahead`);
+  }
+}
+
+export class ReadAhead {
+  /** Runs read ahead, with how many steps use the read. */
+  private readonly reads = new Map<string, { receipts: Receipt[]; users: number }>();
+
+  constructor(
+    private readonly store: ReceiptReader & Partial<SyncReceiptReader>,
+    /** The version of a live run's state (undefined: not live): a read is taken again while it moved. */
+    private readonly versionOf: (run: string) => number | undefined,
+  ) {}
+
+  /** What live RunStates read back through: the read ahead, else the store's synchronous read, else ReadBackMissing. */
+  readonly source: ReceiptSource = (run) => this.receipts(run);
+
+  /** Whether the store answers synchronously (then nothing is ever read ahead). */
+  get synchronous(): boolean {
+    return this.store.runReceipts !== undefined;
+  }
+
+  receipts(run: string): Receipt[] {
+    const read = this.reads.get(run);
+    if (read) return read.receipts;
+    if (this.store.runReceipts) return this.store.runReceipts(run);
+    throw new ReadBackMissing(run);
+  }
+
+  /**
+   * Runs `step` with the runs' receipts read ahead (a store with synchronous reads needs none). The read is taken
+   * again while a fold into the run happened during it, so every receipt the run's state holds is in the read (a
+   * fold only follows its commit).
+   */
+  async around<T>(runs: readonly string[], step: () => T | Promise<T>): Promise<T> {
+    if (this.synchronous) return await step();
+    const mine: string[] = [];
+    for (const run of new Set(runs)) {
+      if (!this.reads.has(run)) await this.read(run);
+      else this.reads.get(run)!.users++;
+      mine.push(run);
+    }
+    try {
+      return await step();
+    } finally {
+      for (const run of mine) this.release(run);
+    }
+  }
+
+  private async read(run: string): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const version = this.versionOf(run);
+      const receipts = await this.store.readReceipts(run);
+      const again = this.reads.get(run); // read meanwhile by another step
+      if (again) {
+        again.users++;
+        return;
+      }
+      if (this.versionOf(run) === version || attempt >= 4) {
+        this.reads.set(run, { receipts, users: 1 });
+        return;
+      }
+    }
+  }
+
+  /** Runs a synchronous step with a read the caller made already (a takeover reads every receipt of its runs). */
+  withRead<T>(run: string, receipts: readonly Receipt[], step: () => T): T {
+    const read = this.reads.get(run);
+    if (read) read.users++;
+    else this.reads.set(run, { receipts: [...receipts], users: 1 });
+    try {
+      return step();
+    } finally {
+      this.release(run);
+    }
+  }
+
+  private release(run: string): void {
+    const read = this.reads.get(run)!;
+    if (--read.users === 0) this.reads.delete(run);
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * What the engine needs of a store, small and composed by job (as Prometheus composes Appendable and Queryable into
+ * Storage): the embedded SQLite ReceiptStore implements all of it; in cluster mode (`serve --store postgres://...`)
+ * the view of the shared store in src/cluster/engine-store.ts does. Runs other instances hold are read through
+ * RemoteRuns.
+ */
+import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
+import type { AppendResult, LiveRun as StoredRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
+
+/** Appends a batch; resolves only after its COMMIT (an acknowledged receipt is never lost), rejects if none. */
+export interface ReceiptAppender {
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult>;
+}
+
+/** A run's stored receipts: every distinct content per (run, event), in commit order. */
+export interface ReceiptReader {
+  readReceipts(run: string): Promise<Receipt[]>;
+}
+
+/**
+ * An embedded store also answers a run's receipts synchronously (SQLite): the engine's RunStates then read back in
+ * place. Without it (the cluster's shared PostgreSQL store) the engine reads a run ahead asynchronously when a fold
+ * or an evaluation needs its receipts back (src/audit/read-ahead.ts), and holds only aggregates in between.
+ */
+export interface SyncReceiptReader {
+  runReceipts(run: string): Receipt[];
+}
+
+/** Pins (the first written wins, never changed) and the pinned contracts' content by hash. */
+export interface PinStore {
+  getPin(run: string): PinRecord | null;
+  setPin(run: string, pin: Pin, contractHash: string): PinRecord;
+  putContractContent(hash: string, contract: string, version: string, content: string): void;
+  getContractContent(hash: string): string | null;
+}
+
+/** A run's verdict as last stored (restores and the cluster's lists read it), and the retention of settled runs. */
+export interface RunRows {
+  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number): void;
+  /** The stored runs to rebuild live state from, page by page. */
+  iterateLiveRuns(): Iterable<StoredRun>;
+  prune(olderThanMs: number, now: number): number;
+}
+
+/** The span log (spans waiting for their parent, replayed after a restart). */
+export interface SpanLogStore {
+  spanLog(): { seq: number; traceId: string; body: string }[];
+  deleteSpanLogUpTo(seq: number): void;
+  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number;
+}
+
+export type EngineStore = ReceiptAppender & ReceiptReader & Partial<SyncReceiptReader> & PinStore & RunRows & SpanLogStore;
+
+/** A run this instance does not hold, read from the shared store (cluster mode): what evaluating it needs. */
+export interface DetachedRun {
+  run: string;
+  pin: PinRecord | null;
+  /** The pinned contract's canonical content (by pin.contractHash), when pinned. */
+  contractContent: string | null;
+  receipts: Receipt[];
+  updatedAt: number;
+}
+
+/** Runs held by other instances of a cluster, read from the shared store on demand (see ClusterReads). */
+export interface RemoteRuns {
+  /** A run as stored; a cached read no older than `maxAgeMs` (default: the reader's cache time) may answer. */
+  load(run: string, maxAgeMs?: number): Promise<DetachedRun | null>;
+  /** Many runs in a few queries (the list views), by run; runs not stored are absent. */
+  loadMany?(runs: readonly string[]): Promise<Map<string, DetachedRun>>;
+  /** The run's stored pin and its contract's content (for the run-scope rule of a run held elsewhere). */
+  pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null>;
+  /** Runs of the whole cluster per verdict, as their owners last stored them (optionally of one pinned contract). */
+  counts(filter: { contract?: string }): Promise<Record<string, number>>;
+  /** Runs of the whole cluster, newest first, as the shared store lists them (verdict as last stored by the owner). */
+  list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]>;
+  /** The run's latest acknowledgement, made at any instance. */
+  ack?(run: string): Promise<AckRecord | null>;
+}
