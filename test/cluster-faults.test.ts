@@ -251,7 +251,7 @@ describe('a cluster of three instances on one PostgreSQL, under faults', () => {
     }
   }, 180_000);
 
-  it('SIGSTOP past the lease, then SIGCONT: the stale owner writes nothing and acts on nothing; verdicts and the runs gauge equal the truth', async () => {
+  it('SIGSTOP past the lease, then SIGCONT: the stale owner writes nothing and acts on nothing; verdicts, the runs gauge and the verdict counter summed over the instances equal the truth', async () => {
     const { srv, client } = await threeOn('fence', ['--lease-ttl', '3s']);
     const [a, b, c] = srv;
     const single = await start(['--contract', 'research-publish']);
