@@ -113,8 +113,9 @@ export class ClusterCoordinator {
       landed: (token, written) => {
         for (const [run, counts] of token as [string, (() => void)[]][]) {
           if (written === null) {
-            // The write failed (it is retried by the next flush): counted when it lands.
-            this.pendingCounts.set(run, [...counts, ...(this.pendingCounts.get(run) ?? [])]);
+            // The write failed (it is retried by the next flush): counted when it lands, unless the partition left
+            // meanwhile (the state was forgotten with the run; the next owner counts from the table).
+            if (this.owned.has(this.pg.partitionOf(run))) this.pendingCounts.set(run, [...counts, ...(this.pendingCounts.get(run) ?? [])]);
           } else if (written.has(run)) {
             for (const count of counts) count();
           }
