@@ -39,6 +39,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import http from 'node:http';
 import pg from 'pg';
 import { buildTemplates, checkTemplates, patched } from './ingest.mjs';
 import { CLK_TCK, cpuSecondsOf, getText, httpClient, mainThreadCpuSecondsOf, memoryOf, quantile, round, scrape, sleep, startServer } from './otlp-load.mjs';
@@ -55,6 +56,11 @@ const { values: args } = parseArgs({
     'sample-ms': { type: 'string', default: '100' },
     'idle-seconds': { type: 'string', default: '2' },
     phases: { type: 'string', default: 'S,A,B' },
+    // Writes a V8 CPU profile of every server process (node --cpu-prof) into this directory, named by phase.
+    'cpu-prof': { type: 'string' },
+    // After the load: N one-receipt runs posted (NDJSON, split over the instances), then `GET /api/v1/runs?limit=N`
+    // timed at the last instance, best of 3 (issue 32: the list of a cluster instance beside SQLite's). 0: skipped.
+    'list-runs': { type: 'string', default: '10000' },
   },
 });
 const SECONDS = Number(args.seconds);
@@ -65,6 +71,7 @@ const PARTITIONS = Number(args.partitions);
 const SAMPLE_MS = Number(args['sample-ms']);
 const IDLE_SECONDS = Number(args['idle-seconds']);
 const PHASES = args.phases.split(',');
+const LIST_RUNS = Number(args['list-runs']);
 const INSTANCES = { S: 1, A: 1, B: 2, C: 3 };
 const failures = [];
 
@@ -214,10 +221,11 @@ function checkReceipts(phase, what, before, after, sent) {
 // ---------------------------------------------------------------------------------------------------------
 // Phases
 
-async function startInstances(kind, storeUrl) {
+async function startInstances(kind, storeUrl, label) {
   const n = INSTANCES[kind];
   const clusterArgs = (i) => ['--store', storeUrl, '--instance', `auditor-${i + 1}`, '--partitions', String(PARTITIONS), '--lease-ttl', args['lease-ttl']];
-  const servers = await Promise.all(Array.from({ length: n }, (_, i) => startServer(storeUrl ? clusterArgs(i) : [])));
+  const prof = (i) => (args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', args['cpu-prof'], '--cpu-prof-name', `${label}-${i + 1}.cpuprofile`] : []);
+  const servers = await Promise.all(Array.from({ length: n }, (_, i) => startServer(storeUrl ? clusterArgs(i) : [], prof(i))));
   if (storeUrl) {
     // Load only once the instances hold a fair share each (partitions / instances).
     const deadline = Date.now() + 30_000;
@@ -243,10 +251,58 @@ async function folded(servers, runs, timeoutMs) {
   }
 }
 
+/** POST a body to a path of the API port; resolves with the status (the body is read and dropped). */
+function post(port, path, body, contentType) {
+  return new Promise((res, rej) => {
+    const req = http.request({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': contentType } }, (r) => {
+      r.resume();
+      r.on('end', () => res(r.statusCode));
+    });
+    req.on('error', rej);
+    req.end(body);
+  });
+}
+
+/**
+ * The list of LIST_RUNS runs: that many one-receipt runs posted (2,000 per request, request k to instance k mod n),
+ * then `GET /api/v1/runs?limit=LIST_RUNS` at the last instance (on a cluster, one that holds only its share) until
+ * every run is listed, then timed three times: the best and the median, and the bytes.
+ */
+async function listRuns(servers, label) {
+  const at = new Date(Date.now() - 1000).toISOString();
+  for (let i = 0, k = 0; i < LIST_RUNS; i += 2000, k++) {
+    const lines = [];
+    for (let j = i; j < Math.min(LIST_RUNS, i + 2000); j++) lines.push(JSON.stringify({ run: `${label}-list-${j}`, event: 'e1', type: 'edge', at, from: 'orchestrator', to: 'researcher', kind: 'delegate' }));
+    const status = await post(servers[k % servers.length].ports.api, '/v1/receipts', lines.join('\n') + '\n', 'application/x-ndjson');
+    if (status !== 200) failures.push(`${label}: list set-up post answered ${status}`);
+  }
+  const port = servers[servers.length - 1].ports.api;
+  const path = `/api/v1/runs?limit=${LIST_RUNS}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const listed = JSON.parse(await getText(port, path)).runs.length;
+    if (listed >= LIST_RUNS) break;
+    if (Date.now() > deadline) {
+      failures.push(`${label}: ${listed} runs listed of ${LIST_RUNS}`);
+      return null;
+    }
+    await sleep(200);
+  }
+  const times = [];
+  let bytes = 0;
+  for (let i = 0; i < 3; i++) {
+    const t0 = performance.now();
+    bytes = (await getText(port, path)).length;
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return { runs: LIST_RUNS, bestMs: Math.round(times[0]), medianMs: Math.round(times[1]), bytes };
+}
+
 async function runPhase(kind, label, templates, db) {
   const storeUrl = kind === 'S' ? null : await db.database(label);
   const postmaster = kind === 'S' ? null : postmasterPid(join(db.dir, 'data'));
-  const servers = await startInstances(kind, storeUrl);
+  const servers = await startInstances(kind, storeUrl, label);
   process.stderr.write(`${label}: ${servers.length} instance(s), pids ${servers.map((s) => s.pid).join(' ')}${postmaster ? `, postmaster ${postmaster}` : ''}\n`);
   const targets = servers.map((s) => ({ client: httpClient(s.ports.otlpHttp, 'application/x-protobuf', Math.ceil(CONCURRENCY / servers.length)) }));
   let result;
@@ -269,6 +325,7 @@ async function runPhase(kind, label, templates, db) {
     const fold = await folded(servers, runsSent, 30_000);
     if (fold.ms === null) failures.push(`${label}: the instances hold ${fold.live} live runs, ${runsSent} were sent`);
     result = summarise(kind, label, servers, load, before, after, activity, idle, { warmUp: warmCheck, measured: check, runsSent, foldMs: fold.ms, liveRuns: fold.live });
+    if (LIST_RUNS > 0) result.list = await listRuns(servers, label);
   } finally {
     for (const t of targets) t.client.close();
     const peaks = servers.map((s) => memoryOf(s.pid).hwmMiB);
@@ -438,6 +495,7 @@ function table(results) {
     ['peak RSS', 12, (r) => r.instances.map((i) => Math.round(i.peakRssMiB)).join('/') + 'MiB'],
     ['received', 10, (r) => `${r.checks.measured.accepted === r.checks.measured.sent && r.checks.warmUp.ok ? 'all' : 'LOST'}`],
     ['fold', 8, (r) => (r.checks.foldMs === null ? 'NO' : `${r.checks.foldMs}ms`)],
+    ['list best/med', 15, (r) => (r.list ? `${r.list.bestMs}/${r.list.medianMs}ms` : '-')],
   ];
   console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
   for (const r of results) console.log(cols.map(([, w, f], i) => (i === 0 ? String(f(r)).padEnd(w) : String(f(r)).padStart(w))).join(''));
@@ -479,6 +537,7 @@ async function main() {
           spansPerAuditorCpuSec: ratio(B, A, (r) => r.spansPerAuditorCpuSec),
           spansPerAuditorPlusPostgresCpuSec: ratio(B, A, (r) => r.spansPerAuditorPlusPostgresCpuSec),
         },
+        listVsSqlite: Object.fromEntries(['A', 'B', 'C'].filter((k) => byPhase[k]?.list && S?.list).map((k) => [k, round(byPhase[k].list.bestMs / S.list.bestMs, 2)])),
         postgresVsSqlite: {
           spansPerSec: ratio(A, S, (r) => r.spansPerSec),
           spansPerAuditorCpuSec: ratio(A, S, (r) => r.spansPerAuditorCpuSec),
@@ -503,6 +562,7 @@ async function main() {
     const a = q.twoVsOne;
     const b = q.postgresVsSqlite;
     if (q.threeVsOne.spansPerSec !== null) console.log(`run ${q.run}: 3 instances / 1 instance: spans/s ${q.threeVsOne.spansPerSec}, spans per auditor CPU-s ${q.threeVsOne.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${q.threeVsOne.spansPerAuditorPlusPostgresCpuSec}`);
+    if (Object.keys(q.listVsSqlite).length) console.log(`run ${q.run}: list of ${LIST_RUNS} runs, best time / SQLite's: ${Object.entries(q.listVsSqlite).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
     console.log(`run ${q.run} (order ${q.order}): 2 instances / 1 instance: spans/s ${a.spansPerSec}, spans per auditor CPU-s ${a.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${a.spansPerAuditorPlusPostgresCpuSec}; 1 on postgres / sqlite: spans/s ${b.spansPerSec}, spans per auditor CPU-s ${b.spansPerAuditorCpuSec}, per (auditor+postgres) CPU-s ${b.spansPerAuditorPlusPostgresCpuSec}`);
   }
   console.log(`bottleneck: ${overall(results, nproc)}`);

@@ -495,4 +495,72 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       await Promise.all([f.stop(), g.stop()]);
     }
   }, 90_000);
+
+  it('with --span-routing any, an instance that stays alive but loses partitions hands their pending spans over: the new owner adopts and resolves them, the old one derives nothing (issue 32)', async () => {
+    const url = await db.database('handover');
+    const args = (name: string) => ['--store', url, '--instance', name, '--lease-ttl', `${TTL_MS}ms`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--parent-wait', '60s', '--span-routing', 'any'];
+    const [f, g] = await Promise.all([startServerProcess({ args: args('auditor-f') }), startServerProcess({ args: args('auditor-g') })]);
+    let h: ServerProcess | null = null;
+    try {
+      await until('F and G share the partitions', async () => {
+        const [x, y] = await Promise.all([getJson(`${f.api}/api/v1/cluster`), getJson(`${g.api}/api/v1/cluster`)]);
+        return x.body.owned === PARTITIONS / 2 && y.body.owned === PARTITIONS / 2;
+      }, 30_000);
+      const fParts = (await getJson(`${f.api}/api/v1/cluster`)).body.ownedPartitions as number[];
+      // Two children per partition of F, waiting at F for their callers.
+      const tracer = new BasicTracerProvider().getTracer('handover');
+      const agent = (name: string, run: string) => ({ 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': name, 'topology.run.id': run });
+      const pairs: { run: string; part: number; parent: ReadableSpan; child: ReadableSpan }[] = [];
+      const perPart = new Map<number, number>();
+      for (let i = 0; pairs.length < 2 * fParts.length; i++) {
+        const run = `handover-${i}`;
+        const parent = tracer.startSpan('invoke_agent orchestrator', { attributes: agent('orchestrator', run) });
+        const part = partitionOf(parent.spanContext().traceId, PARTITIONS);
+        if (!fParts.includes(part) || (perPart.get(part) ?? 0) >= 2) continue;
+        perPart.set(part, (perPart.get(part) ?? 0) + 1);
+        const child = tracer.startSpan('invoke_agent researcher', { attributes: agent('researcher', run) }, trace.setSpan(context.active(), parent));
+        child.end();
+        parent.end();
+        pairs.push({ run, part, parent: parent as unknown as ReadableSpan, child: child as unknown as ReadableSpan });
+      }
+      const send = async (srv: ServerProcess, spans: ReadableSpan[]) => {
+        const exp = exporterFor('http-protobuf', srv);
+        expect(await new Promise<number>((res) => exp.export(spans, (r) => res(r.code)))).toBe(0);
+        await exp.shutdown();
+      };
+      await send(f, pairs.map((p) => p.child));
+      const pendingAt = async (srv: ServerProcess) => Number(/^topology_pending_parent_spans (\d+)$/m.exec(await (await fetch(`${srv.api}/metrics`)).text())?.[1] ?? -1);
+      await until('F holds the children as pending', async () => (await pendingAt(f)) === pairs.length, 10_000);
+      // A third instance joins: F and G release partitions above their share; H takes them, F stays alive.
+      h = await startServerProcess({ args: args('auditor-h') });
+      const hh = h;
+      await until('F, G and H share the partitions', async () => {
+        const st = await Promise.all([f, g, hh].map(async (s) => (await getJson(`${s.api}/api/v1/cluster`)).body));
+        return st.every((x) => x.liveInstances === 3 && x.owned > 0) && st.reduce((n, x) => n + x.owned, 0) === PARTITIONS;
+      }, 30_000);
+      const fNow = (await getJson(`${f.api}/api/v1/cluster`)).body.ownedPartitions as number[];
+      const moved = pairs.filter((p) => !fNow.includes(p.part));
+      expect(moved.length, 'children whose trace partition left F').toBeGreaterThan(0);
+      // F forgot the moved children (no edge, no gap derived there) and logged the hand-over.
+      await until('F holds only the children of partitions it kept', async () => (await pendingAt(f)) === pairs.length - moved.length, 10_000);
+      expect(f.stderr()).toMatch(/"event":"pending_spans_handed_over"/);
+      // The callers reach G, which owns none of the traces: it forwards them, and each trace's owner resolves it.
+      await send(g, pairs.map((p) => p.parent));
+      const edgeOf = (body: any) => (body?.receipts ?? []).filter((x: { type: string }) => x.type === 'edge').map((x: any) => `${x.from} -> ${x.to} : ${x.kind}`);
+      await until(`${pairs.length}/${pairs.length} derived edges`, async () => {
+        const bodies = await Promise.all(pairs.map(async (p) => (await getJson(`${g.api}/api/v1/runs/${p.run}`)).body));
+        return bodies.every((b) => edgeOf(b).includes('orchestrator -> researcher : delegate')) ? bodies : null;
+      }, 30_000);
+      await until('nothing pending anywhere', async () => (await Promise.all([f, g, hh].map(pendingAt))).every((n) => n === 0), 15_000);
+      for (const p of pairs) {
+        const body = (await getJson(`${g.api}/api/v1/runs/${p.run}`)).body;
+        expect(body.receipts.filter((x: { type: string }) => x.type === 'gap'), p.run).toEqual([]);
+        expect(edgeOf(body).filter((e: string) => e === 'orchestrator -> researcher : delegate').length, p.run).toBe(1);
+      }
+      // The moved children's records were adopted by H (deleted after its replay), not left to F.
+      expect(hh.stderr()).toMatch(/"event":"span_log_adopted"/);
+    } finally {
+      await Promise.all([f.stop(), g.stop(), ...(h ? [h.stop()] : [])]);
+    }
+  }, 120_000);
 });

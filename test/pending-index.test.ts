@@ -17,6 +17,25 @@ const mk = (maxSpans: number, maxTraceSpans?: number) => new PendingIndex<string
 const sp = (traceId: string, spanId: string, tag?: number): Sp => ({ traceId, spanId, tag });
 
 describe('PendingIndex', () => {
+  it('dropTraces forgets the traces picked, waiting spans included, handing nothing back (a cluster hand-over)', () => {
+    const ix = mk(100);
+    ix.index('t1', 'a', null, 'A', 0);
+    ix.index('t1', 'b', 'a', null, 0);
+    ix.index('t2', 'c', null, null, 0);
+    ix.addAgent(sp('t1', 'b'));
+    ix.addHandoff(sp('t1', 'a'));
+    ix.addAgent(sp('t2', 'c'));
+    ix.addAgent(sp('t3', 'd')); // waiting, its trace not indexed
+    const gone = ix.dropTraces((t) => t !== 't2');
+    expect(gone.agents.map((a) => a.spanId).sort()).toEqual(['b', 'd']);
+    expect(gone.handoffs.map((h) => h.spanId)).toEqual(['a']);
+    expect(ix.pendingTraceIds()).toEqual(new Set(['t2']));
+    expect(ix.trace('t1')).toBeUndefined();
+    expect([...ix.pendingAgents()].map((a) => a.spanId)).toEqual(['c']);
+    expect(ix.takeEvicted()).toEqual({ agents: [], handoffs: [] });
+    expect(ix.stats().indexed).toBe(1);
+  });
+
   it('counts pending work per trace through add, replace, remove', () => {
     const ix = mk(100);
     ix.index('t1', 'a', null, 'A', 0);

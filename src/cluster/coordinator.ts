@@ -75,6 +75,12 @@ export class ClusterCoordinator {
   private liveInstances = 1;
   private takeovers = 0;
   private lapses = 0;
+  /**
+   * Verdict transitions of runs held here, counted (metrics) only once their verdict state is in the shared table: the
+   * next owner compares with that table, so each transition is counted by exactly one instance. Those of a write the
+   * fence refused (the partition was lost) are never counted here: the new owner counts from what the table holds.
+   */
+  private pendingCounts = new Map<string, (() => void)[]>();
   private readonly renewEveryMs: number;
   private readonly tailEveryMs: number;
   private readonly tailBatch: number;
@@ -90,6 +96,42 @@ export class ClusterCoordinator {
     this.tailEveryMs = opts.tailEveryMs ?? 100;
     this.tailBatch = opts.tailBatch ?? 5000;
     this.mono = hooks.monotonic ?? (() => performance.now());
+    // With `--span-routing any`, held records of a partition this instance lost are its new owner's (never pruned here).
+    pg.pruneHeldOfOwnedOnly = opts.spanRouting === 'any';
+    pg.onVerdictWrite = {
+      taken: (runs) => {
+        const taken: [string, (() => void)[]][] = [];
+        for (const run of runs) {
+          const counts = this.pendingCounts.get(run);
+          if (counts) {
+            taken.push([run, counts]);
+            this.pendingCounts.delete(run);
+          }
+        }
+        return taken;
+      },
+      landed: (token, written) => {
+        for (const [run, counts] of token as [string, (() => void)[]][]) {
+          if (written === null) {
+            // The write failed (it is retried by the next flush): counted when it lands, unless the partition left
+            // meanwhile (the state was forgotten with the run; the next owner counts from the table).
+            if (this.owned.has(this.pg.partitionOf(run))) this.pendingCounts.set(run, [...counts, ...(this.pendingCounts.get(run) ?? [])]);
+          } else if (written.has(run)) {
+            for (const count of counts) count();
+          }
+        }
+      },
+    };
+  }
+
+  /**
+   * Counts a verdict transition of a run held here (`count` increments the metric) once the verdict state that the
+   * transition set is written to the shared table (the next flush), or never if the fence refuses that write.
+   */
+  countWhenWritten(run: string, count: () => void): void {
+    const list = this.pendingCounts.get(run);
+    if (list) list.push(count);
+    else this.pendingCounts.set(run, [count]);
   }
 
   /** Whether this instance owns the run (its partition's lease, still valid by the local clock). */
@@ -116,8 +158,17 @@ export class ClusterCoordinator {
     known: (runs: readonly string[]): Promise<Set<string>> => this.pg.knownRuns(runs),
   };
 
-  /** With `--span-routing any`: whether another instance resolves the trace (its partition is not owned here). */
-  readonly forwards = (traceId: string): boolean => !this.owned.has(this.pg.partitionOf(traceId));
+  /**
+   * With `--span-routing any`: whether another instance resolves the trace (its partition is not owned here, or the
+   * leases are no longer surely valid: the records go through the shared span log to whoever owns it).
+   */
+  readonly forwards = (traceId: string): boolean => !this.owns(traceId);
+
+  /**
+   * With `--span-routing any`: forgets the pending spans of the traces given (deriving nothing), set by the server.
+   * Called when a partition leaves this instance: their new owner adopts their span records from the shared log.
+   */
+  dropTraces: ((pick: (traceId: string) => boolean) => number) | null = null;
 
   /** The partitions held, ascending. */
   ownedParts(): number[] {
@@ -283,6 +334,11 @@ export class ClusterCoordinator {
         this.store.forget(run);
       }
     }
+    // Transitions whose state was not written (forgotten with the run): the partition's next owner counts from the table.
+    for (const run of [...this.pendingCounts.keys()]) if (this.pg.partitionOf(run) === p) this.pendingCounts.delete(run);
+    // Spans of the partition's traces waiting here for a caller: its next owner adopts their records (adoptSpanLog).
+    const dropped = this.dropTraces?.((traceId) => this.pg.partitionOf(traceId) === p) ?? 0;
+    if (dropped > 0) this.hooks.log('pending_spans_handed_over', { partition: p, spans: dropped });
   }
 
   /** Folds receipts other instances stored for runs owned here, in commit order; applies acknowledgements made anywhere. */
@@ -335,7 +391,9 @@ export class ClusterCoordinator {
     let n = 0;
     let pages = 0;
     for (let after = 0; ; ) {
-      const entries = await this.pg.orphanSpanLog(this.ownedParts(), after, SPAN_LOG_PAGE);
+      // With `--span-routing any` only a partition's owner holds records of its traces: those held by any other process
+      // (a live one that lost the partition too) are this owner's now.
+      const entries = await this.pg.orphanSpanLog(this.ownedParts(), after, SPAN_LOG_PAGE, this.opts.spanRouting === 'any');
       if (!this.guard()) break;
       if (entries.length === 0) break;
       pages++;

@@ -38,17 +38,30 @@ export class SharedStoreRuns implements RemoteRuns {
     return a ? { verdict: a.verdict as Verdict, by: a.by, at: a.ackedAt, reason: a.reason } : null;
   }
 
-  /** Many runs in four queries (their rows and pins, their receipts, the contracts they are pinned to): the list views. */
+  /**
+   * Pinned contract contents by hash: a hash names one content for ever, so what was read once is kept (bounded: a
+   * deployment pins a handful of contract versions).
+   */
+  private readonly contents = new Map<string, string>();
+
+  /**
+   * Many runs for the list views: one query (their rows, pins and receipts, one row per run), plus one for pinned
+   * contracts not read before.
+   */
   async loadMany(runs: readonly string[]): Promise<Map<string, DetachedRun>> {
     const out = new Map<string, DetachedRun>();
     if (runs.length === 0) return out;
-    const [rows, receipts] = await Promise.all([this.pg.getRuns(runs), this.pg.receiptsOfRuns(runs)]);
-    const contents = await this.pg.contractContents([...new Set(rows.flatMap((r) => (r.pin && r.contractHash ? [r.contractHash] : [])))]);
-    for (const row of rows) {
-      const list = receipts.get(row.run);
-      if (!list?.length) continue;
+    const rows = await this.pg.runsWithReceipts(runs);
+    const missing = [...new Set(rows.flatMap(({ row: r }) => (r.pin && r.contractHash && !this.contents.has(r.contractHash) ? [r.contractHash] : [])))];
+    if (missing.length) {
+      const read = await this.pg.contractContents(missing);
+      if (this.contents.size + read.size > 10_000) this.contents.clear();
+      for (const [hash, content] of read) this.contents.set(hash, content);
+    }
+    for (const { row, receipts } of rows) {
+      if (receipts.length === 0) continue;
       const pin = row.pin && row.contractHash ? { pin: row.pin, contractHash: row.contractHash } : null;
-      out.set(row.run, { run: row.run, pin, contractContent: pin ? (contents.get(pin.contractHash) ?? null) : null, receipts: list, updatedAt: row.updatedAt });
+      out.set(row.run, { run: row.run, pin, contractContent: pin ? (this.contents.get(pin.contractHash) ?? null) : null, receipts, updatedAt: row.updatedAt });
     }
     return out;
   }

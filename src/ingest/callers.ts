@@ -291,6 +291,16 @@ export class CallerResolver {
     }
   }
 
+  /**
+   * Cluster (`--span-routing any`): forgets the traces `pick` selects, waiting spans included, deriving nothing (no
+   * edge, no gap): the owner of their partition adopted their span records. Returns how many waiting spans went.
+   */
+  dropTraces(pick: (traceId: string) => boolean): number {
+    const gone = this.idx.dropTraces(pick);
+    for (const a of gone.agents) this.stopWaitingOnLinks(a);
+    return gone.agents.length + gone.handoffs.length;
+  }
+
   /** True while the trace holds agent spans or handoffs waiting for a caller, sender or target (O(1)). */
   isPending(traceId: string): boolean {
     return this.idx.hasPending(traceId);

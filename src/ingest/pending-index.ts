@@ -268,6 +268,31 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
 
 
 
+  /**
+   * Forgets every trace `pick` selects, with its waiting agent and handoff spans, without handing them back (they end
+   * as no gap here): another resolver took the traces over. Returns the waiting spans removed.
+   */
+  dropTraces(pick: (traceId: string) => boolean): { agents: A[]; handoffs: H[] } {
+    const out: { agents: A[]; handoffs: H[] } = { agents: [], handoffs: [] };
+    const ids = new Set<string>();
+    for (const id of this.traces.keys()) if (pick(id)) ids.add(id);
+    for (const id of this.agentsByTrace.keys()) if (pick(id)) ids.add(id);
+    for (const id of this.handoffsByTrace.keys()) if (pick(id)) ids.add(id);
+    for (const id of this.orphanPending.keys()) if (pick(id)) ids.add(id);
+    for (const id of ids) {
+      for (const a of [...(this.agentsByTrace.get(id)?.values() ?? [])]) if (this.removeAgent(a)) out.agents.push(a);
+      for (const h of [...(this.handoffsByTrace.get(id)?.values() ?? [])]) if (this.removeHandoff(h)) out.handoffs.push(h);
+      const t = this.traces.get(id);
+      if (t) {
+        this.traces.delete(id);
+        this.indexed -= t.nodes.size;
+      }
+      this.orphanPending.delete(id);
+    }
+    if (ids.size) this.compact();
+    return out;
+  }
+
   /** Handoffs whose trace has been quiet for `waitMs` (or is gone): removed, counted as expired, returned in arrival order. */
   expireHandoffs(now: number, waitMs: number): H[] {
     const out: H[] = [];

@@ -463,6 +463,14 @@ export class SpanPipeline {
     return this.callers.keepsTrace(traceId) || this.langgraph.has(traceId);
   }
 
+  /**
+   * Cluster (`--span-routing any`): this instance no longer resolves the traces `pick` selects (their partition went to
+   * another instance, which adopts their span records): their pending spans are forgotten, deriving nothing.
+   */
+  dropTraces(pick: (traceId: string) => boolean): number {
+    return this.callers.dropTraces(pick);
+  }
+
   /** Traces holding pending work: a caller, target or LangGraph root still to come. */
   pendingTraceIds(): Set<string> {
     const out = this.callers.pendingTraceIds();

@@ -312,7 +312,10 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     hooks: {
       idleEvicted: (n) => metrics.liveRunsIdleEvicted(n),
       verdictEntered: (run, contract, version, verdict, previous) => {
-        metrics.verdictEntered(contract, verdict, run);
+        // In a cluster a transition is counted once its state is in the shared table (each counted by one instance).
+        const count = () => metrics.verdictEntered(contract, verdict, run);
+        if (cluster && previous?.verdict !== verdict) cluster.countWhenWritten(run, count);
+        else count();
         // Content-free: run id, pin, verdict and the finding code that decided it.
         const code = engine.verdictOf(run)?.findings.find((f) => f.verdict === verdict)?.code;
         cfg.log('verdict_changed', { run, contract: contract || null, version: version || null, verdict, previous: previous?.verdict ?? null, ...(code ? { code } : {}) });
@@ -358,7 +361,11 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending, langgraphWaiting: pipeline.langgraph.waiting });
   if (cluster) {
     const c = cluster;
-    if (cfg.spanRouting === 'any') ingestor.forwardTrace = c.forwards;
+    if (cfg.spanRouting === 'any') {
+      ingestor.forwardTrace = c.forwards;
+      // A partition that leaves: the pending spans of its traces are its new owner's (adopted from the shared span log).
+      c.dropTraces = (pick) => pipeline.dropTraces(pick);
+    }
     await c.start(engine, () => ingestor.replaySpanLog(), (before) => ingestor.readLangGraphRoots(before));
     cleanup.push(() => c.stop());
     cfg.log('cluster_joined', { instance: c.pg.instance, ...c.stats() });

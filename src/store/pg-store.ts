@@ -226,6 +226,15 @@ export class PgStore {
   /** The leases this store holds, by partition: their epochs (fencing). */
   private readonly fence = new Map<number, number>();
   private fencedRows = 0;
+  /**
+   * Told of every verdict-state write (setVerdictStates): `taken` when its runs are sent (returns a token), `landed`
+   * with the runs the database wrote (the others were refused by the fence), or null when the write failed. The
+   * coordinator counts a run's verdict transitions once they are in the shared table (metrics sum to the truth over a
+   * takeover).
+   */
+  /** Prune only held span records of partitions whose lease this store holds (the coordinator, `--span-routing any`). */
+  pruneHeldOfOwnedOnly = false;
+  onVerdictWrite: { taken(runs: readonly string[]): unknown; landed(token: unknown, written: ReadonlySet<string> | null): void } | null = null;
 
   private readonly pool: pg.Pool;
   private readonly maxBatch: number;
@@ -345,10 +354,12 @@ export class PgStore {
       values.push(excludeOrigin);
       where.push(`origin <> $${values.length}`);
     }
-    const res = await this.pool.query(
-      `SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $2`,
+    // Named (parsed and planned once per connection): the coordinator tails every 100 ms.
+    const res = await this.pool.query({
+      name: `ta_tail_v1_${parts !== undefined ? 'p' : ''}${excludeOrigin !== undefined ? 'o' : ''}`,
+      text: `SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $2`,
       values,
-    );
+    });
     return res.rows.map((row: Row) => ({
       seq: Number(row.seq),
       receipt: parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(row.run)}, event ${JSON.stringify(row.event)})`),
@@ -463,28 +474,39 @@ export class PgStore {
     for (const r of rows) latest.set(r.run, r);
     const runs = [...latest.keys()];
     const [parts, epochs] = this.fenceArrays();
-    // In run order, as appends touch runs, so the two never wait on each other's row locks in a cycle.
-    const res = await this.pool.query(
-      `WITH ${FENCE_CTE}
-       INSERT INTO runs (run, part, first_at, updated_at, verdict, settled)
-       SELECT run, part, updated_at, updated_at, verdict, settled
-       FROM unnest($4::text[], $5::int[], $6::bigint[], $7::text[], $8::boolean[]) AS u(run, part, updated_at, verdict, settled)
-       WHERE part IN (SELECT part FROM mine)
-       ORDER BY run
-       ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled,
-         updated_at = GREATEST(runs.updated_at, excluded.updated_at)`,
-      [
-        this.instance,
-        parts,
-        epochs,
-        runs,
-        runs.map((r) => this.partitionOf(r)),
-        runs.map((r) => latest.get(r)!.updatedAt),
-        runs.map((r) => latest.get(r)!.verdict),
-        runs.map((r) => latest.get(r)!.settled),
-      ],
-    );
-    const refused = runs.length - (res.rowCount ?? 0);
+    const token = this.onVerdictWrite?.taken(runs);
+    let res;
+    try {
+      // In run order, as appends touch runs, so the two never wait on each other's row locks in a cycle.
+      res = await this.pool.query({
+        name: 'ta_verdict_states_v1',
+        text: `WITH ${FENCE_CTE}
+         INSERT INTO runs (run, part, first_at, updated_at, verdict, settled)
+         SELECT run, part, updated_at, updated_at, verdict, settled
+         FROM unnest($4::text[], $5::int[], $6::bigint[], $7::text[], $8::boolean[]) AS u(run, part, updated_at, verdict, settled)
+         WHERE part IN (SELECT part FROM mine)
+         ORDER BY run
+         ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled,
+           updated_at = GREATEST(runs.updated_at, excluded.updated_at)
+         RETURNING run`,
+        values: [
+          this.instance,
+          parts,
+          epochs,
+          runs,
+          runs.map((r) => this.partitionOf(r)),
+          runs.map((r) => latest.get(r)!.updatedAt),
+          runs.map((r) => latest.get(r)!.verdict),
+          runs.map((r) => latest.get(r)!.settled),
+        ],
+      });
+    } catch (e) {
+      this.onVerdictWrite?.landed(token, null);
+      throw e;
+    }
+    const written = new Set<string>(res.rows.map((r: Row) => r.run as string));
+    this.onVerdictWrite?.landed(token, written);
+    const refused = runs.length - written.size;
     this.fencedRows += refused;
     return refused;
   }
@@ -511,7 +533,7 @@ export class PgStore {
   /** Acknowledgements of partitions `parts` written after `afterSeq`, in seq order. */
   async acksSince(afterSeq: number, parts: readonly number[]): Promise<{ seq: number; run: string; verdict: string; ackedAt: number; by: string | null; reason: string | null }[]> {
     if (parts.length === 0) return [];
-    const res = await this.pool.query('SELECT seq, run, verdict, acked_at, acked_by, reason FROM acks WHERE part = ANY($1::int[]) AND seq > $2 ORDER BY seq LIMIT 10000', [[...parts], afterSeq]);
+    const res = await this.pool.query({ name: 'ta_acks_since_v1', text: 'SELECT seq, run, verdict, acked_at, acked_by, reason FROM acks WHERE part = ANY($1::int[]) AND seq > $2 ORDER BY seq LIMIT 10000', values: [[...parts], afterSeq] });
     return res.rows.map((r: Row) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null }));
   }
 
@@ -543,6 +565,29 @@ export class PgStore {
       [[...runs]],
     );
     return res.rows.map(liveRunOf);
+  }
+
+  /**
+   * Runs' rows with their pins and their receipts (each run's in seq order, every variant), in one query and one row
+   * per run: the receipts come as one JSON array text per run (one parse each), not one row per receipt. Runs not
+   * stored, or without receipts, are absent. For the list views of a cluster instance.
+   */
+  async runsWithReceipts(runs: readonly string[]): Promise<{ row: LiveRun; receipts: Receipt[] }[]> {
+    if (runs.length === 0) return [];
+    const res = await this.pool.query({
+      name: 'ta_runs_with_receipts_v1',
+      text: `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash,
+               (SELECT '[' || string_agg(x.body, ',' ORDER BY x.seq) || ']' FROM receipts x WHERE x.run = r.run) AS bodies
+             FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = ANY($1::text[])`,
+      values: [[...runs]],
+    });
+    const out: { row: LiveRun; receipts: Receipt[] }[] = [];
+    for (const row of res.rows as Row[]) {
+      const bodies = row.bodies as string | null;
+      if (bodies === null) continue;
+      out.push({ row: liveRunOf(row), receipts: parseBody(bodies, 'receipts', `of run ${JSON.stringify(row.run)}`) as unknown as Receipt[] });
+    }
+    return out;
   }
 
   /** Pinned contract contents by hash (those stored), in one query. */
@@ -640,13 +685,15 @@ export class PgStore {
    * life) that is not alive, e.g. an instance killed, or one restarted under the same name (this one included).
    * After `afterSeq`, oldest first, at most `limit`. What a partition's owner adopts.
    */
-  async orphanSpanLog(parts: readonly number[], afterSeq: number, limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
+  async orphanSpanLog(parts: readonly number[], afterSeq: number, limit: number, anyHolder = false): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
     if (parts.length === 0) return [];
+    // anyHolder (`--span-routing any`, where only a partition's owner holds its traces' records): every other process's
+    // records are adopted, a live instance's that lost the partition too.
     const res = await this.pool.query(
       `SELECT s.seq, s.trace_id, s.origin, s.body FROM span_log s
        WHERE s.part = ANY($1::int[]) AND NOT s.forwarded AND s.seq > $2
          AND NOT (s.origin = $4 AND s.life = $5)
-         AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = s.origin AND i.life = s.life AND i.expires_at > now())
+         ${anyHolder ? '' : 'AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = s.origin AND i.life = s.life AND i.expires_at > now())'}
        ORDER BY s.seq LIMIT $3`,
       [[...parts], afterSeq, limit, this.instance, this.life],
     );
@@ -659,7 +706,7 @@ export class PgStore {
    */
   async forwardedSpanLog(parts: readonly number[], limit: number): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
     if (parts.length === 0) return [];
-    const res = await this.pool.query('SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND forwarded ORDER BY seq LIMIT $2', [[...parts], limit]);
+    const res = await this.pool.query({ name: 'ta_forwarded_span_log_v1', text: 'SELECT seq, trace_id, origin, body FROM span_log WHERE part = ANY($1::int[]) AND forwarded ORDER BY seq LIMIT $2', values: [[...parts], limit] });
     return res.rows.map(spanLogEntry);
   }
 
@@ -685,12 +732,20 @@ export class PgStore {
    * more. Forwarded records are never pruned here: only their reader deletes them. Returns the count.
    */
   async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, origin: string): Promise<number> {
-    const res = await this.pool.query('SELECT DISTINCT trace_id FROM span_log WHERE logged_at < $1 AND origin = $2 AND life = $3 AND NOT forwarded', [before, origin, this.life]);
+    // With pruneHeldOfOwnedOnly, only records of partitions this store holds leases of: those of a partition it lost
+    // are adopted by the new owner, never pruned unread here.
+    const owned = this.pruneHeldOfOwnedOnly ? [...this.fence.keys()] : null;
+    if (owned !== null && owned.length === 0) return 0;
+    const onlyOwned = owned !== null ? 'AND part = ANY($4::int[])' : '';
+    const res = await this.pool.query(
+      `SELECT DISTINCT trace_id FROM span_log WHERE logged_at < $1 AND origin = $2 AND life = $3 AND NOT forwarded ${onlyOwned}`,
+      owned !== null ? [before, origin, this.life, owned] : [before, origin, this.life],
+    );
     const done = res.rows.map((r: Row) => r.trace_id as string).filter((t) => !stillPending(t));
     if (done.length === 0) return 0;
     const del = await this.pool.query(
-      'DELETE FROM span_log WHERE trace_id = ANY($1::text[]) AND logged_at < $2 AND origin = $3 AND life = $4 AND NOT forwarded',
-      [done, before, origin, this.life],
+      `DELETE FROM span_log WHERE trace_id = ANY($1::text[]) AND logged_at < $2 AND origin = $3 AND life = $4 AND NOT forwarded ${onlyOwned.replace('$4', '$5')}`,
+      owned !== null ? [done, before, origin, this.life, owned] : [done, before, origin, this.life],
     );
     return del.rowCount ?? 0;
   }
@@ -718,8 +773,9 @@ export class PgStore {
   async heartbeat(ttlMs: number, full = false): Promise<{ liveInstances: number }> {
     let res;
     try {
-      res = await this.pool.query(
-      `WITH up AS (
+      res = await this.pool.query({
+      name: 'ta_heartbeat_v1',
+      text: `WITH up AS (
          INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3, $4)
          ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit, life = excluded.life
          RETURNING id
@@ -727,8 +783,8 @@ export class PgStore {
          DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
        )
        SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
-      [this.instance, Math.round(ttlMs), full, this.life],
-      );
+      values: [this.instance, Math.round(ttlMs), full, this.life],
+      });
     } catch (e) {
       this.isHealthy = false; // readiness follows the store with no traffic too (issue 32)
       throw e;
@@ -769,11 +825,12 @@ export class PgStore {
 
   /** The partitions leased to another live instance that is at its live limit (ascending). */
   async fullPartitions(): Promise<number[]> {
-    const res = await this.pool.query(
-      `SELECT l.part FROM leases l JOIN instances i ON i.id = l.owner
+    const res = await this.pool.query({
+      name: 'ta_full_partitions_v1',
+      text: `SELECT l.part FROM leases l JOIN instances i ON i.id = l.owner
        WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1 ORDER BY l.part`,
-      [this.instance],
-    );
+      values: [this.instance],
+    });
     return res.rows.map((r: Row) => r.part as number);
   }
 
@@ -792,11 +849,12 @@ export class PgStore {
 
   /** Extends this instance's leases that have not expired; returns the partitions it still holds (ascending). */
   async renewLeases(ttlMs: number): Promise<number[]> {
-    const res = await this.pool.query(
-      `UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
+    const res = await this.pool.query({
+      name: 'ta_renew_v1',
+      text: `UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
        WHERE owner = $1 AND expires_at > now() RETURNING part, epoch`,
-      [this.instance, Math.round(ttlMs)],
-    );
+      values: [this.instance, Math.round(ttlMs)],
+    });
     const held = new Set<number>();
     for (const r of res.rows as Row[]) {
       held.add(r.part as number);
@@ -946,28 +1004,68 @@ export class PgStore {
    * repeated in the group) the fast attempt is rolled back to its savepoint and every delivery is decided in input
    * order from one read of the stored variants, then written: outcomes and seq order exactly as the SQLite store's.
    */
-  private commitGroup(group: QueuedAppend[]): Promise<AppendResult[]> {
+  private async commitGroup(group: QueuedAppend[]): Promise<AppendResult[]> {
     const items = group.flatMap((a) => a.items);
     const spans = group.flatMap((a) => a.spanLog);
     const keys = new Set<string>();
     for (const { receipt } of items) keys.add(`${receipt.run}\u0000${receipt.event}`);
-    const fast = keys.size === items.length;
-    const begin = `BEGIN; SELECT pg_advisory_xact_lock(${LOG_LOCK})${fast ? '; SAVEPOINT fast' : ''}`;
-    // Prepared before the transaction opens: the ordering lock is held for the statements, not for this work.
-    const fastRows = fast ? items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt })) : [];
-    const fastParams = fast ? this.writeParams(fastRows, spans) : null;
-    return this.inTransaction(async (client) => {
-      if (fastParams) {
-        if ((await this.writeRows(client, fastParams)) === fastRows.length) {
-          return group.map((a) => ({ accepted: a.items.length, duplicates: 0, conflicts: 0, results: a.items.map((): AppendOutcome => 'accepted') }));
-        }
-        await client.query('ROLLBACK TO SAVEPOINT fast');
+    if (keys.size === items.length) {
+      // Fast path: one statement, one round trip, its own transaction (autocommit): the ordering lock is taken inside
+      // it before the first row gets its seq and held to its COMMIT, with no round trip to this process in between.
+      // When a row was stored before (a retry, a conflict), the statement fails on purpose (nothing of it stays) and
+      // the group is decided in a transaction below.
+      const fastRows = items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt }));
+      if (await this.writeAllNew(this.writeParams(fastRows, spans))) {
+        return group.map((a) => ({ accepted: a.items.length, duplicates: 0, conflicts: 0, results: a.items.map((): AppendOutcome => 'accepted') }));
       }
+    }
+    return this.inTransaction(async (client) => {
       const { results, rows } = await this.decide(client, group);
       const written = await this.writeRows(client, this.writeParams(rows, spans));
       if (written !== rows.length) throw new Error(`postgres store: ${rows.length - written} decided receipts were already stored (a writer without the ordering lock?)`);
       return results;
-    }, begin);
+    }, `BEGIN; SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
+  }
+
+  /**
+   * The fast path's one statement (named, so each connection parses and plans it once): under the ordering lock
+   * (an InitPlan evaluated before the first row is inserted, so before any seq is drawn), inserts every receipt as
+   * variant 0, touches `runs`, inserts the span log entries, and commits. If any receipt row was already stored, the
+   * statement raises division_by_zero at its end, so its implicit transaction rolls back whole: false. True when
+   * every row went in (committed).
+   */
+  private async writeAllNew(p: { rows: string; spans: string; count: number; receipts: number }): Promise<boolean> {
+    if (p.count === 0) return true;
+    try {
+      await this.pool.query({
+        name: 'ta_append_fast_v1',
+        text: `WITH ins AS (
+           INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
+           SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
+           FROM json_array_elements($1::json) WITH ORDINALITY AS e(v, ord)
+           WHERE (SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)
+           ORDER BY e.ord
+           ON CONFLICT (run, event, variant) DO NOTHING
+           RETURNING run, part, received_at
+         ), touched AS (
+           INSERT INTO runs (run, part, first_at, updated_at)
+           SELECT run, min(part), min(received_at), max(received_at) FROM ins GROUP BY run ORDER BY run
+           ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
+             updated_at = GREATEST(runs.updated_at, excluded.updated_at)
+         ), spans AS (
+           INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
+           SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
+           FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
+           ORDER BY s.ord
+         )
+         SELECT CASE WHEN n = $5::bigint THEN n ELSE n / (n - n) END AS inserted FROM (SELECT count(*) AS n FROM ins) AS c`,
+        values: [p.rows, p.spans, this.instance, this.life, p.receipts],
+      });
+      return true;
+    } catch (e) {
+      if ((e as { code?: string }).code === '22012') return false; // a row was there: decided in a transaction
+      throw e;
+    }
   }
 
   /**
@@ -1062,8 +1160,9 @@ export class PgStore {
    * The parameters of writeRows as two JSON texts (rows, span log entries), made before the transaction opens: a group
    * of 20,000 receipts takes a while to serialise, and the ordering lock must not be held, idle, meanwhile.
    */
-  private writeParams(rows: readonly NewRow[], spans: readonly SpanLogEntry[]): { rows: string; spans: string; count: number } {
+  private writeParams(rows: readonly NewRow[], spans: readonly SpanLogEntry[]): { rows: string; spans: string; count: number; receipts: number } {
     return {
+      receipts: rows.length,
       rows: JSON.stringify(rows.map((r) => [r.receipt.run, r.receipt.event, r.variant, r.body, r.source, r.receivedAt, this.partitionOf(r.receipt.run)])),
       spans: JSON.stringify(spans.map((e) => [e.traceId, this.partitionOf(e.traceId), e.loggedAt, e.body, e.forwarded === true])),
       count: rows.length + spans.length,
