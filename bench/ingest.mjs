@@ -39,7 +39,18 @@
 // server CPU-second, decode-only spans per CPU-second and the ratio (median of rounds), transport-only spans per
 // CPU-second, server peak RSS (VmHWM). A table, then one JSON line.
 //
-// Diagnostics: --profile DIR writes a V8 CPU profile of the server; --server-node-args=... passes node flags to
+// --mix agentic (issue 35): the content-heavy agent-framework traffic described at buildAgenticSpans below
+// (512 spans, ~9 MB of protobuf per batch, 1 agent span in 10, LLM spans with 2-16 KB prompts and outputs in
+// attributes and events, tool, retrieval, HTTP and DB spans, plain traces), gzipped by the client (--gzip-level,
+// default 1) as exporters send it; transports http-protobuf and the retry storm (paired rounds: fresh and
+// duplicate-heavy side by side). Reported besides spans: MB/s and MB per server CPU-second (uncompressed
+// protobuf), decode-only = gunzip + decode of the same gzipped bodies in this process, and the direct bound: the
+// same clients against a receiver that reads, gunzips and decodes each body with the server's own code
+// (dist/server/body.js, dist/otlp) and stores nothing. --no-direct-bound skips it.
+//
+//   node bench/ingest.mjs --mix agentic --baseline DIR     (~4 min; DIR: another build, as below)
+//
+// Diagnostics: --profile DIR writes a V8 CPU profile of the server (summarise it with bench/profile-summary.mjs); --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr);
 // --baseline-node-args=... gives the baseline server its own flags (`--baseline . --server-node-args=X
 // --baseline-node-args=` compares one build with and without the flags X, side by side).
@@ -62,7 +73,7 @@ import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otl
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../dist/otlp/index.js';
 import { inflateOptions } from '../dist/server/body.js';
 import { messages, prng, text } from './payloads.mjs';
-import { ROOT, cpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
+import { ROOT, cpuSecondsOf, mainThreadCpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
 
 const IS_MAIN = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
 const { values: args } = parseArgs({
@@ -663,7 +674,7 @@ async function nextBatch(templates, client) {
 
 /** Server CPU (user, system) and the server's receipt counters, at one instant. */
 async function serverSnapshot(server) {
-  return { cpu: cpuSecondsOf(server.pid), metrics: server.ports.api ? await scrape(server.ports.api) : null };
+  return { cpu: cpuSecondsOf(server.pid), main: mainThreadCpuSecondsOf(server.pid), metrics: server.ports.api ? await scrape(server.ports.api) : null };
 }
 
 /**
@@ -771,6 +782,8 @@ function summarise(...phases) {
     serverCpuSeconds: round(user + system, 2),
     serverSystemShare: round(system / (user + system), 2),
     serverCores: round((user + system) / wall, 2),
+    // The main thread's part of the server's CPU (the rest: libuv's threads inflating gzip, V8's GC and compiler threads).
+    serverMainThreadShare: round(sum((p) => p.after.main - p.before.main) / (user + system), 2),
     spansPerServerCpuSec: Math.round(spans / (user + system)),
     // Uncompressed protobuf MB (1e6 bytes) per second and per server CPU-second; wire MB per second.
     mbPerSec: round(sum((p) => p.bytes ?? 0) / 1e6 / wall, 1),

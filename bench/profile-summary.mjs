@@ -2,11 +2,12 @@
 // self time by function (top N), and inclusive time of named groups of functions (a function's samples count
 // once per group even when it recurses), as shares of all samples except idle.
 //
-//   node bench/profile-summary.mjs FILE.cpuprofile [--top 30] [--group NAME=regex ...]
+//   node bench/profile-summary.mjs FILE.cpuprofile [--top 30] [--group NAME=regex ...] [--line NAME=file-suffix:line ...]
+// --line counts the samples V8 attributed to one source line (positionTicks), e.g. a native call inside a function.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-const { values: args, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '30' }, group: { type: 'string', multiple: true, default: [] } } });
+const { values: args, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '30' }, group: { type: 'string', multiple: true, default: [] }, line: { type: 'string', multiple: true, default: [] } } });
 const profile = JSON.parse(readFileSync(positionals[0], 'utf8'));
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const parent = new Map();
@@ -33,3 +34,13 @@ const pct = (n) => `${((100 * n) / total).toFixed(1)}%`.padStart(6);
 console.log(`${total} samples (idle excluded)`);
 for (const [l, c] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(pct(c), l);
 for (const g of groups) console.log(`group ${g.name}: ${pct(g.n)}`);
+for (const spec of args.line) {
+  const [name, where] = spec.split('=');
+  const [file, line] = [where.slice(0, where.lastIndexOf(':')), Number(where.slice(where.lastIndexOf(':') + 1))];
+  let n = 0;
+  for (const node of profile.nodes) {
+    if (!node.callFrame.url.endsWith(file)) continue;
+    for (const t of node.positionTicks ?? []) if (t.line === line) n += t.ticks;
+  }
+  console.log(`line ${name}: ${pct(n)}`);
+}
