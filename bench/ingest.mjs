@@ -95,9 +95,9 @@ const { values: args } = parseArgs({
     mix: { type: 'string', default: 'classic' },
     // gzip every HTTP body (content-encoding: gzip), as exporters and collectors send it; on by default with --mix agentic.
     gzip: { type: 'boolean' },
-    // zlib level of the client's gzip. Inflating costs about the same whatever the level (measured: level 1 and 6
-    // bodies of the agentic mix 13-17 ms each per 8.6 MB); level 6 costs the client 3x level 1's CPU on the 2
-    // cores it shares with the server, so 1 by default.
+    // zlib level of the client's gzip. Level 1 bodies of the agentic mix inflate ~25% slower than level 6 ones
+    // (15 vs 12 ms per 8.6 MB: more compressed bytes), so level 1 is the harder case for the server; level 6 costs
+    // the client 3x level 1's CPU on the 2 cores it shares with the server, so 1 by default.
     'gzip-level': { type: 'string', default: '1' },
     // Also measure the bound directly: a receiver that reads, gunzips and decodes each request (the server's own
     // body reader and decoder) and stores nothing, same clients, same bodies.
@@ -281,13 +281,13 @@ function buildBatchSpans(seed) {
 // ---------------------------------------------------------------------------------------------------------
 // The agentic mix (--mix agentic, issue 35): what an agent framework exports. One span in ten is an agent span
 // (the receipts: the same runs of topology.* spans as above); the others are what the agents do, carrying content:
-//   LLM spans (about 55%): a prompt and an output of 2-16 KB each, in one of three conventions — OTel GenAI
+//   LLM spans (about 51% of all spans): a prompt and an output of 2-16 KB each, in one of three conventions — OTel GenAI
 //     (gen_ai.input.messages / gen_ai.output.messages / gen_ai.system_instructions), the older gen_ai.prompt /
 //     gen_ai.completion attributes with span events repeating them (gen_ai.content.prompt / .completion), and
 //     OpenInference (input.value / output.value, llm.input_messages.* / llm.output_messages.*);
-//   tool spans (about 20%): arguments (0.2-2 KB JSON) and a result (1-8 KB), GenAI or OpenInference TOOL;
-//   retrieval spans (about 7%): a query and three documents of 1-4 KB;
-//   HTTP client and database spans (about 12%) under the agents;
+//   tool spans (about 17%): arguments (0.2-2 KB JSON) and a result (1-8 KB), GenAI or OpenInference TOOL;
+//   retrieval spans (about 6%): a query and three documents of 1-4 KB;
+//   HTTP client and database spans (about 10%) under the agents;
 //   and plain traces (about 6% of the spans): an HTTP server span with database and HTTP client spans beneath,
 //     no agent span in the trace (what the span log keeps for the skeleton, item 3 of the issue).
 // Text is drawn from a 4,000-word vocabulary of generated words, so it compresses about as English does (~3-4x

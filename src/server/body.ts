@@ -11,9 +11,9 @@ const MIN_CHUNK = 64 * 1024;
 
 /**
  * zlib options for inflating `data` (gzip or deflate) into at most `limit` bytes, sized so the output is one chunk.
- * zlib's default 16 KiB output chunks cost a thread-pool round trip and a JS callback each, and the final
- * Buffer.concat copies the whole output once more: 52 ms of CPU for an 8.6 MB export against 14 ms with one
- * output chunk of the right size (bench/ingest.mjs --mix agentic, docs/internals/performance.md, fourth round). A
+ * zlib's default 16 KiB output chunks cost a JS callback (and, async, a thread-pool round trip) each, and the final
+ * Buffer.concat copies the whole output once more (synchronously, 35-48 ms of CPU for an 8.6 MB export against
+ * 12-15 ms into one chunk of the right size; docs/internals/performance.md, issue 35). A
  * gzip member ends with its size modulo 2^32 (ISIZE): used as a hint, never trusted: at most `limit` bytes and
  * at most what `data` could inflate to, so a small body claiming a large size allocates no more than its real
  * inflation could; a wrong hint only costs more chunks (or unused room), and `maxOutputLength` still bounds the
