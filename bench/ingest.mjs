@@ -39,7 +39,18 @@
 // server CPU-second, decode-only spans per CPU-second and the ratio (median of rounds), transport-only spans per
 // CPU-second, server peak RSS (VmHWM). A table, then one JSON line.
 //
-// Diagnostics: --profile DIR writes a V8 CPU profile of the server; --server-node-args=... passes node flags to
+// --mix agentic (issue 35): the content-heavy agent-framework traffic described at buildAgenticSpans below
+// (512 spans, ~9 MB of protobuf per batch, 1 agent span in 10, LLM spans with 2-16 KB prompts and outputs in
+// attributes and events, tool, retrieval, HTTP and DB spans, plain traces), gzipped by the client (--gzip-level,
+// default 1) as exporters send it; transports http-protobuf and the retry storm (paired rounds: fresh and
+// duplicate-heavy side by side). Reported besides spans: MB/s and MB per server CPU-second (uncompressed
+// protobuf), decode-only = gunzip + decode of the same gzipped bodies in this process, and the direct bound: the
+// same clients against a receiver that reads, gunzips and decodes each body with the server's own code
+// (dist/server/body.js, dist/otlp) and stores nothing. --no-direct-bound skips it.
+//
+//   node bench/ingest.mjs --mix agentic --baseline DIR     (~4 min; DIR: another build, as below)
+//
+// Diagnostics: --profile DIR writes a V8 CPU profile of the server (summarise it with bench/profile-summary.mjs); --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr);
 // --baseline-node-args=... gives the baseline server its own flags (`--baseline . --server-node-args=X
 // --baseline-node-args=` compares one build with and without the flags X, side by side).
@@ -48,6 +59,8 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import http2 from 'node:http2';
 import os from 'node:os';
+import zlib from 'node:zlib';
+import { promisify } from 'node:util';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -58,12 +71,13 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../dist/otlp/index.js';
+import { inflateOptions } from '../dist/server/body.js';
 import { messages, prng, text } from './payloads.mjs';
-import { ROOT, cpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
+import { ROOT, cpuSecondsOf, mainThreadCpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
 
 const IS_MAIN = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
 const { values: args } = parseArgs({
-  args: IS_MAIN ? process.argv.slice(2) : [],
+  args: IS_MAIN ? process.argv.slice(2) : (process.env.BENCH_INGEST_ARGS ?? '').split(' ').filter(Boolean),
   options: {
     seconds: { type: 'string', default: '10' },
     'half-seconds': { type: 'string', default: '6' },
@@ -76,6 +90,18 @@ const { values: args } = parseArgs({
     'decode-seconds': { type: 'string', default: '2' },
     'warmup-seconds': { type: 'string', default: '8' },
     rounds: { type: 'string', default: '4' },
+    // The traffic: 'classic' (the batches above) or 'agentic' (issue 35: the content-heavy agent-framework mix below,
+    // gzip on, transports http-protobuf and the retry storm by default).
+    mix: { type: 'string', default: 'classic' },
+    // gzip every HTTP body (content-encoding: gzip), as exporters and collectors send it; on by default with --mix agentic.
+    gzip: { type: 'boolean' },
+    // zlib level of the client's gzip. Level 1 bodies of the agentic mix inflate ~25% slower than level 6 ones
+    // (15 vs 12 ms per 8.6 MB: more compressed bytes), so level 1 is the harder case for the server; level 6 costs
+    // the client 3x level 1's CPU on the 2 cores it shares with the server, so 1 by default.
+    'gzip-level': { type: 'string', default: '1' },
+    // Also measure the bound directly: a receiver that reads, gunzips and decodes each request (the server's own
+    // body reader and decoder) and stores nothing, same clients, same bodies.
+    'no-direct-bound': { type: 'boolean', default: false },
     // Write a V8 CPU profile of the server into this directory (for finding hot spots; slows the server a little).
     profile: { type: 'string' },
     // Extra node flags for the server process (e.g. --perf-basic-prof to attach `perf record -p <pid>`).
@@ -90,6 +116,8 @@ const { values: args } = parseArgs({
     baseline: { type: 'string' },
     // internal: run as the transport-floor receiver (see floorServerMain)
     'floor-server': { type: 'boolean', default: false },
+    // internal: the floor receiver also reads (gunzips) and decodes each body, storing nothing (the direct bound)
+    'floor-decode': { type: 'boolean', default: false },
   },
 });
 const SECONDS = Number(args.seconds);
@@ -97,9 +125,13 @@ const HALF_SECONDS = Number(args['half-seconds']);
 const MAX_BATCHES = Number(args['max-batches']);
 const CONCURRENCY = Number(args.concurrency);
 const SPANS = Number(args.spans);
+const MIX = args.mix;
+if (MIX !== 'classic' && MIX !== 'agentic') throw new Error(`--mix classic|agentic, not ${MIX}`);
+const GZIP = args.gzip ?? MIX === 'agentic';
+const GZIP_LEVEL = Number(args['gzip-level']);
 const CONTENT = Number(args.content);
 const TEMPLATES = Number(args.templates);
-const TRANSPORTS = args.transports.split(',');
+const TRANSPORTS = (MIX === 'agentic' && !process.argv.some((a) => a.startsWith('--transports')) ? 'http-protobuf,retry-storm' : args.transports).split(',');
 const DECODE_SECONDS = Number(args['decode-seconds']);
 const WARMUP_SECONDS = Number(args['warmup-seconds']);
 const ROUNDS = Number(args.rounds);
@@ -245,6 +277,207 @@ function buildBatchSpans(seed) {
   return { spans, runIds, receipts: agentTotal, runs: sizes.length };
 }
 
+
+// ---------------------------------------------------------------------------------------------------------
+// The agentic mix (--mix agentic, issue 35): what an agent framework exports. One span in ten is an agent span
+// (the receipts: the same runs of topology.* spans as above); the others are what the agents do, carrying content:
+//   LLM spans (about 51% of all spans): a prompt and an output of 2-16 KB each, in one of three conventions — OTel GenAI
+//     (gen_ai.input.messages / gen_ai.output.messages / gen_ai.system_instructions), the older gen_ai.prompt /
+//     gen_ai.completion attributes with span events repeating them (gen_ai.content.prompt / .completion), and
+//     OpenInference (input.value / output.value, llm.input_messages.* / llm.output_messages.*);
+//   tool spans (about 17%): arguments (0.2-2 KB JSON) and a result (1-8 KB), GenAI or OpenInference TOOL;
+//   retrieval spans (about 6%): a query and three documents of 1-4 KB;
+//   HTTP client and database spans (about 10%) under the agents;
+//   and plain traces (about 6% of the spans): an HTTP server span with database and HTTP client spans beneath,
+//     no agent span in the trace (what the span log keeps for the skeleton, item 3 of the issue).
+// Text is drawn from a 4,000-word vocabulary of generated words, so it compresses about as English does (~3-4x
+// with gzip), not as a 30-word loop would.
+
+const VOCAB = (() => {
+  const random = prng(4242);
+  const syl = ['ka', 'to', 're', 'mi', 'san', 'lo', 'ver', 'di', 'na', 'po', 'tri', 'gu', 'el', 'or', 'ix', 'que', 'ba', 'ston', 'fe', 'ly', 'an', 'cor', 'pe', 'th', 'ing', 'al', 'ent', 'us'];
+  return Array.from({ length: 4000 }, () => {
+    let w = '';
+    const n = 1 + Math.floor(random() * 4);
+    for (let i = 0; i < n; i++) w += syl[Math.floor(random() * syl.length)];
+    return w;
+  });
+})();
+function prose(random, bytes) {
+  const parts = [];
+  let n = 0;
+  while (n < bytes) {
+    const r = random();
+    const w = r < 0.03 ? String(Math.floor(random() * 100000)) : r < 0.06 ? `${VOCAB[Math.floor(random() * VOCAB.length)]}.` : VOCAB[Math.floor(random() * random() * VOCAB.length)];
+    parts.push(w);
+    n += w.length + 1;
+  }
+  return parts.join(' ');
+}
+const between = (random, lo, hi) => lo + Math.floor(random() * (hi - lo + 1));
+const chatMessages = (random, role, bytes) => JSON.stringify([{ role, parts: [{ type: 'text', content: prose(random, bytes) }] }]);
+
+/** The content spans of one agent span (or of a plain trace): model, tool, retrieval, HTTP and DB spans. */
+function agenticChild(tracer, random, ctx, t, label) {
+  const k = random();
+  const attrs = {};
+  let name;
+  let kind = SpanKind.CLIENT;
+  const events = [];
+  if (k < 0.61) {
+    const prompt = between(random, 2048, 16384);
+    const output = between(random, 2048, 16384);
+    const style = random();
+    name = 'chat gpt-4o';
+    Object.assign(attrs, {
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.request.model': 'gpt-4o',
+      'gen_ai.response.model': 'gpt-4o-2024-08-06',
+      'gen_ai.usage.input_tokens': prompt >> 2,
+      'gen_ai.usage.output_tokens': output >> 2,
+      'gen_ai.response.finish_reasons': ['stop'],
+      'server.address': 'api.openai.com',
+    });
+    if (style < 0.4) {
+      attrs['gen_ai.system_instructions'] = prose(random, between(random, 500, 2000));
+      attrs['gen_ai.input.messages'] = chatMessages(random, 'user', prompt);
+      attrs['gen_ai.output.messages'] = chatMessages(random, 'assistant', output);
+    } else if (style < 0.7) {
+      // Older instrumentations: the text in attributes and again in span events.
+      const p = prose(random, prompt);
+      const c = prose(random, output);
+      attrs['gen_ai.prompt'] = p;
+      attrs['gen_ai.completion'] = c;
+      events.push(['gen_ai.content.prompt', { 'gen_ai.prompt': p }], ['gen_ai.content.completion', { 'gen_ai.completion': c }]);
+    } else {
+      name = 'ChatOpenAI';
+      const p = prose(random, prompt);
+      const c = prose(random, output);
+      Object.assign(attrs, {
+        'openinference.span.kind': 'LLM',
+        'llm.model_name': 'gpt-4o',
+        'llm.provider': 'openai',
+        'input.value': JSON.stringify({ messages: [{ role: 'user', content: p }] }),
+        'input.mime_type': 'application/json',
+        'output.value': c,
+        'output.mime_type': 'text/plain',
+        'llm.input_messages.0.message.role': 'user',
+        'llm.input_messages.0.message.content': p,
+        'llm.output_messages.0.message.role': 'assistant',
+        'llm.output_messages.0.message.content': c,
+        'llm.token_count.prompt': prompt >> 2,
+        'llm.token_count.completion': output >> 2,
+      });
+    }
+    if (random() < 0.3) events.push(['gen_ai.choice', { index: 0, finish_reason: 'stop', 'gen_ai.event.content': prose(random, between(random, 256, 2048)) }]);
+  } else if (k < 0.81) {
+    const tool = ['web_search', 'read_file', 'run_sql', 'send_email'][Math.floor(random() * 4)];
+    const args = JSON.stringify({ query: prose(random, between(random, 150, 1900)), path: '/srv/data/private.csv' });
+    const result = prose(random, between(random, 1024, 8192));
+    kind = SpanKind.INTERNAL;
+    if (random() < 0.6) {
+      name = `execute_tool ${tool}`;
+      Object.assign(attrs, { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': tool, 'gen_ai.tool.call.id': `call_${label}`, 'gen_ai.tool.call.arguments': args, 'gen_ai.tool.call.result': result });
+    } else {
+      name = tool;
+      Object.assign(attrs, { 'openinference.span.kind': 'TOOL', 'tool.name': tool, 'input.value': args, 'input.mime_type': 'application/json', 'output.value': result });
+    }
+  } else if (k < 0.88) {
+    name = 'retrieve documents';
+    Object.assign(attrs, {
+      'gen_ai.operation.name': 'retrieval',
+      'db.system.name': 'qdrant',
+      'gen_ai.retrieval.query.text': prose(random, 300),
+      'gen_ai.retrieval.documents': JSON.stringify([0, 1, 2].map((d) => ({ id: `doc-${d}`, content: prose(random, between(random, 1024, 4096)) }))),
+    });
+  } else {
+    plainChild(random, attrs);
+    name = attrs['db.system.name'] ? `SELECT ${attrs['db.namespace']}` : attrs['http.request.method'];
+  }
+  const span = tracer.startSpan(name, { kind, startTime: t, attributes: attrs }, ctx);
+  for (const [n, a] of events) span.addEvent(n, a, t + 1);
+  if (random() < 0.03) span.setStatus({ code: SpanStatusCode.ERROR, message: prose(random, 120) });
+  span.end(t + 5);
+}
+
+/** An HTTP client or database span's attributes (no content beyond a query). */
+function plainChild(random, attrs) {
+  if (random() < 0.5) {
+    Object.assign(attrs, {
+      'db.system.name': 'postgresql',
+      'db.namespace': 'orders',
+      'db.operation.name': 'SELECT',
+      'db.query.text': `SELECT id, customer_id, total, status FROM orders WHERE customer_id = $1 AND created_at > $2 ORDER BY created_at DESC LIMIT ${between(random, 10, 100)}`,
+      'server.address': 'db.internal',
+      'server.port': 5432,
+    });
+  } else {
+    Object.assign(attrs, {
+      'http.request.method': random() < 0.7 ? 'GET' : 'POST',
+      'url.full': `https://api.partner.example/v2/items/${between(random, 1, 99999)}?expand=details`,
+      'server.address': 'api.partner.example',
+      'http.response.status_code': random() < 0.95 ? 200 : 503,
+      'network.protocol.version': '1.1',
+    });
+  }
+}
+
+function buildAgenticSpans(seed) {
+  const random = prng(seed);
+  const memory = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'agent-app', 'service.version': '1.4.2', 'host.name': 'worker-7', 'telemetry.sdk.language': 'python' }),
+    spanProcessors: [new SimpleSpanProcessor(memory)],
+    spanLimits: { attributeValueLengthLimit: Infinity, attributeCountLimit: 256 },
+  });
+  const tracer = provider.getTracer('bench-agentic', '0.1.0');
+  const agentTotal = Math.round(SPANS * 0.1);
+  const plainTotal = Math.round(SPANS * 0.06);
+  let contentLeft = SPANS - agentTotal - plainTotal;
+  let agentsLeft = agentTotal;
+  const sizes = runSizes(random, agentTotal);
+  const runIds = sizes.map(() => `run-${randomBytes(6).toString('hex')}`);
+  const base = Date.now() - 120_000;
+  sizes.forEach((size, runIndex) => {
+    const at0 = base + runIndex * 1000;
+    let root = null;
+    runReceiptAttrs(random, size, at0).forEach((attrs, i) => {
+      const at = at0 + i * 20;
+      const parentCtx = root ? trace.setSpan(context.active(), root) : context.active();
+      const agentName = attrs['topology.edge.to'] ?? attrs['topology.edge.from'] ?? 'orchestrator';
+      const span = tracer.startSpan(`invoke_agent ${agentName}`, { kind: SpanKind.INTERNAL, startTime: at, attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': agentName, 'topology.run.id': runIds[runIndex], ...attrs } }, parentCtx);
+      if (!root) root = span;
+      const children = Math.round(contentLeft / agentsLeft);
+      contentLeft -= children;
+      agentsLeft--;
+      const ctx = trace.setSpan(context.active(), span);
+      for (let c = 0; c < children; c++) agenticChild(tracer, random, ctx, at + 1 + c, `${runIndex}_${i}_${c}`);
+      if (span !== root) span.end(at + 15);
+    });
+    root.end(at0 + size * 20 + 5);
+  });
+  // Plain traces: no agent span anywhere in them.
+  let plainLeft = plainTotal;
+  for (let p = 0; plainLeft > 0; p++) {
+    const n = Math.min(plainLeft, between(random, 3, 8));
+    plainLeft -= n;
+    const t = base + 500 + p * 50;
+    const root = tracer.startSpan('GET /api/orders/{id}', { kind: SpanKind.SERVER, startTime: t, attributes: { 'http.request.method': 'GET', 'http.route': '/api/orders/{id}', 'url.path': `/api/orders/${p}`, 'http.response.status_code': 200 } });
+    const ctx = trace.setSpan(context.active(), root);
+    for (let c = 1; c < n; c++) {
+      const attrs = {};
+      plainChild(random, attrs);
+      tracer.startSpan(attrs['db.system.name'] ? 'SELECT orders' : attrs['http.request.method'], { kind: SpanKind.CLIENT, startTime: t + c, attributes: attrs }, ctx).end(t + c + 2);
+    }
+    root.end(t + n + 5);
+  }
+  const spans = memory.getFinishedSpans();
+  void provider.shutdown();
+  if (spans.length !== SPANS) throw new Error(`built ${spans.length} spans, expected ${SPANS}`);
+  return { spans, runIds, receipts: agentTotal, runs: sizes.length };
+}
+
 function findAll(buf, needle) {
   const out = [];
   for (let i = buf.indexOf(needle); i !== -1; i = buf.indexOf(needle, i + 1)) out.push(i);
@@ -335,7 +568,7 @@ function patched(template, seq) {
 function buildTemplates() {
   const out = { protobuf: [], json: [] };
   for (let t = 0; t < TEMPLATES; t++) {
-    const batch = buildBatchSpans(1000 + t);
+    const batch = MIX === 'agentic' ? buildAgenticSpans(2000 + t) : buildBatchSpans(1000 + t);
     const pb = Buffer.from(ProtobufTraceSerializer.serializeRequest(batch.spans));
     const js = Buffer.from(JsonTraceSerializer.serializeRequest(batch.spans));
     for (const [encoding, body] of [['protobuf', pb], ['json', js]]) {
@@ -407,32 +640,41 @@ function twice(client) {
       await client.send(body);
     },
     close: () => client.close(),
+    gzip: client.gzip,
   };
 }
 
 // `deliveries`: how often each batch is sent; `floor`: the no-op receiver the transport-only limit is taken from.
+const GZIP_HEADERS = () => (GZIP ? { 'content-encoding': 'gzip' } : {});
 const TRANSPORT = {
-  'http-protobuf': { encoding: 'protobuf', floor: 'http', client: (ports, n) => httpClient(ports.otlpHttp, 'application/x-protobuf', n) },
-  'http-json': { encoding: 'json', floor: 'http', client: (ports, n) => httpClient(ports.otlpHttp, 'application/json', n) },
+  'http-protobuf': { encoding: 'protobuf', floor: 'http', client: (ports, n) => httpClient(ports.otlpHttp, 'application/x-protobuf', n, GZIP_HEADERS()) },
+  'http-json': { encoding: 'json', floor: 'http', client: (ports, n) => httpClient(ports.otlpHttp, 'application/json', n, GZIP_HEADERS()) },
   // gRPC into the default receiver (node:http2) and into the @grpc/grpc-js server (--grpc-impl grpc-js), same client.
   grpc: { encoding: 'protobuf', floor: 'h2', client: (ports) => grpcClient(ports.otlpGrpc) },
   'grpc-js': { encoding: 'protobuf', floor: 'grpc-js', serverArgs: ['--grpc-impl', 'grpc-js'], client: (ports) => grpcClient(ports.otlpGrpc) },
-  'retry-storm': { encoding: 'protobuf', floor: 'http', deliveries: 2, client: (ports, n) => twice(httpClient(ports.otlpHttp, 'application/x-protobuf', n)) },
+  'retry-storm': { encoding: 'protobuf', floor: 'http', deliveries: 2, client: (ports, n) => twice(httpClient(ports.otlpHttp, 'application/x-protobuf', n, GZIP_HEADERS())) },
 };
 
 let sendSeq = 1;
 /** Spans delivered per batch count every delivery; receipts count new receipts, `again` the redelivered ones. */
 let deliveries = 1;
-function nextBatch(templates) {
+const gzipAsync = (b) => promisify(zlib.gzip)(b, { level: GZIP_LEVEL });
+/**
+ * The next batch with fresh ids; gzipped (default level, as exporters' zlib streams do, on libuv's threads) when
+ * the client sends gzip. `bytes`: uncompressed protobuf bytes delivered; `wire`: bytes on the wire.
+ */
+async function nextBatch(templates, client) {
   const seq = sendSeq++;
   const t = templates[seq % templates.length];
-  return { body: patched(t, seq), spans: t.spans * deliveries, receipts: t.receipts, again: t.receipts * (deliveries - 1) };
+  const raw = patched(t, seq);
+  const body = client?.gzip ? await gzipAsync(raw) : raw;
+  return { body, spans: t.spans * deliveries, receipts: t.receipts, again: t.receipts * (deliveries - 1), bytes: raw.length * deliveries, wire: body.length * deliveries };
 }
 
 
 /** Server CPU (user, system) and the server's receipt counters, at one instant. */
 async function serverSnapshot(server) {
-  return { cpu: cpuSecondsOf(server.pid), metrics: server.ports.api ? await scrape(server.ports.api) : null };
+  return { cpu: cpuSecondsOf(server.pid), main: mainThreadCpuSecondsOf(server.pid), metrics: server.ports.api ? await scrape(server.ports.api) : null };
 }
 
 /**
@@ -444,6 +686,8 @@ async function saturate(server, client, templates, seconds, maxBatches) {
   let spans = 0;
   let receipts = 0;
   let again = 0;
+  let bytes = 0;
+  let wire = 0;
   let issued = 0;
   const before = await serverSnapshot(server);
   const t0 = performance.now();
@@ -451,19 +695,21 @@ async function saturate(server, client, templates, seconds, maxBatches) {
   const worker = async () => {
     while (performance.now() < deadline && issued < maxBatches) {
       issued++;
-      const b = nextBatch(templates);
+      const b = await nextBatch(templates, client);
       const s = performance.now();
       await client.send(b.body);
       latencies.push(performance.now() - s);
       spans += b.spans;
       receipts += b.receipts;
       again += b.again;
+      bytes += b.bytes;
+      wire += b.wire;
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   const wall = (performance.now() - t0) / 1000;
   const after = await serverSnapshot(server);
-  return { latencies, spans, receipts, again, wall, before, after };
+  return { latencies, spans, receipts, again, bytes, wire, wall, before, after };
 }
 
 /** Open loop: one batch every 1/rate seconds regardless of answers, for `seconds`. */
@@ -483,7 +729,7 @@ async function paced(server, client, templates, batchesPerSecond, seconds) {
     const wait = due - performance.now();
     if (wait > 1) await sleep(wait);
     maxSlipMs = Math.max(maxSlipMs, performance.now() - due);
-    const b = nextBatch(templates);
+    const b = await nextBatch(templates, client);
     const s = performance.now();
     inflight.push(
       client.send(b.body).then(() => {
@@ -497,7 +743,7 @@ async function paced(server, client, templates, batchesPerSecond, seconds) {
   await Promise.all(inflight);
   const wall = (performance.now() - t0) / 1000;
   const after = await serverSnapshot(server);
-  return { ...summarise({ latencies, spans, receipts, again, wall, before, after }), targetBatchesPerSec: round(batchesPerSecond, 1), maxSendSlipMs: round(maxSlipMs, 1) };
+  return { ...summarise({ latencies, spans, receipts, again, bytes: 0, wire: 0, wall, before, after }), targetBatchesPerSec: round(batchesPerSecond, 1), maxSendSlipMs: round(maxSlipMs, 1) };
 }
 
 
@@ -536,7 +782,13 @@ function summarise(...phases) {
     serverCpuSeconds: round(user + system, 2),
     serverSystemShare: round(system / (user + system), 2),
     serverCores: round((user + system) / wall, 2),
+    // The main thread's part of the server's CPU (the rest: libuv's threads inflating gzip, V8's GC and compiler threads).
+    serverMainThreadShare: round(sum((p) => p.after.main - p.before.main) / (user + system), 2),
     spansPerServerCpuSec: Math.round(spans / (user + system)),
+    // Uncompressed protobuf MB (1e6 bytes) per second and per server CPU-second; wire MB per second.
+    mbPerSec: round(sum((p) => p.bytes ?? 0) / 1e6 / wall, 1),
+    wireMbPerSec: round(sum((p) => p.wire ?? 0) / 1e6 / wall, 1),
+    mbPerServerCpuSec: round(sum((p) => p.bytes ?? 0) / 1e6 / (user + system), 1),
     commits,
     receiptsPerCommit: commits ? round(committed / commits, 1) : 0,
     commitMeanMs: commits ? round((commitSeconds / commits) * 1000, 1) : 0,
@@ -547,19 +799,23 @@ function summarise(...phases) {
 // ---------------------------------------------------------------------------------------------------------
 // Decode-only limit (this process, the same bodies)
 
-/** Fresh-id bodies of an encoding, as the server receives them (8 distinct bodies, decoded round-robin). */
+/** Fresh-id bodies of an encoding, as the server receives them (8 distinct bodies, decoded round-robin); gzipped with --gzip. */
 function decodeBodies(templates, encoding) {
-  return Array.from({ length: 8 }, (_, i) => patched(templates[encoding][i % templates[encoding].length], 0xffff0000 + i));
+  return Array.from({ length: 8 }, (_, i) => {
+    const raw = patched(templates[encoding][i % templates[encoding].length], 0xffff0000 + i);
+    return GZIP ? zlib.gzipSync(raw, { level: GZIP_LEVEL }) : raw;
+  });
 }
 
-/** Spans per CPU-second of this process decoding `bodies` for about `seconds`. */
+/** Spans per CPU-second of this process decoding `bodies` (gunzipping them first with --gzip) for about `seconds`. */
 function decodeOnly(bodies, encoding, seconds) {
   const decode = encoding === 'protobuf' ? decodeExportTraceRequest : decodeExportTraceJson;
   let spans = 0;
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   do {
-    for (const b of bodies) spans += decode(b).spanCount;
+    // gunzip as cheaply as zlib allows here: synchronously, into one output chunk (the server's inflateOptions).
+    for (const b of bodies) spans += decode(GZIP ? zlib.gunzipSync(b, inflateOptions(b, 'gzip', 64 << 20)) : b).spanCount;
   } while (performance.now() - t0 < seconds * 1000);
   const c = process.cpuUsage(c0);
   return spans / ((c.user + c.system) / 1e6);
@@ -626,8 +882,28 @@ async function measureTransport(server, name, templates, base = null) {
 // (node:http reading the body; @grpc/grpc-js with the same Buffer service definition) and answer at once.
 // Its CPU per span is what the transport costs before any decoding, storing or auditing.
 
-function floorServerMain() {
+async function floorServerMain() {
+  // --floor-decode: the HTTP receiver reads each body with the server's own reader (pooled buffer, gunzip) and
+  // decodes it with the server's decoder, then answers: transport + gunzip + decode, nothing stored.
+  const body = args['floor-decode'] ? await import('../dist/server/body.js') : null;
+  const pool = body ? new body.BodyBuffers() : null;
   const httpServer = http.createServer((req, res) => {
+    if (body) {
+      const json = String(req.headers['content-type']).startsWith('application/json');
+      body.readBodyInto(req, 20 * 1024 * 1024, pool).then(({ body: b, release }) => {
+        try {
+          (json ? decodeExportTraceJson : decodeExportTraceRequest)(b);
+        } finally {
+          release();
+        }
+        res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' });
+        res.end(json ? '{}' : '');
+      }, (e) => {
+        res.writeHead(400);
+        res.end(String(e));
+      });
+      return;
+    }
     req.on('data', () => {});
     req.on('end', () => {
       const json = String(req.headers['content-type']).startsWith('application/json');
@@ -663,8 +939,8 @@ function floorServerMain() {
   });
 }
 
-async function startFloorServer() {
-  const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--floor-server'], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function startFloorServer(decode = false) {
+  const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--floor-server', ...(decode ? ['--floor-decode'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   const ports = await new Promise((res, rej) => {
     child.stdout.on('data', (d) => {
@@ -679,20 +955,22 @@ async function startFloorServer() {
 
 /** Spans per receiver CPU-second of the transport alone, same clients, same bodies. */
 const floors = new Map();
-async function transportFloor(name, templates) {
+async function transportFloor(name, templates, decode = false) {
   const spec = TRANSPORT[name];
-  if (floors.has(spec.floor)) return floors.get(spec.floor);
-  const floor = await startFloorServer();
+  const key = `${spec.floor}${decode ? '+decode' : ''}`;
+  if (floors.has(key)) return floors.get(key);
+  const floor = await startFloorServer(decode);
   deliveries = 1;
   try {
     const ports = spec.floor === 'h2' ? { ...floor.ports, otlpGrpc: floor.ports.otlpH2 } : floor.ports;
     const client = (spec.deliveries ? TRANSPORT['http-protobuf'] : spec).client(ports, CONCURRENCY);
-    await saturate(floor, client, templates[spec.encoding], 1, MAX_BATCHES);
+    // Warm-up: the decoding receiver's JIT needs as long as the server's did.
+    await saturate(floor, client, templates[spec.encoding], decode ? WARMUP_SECONDS : 1, MAX_BATCHES);
     const phase = await saturate(floor, client, templates[spec.encoding], FLOOR_SECONDS, MAX_BATCHES);
     client.close();
     const cpu = phase.after.cpu.user + phase.after.cpu.system - phase.before.cpu.user - phase.before.cpu.system;
-    floors.set(spec.floor, Math.round(phase.spans / cpu));
-    return floors.get(spec.floor);
+    floors.set(key, Math.round(phase.spans / cpu));
+    return floors.get(key);
   } finally {
     await floor.stop();
   }
@@ -709,6 +987,8 @@ async function main() {
     runsPerBatch: round(avg(templates.protobuf.map((t) => t.runs)), 1),
     protobufBytesPerBatch: Math.round(avg(templates.protobuf.map((t) => t.body.length))),
     jsonBytesPerBatch: Math.round(avg(templates.json.map((t) => t.body.length))),
+    ...(GZIP ? { gzipLevel: GZIP_LEVEL, gzipBytesPerBatch: Math.round(avg(templates.protobuf.map((t) => zlib.gzipSync(t.body, { level: GZIP_LEVEL }).length))) } : {}),
+    mix: MIX,
   };
   // A fresh server (and data dir) per transport, so that no transport inherits another's runs and database.
   const results = {};
@@ -727,6 +1007,11 @@ async function main() {
       results[name].transportOnlySpansPerCpuSec = floor;
       results[name].transportPlusDecodeSpansPerCpuSec = Math.round(1 / (1 / floor + 1 / decode));
       results[name].endToEndVsTransportPlusDecode = round(results[name].max.spansPerServerCpuSec / results[name].transportPlusDecodeSpansPerCpuSec, 3);
+      if (!args['no-direct-bound'] && TRANSPORT[name].floor === 'http') {
+        // The same bound taken directly: a receiver that reads (gunzips) and decodes with the server's own code.
+        results[name].directBoundSpansPerCpuSec = await transportFloor(name, templates, true);
+        results[name].endToEndVsDirectBound = round(results[name].max.spansPerServerCpuSec / results[name].directBoundSpansPerCpuSec, 3);
+      }
     } finally {
       if (base) await base.stop();
       const peak = memoryOf(server.pid).hwmMiB;
@@ -739,7 +1024,7 @@ async function main() {
 
   const machine = { nproc: os.availableParallelism(), cpu: os.cpus()[0]?.model, node: process.version, loadavg1m: round(os.loadavg()[0], 2) };
   console.log(`machine: ${machine.nproc} cores, ${machine.cpu}, node ${machine.node}, load ${machine.loadavg1m}`);
-  console.log(`payload: ${SPANS} spans/batch, ${payload.receiptsPerBatch} receipts in ${payload.runsPerBatch} runs, protobuf ${(payload.protobufBytesPerBatch / 1e6).toFixed(2)} MB, JSON ${(payload.jsonBytesPerBatch / 1e6).toFixed(2)} MB; ${CONCURRENCY} clients`);
+  console.log(`payload (${MIX}${GZIP ? ', gzip' : ''}): ${SPANS} spans/batch, ${payload.receiptsPerBatch} receipts in ${payload.runsPerBatch} runs, protobuf ${(payload.protobufBytesPerBatch / 1e6).toFixed(2)} MB${GZIP ? ` (gzip ${(payload.gzipBytesPerBatch / 1e6).toFixed(2)} MB)` : ''}, JSON ${(payload.jsonBytesPerBatch / 1e6).toFixed(2)} MB; ${CONCURRENCY} clients`);
   const cols = [
     ['transport', 14, (n) => n],
     ['spans/s', 9, (n, r) => r.max.spansPerSec],
@@ -748,6 +1033,8 @@ async function main() {
     ['ack p99', 10, (n, r) => `${r.max.ackP99Ms}ms`],
     ['srv cores', 10, (n, r) => r.max.serverCores],
     ['spans/srv-CPU-s', 16, (n, r) => r.max.spansPerServerCpuSec],
+    ['MB/s', 7, (n, r) => r.max.mbPerSec],
+    ['MB/srv-CPU-s', 13, (n, r) => r.max.mbPerServerCpuSec],
     ['decode-only', 12, (n, r) => r.decodeOnlySpansPerCpuSec],
     ['e2e/decode', 11, (n, r) => r.endToEndVsDecodeOnly],
     ['half-rate p99', 14, (n, r) => `${r.half.ackP99Ms}ms`],
@@ -755,7 +1042,10 @@ async function main() {
     ['half: commit mean/p99', 22, (n, r) => `${r.half.commitMeanMs}/<=${r.half.commitP99MsAtMost}ms`],
     ['peak RSS', 10, (n, r) => `${Math.round(r.serverPeakRssMiB)}MiB`],
     ['transport-only', 15, (n, r) => r.transportOnlySpansPerCpuSec],
+    ['transport+decode', 17, (n, r) => r.transportPlusDecodeSpansPerCpuSec],
     ['e2e/(transport+decode)', 23, (n, r) => r.endToEndVsTransportPlusDecode],
+    ['direct bound', 13, (n, r) => r.directBoundSpansPerCpuSec ?? '—'],
+    ['e2e/direct', 11, (n, r) => r.endToEndVsDirectBound ?? '—'],
     ['vs HTTP (paired)', 17, (n, r) => r.vsHttpProtobuf ?? '—'],
     ...(BASELINE ? [['baseline', 10, (n, r) => r.baselineSpansPerServerCpuSec], ['vs baseline', 12, (n, r) => r.vsBaseline]] : []),
   ];

@@ -138,7 +138,7 @@ export async function scrape(port) {
 }
 
 /** node:http keep-alive client POSTing bodies to /v1/traces; resolves on a full success, rejects otherwise. */
-export function httpClient(port, contentType, maxSockets) {
+export function httpClient(port, contentType, maxSockets, extraHeaders = {}) {
   const agent = new http.Agent({ keepAlive: true, maxSockets });
   // A kept-alive socket that sat idle while other rounds ran may be closed by the server (keep-alive timeout) just
   // as it is reused: that request never reached the server, so it is sent again on a new socket (Node's advice).
@@ -150,7 +150,7 @@ export function httpClient(port, contentType, maxSockets) {
   const sendOnce = (body) =>
     new Promise((resolve, reject) => {
       const req = http.request(
-        { host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { 'content-type': contentType, 'content-length': body.length } },
+        { host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { 'content-type': contentType, 'content-length': body.length, ...extraHeaders } },
         (res) => {
           const chunks = [];
           res.on('data', (c) => chunks.push(c));
@@ -168,5 +168,5 @@ export function httpClient(port, contentType, maxSockets) {
       req.on('error', (e) => reject(Object.assign(e, { reusedSocket: req.reusedSocket })));
       req.end(body);
     });
-  return { send, close: () => agent.destroy() };
+  return { send, close: () => agent.destroy(), gzip: extraHeaders['content-encoding'] === 'gzip' };
 }

@@ -1,7 +1,7 @@
 /** The byte-level allow-list matcher agrees with isKeptAttributeKey, the allow-list's definition. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { keptKeyAt } from '../src/otlp/keys.js';
+import { agentLikeKeyAt, keptKeyAt } from '../src/otlp/keys.js';
 import { isKeptAttributeKey, KEPT_ATTRIBUTE_KEYS, KEPT_ATTRIBUTE_PREFIXES, TOPOLOGY_ATTRIBUTE_KEYS } from '../src/otlp/types.js';
 
 const utf8 = new TextEncoder();
@@ -47,5 +47,40 @@ describe('keptKeyAt', () => {
       }),
       { numRuns: 3000 },
     );
+  });
+});
+
+/** The definition agentLikeKeyAt was first written as: every word tried at every position (case folded by | 0x20). */
+const AGENT_WORDS = ['agent', 'crew', 'handoff', 'graph', 'workflow', 'swarm', 'delegat', 'team'].map((w) => utf8.encode(w));
+function agentLikeModel(buf: Uint8Array, start: number, length: number): string | null {
+  if (length === 0 || length > 64) return null;
+  const found = AGENT_WORDS.some((w) => {
+    for (let i = start; i + w.length <= start + length; i++) if (w.every((c, k) => (buf[i + k] | 0x20) === c)) return true;
+    return false;
+  });
+  if (!found) return null;
+  const key = new TextDecoder().decode(buf.subarray(start, start + length));
+  return /^[A-Za-z0-9_.:-]{1,64}$/.test(key) ? key : null;
+}
+
+describe('agentLikeKeyAt', () => {
+  it('agrees with the word-by-word definition, words cut at the key\'s end included', () => {
+    const word = fc.constantFrom('agent', 'AGENT', 'Crew', 'handoff', 'graph', 'workflow', 'swarm', 'delegat', 'team', 'tea', 'agen', 'gen_ai.', 'Agent@', 'teaM');
+    const keyish = fc.array(fc.oneof(word, fc.string({ maxLength: 6, unit: 'binary' }), fc.constantFrom('.', '_', '-', ':', 'A', '\u00e9')), { maxLength: 14 }).map((p) => p.join(''));
+    fc.assert(
+      fc.property(keyish, fc.nat(4), fc.constantFrom(0x61, 0x74, 0x20, 0xff), (key, before, fill) => {
+        const bytes = utf8.encode(key);
+        const buf = new Uint8Array(before + bytes.length + 7).fill(fill); // bytes around it must never count
+        buf.set(bytes, before);
+        expect(agentLikeKeyAt(buf, before, bytes.length)).toBe(agentLikeModel(buf, before, bytes.length));
+      }),
+      { numRuns: 3000 },
+    );
+    const at = (k: string) => agentLikeKeyAt(utf8.encode(k), 0, utf8.encode(k).length);
+    expect(at('crewai.agent.role')).toBe('crewai.agent.role');
+    expect(at('llm.input_messages.0.message.content')).toBeNull();
+    expect(at('my.TEAM')).toBe('my.TEAM');
+    expect(at('my.tea')).toBeNull();
+    expect(at('agent name')).toBeNull(); // not a key's charset
   });
 });

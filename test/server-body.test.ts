@@ -3,9 +3,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { gzipSync } from 'node:zlib';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BodyBuffers, HttpError, readBodyInto } from '../src/server/body.js';
+import { BodyBuffers, HttpError, inflateOptions, readBodyInto } from '../src/server/body.js';
 
 const pool = new BodyBuffers(2, 1 << 20);
 let server: Server;
@@ -77,5 +77,47 @@ describe('request bodies in reused buffers', () => {
     c.release(); // over the bound of one: dropped
     expect(p.take(10).buf.buffer).toBe(memory);
     expect(p.take(2 << 20).buf.length).toBe(2 << 20); // beyond the pooled size: its own allocation
+  });
+
+  it('inflates gzip and deflate whatever the gzip trailer claims, and still stops at the limit', async () => {
+    const text = Buffer.from('the agent asked the model to summarise the quarterly report '.repeat(20_000)); // 1.2 MB
+    const gz = gzipSync(text);
+    const lying = (isize: number) => {
+      const b = Buffer.from(gz);
+      b.writeUInt32LE(isize >>> 0, b.length - 4); // only the size field: zlib checks it, so the body is refused
+      return b;
+    };
+    // Two gzip members: the trailer gives only the last member's size (a hint too small: more chunks, same bytes).
+    const twoMembers = Buffer.concat([gzipSync(text), gzipSync(Buffer.from('tail'))]);
+    const answers = await Promise.all([
+      post(gz, { 'content-encoding': 'gzip' }),
+      post(twoMembers, { 'content-encoding': 'gzip' }),
+      post(deflateSync(text), { 'content-encoding': 'deflate' }),
+      post(gz, { 'content-encoding': 'gzip' }, true),
+      post(lying(10), { 'content-encoding': 'gzip' }),
+      post(gzipSync(Buffer.alloc(5 << 20)), { 'content-encoding': 'gzip' }), // inflates past the 4 MiB limit
+      post(Buffer.from('not gzip at all'), { 'content-encoding': 'gzip' }),
+      post(gz, { 'content-encoding': 'br' }),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 400, 413, 400, 415]);
+    expect(answers[0].json.digest).toBe(sha(text));
+    expect(answers[1].json.digest).toBe(sha(Buffer.concat([text, Buffer.from('tail')])));
+    expect(answers[2].json.digest).toBe(sha(text));
+    expect(answers[3].json.digest).toBe(sha(text));
+  });
+
+  it('sizes the output chunk from the gzip trailer, bounded by the limit and by what the input could inflate to', () => {
+    const text = Buffer.from('x'.repeat(300_000));
+    const gz = gzipSync(text);
+    expect(inflateOptions(gz, 'gzip', 4 << 20)).toEqual({ maxOutputLength: 4 << 20, chunkSize: 300_001 });
+    // A tiny body claiming 3 GB: no more than it could inflate to (deflate's 1032:1), never the claim.
+    const claim = Buffer.from(gz.subarray(0, 40));
+    claim.writeUInt32LE(3_000_000_000, claim.length - 4);
+    expect(inflateOptions(claim, 'gzip', 1 << 30).chunkSize).toBe(64 * 1024);
+    const mid = Buffer.concat([gz, Buffer.alloc(2000)]);
+    mid.writeUInt32LE(3_000_000_000, mid.length - 4);
+    expect(inflateOptions(mid, 'gzip', 1 << 30).chunkSize).toBe(mid.length * 1032 + 1);
+    expect(inflateOptions(mid, 'gzip', 1 << 20).chunkSize).toBe((1 << 20) + 1);
+    expect(inflateOptions(deflateSync(text), 'deflate', 4 << 20).chunkSize).toBe(64 * 1024);
   });
 });

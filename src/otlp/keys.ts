@@ -97,17 +97,32 @@ const AGENT_LIKE_WORDS = ['agent', 'crew', 'handoff', 'graph', 'workflow', 'swar
 const MAX_AGENT_KEY_BYTES = 64;
 const KEY_CHARS = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-/** A dropped attribute key that names an agent-like concept, as a string (at most 64 bytes of `[A-Za-z0-9_.:-]`), else null. */
+/** The agent-like words by their first byte (lowercase), so a key is scanned once instead of once per word. */
+const WORDS_BY_FIRST_BYTE: (Uint8Array[] | undefined)[] = new Array(256);
+for (const w of AGENT_LIKE_WORDS) (WORDS_BY_FIRST_BYTE[w[0]] ??= []).push(w);
+
+/**
+ * A dropped attribute key that names an agent-like concept, as a string (at most 64 bytes of `[A-Za-z0-9_.:-]`),
+ * else null. Every dropped key of every span comes here (content keys such as `llm.input_messages.0.message.content`
+ * included), so the key's bytes are walked once: a word is compared only where a byte could start one.
+ */
 export function agentLikeKeyAt(buf: Uint8Array, start: number, length: number): string | null {
   if (length === 0 || length > MAX_AGENT_KEY_BYTES) return null;
+  const stop = start + length;
   let found = false;
-  for (const w of AGENT_LIKE_WORDS) {
-    for (let i = start; i + w.length <= start + length && !found; i++) {
-      let k = 0;
+  scan: for (let i = start; i < stop; i++) {
+    const words = WORDS_BY_FIRST_BYTE[buf[i] | 0x20];
+    if (words === undefined) continue;
+    for (let j = 0; j < words.length; j++) {
+      const w = words[j];
+      if (i + w.length > stop) continue;
+      let k = 1;
       while (k < w.length && (buf[i + k] | 0x20) === w[k]) k++;
-      if (k === w.length) found = true;
+      if (k === w.length) {
+        found = true;
+        break scan;
+      }
     }
-    if (found) break;
   }
   if (!found) return null;
   const key = utf8Text(buf, start, start + length);

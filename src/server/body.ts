@@ -1,9 +1,32 @@
 import type { IncomingMessage } from 'node:http';
-import { gunzip, inflate } from 'node:zlib';
+import { gunzip, inflate, type ZlibOptions } from 'node:zlib';
 import { promisify } from 'node:util';
 
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
+
+/** Deflate's largest expansion (a run of one byte): about 1032 output bytes per input byte. */
+const MAX_INFLATE_RATIO = 1032;
+const MIN_CHUNK = 64 * 1024;
+
+/**
+ * zlib options for inflating `data` (gzip or deflate) into at most `limit` bytes, sized so the output is one chunk.
+ * zlib's default 16 KiB output chunks cost a JS callback (and, async, a thread-pool round trip) each, and the final
+ * Buffer.concat copies the whole output once more (synchronously, 35-48 ms of CPU for an 8.6 MB export against
+ * 12-15 ms into one chunk of the right size; docs/internals/performance.md, issue 35). A
+ * gzip member ends with its size modulo 2^32 (ISIZE): used as a hint, never trusted: at most `limit` bytes and
+ * at most what `data` could inflate to, so a small body claiming a large size allocates no more than its real
+ * inflation could; a wrong hint only costs more chunks (or unused room), and `maxOutputLength` still bounds the
+ * output. Deflate has no size field: a chunk of four times the input (at least 64 KiB, at most the limit).
+ */
+export function inflateOptions(data: Buffer, enc: 'gzip' | 'deflate', limit: number): ZlibOptions {
+  const most = Math.min(limit, data.length * MAX_INFLATE_RATIO);
+  let hint = data.length * 4;
+  if (enc === 'gzip' && data.length >= 18) hint = data.readUInt32LE(data.length - 4);
+  // One byte more than the content: zlib allocates a further chunk whenever a chunk ends exactly full.
+  const chunkSize = Math.max(MIN_CHUNK, Math.min(most, hint) + 1);
+  return { maxOutputLength: limit, chunkSize };
+}
 
 export class HttpError extends Error {
   constructor(readonly status: number, message: string, readonly reason: 'too_large' | 'bad_content_type' | 'undecodable' | 'saturated' | 'store_unavailable' | 'unauthenticated' | 'bad_request' = 'bad_request') {
@@ -70,9 +93,13 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
   }
   const enc = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
   const identity = enc === 'identity' || enc === '';
+  if (!identity && enc !== 'gzip' && enc !== 'deflate') {
+    req.resume();
+    throw new HttpError(415, `unsupported content-encoding "${enc.slice(0, 40)}" (gzip, deflate or identity)`, 'bad_content_type');
+  }
   let raw: Buffer;
   let release = () => {};
-  if (pool !== null && identity && Number.isInteger(declared) && declared > 0) {
+  if (pool !== null && Number.isInteger(declared) && declared > 0) {
     // The HTTP parser delivers exactly the declared length (or the request fails), so the chunks fill the buffer.
     const lease = pool.take(declared);
     let size = 0;
@@ -91,7 +118,13 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
       lease.release();
       throw new HttpError(400, `request body of ${size} bytes, content-length ${declared}`);
     }
-    return { body: lease.buf, release: lease.release };
+    if (identity) return { body: lease.buf, release: lease.release };
+    // Compressed: the pooled copy is needed only until it is inflated (into a buffer of its own).
+    try {
+      return { body: await inflated(lease.buf, enc as 'gzip' | 'deflate', limit), release };
+    } finally {
+      lease.release();
+    }
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -105,9 +138,14 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
   }
   raw = Buffer.concat(chunks, size);
   if (identity) return { body: raw, release };
-  if (enc !== 'gzip' && enc !== 'deflate') throw new HttpError(415, `unsupported content-encoding "${enc.slice(0, 40)}" (gzip, deflate or identity)`, 'bad_content_type');
+  return { body: await inflated(raw, enc as 'gzip' | 'deflate', limit), release };
+}
+
+/** `raw` inflated (gzip or deflate) into at most `limit` bytes; 413 past it, 400 when it is not valid `enc`. */
+async function inflated(raw: Buffer, enc: 'gzip' | 'deflate', limit: number): Promise<Buffer> {
   try {
-    return { body: enc === 'gzip' ? await gunzipAsync(raw, { maxOutputLength: limit }) : await inflateAsync(raw, { maxOutputLength: limit }), release };
+    const opts = inflateOptions(raw, enc, limit);
+    return enc === 'gzip' ? await gunzipAsync(raw, opts) : await inflateAsync(raw, opts);
   } catch (e) {
     if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
       throw new HttpError(413, `decompressed body exceeds the limit of ${limit} bytes`, 'too_large');
