@@ -1,15 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import { gunzip, inflate } from 'node:zlib';
 import { promisify } from 'node:util';
+import { ConsumeError } from '../audit/consumer.js';
 
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
-
-export class HttpError extends Error {
-  constructor(readonly status: number, message: string, readonly reason: 'too_large' | 'bad_content_type' | 'undecodable' | 'saturated' | 'store_unavailable' | 'unauthenticated' | 'bad_request' = 'bad_request') {
-    super(message);
-  }
-}
 
 /**
  * Reusable receive buffers for bodies that are read, decoded at once and dropped (OTLP export requests): a
@@ -66,7 +61,7 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
-    throw new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`, 'too_large');
+    throw new ConsumeError('too_large', `request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
   }
   const enc = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
   const identity = enc === 'identity' || enc === '';
@@ -79,7 +74,7 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
     try {
       for await (const chunk of req) {
         const c = chunk as Buffer;
-        if (size + c.length > declared) throw new HttpError(400, 'request body longer than its content-length');
+        if (size + c.length > declared) throw new ConsumeError('bad_request', 'request body longer than its content-length');
         c.copy(lease.buf, size);
         size += c.length;
       }
@@ -89,7 +84,7 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
     }
     if (size !== declared) {
       lease.release();
-      throw new HttpError(400, `request body of ${size} bytes, content-length ${declared}`);
+      throw new ConsumeError('bad_request', `request body of ${size} bytes, content-length ${declared}`);
     }
     return { body: lease.buf, release: lease.release };
   }
@@ -99,19 +94,19 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
     size += (chunk as Buffer).length;
     if (size > limit) {
       req.resume();
-      throw new HttpError(413, `request body exceeds the limit of ${limit} bytes`, 'too_large');
+      throw new ConsumeError('too_large', `request body exceeds the limit of ${limit} bytes`);
     }
     chunks.push(chunk as Buffer);
   }
   raw = Buffer.concat(chunks, size);
   if (identity) return { body: raw, release };
-  if (enc !== 'gzip' && enc !== 'deflate') throw new HttpError(415, `unsupported content-encoding "${enc.slice(0, 40)}" (gzip, deflate or identity)`, 'bad_content_type');
+  if (enc !== 'gzip' && enc !== 'deflate') throw new ConsumeError('bad_content_type', `unsupported content-encoding "${enc.slice(0, 40)}" (gzip, deflate or identity)`);
   try {
     return { body: enc === 'gzip' ? await gunzipAsync(raw, { maxOutputLength: limit }) : await inflateAsync(raw, { maxOutputLength: limit }), release };
   } catch (e) {
     if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
-      throw new HttpError(413, `decompressed body exceeds the limit of ${limit} bytes`, 'too_large');
+      throw new ConsumeError('too_large', `decompressed body exceeds the limit of ${limit} bytes`);
     }
-    throw new HttpError(400, `body is not valid ${enc}`, 'undecodable');
+    throw new ConsumeError('undecodable', `body is not valid ${enc}`);
   }
 }

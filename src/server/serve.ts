@@ -25,7 +25,7 @@ import { createResourceMetrics, type ListenerName, type ResourceMetrics } from '
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
 import { AuditEngine } from '../audit/engine.js';
 import type { Route } from './api.js';
-import { Ingestor } from './ingest.js';
+import { Ingestor } from '../audit/ingestor.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
 import { startGrpcH2 } from './otlp-grpc-h2.js';
