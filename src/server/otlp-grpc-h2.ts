@@ -129,14 +129,8 @@ function readMessage(stream: http2.ServerHttp2Stream, limit: number, pool: BodyB
   });
 }
 
-export function startGrpcH2(
-  consumer: Consumer,
-  metrics: AuditMetrics,
-  host: string,
-  port: number,
-  opts: GrpcH2Options,
-  authenticate: GrpcH2Authenticate,
-): Promise<{ server: GrpcH2Server; port: number }> {
+/** The node:http2 server with the receiver's settings; idle sessions are closed with GOAWAY after `idleTimeoutMs`. */
+function createH2Server(opts: GrpcH2Options): { server: http2.Http2Server | http2.Http2SecureServer; sessions: Set<http2.ServerHttp2Session> } {
   const settings: http2.Settings = {
     maxConcurrentStreams: opts.maxConcurrentStreams ?? 128,
     // Large windows and frames: an export of megabytes then needs few WINDOW_UPDATEs and DATA frames.
@@ -154,7 +148,6 @@ export function startGrpcH2(
     ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(opts.tls), ALPNProtocols: ['h2'], ...(opts.handshakeTimeoutMs !== undefined ? { handshakeTimeout: opts.handshakeTimeoutMs } : {}) })
     : http2.createServer(serverOptions);
   if (opts.maxConnections !== undefined) server.maxConnections = opts.maxConnections;
-  const pool = new BodyBuffers();
   const sessions = new Set<http2.ServerHttp2Session>();
   const idleMs = opts.idleTimeoutMs ?? 300_000;
   server.on('session', (session) => {
@@ -173,26 +166,41 @@ export function startGrpcH2(
   server.on('sessionError', () => {});
   // A TLS client that fails the handshake (e.g. no client certificate under mutual TLS) is dropped by node.
   server.on('tlsClientError', () => {});
+  return { server, sessions };
+}
 
-  const trailersOnly = (stream: http2.ServerHttp2Stream, status: GrpcStatusName, message: string, metadata: Record<string, string> = {}) => {
-    if (stream.destroyed || stream.closed) return;
-    if (stream.headersSent) {
-      stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
-      return;
-    }
-    stream.respond(
-      { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(GRPC_CODE[status]), 'grpc-message': percentEncodeGrpcMessage(message), ...metadata },
-      { endStream: true },
-    );
-    // The client may still be sending (e.g. an oversized message): tell it to stop, without an error, once the
-    // response is on its way. Node 22 sends a RST_STREAM submitted in the same turn ahead of the response's HEADERS
-    // (the client then sees no status at all); the session writes the HEADERS before the next turn's callbacks.
-    if (!stream.readableEnded) {
-      setImmediate(() => {
-        if (!stream.closed && !stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
-      });
-    }
-  };
+/** A trailers-only answer (a failed call): grpc-status, grpc-message and any metadata in one HEADERS frame. */
+function trailersOnly(stream: http2.ServerHttp2Stream, status: GrpcStatusName, message: string, metadata: Record<string, string> = {}): void {
+  if (stream.destroyed || stream.closed) return;
+  if (stream.headersSent) {
+    stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  stream.respond(
+    { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(GRPC_CODE[status]), 'grpc-message': percentEncodeGrpcMessage(message), ...metadata },
+    { endStream: true },
+  );
+  // The client may still be sending (e.g. an oversized message): tell it to stop, without an error, once the
+  // response is on its way. Node 22 sends a RST_STREAM submitted in the same turn ahead of the response's HEADERS
+  // (the client then sees no status at all); the session writes the HEADERS before the next turn's callbacks.
+  if (!stream.readableEnded) {
+    setImmediate(() => {
+      if (!stream.closed && !stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+  }
+}
+
+export function startGrpcH2(
+  consumer: Consumer,
+  metrics: AuditMetrics,
+  host: string,
+  port: number,
+  opts: GrpcH2Options,
+  authenticate: GrpcH2Authenticate,
+): Promise<{ server: GrpcH2Server; port: number }> {
+  const { server, sessions } = createH2Server(opts);
+  const pool = new BodyBuffers();
+
   /** Answers a call that is not an export (unknown method), counted under its gRPC status. */
   const answer = (stream: http2.ServerHttp2Stream, status: GrpcStatusName, message: string) => {
     metrics.ingestRequest('grpc', status);
@@ -297,6 +305,11 @@ export function startGrpcH2(
     }
   }
 
+  return listenH2(server, sessions, host, port);
+}
+
+/** Listens; the returned server stops with GOAWAY to every session (tryShutdown) or cuts them (forceShutdown). */
+function listenH2(server: http2.Http2Server | http2.Http2SecureServer, sessions: Set<http2.ServerHttp2Session>, host: string, port: number): Promise<{ server: GrpcH2Server; port: number }> {
   const grpcServer: GrpcH2Server = {
     tryShutdown(cb) {
       server.close(() => cb());
