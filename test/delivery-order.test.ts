@@ -18,7 +18,7 @@ import type { Receipt } from '../src/core/types.js';
 import { SpanPipeline } from '../src/ingest/pipeline.js';
 import { createAuditMetrics } from '../src/metrics/index.js';
 import type { SpanRecord } from '../src/otlp/types.js';
-import { Ingestor } from '../src/server/ingest.js';
+import { Ingestor } from '../src/audit/ingestor.js';
 import { ReceiptStore } from '../src/store/index.js';
 import { tempDir } from './helpers/server.js';
 import type { LooseReceipt } from './helpers/receipt.js';
@@ -108,7 +108,7 @@ class Auditor {
     this.ingestor = new Ingestor(this.engine, this.pipeline, createAuditMetrics(), { maxPendingReceipts: 1_000_000, maxInflightRequests: 100 }, () => NOW);
   }
   async send(spans: SpanRecord[]): Promise<void> {
-    const r = await this.ingestor.spans({ spans, spanCount: spans.length }, 'http', 'anonymous');
+    const r = await this.ingestor.consumeSpans({ spans, spanCount: spans.length }, 'http', { source: 'anonymous' });
     expect(r.rejectedSpans).toBe(0);
   }
   async close(): Promise<void> {

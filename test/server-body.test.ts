@@ -5,7 +5,8 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BodyBuffers, HttpError, inflateOptions, readBodyInto } from '../src/server/body.js';
+import { BodyBuffers, inflateOptions, readBodyInto } from '../src/server/body.js';
+import { httpRefusal } from '../src/server/refusal.js';
 
 const pool = new BodyBuffers(2, 1 << 20);
 let server: Server;
@@ -20,7 +21,7 @@ beforeAll(async () => {
       release();
       res.end(JSON.stringify({ digest, length: body.length }));
     } catch (e) {
-      res.statusCode = e instanceof HttpError ? e.status : 500;
+      res.statusCode = httpRefusal(e, 1).status;
       res.end(JSON.stringify({ error: (e as Error).message }));
     }
   });

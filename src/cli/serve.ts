@@ -1,9 +1,9 @@
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { parseRunKey, type RunKeyPart } from '../ingest/runkey.js';
 import { resolveShadows } from '../core/shadow.js';
 import { parseDuration } from '../core/edge.js';
 import { loadTokenFile } from '../server/auth.js';
-import { DEFAULTS, startServer, type ServeConfig } from '../server/serve.js';
+import { DEFAULTS, startServer, type RunningServer, type ServeConfig } from '../server/serve.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls.js';
 import { type Io, processIo, UsageError } from './io.js';
 
@@ -196,69 +196,90 @@ function alertingArgs(f: AlertingFlags, defaultExternal: string | null): Alertin
   }
 }
 
+/** The flags of `serve` (documented in src/cli/specs.ts). */
+const SERVE_OPTIONS = {
+  contracts: { type: 'string' },
+  'log-level': { type: 'string', default: 'info' },
+  'log-interval': { type: 'string' },
+  'alert-window': { type: 'string' },
+  'stall-after': { type: 'string' },
+  contract: { type: 'string' },
+  data: { type: 'string', default: DEFAULTS.dataDir },
+  'otlp-http-port': { type: 'string' },
+  'otlp-grpc-port': { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string', default: DEFAULTS.host },
+  'max-body': { type: 'string' },
+  'max-grpc-message': { type: 'string' },
+  retention: { type: 'string' },
+  'parent-wait': { type: 'string' },
+  'max-skeleton-spans': { type: 'string' },
+  'max-trace-spans': { type: 'string' },
+  'max-pending-receipts': { type: 'string' },
+  'max-inflight': { type: 'string' },
+  'ingest-tokens': { type: 'string' },
+  'api-tokens': { type: 'string' },
+  insecure: { type: 'boolean', default: false },
+  'group-commit-delay': { type: 'string' },
+  'max-db-size': { type: 'string' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
+  'tls-client-ca': { type: 'string' },
+  'run-key': { type: 'string' },
+  shadow: { type: 'string', multiple: true, default: [] },
+  'max-connections': { type: 'string' },
+  'headers-timeout': { type: 'string' },
+  'request-timeout': { type: 'string' },
+  'keep-alive-timeout': { type: 'string' },
+  'max-grpc-streams': { type: 'string' },
+  'max-live-runs': { type: 'string' },
+  'idle-evict-after': { type: 'string' },
+  'max-long-polls': { type: 'string' },
+  'health-port': { type: 'string' },
+  'max-live-receipts': { type: 'string' },
+  'max-event-streams': { type: 'string' },
+  'grpc-impl': { type: 'string', default: 'h2' },
+  store: { type: 'string' },
+  instance: { type: 'string' },
+  'lease-ttl': { type: 'string' },
+  partitions: { type: 'string' },
+  'span-routing': { type: 'string' },
+  'alertmanager-url': { type: 'string', multiple: true, default: [] },
+  'external-url': { type: 'string' },
+  'runbook-url': { type: 'string' },
+  'alertmanager-resend': { type: 'string' },
+  'alertmanager-timeout': { type: 'string' },
+  'alertmanager-queue-capacity': { type: 'string' },
+  'alertmanager-ca-file': { type: 'string' },
+  'alertmanager-insecure-skip-verify': { type: 'boolean', default: false },
+  'alertmanager-bearer-token-file': { type: 'string' },
+  'alertmanager-basic-auth-user': { type: 'string' },
+  'alertmanager-basic-auth-password-file': { type: 'string' },
+} satisfies NonNullable<ParseArgsConfig['options']>;
+
+/** The web view on the API port (src/ui), composed here: the server never imports the UI. */
+async function uiRoutes(maxEventStreams: number): Promise<NonNullable<ServeConfig['extraRoutes']>> {
+  const { createUiRoutes } = await import('../ui/routes.js');
+  return (engine, opts) =>
+    createUiRoutes(engine, {
+      authenticate: opts.authenticate,
+      silenceOf: opts.silenceOf,
+      maxStreams: maxEventStreams,
+      onStreams: (n) => opts.resources.setSseClients(n),
+      onStreamDropped: (why) => opts.resources.sseDropped(why),
+    });
+}
+
+/** A positive integer flag, or its default. */
+function intArg(name: string, v: string | undefined, def: number): number {
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer: ${v}`);
+  return n;
+}
+
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      contracts: { type: 'string' },
-      'log-level': { type: 'string', default: 'info' },
-      'log-interval': { type: 'string' },
-      'alert-window': { type: 'string' },
-      'stall-after': { type: 'string' },
-      contract: { type: 'string' },
-      data: { type: 'string', default: DEFAULTS.dataDir },
-      'otlp-http-port': { type: 'string' },
-      'otlp-grpc-port': { type: 'string' },
-      port: { type: 'string' },
-      host: { type: 'string', default: DEFAULTS.host },
-      'max-body': { type: 'string' },
-      'max-grpc-message': { type: 'string' },
-      retention: { type: 'string' },
-      'parent-wait': { type: 'string' },
-      'max-skeleton-spans': { type: 'string' },
-      'max-trace-spans': { type: 'string' },
-      'max-pending-receipts': { type: 'string' },
-      'max-inflight': { type: 'string' },
-      'ingest-tokens': { type: 'string' },
-      'api-tokens': { type: 'string' },
-      insecure: { type: 'boolean', default: false },
-      'group-commit-delay': { type: 'string' },
-      'max-db-size': { type: 'string' },
-      'tls-cert': { type: 'string' },
-      'tls-key': { type: 'string' },
-      'tls-client-ca': { type: 'string' },
-      'run-key': { type: 'string' },
-      shadow: { type: 'string', multiple: true, default: [] },
-      'max-connections': { type: 'string' },
-      'headers-timeout': { type: 'string' },
-      'request-timeout': { type: 'string' },
-      'keep-alive-timeout': { type: 'string' },
-      'max-grpc-streams': { type: 'string' },
-      'max-live-runs': { type: 'string' },
-      'idle-evict-after': { type: 'string' },
-      'max-long-polls': { type: 'string' },
-      'health-port': { type: 'string' },
-      'max-live-receipts': { type: 'string' },
-      'max-event-streams': { type: 'string' },
-      'grpc-impl': { type: 'string', default: 'h2' },
-      store: { type: 'string' },
-      instance: { type: 'string' },
-      'lease-ttl': { type: 'string' },
-      partitions: { type: 'string' },
-      'span-routing': { type: 'string' },
-      'alertmanager-url': { type: 'string', multiple: true, default: [] },
-      'external-url': { type: 'string' },
-      'runbook-url': { type: 'string' },
-      'alertmanager-resend': { type: 'string' },
-      'alertmanager-timeout': { type: 'string' },
-      'alertmanager-queue-capacity': { type: 'string' },
-      'alertmanager-ca-file': { type: 'string' },
-      'alertmanager-insecure-skip-verify': { type: 'boolean', default: false },
-      'alertmanager-bearer-token-file': { type: 'string' },
-      'alertmanager-basic-auth-user': { type: 'string' },
-      'alertmanager-basic-auth-password-file': { type: 'string' },
-    },
-  });
+  const { values } = parseArgs({ args: argv, options: SERVE_OPTIONS });
   const level = values['log-level'] as LogLevel;
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: "${level}" is not one of ${LOG_LEVELS.join(', ')}`);
   const logger = log(io, level, PER_RUN_EVENTS);
@@ -283,12 +304,6 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   if (!isLoopback(host) && !(ingestTokens && apiTokens) && !values.insecure) {
     throw new UsageError(`serve: refusing to bind ${host} (not loopback) without --ingest-tokens and --api-tokens; pass --insecure to accept unauthenticated traffic`);
   }
-  const intArg = (name: string, v: string | undefined, def: number) => {
-    if (v === undefined) return def;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name}: expected a positive integer: ${v}`);
-    return n;
-  };
   const cfg: ServeConfig = {
     ...DEFAULTS,
     host,
@@ -366,15 +381,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   if (registry.ids().length === 0) cfg.log('warning', { message: 'the contract registry is empty: every run will be unpinned (add contract YAML files to --contracts DIR)' });
   if (cfg.headersTimeoutMs <= 0 || cfg.requestTimeoutMs < cfg.headersTimeoutMs) throw new UsageError('serve: --request-timeout must be at least --headers-timeout, and both above zero');
   const maxEventStreams = intArg('--max-event-streams', values['max-event-streams'], 64);
-  const { createUiRoutes } = await import('../ui/routes.js');
-  cfg.extraRoutes = (engine, opts) =>
-    createUiRoutes(engine, {
-      authenticate: opts.authenticate,
-      silenceOf: opts.silenceOf,
-      maxStreams: maxEventStreams,
-      onStreams: (n) => opts.resources.setSseClients(n),
-      onStreamDropped: (why) => opts.resources.sseDropped(why),
-    });
+  cfg.extraRoutes = await uiRoutes(maxEventStreams);
   if (!isLoopback(host) && ingestTokens && !tls) cfg.log('warning', { message: 'bearer tokens cross the network in clear text; pass --tls-cert and --tls-key' });
   if (shadow.length) cfg.log('shadow', { candidates: shadow.map((c) => `${c.contract}@${c.version}`) });
   let server;
@@ -388,11 +395,17 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     setTimeout(() => process.exit(2), 300).unref();
     return 2;
   }
+  return announceAndWait(server, cfg, io, registry.ids());
+}
+
+/** Logs and prints where the server listens, then serves until SIGTERM or SIGINT (0 once everything is closed). */
+function announceAndWait(server: RunningServer, cfg: ServeConfig, io: Io, contracts: string[]): Promise<number> {
+  const { host, tls } = cfg;
   const { ports } = server;
   cfg.log('listening', { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, ...(ports.health !== undefined ? { health: ports.health } : {}), tls: tls !== undefined });
   const scheme = tls ? 'https' : 'http';
   io.stdout(`topology-audit serving: api+ui ${scheme}://${host}:${ports.api}/  otlp-http ${scheme}://${host}:${ports.otlpHttp}/v1/traces  otlp-grpc ${host}:${ports.otlpGrpc}${tls ? ' (TLS)' : ''}\n`);
-  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, ...(ports.health !== undefined ? { health: ports.health } : {}) }, tls: tls !== undefined, contracts: registry.ids(), ...(cfg.storeUrl ? { store: 'postgres' } : { data: cfg.dataDir }) }) + '\n');
+  io.stdout(JSON.stringify({ listening: { host, api: ports.api, otlpHttp: ports.otlpHttp, otlpGrpc: ports.otlpGrpc, ...(ports.health !== undefined ? { health: ports.health } : {}) }, tls: tls !== undefined, contracts, ...(cfg.storeUrl ? { store: 'postgres' } : { data: cfg.dataDir }) }) + '\n');
   return new Promise<number>((resolve) => {
     let closing = false;
     const stop = (signal: string) => {
@@ -406,7 +419,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
           // Everything is committed and closed; do not wait for library timers (e.g. HTTP/2 keepalives) to lapse.
           setTimeout(() => process.exit(0), 300).unref();
         },
-        (e) => {
+        (e: unknown) => {
           cfg.log('shutdown_failed', { error: (e as Error).message });
           resolve(1);
         },

@@ -12,6 +12,7 @@ import { RECEIPT_TYPES, VERDICTS, type Verdict } from '../core/types.js';
 import { UNMAPPED_DIALECTS, UNMAPPED_REASONS } from '../ingest/unmapped.js';
 import { isRunId } from '../core/receipt.js';
 import { REJECT_REASONS, type RejectReason } from '../ingest/trust.js';
+import type { IngestTotals } from './ingest-totals.js';
 import {
   MetricsRegistry,
   contentTypeFor,
@@ -165,6 +166,8 @@ export interface AuditMetrics {
   setStoreHealthy(healthy: boolean): void;
   /** A run entered `verdict` under a shadow candidate; `disagreed`: it started to disagree with its pinned verdict. */
   shadowVerdictEntered(contract: string, version: string, verdict: Verdict, disagreed: boolean): void;
+  /** The ingest counters as typed totals, read from the counter objects (the ingest summary log line). */
+  ingestTotals(): IngestTotals;
   render(format?: ExpositionFormat): string;
 }
 
@@ -191,6 +194,11 @@ function count(n: number | undefined): number {
   return n ?? 1;
 }
 
+/**
+ * Longer than ~120 lines on purpose: it is a declaration table (each metric family once: name, help, labels, its
+ * zero series) followed by the one-line methods that move them; split, a family's declaration and its method would
+ * sit in different functions and the closed label sets could no longer be read in one place.
+ */
 export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetrics {
   const now = options.now ?? Date.now;
   const registry = new MetricsRegistry({ maxSeries: options.maxSeries, refusedSeriesCounter: METRIC_NAMES.seriesRefused });
@@ -434,6 +442,22 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
       oneOf(verdict, VERDICTS, 'verdict');
       shadowVerdicts.inc([contract, version, verdict]);
       if (disagreed) shadowDisagreements.inc([contract, version]);
+    },
+
+    ingestTotals() {
+      const byResult = receipts.sumBy(1);
+      const spans = otlpSpans.sumBy(1);
+      return {
+        receipts: {
+          accepted: byResult.get('accepted') ?? 0,
+          duplicates: byResult.get('duplicate') ?? 0,
+          conflicts: byResult.get('conflict') ?? 0,
+          rejected: byResult.get('rejected') ?? 0,
+        },
+        refused: ingestRefused.sumBy(0),
+        rejectedRequests: ingestRejected.sumBy(1),
+        spans: { dropped: spans.get('dropped') ?? 0, rejected: spans.get('rejected') ?? 0, evicted: pendingEvicted.total(), callerUnresolved: callerUnresolved.total() },
+      };
     },
 
     render(format: ExpositionFormat = 'prometheus') {

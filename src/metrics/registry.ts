@@ -340,6 +340,25 @@ export class Counter extends Family<ScalarSeries> {
     return this.series.get(values.join('\u0000'))?.value;
   }
 
+  /** Every series' label values and value, in the order the series were created (the exposition's order). */
+  *samples(): IterableIterator<{ values: readonly string[]; value: number }> {
+    for (const s of this.series.values()) yield { values: s.values, value: s.value };
+  }
+
+  /** The sum over series of each value of the label at `index`, in first-seen order. */
+  sumBy(index: number): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const s of this.series.values()) out.set(s.values[index], (out.get(s.values[index]) ?? 0) + s.value);
+    return out;
+  }
+
+  /** The sum over every series. */
+  total(): number {
+    let n = 0;
+    for (const s of this.series.values()) n += s.value;
+    return n;
+  }
+
   renderSamples(out: string[], format: ExpositionFormat): void {
     const withExemplars = format === 'openmetrics';
     for (const s of this.series.values()) {

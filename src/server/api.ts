@@ -6,12 +6,13 @@ import { shadowJson } from '../core/shadow.js';
 import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
 import { ACK_BY, ackReasonProblem } from '../core/ack.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
-import { LiveLimitError, type AuditEngine } from '../audit/engine.js';
+import type { AuditEngine } from '../audit/engine.js';
+import { ConsumeError, type Consumer, type IngestSource } from '../audit/consumer.js';
 import { handoffBoard } from '../handoff/board.js';
 import { parseDuration } from '../core/edge.js';
 import type { SilenceView } from '../alerting/index.js';
-import { HttpError, readBody } from './body.js';
-import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+import { readBody } from './body.js';
+import { httpRefusal } from './refusal.js';
 
 /** A route a caller adds to the API server (the UI, composed by src/cli): true when it answered the request. */
 export type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
@@ -26,7 +27,7 @@ export interface ApiOptions {
   /** Long-polls (`wait` > 0) waiting at once; past it a long-poll is answered 429 with Retry-After (--max-long-polls). */
   maxLongPolls?: number;
   /** Authenticates an ingest request (POST /v1/receipts). */
-  authenticateIngest: (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
+  authenticateIngest: (req: IncomingMessage) => IngestSource | null;
   /** Authenticates an API read. */
   authenticateApi: (req: IncomingMessage) => boolean;
   /** Extra routes (e.g. the web view); return true when handled. */
@@ -167,7 +168,7 @@ export const longPollsWaiting = () => waitingPolls;
 /** Yield to the event loop (other connections, /healthz) between slices of CPU-bound work. */
 const yieldNow = () => new Promise<void>((r) => setImmediate(r));
 
-export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions) {
+export function apiHandler(engine: AuditEngine, consumer: Consumer, metrics: AuditMetrics, opts: ApiOptions) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
@@ -198,7 +199,7 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
           metrics.ingestRejected('ndjson', 'unauthenticated');
           return json(res, 401, { error: 'missing or invalid bearer token' }, { 'www-authenticate': 'Bearer' });
         }
-        return await postReceipts(req, res, ingestor, metrics, opts, auth);
+        return await postReceipts(req, res, consumer, metrics, opts, auth);
       }
       if (path === '/v1/traces' || path.startsWith('/opentelemetry.proto.')) {
         req.resume();
@@ -237,13 +238,14 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
       }
       return json(res, 404, { error: `no such endpoint ${path.slice(0, 80)}` });
     } catch (e) {
-      if (e instanceof HttpError) return json(res, e.status, { error: e.message });
-      if (e instanceof SaturatedError) return json(res, 429, { error: e.message }, { 'retry-after': String(opts.retryAfterSeconds) });
-      if (e instanceof StoreUnavailableError) return json(res, 503, { error: e.message }, { 'retry-after': String(opts.retryAfterSeconds) });
-      if (e instanceof LiveLimitError) {
-        metrics.ingestRejected('ndjson', 'live_limit');
-        opts.onLiveLimit?.(e.limit);
-        return json(res, 503, { error: e.message }, { 'retry-after': String(e.retryAfterSeconds) });
+      const r = httpRefusal(e, opts.retryAfterSeconds);
+      if (r.status !== 500) {
+        // Of the refusals, only a live limit is counted as a refused NDJSON request here (as before the consumer split).
+        if (r.limit) {
+          metrics.ingestRejected('ndjson', 'live_limit');
+          opts.onLiveLimit?.(r.limit);
+        }
+        return json(res, r.status, { error: r.message }, r.headers);
       }
       opts.onError?.(e as Error);
       return json(res, 500, { error: 'internal error' });
@@ -256,71 +258,77 @@ export function apiHandler(engine: AuditEngine, ingestor: Ingestor, metrics: Aud
  * never a slot); the body is parsed in slices that yield to the event loop; the answer lists at most the first
  * MAX_LISTED_REJECTIONS rejected lines and counts the rest.
  */
-async function postReceipts(req: IncomingMessage, res: ServerResponse, ingestor: Ingestor, metrics: AuditMetrics, opts: ApiOptions, auth: { source: string; bind?: SourceBinding }) {
+async function postReceipts(req: IncomingMessage, res: ServerResponse, consumer: Consumer, metrics: AuditMetrics, opts: ApiOptions, auth: IngestSource) {
   const ct = String(req.headers['content-type'] ?? 'application/x-ndjson').split(';')[0].trim().toLowerCase();
   if (!['application/x-ndjson', 'application/ndjson', 'application/jsonl', 'application/json', 'text/plain'].includes(ct)) {
     req.resume();
     metrics.ingestRejected('ndjson', 'bad_content_type');
     return json(res, 415, { error: 'send NDJSON receipts as application/x-ndjson' });
   }
-  if (ingestor.saturated) {
+  if (consumer.saturated) {
     req.resume();
-    throw new SaturatedError('the auditor is saturated; retry later');
+    throw ConsumeError.saturated();
   }
   const body = await readBody(req, opts.maxBodyBytes);
-  const release = ingestor.admit();
+  const release = consumer.admit();
   try {
-    const text = body.toString('utf8');
-    const valid: Receipt[] = [];
-    const validLines: number[] = [];
-    const rejected: { line: number; error: string }[] = [];
-    let rejectedCount = 0;
-    const reject = (line: number, error: string) => {
-      rejectedCount++;
-      if (rejected.length < MAX_LISTED_REJECTIONS) rejected.push({ line, error: error.length > MAX_REJECTION_CHARS ? `${error.slice(0, MAX_REJECTION_CHARS)}…` : error });
-    };
-    let start = 0;
-    let lineNo = 0;
-    let sliceStart = performance.now();
-    while (start < text.length) {
-      let end = text.indexOf('\n', start);
-      if (end < 0) end = text.length;
-      lineNo++;
-      const l = text.slice(start, end).trim();
-      start = end + 1;
-      if ((lineNo & 63) === 0 && performance.now() - sliceStart > 8) {
-        await yieldNow();
-        sliceStart = performance.now();
-      }
-      if (l === '') continue;
-      const result = parseReceiptLine(l);
-      if (!result.ok) {
-        reject(lineNo, result.error);
-        metrics.receipt('invalid', 'rejected');
-        metrics.ingestRefused('receipt_invalid');
-        continue;
-      }
-      const why = auth.bind?.(result.receipt);
-      if (why) {
-        reject(lineNo, why);
-        metrics.receipt(result.receipt.type, 'rejected');
-        metrics.ingestRefused('source_not_bound');
-        continue;
-      }
-      valid.push(result.receipt);
-      validLines.push(lineNo);
-    }
-    // Run scope (run-level receipts and gaps from a bound token): src/ingest/trust.ts.
-    await ingestor.prepareTrust(valid);
-    const { kept, refused } = ingestor.trust(valid, auth.source);
-    for (const f of refused) reject(validLines[f.index], f.reason);
-    if (refused.length) rejected.sort((a, b) => a.line - b.line);
-    const out = await ingestor.receipts(kept, auth.source);
+    const { receipts, lines, invalid, invalidCount } = await parseReceiptLines(body.toString('utf8'), metrics);
+    const out = await consumer.consumeReceipts(receipts, auth);
+    // The first MAX_LISTED_REJECTIONS rejected lines, unparsable or refused, in line order.
+    const refused = out.refused.map((f) => ({ line: lines[f.index], error: f.reason }));
+    const rejectedCount = invalidCount + refused.length;
+    const rejected = mergeByLine(invalid, refused).slice(0, MAX_LISTED_REJECTIONS).map(({ line, error }) => ({ line, error: error.length > MAX_REJECTION_CHARS ? `${error.slice(0, MAX_REJECTION_CHARS)}…` : error }));
     metrics.ingestRequest('ndjson', 200);
     return json(res, 200, { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, rejected, rejectedCount, rejectedTruncated: rejectedCount > rejected.length });
   } finally {
     release();
   }
+}
+
+/** Two lists sorted by line, merged in line order. */
+function mergeByLine<T extends { line: number }>(a: T[], b: T[]): T[] {
+  const out: T[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) out.push(j >= b.length || (i < a.length && a[i].line <= b[j].line) ? a[i++] : b[j++]);
+  return out;
+}
+
+/**
+ * An NDJSON body, parsed in slices that yield to the event loop: the receipts and their line numbers, and the
+ * first MAX_LISTED_REJECTIONS lines that are not valid receipts (all counted).
+ */
+async function parseReceiptLines(text: string, metrics: AuditMetrics) {
+  const receipts: Receipt[] = [];
+  const lines: number[] = [];
+  const invalid: { line: number; error: string }[] = [];
+  let invalidCount = 0;
+  let start = 0;
+  let lineNo = 0;
+  let sliceStart = performance.now();
+  while (start < text.length) {
+    let end = text.indexOf('\n', start);
+    if (end < 0) end = text.length;
+    lineNo++;
+    const l = text.slice(start, end).trim();
+    start = end + 1;
+    if ((lineNo & 63) === 0 && performance.now() - sliceStart > 8) {
+      await yieldNow();
+      sliceStart = performance.now();
+    }
+    if (l === '') continue;
+    const result = parseReceiptLine(l);
+    if (!result.ok) {
+      invalidCount++;
+      if (invalid.length < MAX_LISTED_REJECTIONS) invalid.push({ line: lineNo, error: result.error });
+      metrics.receipt('invalid', 'rejected');
+      metrics.ingestRefused('receipt_invalid');
+      continue;
+    }
+    receipts.push(result.receipt);
+    lines.push(lineNo);
+  }
+  return { receipts, lines, invalid, invalidCount };
 }
 
 /**
@@ -331,7 +339,7 @@ export function decodePathSegment(segment: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new HttpError(400, `malformed percent-escape in the path segment ${JSON.stringify(segment.slice(0, 200))}: each % must start a valid UTF-8 escape (%XX)`);
+    throw new ConsumeError('bad_request', `malformed percent-escape in the path segment ${JSON.stringify(segment.slice(0, 200))}: each % must start a valid UTF-8 escape (%XX)`);
   }
 }
 

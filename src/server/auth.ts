@@ -5,7 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Receipt } from '../core/types.js';
-import type { SourceBinding } from './ingest.js';
+import type { SourceBinding } from '../audit/consumer.js';
 import { speakerOf } from '../ingest/trust.js';
 
 export interface TokenEntry {

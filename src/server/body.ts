@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { gunzip, inflate, type ZlibOptions } from 'node:zlib';
 import { promisify } from 'node:util';
+import { ConsumeError } from '../audit/consumer.js';
 
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
@@ -26,12 +27,6 @@ export function inflateOptions(data: Buffer, enc: 'gzip' | 'deflate', limit: num
   // One byte more than the content: zlib allocates a further chunk whenever a chunk ends exactly full.
   const chunkSize = Math.max(MIN_CHUNK, Math.min(most, hint) + 1);
   return { maxOutputLength: limit, chunkSize };
-}
-
-export class HttpError extends Error {
-  constructor(readonly status: number, message: string, readonly reason: 'too_large' | 'bad_content_type' | 'undecodable' | 'saturated' | 'store_unavailable' | 'unauthenticated' | 'bad_request' = 'bad_request') {
-    super(message);
-  }
 }
 
 /**
@@ -89,13 +84,13 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
-    throw new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`, 'too_large');
+    throw new ConsumeError('too_large', `request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
   }
   const enc = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
   const identity = enc === 'identity' || enc === '';
   if (!identity && enc !== 'gzip' && enc !== 'deflate') {
     req.resume();
-    throw new HttpError(415, `unsupported content-encoding "${enc.slice(0, 40)}" (gzip, deflate or identity)`, 'bad_content_type');
+    throw new ConsumeError('bad_content_type', `unsupported content-encoding "${enc.slice(0, 40)}" (gzip, deflate or identity)`);
   }
   let raw: Buffer;
   let release = () => {};
@@ -106,7 +101,7 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
     try {
       for await (const chunk of req) {
         const c = chunk as Buffer;
-        if (size + c.length > declared) throw new HttpError(400, 'request body longer than its content-length');
+        if (size + c.length > declared) throw new ConsumeError('bad_request', 'request body longer than its content-length');
         c.copy(lease.buf, size);
         size += c.length;
       }
@@ -116,7 +111,7 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
     }
     if (size !== declared) {
       lease.release();
-      throw new HttpError(400, `request body of ${size} bytes, content-length ${declared}`);
+      throw new ConsumeError('bad_request', `request body of ${size} bytes, content-length ${declared}`);
     }
     if (identity) return { body: lease.buf, release: lease.release };
     // Compressed: the pooled copy is needed only until it is inflated (into a buffer of its own).
@@ -132,7 +127,7 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
     size += (chunk as Buffer).length;
     if (size > limit) {
       req.resume();
-      throw new HttpError(413, `request body exceeds the limit of ${limit} bytes`, 'too_large');
+      throw new ConsumeError('too_large', `request body exceeds the limit of ${limit} bytes`);
     }
     chunks.push(chunk as Buffer);
   }
@@ -148,8 +143,8 @@ async function inflated(raw: Buffer, enc: 'gzip' | 'deflate', limit: number): Pr
     return enc === 'gzip' ? await gunzipAsync(raw, opts) : await inflateAsync(raw, opts);
   } catch (e) {
     if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
-      throw new HttpError(413, `decompressed body exceeds the limit of ${limit} bytes`, 'too_large');
+      throw new ConsumeError('too_large', `decompressed body exceeds the limit of ${limit} bytes`);
     }
-    throw new HttpError(400, `body is not valid ${enc}`, 'undecodable');
+    throw new ConsumeError('undecodable', `body is not valid ${enc}`);
   }
 }

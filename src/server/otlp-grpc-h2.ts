@@ -21,16 +21,16 @@ import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { gunzip, inflate } from 'node:zlib';
 import type { AuditMetrics } from '../metrics/index.js';
-import { GrpcStatusCode, OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
+import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
+import { ConsumeError, type Consumer, type GrpcStatusName, type IngestSource } from '../audit/consumer.js';
 import { BodyBuffers } from './body.js';
-import { LiveLimitError } from '../audit/engine.js';
-import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
+import { GRPC_CODE, grpcRefusal } from './refusal.js';
 import { httpsOptions, type TlsMaterial } from './tls.js';
 
 export const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
 /** Authenticates by the request's `authorization` metadata value (absent: undefined). */
-export type GrpcH2Authenticate = (authorization: string | undefined) => { source: string; bind?: SourceBinding } | null;
+export type GrpcH2Authenticate = (authorization: string | undefined) => IngestSource | null;
 
 export interface GrpcH2Options {
   maxMessageBytes: number;
@@ -57,8 +57,6 @@ export interface GrpcH2Server {
 
 const CONNECTION_WINDOW = 32 * 1024 * 1024;
 
-type StatusName = keyof typeof GrpcStatusCode | 'UNAUTHENTICATED';
-const CODE: Record<StatusName, number> = { ...GrpcStatusCode, UNAUTHENTICATED: 16 };
 
 /** grpc-message is percent-encoded: bytes outside printable ASCII, and '%' itself. */
 export function percentEncodeGrpcMessage(message: string): string {
@@ -72,11 +70,8 @@ export function percentEncodeGrpcMessage(message: string): string {
 const inflateWith = (enc: 'gzip' | 'deflate', data: Buffer, limit: number) =>
   new Promise<Buffer>((resolve, reject) => (enc === 'gzip' ? gunzip : inflate)(data, { maxOutputLength: limit }, (err, out) => (err ? reject(err) : resolve(out))));
 
-class GrpcFailure extends Error {
-  constructor(readonly status: StatusName, message: string, readonly reason?: Parameters<AuditMetrics['ingestRejected']>[1]) {
-    super(message);
-  }
-}
+/** A framing error of the unary call: its kind (the metric's reason) and the gRPC status the protocol asks for. */
+const framing = (status: GrpcStatusName, message: string, kind: 'undecodable' | 'too_large' | 'bad_request' = 'undecodable') => new ConsumeError(kind, message, { grpcStatus: status });
 
 /** Reads the one length-prefixed message of a unary call into pooled memory, refusing oversized messages early. */
 function readMessage(stream: http2.ServerHttp2Stream, limit: number, pool: BodyBuffers): Promise<{ compressed: boolean; body: Buffer; release: () => void }> {
@@ -87,7 +82,7 @@ function readMessage(stream: http2.ServerHttp2Stream, limit: number, pool: BodyB
     let length = -1;
     let fill = 0;
     let failed = false;
-    const fail = (e: GrpcFailure) => {
+    const fail = (e: ConsumeError) => {
       if (failed) return;
       failed = true;
       lease?.release();
@@ -103,24 +98,24 @@ function readMessage(stream: http2.ServerHttp2Stream, limit: number, pool: BodyB
         prefixFill += n;
         at = n;
         if (prefixFill < 5) return;
-        if (prefix[0] > 1) return fail(new GrpcFailure('INTERNAL', `invalid message flag ${prefix[0]}`, 'undecodable'));
+        if (prefix[0] > 1) return fail(framing('INTERNAL', `invalid message flag ${prefix[0]}`));
         length = prefix.readUInt32BE(1);
-        if (length > limit) return fail(new GrpcFailure('RESOURCE_EXHAUSTED', `message of ${length} bytes exceeds the limit of ${limit} bytes`, 'too_large'));
+        if (length > limit) return fail(framing('RESOURCE_EXHAUSTED', `message of ${length} bytes exceeds the limit of ${limit} bytes`, 'too_large'));
         lease = pool.take(length);
       }
       const rest = chunk.length - at;
-      if (fill + rest > length) return fail(new GrpcFailure('UNIMPLEMENTED', 'more than one request message on a unary method', 'undecodable'));
+      if (fill + rest > length) return fail(framing('UNIMPLEMENTED', 'more than one request message on a unary method'));
       chunk.copy(lease!.buf, fill, at);
       fill += rest;
     };
     const onEnd = () => {
       if (failed) return;
       cleanup();
-      if (prefixFill === 0) return fail(new GrpcFailure('UNIMPLEMENTED', 'no request message on a unary method', 'undecodable'));
-      if (prefixFill < 5 || fill < length) return fail(new GrpcFailure('INTERNAL', 'request message cut short', 'undecodable'));
+      if (prefixFill === 0) return fail(framing('UNIMPLEMENTED', 'no request message on a unary method'));
+      if (prefixFill < 5 || fill < length) return fail(framing('INTERNAL', 'request message cut short'));
       resolve({ compressed: prefix[0] === 1, body: lease!.buf, release: lease!.release });
     };
-    const onGone = () => fail(new GrpcFailure('INTERNAL', 'stream closed before the request message ended'));
+    const onGone = () => fail(framing('INTERNAL', 'stream closed before the request message ended', 'bad_request'));
     const cleanup = () => {
       stream.off('data', onData);
       stream.off('end', onEnd);
@@ -134,14 +129,8 @@ function readMessage(stream: http2.ServerHttp2Stream, limit: number, pool: BodyB
   });
 }
 
-export function startGrpcH2(
-  ingestor: Ingestor,
-  metrics: AuditMetrics,
-  host: string,
-  port: number,
-  opts: GrpcH2Options,
-  authenticate: GrpcH2Authenticate,
-): Promise<{ server: GrpcH2Server; port: number }> {
+/** The node:http2 server with the receiver's settings; idle sessions are closed with GOAWAY after `idleTimeoutMs`. */
+function createH2Server(opts: GrpcH2Options): { server: http2.Http2Server | http2.Http2SecureServer; sessions: Set<http2.ServerHttp2Session> } {
   const settings: http2.Settings = {
     maxConcurrentStreams: opts.maxConcurrentStreams ?? 128,
     // Large windows and frames: an export of megabytes then needs few WINDOW_UPDATEs and DATA frames.
@@ -159,7 +148,6 @@ export function startGrpcH2(
     ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(opts.tls), ALPNProtocols: ['h2'], ...(opts.handshakeTimeoutMs !== undefined ? { handshakeTimeout: opts.handshakeTimeoutMs } : {}) })
     : http2.createServer(serverOptions);
   if (opts.maxConnections !== undefined) server.maxConnections = opts.maxConnections;
-  const pool = new BodyBuffers();
   const sessions = new Set<http2.ServerHttp2Session>();
   const idleMs = opts.idleTimeoutMs ?? 300_000;
   server.on('session', (session) => {
@@ -178,30 +166,53 @@ export function startGrpcH2(
   server.on('sessionError', () => {});
   // A TLS client that fails the handshake (e.g. no client certificate under mutual TLS) is dropped by node.
   server.on('tlsClientError', () => {});
+  return { server, sessions };
+}
 
-  const trailersOnly = (stream: http2.ServerHttp2Stream, status: StatusName, message: string) => {
-    if (stream.destroyed || stream.closed) return;
-    if (stream.headersSent) {
-      stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
-      return;
-    }
-    stream.respond(
-      { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(CODE[status]), 'grpc-message': percentEncodeGrpcMessage(message) },
-      { endStream: true },
-    );
-    // The client may still be sending (e.g. an oversized message): tell it to stop, without an error, once the
-    // response is on its way. Node 22 sends a RST_STREAM submitted in the same turn ahead of the response's HEADERS
-    // (the client then sees no status at all); the session writes the HEADERS before the next turn's callbacks.
-    if (!stream.readableEnded) {
-      setImmediate(() => {
-        if (!stream.closed && !stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
-      });
-    }
-  };
-  const answer = (stream: http2.ServerHttp2Stream, status: StatusName, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1]) => {
-    if (reason) metrics.ingestRejected('grpc', reason);
+/** A trailers-only answer (a failed call): grpc-status, grpc-message and any metadata in one HEADERS frame. */
+function trailersOnly(stream: http2.ServerHttp2Stream, status: GrpcStatusName, message: string, metadata: Record<string, string> = {}): void {
+  if (stream.destroyed || stream.closed) return;
+  if (stream.headersSent) {
+    stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  stream.respond(
+    { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(GRPC_CODE[status]), 'grpc-message': percentEncodeGrpcMessage(message), ...metadata },
+    { endStream: true },
+  );
+  // The client may still be sending (e.g. an oversized message): tell it to stop, without an error, once the
+  // response is on its way. Node 22 sends a RST_STREAM submitted in the same turn ahead of the response's HEADERS
+  // (the client then sees no status at all); the session writes the HEADERS before the next turn's callbacks.
+  if (!stream.readableEnded) {
+    setImmediate(() => {
+      if (!stream.closed && !stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+  }
+}
+
+export function startGrpcH2(
+  consumer: Consumer,
+  metrics: AuditMetrics,
+  host: string,
+  port: number,
+  opts: GrpcH2Options,
+  authenticate: GrpcH2Authenticate,
+): Promise<{ server: GrpcH2Server; port: number }> {
+  const { server, sessions } = createH2Server(opts);
+  const pool = new BodyBuffers();
+
+  /** Answers a call that is not an export (unknown method), counted under its gRPC status. */
+  const answer = (stream: http2.ServerHttp2Stream, status: GrpcStatusName, message: string) => {
     metrics.ingestRequest('grpc', status);
     trailersOnly(stream, status, message);
+  };
+  /** Every refusal, mapped once (src/server/refusal.ts) and counted. */
+  const refuse = (stream: http2.ServerHttp2Stream, e: unknown) => {
+    const r = grpcRefusal(e);
+    if (r.limit) opts.onLiveLimit?.(r.limit);
+    if (r.reason) metrics.ingestRejected('grpc', r.reason);
+    metrics.ingestRequest('grpc', r.status);
+    trailersOnly(stream, r.status, r.message, r.metadata);
   };
 
   server.on('stream', (stream, headers) => {
@@ -222,17 +233,17 @@ export function startGrpcH2(
     const enc = String(headers['grpc-encoding'] ?? 'identity').toLowerCase();
     if (enc !== 'identity' && enc !== 'gzip' && enc !== 'deflate') {
       stream.resume();
-      return answer(stream, 'UNIMPLEMENTED', `unsupported grpc-encoding "${enc.slice(0, 40)}" (identity, gzip, deflate)`, 'bad_content_type');
+      return refuse(stream, new ConsumeError('bad_content_type', `unsupported grpc-encoding "${enc.slice(0, 40)}" (identity, gzip, deflate)`, { grpcStatus: 'UNIMPLEMENTED' }));
     }
     const authorization = headers.authorization;
     const auth = authenticate(Array.isArray(authorization) ? authorization[0] : authorization);
     if (!auth) {
       stream.resume();
-      return answer(stream, 'UNAUTHENTICATED', 'missing or invalid bearer token', 'unauthenticated');
+      return refuse(stream, new ConsumeError('unauthenticated', 'missing or invalid bearer token'));
     }
-    if (ingestor.saturated) {
+    if (consumer.saturated) {
       stream.resume();
-      return answer(stream, 'UNAVAILABLE', 'the auditor is saturated; retry later', 'saturated');
+      return refuse(stream, ConsumeError.saturated());
     }
     void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', auth);
   });
@@ -241,12 +252,12 @@ export function startGrpcH2(
    * One export. The admission slot is taken only once the message is complete (docs/operations.md): a stream that
    * sends headers and no message (or a slow one) holds a stream of its connection, never an ingest slot.
    */
-  async function exportCall(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate', auth: { source: string; bind?: SourceBinding }): Promise<void> {
+  async function exportCall(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate', auth: IngestSource): Promise<void> {
     let release = () => {};
     try {
       const msg = await readMessage(stream, opts.maxMessageBytes, pool);
       try {
-        release = ingestor.admit();
+        release = consumer.admit();
       } catch (e) {
         msg.release();
         throw e;
@@ -255,26 +266,26 @@ export function startGrpcH2(
       try {
         let body = msg.body;
         if (msg.compressed) {
-          if (enc === 'identity') throw new GrpcFailure('INTERNAL', 'compressed message without a grpc-encoding', 'undecodable');
+          if (enc === 'identity') throw framing('INTERNAL', 'compressed message without a grpc-encoding');
           try {
             body = await inflateWith(enc, msg.body, opts.maxMessageBytes);
           } catch (e) {
             if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
-              throw new GrpcFailure('RESOURCE_EXHAUSTED', `inflated message exceeds the limit of ${opts.maxMessageBytes} bytes`, 'too_large');
+              throw framing('RESOURCE_EXHAUSTED', `inflated message exceeds the limit of ${opts.maxMessageBytes} bytes`, 'too_large');
             }
-            throw new GrpcFailure('INTERNAL', `message is not valid ${enc}`, 'undecodable');
+            throw framing('INTERNAL', `message is not valid ${enc}`);
           }
         }
         // The decoder copies what it keeps into strings: nothing refers to the pooled body after this.
         decoded = decodeExportTraceRequest(body);
       } catch (e) {
-        if (e instanceof OtlpDecodeError) throw new GrpcFailure('INVALID_ARGUMENT', `undecodable protobuf: ${e.message}`, 'undecodable');
+        if (e instanceof OtlpDecodeError) throw new ConsumeError('undecodable', `undecodable protobuf: ${e.message}`);
         throw e;
       } finally {
         msg.release();
       }
-      const ingesting = ingestor.spans(decoded, 'grpc', auth.source, auth.bind);
-      decoded = undefined; // not held while the commit waits (see Ingestor.spans)
+      const ingesting = consumer.consumeSpans(decoded, 'grpc', auth);
+      decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
       const result = await ingesting;
       metrics.ingestRequest('grpc', 'OK');
       const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
@@ -288,19 +299,17 @@ export function startGrpcH2(
       stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
       stream.end(framed);
     } catch (e) {
-      if (e instanceof GrpcFailure) return answer(stream, e.status, e.message, e.reason);
-      if (e instanceof SaturatedError) return answer(stream, 'UNAVAILABLE', e.message, 'saturated');
-      if (e instanceof StoreUnavailableError) return answer(stream, 'UNAVAILABLE', e.message, 'store_unavailable');
-      if (e instanceof LiveLimitError) {
-        opts.onLiveLimit?.(e.limit);
-        return answer(stream, 'UNAVAILABLE', e.message, 'live_limit');
-      }
-      return answer(stream, 'INTERNAL', 'internal error');
+      refuse(stream, e);
     } finally {
       release();
     }
   }
 
+  return listenH2(server, sessions, host, port);
+}
+
+/** Listens; the returned server stops with GOAWAY to every session (tryShutdown) or cuts them (forceShutdown). */
+function listenH2(server: http2.Http2Server | http2.Http2SecureServer, sessions: Set<http2.ServerHttp2Session>, host: string, port: number): Promise<{ server: GrpcH2Server; port: number }> {
   const grpcServer: GrpcH2Server = {
     tryShutdown(cb) {
       server.close(() => cb());

@@ -2,8 +2,8 @@
 import * as grpc from '@grpc/grpc-js';
 import type { AuditMetrics } from '../metrics/index.js';
 import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
-import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
-import { LiveLimitError } from '../audit/engine.js';
+import { ConsumeError, type Consumer, type IngestSource } from '../audit/consumer.js';
+import { grpcRefusal } from './refusal.js';
 
 export const TRACE_SERVICE = {
   Export: {
@@ -17,7 +17,7 @@ export const TRACE_SERVICE = {
   },
 } satisfies grpc.ServiceDefinition;
 
-export type GrpcAuthenticate = (md: grpc.Metadata) => { source: string; bind?: SourceBinding } | null;
+export type GrpcAuthenticate = (md: grpc.Metadata) => IngestSource | null;
 
 export interface GrpcOptions {
   maxMessageBytes: number;
@@ -32,7 +32,7 @@ export interface GrpcOptions {
   onLiveLimit?: (limit: 'runs' | 'receipts') => void;
 }
 
-export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: string, port: number, opts: GrpcOptions, authenticate: GrpcAuthenticate): Promise<{ server: grpc.Server; port: number }> {
+export function startGrpc(consumer: Consumer, metrics: AuditMetrics, host: string, port: number, opts: GrpcOptions, authenticate: GrpcAuthenticate): Promise<{ server: grpc.Server; port: number }> {
   const server = new grpc.Server({
     'grpc.max_receive_message_length': opts.maxMessageBytes,
     'grpc.max_send_message_length': 1024 * 1024,
@@ -40,50 +40,43 @@ export function startGrpc(ingestor: Ingestor, metrics: AuditMetrics, host: strin
     'grpc.max_connection_idle_ms': opts.maxConnectionIdleMs ?? 300_000,
     'grpc-node.max_session_memory': opts.maxSessionMemoryMiB ?? 64,
   });
-  const fail = (cb: grpc.sendUnaryData<Buffer>, code: grpc.status, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1]) => {
-    if (reason) metrics.ingestRejected('grpc', reason);
-    metrics.ingestRequest('grpc', grpc.status[code]);
-    cb({ code, details: message, metadata: new grpc.Metadata() });
+  /** Every refusal, mapped once (src/server/refusal.ts) and counted. */
+  const fail = (cb: grpc.sendUnaryData<Buffer>, e: unknown) => {
+    const r = grpcRefusal(e);
+    if (r.limit) opts.onLiveLimit?.(r.limit);
+    if (r.reason) metrics.ingestRejected('grpc', r.reason);
+    metrics.ingestRequest('grpc', r.status);
+    const metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(r.metadata)) metadata.set(k, v);
+    cb({ code: r.code, details: r.message, metadata });
   };
   server.addService(TRACE_SERVICE, {
     Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
-      const auth = authenticate(call.metadata);
-      if (!auth) return fail(cb, grpc.status.UNAUTHENTICATED, 'missing or invalid bearer token', 'unauthenticated');
       let release: () => void;
-      try {
-        release = ingestor.admit();
-      } catch (e) {
-        if (e instanceof SaturatedError) return fail(cb, grpc.status.UNAVAILABLE, e.message, 'saturated');
-        return fail(cb, grpc.status.UNAVAILABLE, (e as Error).message, 'store_unavailable');
-      }
+      let auth: IngestSource | null;
       let decoded: DecodedExport | undefined;
+      try {
+        auth = authenticate(call.metadata);
+        if (!auth) throw new ConsumeError('unauthenticated', 'missing or invalid bearer token');
+        release = consumer.admit();
+      } catch (e) {
+        return fail(cb, e);
+      }
       try {
         decoded = decodeExportTraceRequest(call.request);
       } catch (e) {
         release();
-        if (e instanceof OtlpDecodeError) return fail(cb, grpc.status.INVALID_ARGUMENT, `undecodable protobuf: ${e.message}`, 'undecodable');
-        return fail(cb, grpc.status.INTERNAL, 'internal error');
+        return fail(cb, e instanceof OtlpDecodeError ? new ConsumeError('undecodable', `undecodable protobuf: ${e.message}`) : e);
       }
-      const ingesting = ingestor.spans(decoded, 'grpc', auth.source, auth.bind);
-      decoded = undefined; // not held while the commit waits (see Ingestor.spans)
+      const ingesting = consumer.consumeSpans(decoded, 'grpc', auth);
+      decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
       ingesting.finally(release).then(
         (result) => {
           metrics.ingestRequest('grpc', 'OK');
           const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
           cb(null, Buffer.from(encodeExportTraceResponseProtobuf(partial)));
         },
-        (e) => {
-          if (e instanceof StoreUnavailableError) fail(cb, grpc.status.UNAVAILABLE, e.message, 'store_unavailable');
-          else if (e instanceof LiveLimitError) {
-            opts.onLiveLimit?.(e.limit);
-            const md = new grpc.Metadata();
-            md.set('retry-after', String(e.retryAfterSeconds));
-            metrics.ingestRejected('grpc', 'live_limit');
-            metrics.ingestRequest('grpc', grpc.status[grpc.status.UNAVAILABLE]);
-            cb({ code: grpc.status.UNAVAILABLE, details: e.message, metadata: md });
-          }
-          else fail(cb, grpc.status.INTERNAL, 'internal error');
-        },
+        (e) => fail(cb, e),
       );
     },
   });

@@ -12,9 +12,9 @@ import {
   GrpcStatusCode,
   type DecodedExport,
 } from '../otlp/index.js';
-import { BodyBuffers, HttpError, readBodyInto } from './body.js';
-import { SaturatedError, StoreUnavailableError, type Ingestor, type SourceBinding } from './ingest.js';
-import { LiveLimitError } from '../audit/engine.js';
+import { ConsumeError, type Consumer, type IngestSource } from '../audit/consumer.js';
+import { BodyBuffers, readBodyInto } from './body.js';
+import { httpRefusal } from './refusal.js';
 
 export interface OtlpHttpOptions {
   maxBodyBytes: number;
@@ -25,7 +25,7 @@ export interface OtlpHttpOptions {
   onLiveLimit?: (limit: 'runs' | 'receipts') => void;
 }
 
-export type Authenticate = (req: IncomingMessage) => { source: string; bind?: SourceBinding } | null;
+export type Authenticate = (req: IncomingMessage) => IngestSource | null;
 
 type Format = 'protobuf' | 'json';
 
@@ -46,7 +46,7 @@ function sendStatus(res: ServerResponse, status: number, format: Format | null, 
   send(res, status, format, format === 'protobuf' ? encodeRpcStatusProtobuf(grpcCode, message) : encodeRpcStatusJson(grpcCode, message), headers);
 }
 
-export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts: OtlpHttpOptions, authenticate: Authenticate) {
+export function otlpHttpHandler(consumer: Consumer, metrics: AuditMetrics, opts: OtlpHttpOptions, authenticate: Authenticate) {
   // Export bodies are decoded as soon as they are read and never kept: their memory is reused.
   const bodies = new BodyBuffers();
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -67,26 +67,26 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
       req.resume();
       return answer(405, GrpcStatusCode.UNIMPLEMENTED, 'use POST for /v1/traces', undefined, { allow: 'POST' });
     }
-    const auth = authenticate(req);
-    if (!auth) {
-      req.resume();
-      return answer(401, 16, 'missing or invalid bearer token', 'unauthenticated', { 'www-authenticate': 'Bearer' });
-    }
-    if (!format) {
-      req.resume();
-      return answer(415, GrpcStatusCode.INVALID_ARGUMENT, 'unsupported content type; use application/x-protobuf or application/json', 'bad_content_type');
-    }
     let release: (() => void) | undefined;
     try {
+      const auth = authenticate(req);
+      if (!auth) {
+        req.resume();
+        throw new ConsumeError('unauthenticated', 'missing or invalid bearer token');
+      }
+      if (!format) {
+        req.resume();
+        throw new ConsumeError('bad_content_type', 'unsupported content type; use application/x-protobuf or application/json');
+      }
       // Refuse early when saturated, but take the admission slot only once the body is complete: a slow body
       // holds its connection (bounded by --max-connections and --request-timeout), never a slot.
-      if (ingestor.saturated) {
+      if (consumer.saturated) {
         req.resume();
-        throw new SaturatedError('the auditor is saturated; retry later');
+        throw ConsumeError.saturated();
       }
       const { body, release: releaseBody } = await readBodyInto(req, opts.maxBodyBytes, bodies);
       try {
-        release = ingestor.admit();
+        release = consumer.admit();
       } catch (e) {
         releaseBody();
         throw e;
@@ -96,27 +96,21 @@ export function otlpHttpHandler(ingestor: Ingestor, metrics: AuditMetrics, opts:
         // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
         decoded = format === 'protobuf' ? decodeExportTraceRequest(body) : decodeExportTraceJson(body);
       } catch (e) {
-        if (e instanceof OtlpDecodeError) throw new HttpError(400, `undecodable ${format === 'protobuf' ? 'protobuf' : 'JSON'} body: ${e.message}`, 'undecodable');
+        if (e instanceof OtlpDecodeError) throw new ConsumeError('undecodable', `undecodable ${format === 'protobuf' ? 'protobuf' : 'JSON'} body: ${e.message}`);
         throw e;
       } finally {
         releaseBody();
       }
-      const ingesting = ingestor.spans(decoded, 'http', auth.source, auth.bind);
-      decoded = undefined; // not held while the commit waits (see Ingestor.spans)
+      const ingesting = consumer.consumeSpans(decoded, 'http', auth);
+      decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
       const result = await ingesting;
       metrics.ingestRequest('http', 200);
       const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
       send(res, 200, format, format === 'protobuf' ? encodeExportTraceResponseProtobuf(partial) : encodeExportTraceResponseJson(partial));
     } catch (e) {
-      const retry = { 'retry-after': String(opts.retryAfterSeconds) };
-      if (e instanceof HttpError) return answer(e.status, e.status === 413 ? GrpcStatusCode.RESOURCE_EXHAUSTED : GrpcStatusCode.INVALID_ARGUMENT, e.message, e.reason === 'bad_request' ? undefined : e.reason);
-      if (e instanceof SaturatedError) return answer(429, GrpcStatusCode.UNAVAILABLE, e.message, 'saturated', retry);
-      if (e instanceof StoreUnavailableError) return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'store_unavailable', retry);
-      if (e instanceof LiveLimitError) {
-        opts.onLiveLimit?.(e.limit);
-        return answer(503, GrpcStatusCode.UNAVAILABLE, e.message, 'live_limit', { 'retry-after': String(e.retryAfterSeconds) });
-      }
-      return answer(500, GrpcStatusCode.INTERNAL, 'internal error');
+      const r = httpRefusal(e, opts.retryAfterSeconds);
+      if (r.limit) opts.onLiveLimit?.(r.limit);
+      return answer(r.status, r.grpcCode, r.message, r.reason, r.headers);
     } finally {
       release?.();
     }

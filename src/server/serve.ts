@@ -11,7 +11,7 @@ import { SpanPipeline } from '../ingest/pipeline.js';
 import { DEFAULT_MAX_TRACE_SPANS } from '../ingest/callers.js';
 import type { RunKeyPart } from '../ingest/runkey.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
-import { createAlertmanagerMetrics, createAuditMetrics, type AuditMetrics } from '../metrics/index.js';
+import { createAlertmanagerMetrics, createAuditMetrics, ingestSummary, type AuditMetrics } from '../metrics/index.js';
 import { Alerting, type AlertingConfig, type SilenceView } from '../alerting/index.js';
 import { ReceiptStore } from '../store/index.js';
 import type { AckRecord } from '../core/types.js';
@@ -25,11 +25,12 @@ import { createResourceMetrics, type ListenerName, type ResourceMetrics } from '
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
 import { AuditEngine } from '../audit/engine.js';
 import type { Route } from './api.js';
-import { Ingestor } from './ingest.js';
+import { Ingestor } from '../audit/ingestor.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
 import { startGrpcH2 } from './otlp-grpc-h2.js';
 import { createListener, grpcServerCredentials, type Listener, type TlsMaterial } from './tls.js';
+import { startPeriodic, type PeriodicTask, type Scheduler } from './periodic.js';
 
 export interface ServeConfig {
   host: string;
@@ -172,48 +173,6 @@ const listen = (srv: Listener, name: string, host: string, port: number) =>
     });
   });
 
-type Counters = Record<string, number>;
-
-/** The ingest counters, read back from the metrics registry (one source of truth for metrics and the log summary). */
-function ingestCounters(metrics: AuditMetrics): Counters {
-  const out: Counters = {};
-  for (const line of metrics.render('prometheus').split('\n')) {
-    let m = /^topology_receipts_total\{type="[^"]*",result="([^"]+)"\} (\S+)/.exec(line);
-    if (m) {
-      const k = m[1] === 'accepted' ? 'accepted' : m[1] === 'duplicate' ? 'duplicates' : m[1] === 'conflict' ? 'conflicts' : 'rejected';
-      out[k] = (out[k] ?? 0) + Number(m[2]);
-      continue;
-    }
-    m = /^topology_otlp_spans_total\{transport="[^"]*",result="(dropped|rejected)"\} (\S+)/.exec(line);
-    if (m) {
-      out[`spans_${m[1]}`] = (out[`spans_${m[1]}`] ?? 0) + Number(m[2]);
-      continue;
-    }
-    m = /^topology_ingest_rejected_requests_total\{transport="[^"]*",reason="([^"]+)"\} (\S+)/.exec(line);
-    if (m) out[`requests_rejected.${m[1]}`] = (out[`requests_rejected.${m[1]}`] ?? 0) + Number(m[2]);
-    m = /^topology_ingest_refused_total\{reason="([^"]+)"\} (\S+)/.exec(line);
-    if (m) out[`refused.${m[1]}`] = (out[`refused.${m[1]}`] ?? 0) + Number(m[2]);
-    m = /^topology_caller_unresolved_total (\S+)/.exec(line);
-    if (m) out.spans_caller_unresolved = Number(m[1]);
-    m = /^topology_pending_parent_spans_evicted_total\{limit="[^"]*"\} (\S+)/.exec(line);
-    if (m) out.spans_evicted = (out.spans_evicted ?? 0) + Number(m[1]);
-  }
-  return out;
-}
-
-function diffCounters(cur: Counters, base: Counters) {
-  const d = (k: string) => (cur[k] ?? 0) - (base[k] ?? 0);
-  const byPrefix = (prefix: string) => {
-    const out: Record<string, number> = {};
-    for (const k of Object.keys(cur)) if (k.startsWith(prefix) && d(k) > 0) out[k.slice(prefix.length)] = d(k);
-    return out;
-  };
-  const rejectedRequests = byPrefix('requests_rejected.');
-  const droppedSpans: Record<string, number> = {};
-  for (const [k, name] of [['spans_dropped', 'no_receipt'], ['spans_rejected', 'rejected'], ['spans_evicted', 'evicted'], ['spans_caller_unresolved', 'caller_unresolved']] as const) if (d(k) > 0) droppedSpans[name] = d(k);
-  return { accepted: d('accepted'), duplicates: d('duplicates'), conflicts: d('conflicts'), rejected: { total: d('rejected'), byReason: byPrefix('refused.') }, rejectedRequests, droppedSpans };
-}
-
 /**
  * Per-listener limits: connections, header/request/keep-alive timeouts (checked every second). Node answers a
  * request that runs out of time with 408 and closes its connection.
@@ -255,52 +214,53 @@ function ingestTrustDigest(entries: readonly TokenEntry[] | undefined): string {
   return createHash('sha256').update(lines.join('\n')).digest('hex');
 }
 
-async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
-  const metrics = createAuditMetrics({ version: cfg.version });
-  const resources = createResourceMetrics(metrics);
-  let alerting: Alerting | null = null;
-  if (cfg.alerting) {
-    const am = createAlertmanagerMetrics(metrics);
-    alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, log: cfg.log });
-    const a = alerting;
-    cleanup.push(() => a.close());
-  }
-  let store: { healthy(): boolean; sync(): Promise<void>; close(): void | Promise<void> };
-  let engineStore: ReceiptStore | ClusterEngineStore;
-  let cluster: ClusterCoordinator | null = null;
-  let remote: SharedStoreRuns | undefined;
-  if (cfg.storeUrl) {
-    const pg = await PgStore.open(cfg.storeUrl, {
-      instance: cfg.instance ?? defaultInstanceName(),
-      partitions: cfg.partitions,
-      onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
-    });
-    cleanup.push(() => pg.close());
-    try {
-      await pg.joinTrust(ingestTrustDigest(cfg.ingestTokens), cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs);
-    } catch (e) {
-      if (e instanceof TrustMismatchError) cfg.log('cluster_refused', { instance: pg.instance, reason: e.message });
-      throw e;
-    }
-    const shared = new ClusterEngineStore(pg, () => cluster?.ownedParts() ?? [], cfg.log);
-    cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock: Date.now });
-    remote = new SharedStoreRuns(pg);
-    engineStore = shared;
-    store = { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() };
-  } else {
+
+/** The shared store (PostgreSQL, a cluster) or the embedded one (SQLite in the data directory), opened. */
+async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() => void | Promise<void>)[]): Promise<Stores> {
+  if (!cfg.storeUrl) {
     const sqlite = ReceiptStore.open(cfg.dataDir, {
       groupCommitMaxDelayMs: cfg.groupCommitDelayMs,
       maxDbBytes: cfg.maxDbBytes,
       onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
     });
     cleanup.push(() => sqlite.close());
-    engineStore = sqlite;
-    store = sqlite;
+    return { store: sqlite, engineStore: sqlite, cluster: null };
   }
-  const owns = cluster ? cluster.owns : undefined;
-  const engine = new AuditEngine(registry, engineStore, {
-    owns,
-    remote,
+  const pg = await PgStore.open(cfg.storeUrl, {
+    instance: cfg.instance ?? defaultInstanceName(),
+    partitions: cfg.partitions,
+    onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+  });
+  cleanup.push(() => pg.close());
+  try {
+    await pg.joinTrust(ingestTrustDigest(cfg.ingestTokens), cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs);
+  } catch (e) {
+    if (e instanceof TrustMismatchError) cfg.log('cluster_refused', { instance: pg.instance, reason: e.message });
+    throw e;
+  }
+  let cluster: ClusterCoordinator | null = null;
+  const shared = new ClusterEngineStore(pg, () => cluster?.ownedParts() ?? [], cfg.log);
+  cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock: Date.now });
+  return {
+    store: { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() },
+    engineStore: shared,
+    cluster,
+    remote: new SharedStoreRuns(pg),
+  };
+}
+
+interface Stores {
+  store: { healthy(): boolean; sync(): Promise<void>; close(): void | Promise<void> };
+  engineStore: ReceiptStore | ClusterEngineStore;
+  cluster: ClusterCoordinator | null;
+  remote?: SharedStoreRuns;
+}
+
+function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: AuditMetrics, stores: Stores): AuditEngine {
+  const { cluster } = stores;
+  const engine: AuditEngine = new AuditEngine(registry, stores.engineStore, {
+    owns: cluster ? cluster.owns : undefined,
+    remote: stores.remote,
     ownerFull: cluster?.ownerFull,
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
@@ -325,13 +285,12 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     },
     shadow: cfg.shadow,
   });
-  const alertWindowMs = cfg.alertWindowMs ?? DEFAULTS.alertWindowMs;
-  const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
-  const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(Date.now());
-  // Acknowledgements outlive a restart: each applies again while its run is still in the acknowledged verdict.
-  if (!cluster) for (const { run, ack } of (engineStore as ReceiptStore).acks()) engine.applyAck(run, ack.verdict, ack.at, ack);
-  /** An operator's acknowledgement: stored (SQLite at once; PostgreSQL for every instance) before the API answers. */
-  const acknowledge = async (run: string, who: { by: string | null; reason: string | null }): Promise<{ acked: boolean; record: AckRecord } | null> => {
+  return engine;
+}
+
+/** An operator's acknowledgement: stored (SQLite at once; PostgreSQL for every instance) before the API answers. */
+function acknowledger(engine: AuditEngine, { engineStore, cluster }: Stores) {
+  return async (run: string, who: { by: string | null; reason: string | null }): Promise<{ acked: boolean; record: AckRecord } | null> => {
     const now = Date.now();
     if (!cluster) {
       const local = engine.ack(run, now, who);
@@ -347,6 +306,36 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     await cluster.pg.putAck(run, record.verdict, record.at, record);
     return { acked: true, record };
   };
+}
+
+/** What the listeners and the periodic tasks are built from. */
+interface Parts extends Stores {
+  cfg: ServeConfig;
+  metrics: AuditMetrics;
+  resources: ResourceMetrics;
+  alerting: Alerting | null;
+  engine: AuditEngine;
+  pipeline: SpanPipeline;
+  ingestor: Ingestor;
+  /** Readiness (GET /readyz) reads it. */
+  stopping: { now: boolean };
+}
+
+async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
+  const metrics = createAuditMetrics({ version: cfg.version });
+  const resources = createResourceMetrics(metrics);
+  let alerting: Alerting | null = null;
+  if (cfg.alerting) {
+    const am = createAlertmanagerMetrics(metrics);
+    const a = (alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, log: cfg.log }));
+    cleanup.push(() => a.close());
+  }
+  const stores = await openStores(cfg, metrics, cleanup);
+  const { cluster, engineStore } = stores;
+  const engine = createEngine(registry, cfg, metrics, stores);
+  const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(Date.now());
+  // Acknowledgements outlive a restart: each applies again while its run is still in the acknowledged verdict.
+  if (!cluster) for (const { run, ack } of (engineStore as ReceiptStore).acks()) engine.applyAck(run, ack.verdict, ack.at, ack);
   if (!cluster) cfg.log('restored', restored);
   if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
@@ -370,59 +359,91 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     cleanup.push(() => c.stop());
     cfg.log('cluster_joined', { instance: c.pg.instance, ...c.stats() });
   }
+  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false } };
+  const listeners = await startListeners(parts, cleanup);
+  const scheduler = startPeriodic(periodicTasks(parts), cfg.tickMs, cfg.log);
+  return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
+}
 
-  const ingestAuth = (token: string | undefined) => {
+/** Bearer-token authentication of each listener (ingest tokens bind a source; API tokens, or the web view's cookie). */
+function authenticators(cfg: ServeConfig) {
+  const ingest = (token: string | undefined) => {
     if (!cfg.ingestTokens) return { source: 'anonymous' };
     const e = matchToken(cfg.ingestTokens, token);
     return e ? { source: e.source, bind: bindingFor(e) } : null;
   };
-  const httpAuth = (req: IncomingMessage) => ingestAuth(bearerOf(req.headers.authorization));
-  const apiAuth = (req: IncomingMessage) => !cfg.apiTokens || matchToken(cfg.apiTokens, bearerOf(req.headers.authorization)) !== null;
-  // The web view's browser requests (and its event stream, which cannot send headers) may carry the API token as a cookie.
-  const uiAuth = (req: IncomingMessage) => apiAuth(req) || (!!cfg.apiTokens && matchToken(cfg.apiTokens, cookieToken(req.headers.cookie)) !== null);
+  const api = (req: IncomingMessage) => !cfg.apiTokens || matchToken(cfg.apiTokens, bearerOf(req.headers.authorization)) !== null;
+  return {
+    ingest,
+    http: (req: IncomingMessage) => ingest(bearerOf(req.headers.authorization)),
+    api,
+    // The web view's browser requests (and its event stream, which cannot send headers) may carry the API token as a cookie.
+    ui: (req: IncomingMessage) => api(req) || (!!cfg.apiTokens && matchToken(cfg.apiTokens, cookieToken(req.headers.cookie)) !== null),
+    grpc: (md: grpc.Metadata) => {
+      const v = md.get('authorization')[0];
+      return ingest(bearerOf(typeof v === 'string' ? v : v?.toString()));
+    },
+  };
+}
 
-  let stopping = false;
+/** The API's request handler: /healthz, /readyz, /metrics, POST /v1/receipts, /api/v1/... and the extra routes. */
+function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { api: number; otlpHttp: number }) {
+  const { cfg, engine, ingestor, metrics, resources, alerting, pipeline, cluster, store } = p;
   const ready = () => {
     const reasons: string[] = [];
-    if (stopping) reasons.push('shutting down');
+    if (p.stopping.now) reasons.push('shutting down');
     if (!store.healthy()) reasons.push('store cannot commit');
     if (ingestor.saturated) reasons.push('ingest saturated');
     return { ready: reasons.length === 0, reasons };
   };
+  const acknowledge = acknowledger(engine, p);
+  return apiHandler(engine, ingestor, metrics, {
+    onError: (e) => cfg.log('api_error', { error: `${e?.name ?? 'Error'}: ${String(e?.message ?? e).slice(0, 200)}` }),
+    maxBodyBytes: cfg.maxBodyBytes,
+    retryAfterSeconds: 1,
+    maxWaitSeconds: 300,
+    maxLongPolls: cfg.maxLongPolls ?? DEFAULTS.maxLongPolls,
+    authenticateIngest: auth.http,
+    authenticateApi: auth.api,
+    extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
+    ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
+    runbooksHtml: cfg.runbooksHtml,
+    ready,
+    unmapped: () => pipeline.unmapped.snapshot(),
+    coverage: () => pipeline.coverage.snapshot(),
+    cluster: cluster ? () => ({ store: 'postgres', instance: cluster.pg.instance, ...cluster.stats(), ownedPartitions: cluster.ownedParts() }) : undefined,
+    otlpHttpPort: () => bound.otlpHttp,
+    ack: async (run, who) => {
+      const r = await acknowledge(run, who);
+      if (r) cfg.log('ack', { run, verdict: r.record.verdict, by: r.record.by, at: new Date(r.record.at).toISOString(), ...(r.record.reason ? { reason: r.record.reason } : {}), already: !r.acked });
+      return r;
+    },
+    alertTimes: { windowMs: cfg.alertWindowMs ?? DEFAULTS.alertWindowMs, stallMs: cfg.stallAfterMs ?? DEFAULTS.stallAfterMs },
+    version: cfg.version,
+    onLongPolls: (n) => resources.setLongPolls(n),
+    onLiveLimit: (l) => resources.liveLimited(l, 'ndjson'),
+  });
+}
 
+interface Listeners {
+  api: Listener;
+  otlpHttp: Listener;
+  grpcServer: { server: { tryShutdown(cb: (err?: Error) => void): void; forceShutdown(): void }; port: number };
+  ports: RunningServer['ports'];
+}
+
+/** The API (and --health-port), OTLP/HTTP and OTLP/gRPC listeners, listening; each is closed again by `cleanup`. */
+async function startListeners(p: Parts, cleanup: (() => void | Promise<void>)[]): Promise<Listeners> {
+  const { cfg, ingestor, metrics, resources } = p;
+  const auth = authenticators(cfg);
   const bound = { api: 0, otlpHttp: 0 };
   const listenerOptions = { connectionsCheckingInterval: Math.min(1000, cfg.headersTimeoutMs), ...(cfg.tls ? { handshakeTimeout: cfg.headersTimeoutMs } : {}) };
   const otlpHttp = createListener(
-    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http') }, httpAuth),
+    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http') }, auth.http),
     cfg.tls,
     listenerOptions,
   );
-  const apiHandle = apiHandler(engine, ingestor, metrics, {
-      onError: (e) => cfg.log('api_error', { error: `${e?.name ?? 'Error'}: ${String(e?.message ?? e).slice(0, 200)}` }),
-      maxBodyBytes: cfg.maxBodyBytes,
-      retryAfterSeconds: 1,
-      maxWaitSeconds: 300,
-      maxLongPolls: cfg.maxLongPolls ?? DEFAULTS.maxLongPolls,
-      authenticateIngest: httpAuth,
-      authenticateApi: apiAuth,
-      extraRoutes: cfg.extraRoutes?.(engine, { authenticate: uiAuth, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting!.silenceOf(v) } : {}) }),
-      ...(alerting ? { silenceOf: (v: RunVerdict) => alerting!.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting!.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
-      runbooksHtml: cfg.runbooksHtml,
-      ready,
-      unmapped: () => pipeline.unmapped.snapshot(),
-      coverage: () => pipeline.coverage.snapshot(),
-      cluster: cluster ? () => ({ store: 'postgres', instance: cluster!.pg.instance, ...cluster!.stats(), ownedPartitions: cluster!.ownedParts() }) : undefined,
-      otlpHttpPort: () => bound.otlpHttp,
-      ack: async (run, who) => {
-        const r = await acknowledge(run, who);
-        if (r) cfg.log('ack', { run, verdict: r.record.verdict, by: r.record.by, at: new Date(r.record.at).toISOString(), ...(r.record.reason ? { reason: r.record.reason } : {}), already: !r.acked });
-        return r;
-      },
-      alertTimes: { windowMs: alertWindowMs, stallMs: stallAfterMs },
-      version: cfg.version,
-      onLongPolls: (n) => resources.setLongPolls(n),
-      onLiveLimit: (l) => resources.liveLimited(l, 'ndjson'),
-    });
+  const apiHandle = apiRoutes(p, auth, bound);
   const api = createListener(apiHandle, cfg.tls, listenerOptions);
   limitListener(api, 'api', cfg, resources);
   // --health-port: the health endpoints on a listener of their own (a flood of the API port's connections leaves it).
@@ -439,14 +460,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
           cfg.tls,
           listenerOptions,
         );
-  if (health) {
-    limitListener(health, 'api', { ...cfg, maxConnections: DEFAULTS.healthConnections, headersTimeoutMs: Math.min(cfg.headersTimeoutMs, 2_000) }, resources);
-  }
+  if (health) limitListener(health, 'api', { ...cfg, maxConnections: DEFAULTS.healthConnections, headersTimeoutMs: Math.min(cfg.headersTimeoutMs, 2_000) }, resources);
   limitListener(otlpHttp, 'otlp_http', cfg, resources);
-  const grpcAuth = (md: grpc.Metadata) => {
-    const v = md.get('authorization')[0];
-    return ingestAuth(bearerOf(typeof v === 'string' ? v : v?.toString()));
-  };
   const closeNow = (s: Listener) => () => {
     s.closeAllConnections();
     return new Promise<void>((r) => s.close(() => r()));
@@ -460,98 +475,116 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   }
   ports.otlpHttp = await listen(otlpHttp, 'OTLP/HTTP', cfg.host, cfg.otlpHttpPort);
   cleanup.push(closeNow(otlpHttp));
-  let grpcServer: Awaited<ReturnType<typeof startGrpc>> | Awaited<ReturnType<typeof startGrpcH2>>;
+  const grpcServer = await startGrpcListener(p, auth);
+  ports.otlpGrpc = grpcServer.port;
+  bound.api = ports.api;
+  bound.otlpHttp = ports.otlpHttp;
+  return { api, otlpHttp, grpcServer, ports };
+}
+
+async function startGrpcListener(p: Parts, auth: ReturnType<typeof authenticators>): Promise<Listeners['grpcServer']> {
+  const { cfg, ingestor, metrics, resources } = p;
+  const onLiveLimit = (l: 'runs' | 'receipts') => resources.liveLimited(l, 'grpc');
   try {
-    grpcServer =
-      cfg.grpcImpl === 'grpc-js'
-        ? await startGrpc(
-            ingestor,
-            metrics,
-            cfg.host,
-            cfg.otlpGrpcPort,
-            { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls), maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') },
-            grpcAuth,
-          )
-        : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, handshakeTimeoutMs: cfg.headersTimeoutMs, maxConnections: cfg.maxConnections, onLiveLimit: (l) => resources.liveLimited(l, 'grpc') }, (v) => ingestAuth(bearerOf(v)));
+    return cfg.grpcImpl === 'grpc-js'
+      ? await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls), maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit }, auth.grpc)
+      : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, handshakeTimeoutMs: cfg.headersTimeoutMs, maxConnections: cfg.maxConnections, onLiveLimit }, (v) => auth.ingest(bearerOf(v)));
   } catch (e) {
     const m = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(String((e as { errors?: unknown[] }).errors ?? '') + (e as Error).message);
     throw new ListenerError(`OTLP/gRPC listener cannot listen on ${cfg.host}:${cfg.otlpGrpcPort}: ${m ? m[0] : (e as Error).message}`);
   }
-  ports.otlpGrpc = grpcServer.port;
-  bound.api = ports.api;
-  bound.otlpHttp = ports.otlpHttp;
-  const logIntervalMs = cfg.logIntervalMs ?? DEFAULTS.logIntervalMs;
-  let lastSummary = Date.now();
-  let lastAlerting = 0;
-  let summaryBase = ingestCounters(metrics);
+}
 
-  let lastPrune = Date.now();
-  let lastSpanLogPrune = Date.now();
+/**
+ * The periodic work, in the order it runs each tick: the cluster guard first (a paused instance whose leases ran out
+ * drops its partitions before its timers act on them, issue 32), then the engine's deadlines, caller expiry, pruning,
+ * and the gauges and logs that report them.
+ */
+function periodicTasks(p: Parts): PeriodicTask[] {
+  const { cfg, engine, engineStore, cluster, pipeline, ingestor, metrics, resources, alerting, store } = p;
+  const alertWindowMs = cfg.alertWindowMs ?? DEFAULTS.alertWindowMs;
+  const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
+  const logIntervalMs = cfg.logIntervalMs ?? DEFAULTS.logIntervalMs;
+  let summary = { at: Date.now(), base: metrics.ingestTotals() };
   /** The skeleton's eviction counts already added to topology_pending_parent_spans_evicted_total. */
   let evictedSeen = { total: 0, trace: 0 };
-  const spanLogPruneEveryMs = Math.max(cfg.tickMs, Math.min(5_000, cfg.parentWaitMs / 2));
-  // Prune at least every minute, and often enough for short retentions.
-  const pruneEveryMs = Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2));
-  let ticking = false;
-  const timer = setInterval(() => {
-    if (ticking) return;
-    ticking = true;
-    const now = Date.now();
-    try {
-      // A paused instance whose leases ran out drops its partitions before its timers act on them (issue 32).
-      cluster?.guard();
-      engine.tick(now);
-      if (engineStore instanceof ClusterEngineStore) void engineStore.flush();
-      if (cluster) metrics.setClusterPartitions(cluster.stats().owned);
-      const gaps = pipeline.expire(now);
-      if (gaps.length) {
+  const tasks: (PeriodicTask | false)[] = [
+    cluster !== null && { name: 'cluster_guard', everyMs: 0, run: () => cluster.guard() },
+    { name: 'engine_deadlines', everyMs: 0, run: (now) => engine.tick(now) },
+    engineStore instanceof ClusterEngineStore && { name: 'cluster_flush', everyMs: 0, run: () => void engineStore.flush() },
+    cluster !== null && { name: 'cluster_partitions_gauge', everyMs: 0, run: () => metrics.setClusterPartitions(cluster.stats().owned) },
+    {
+      name: 'caller_expiry',
+      everyMs: 0,
+      run: (now) => {
+        const gaps = pipeline.expire(now);
+        if (gaps.length === 0) return;
         metrics.callerUnresolved(gaps.length);
         ingestor.internal(gaps).catch((e) => cfg.log('gap_commit_failed', { error: (e as Error).message }));
-      }
-      if (now - lastSpanLogPrune >= spanLogPruneEveryMs) {
-        lastSpanLogPrune = now;
+      },
+    },
+    {
+      name: 'span_log_prune',
+      everyMs: Math.max(cfg.tickMs, Math.min(5_000, cfg.parentWaitMs / 2)),
+      run: (now) => {
         try {
           ingestor.pruneSpanLog(now, cfg.parentWaitMs);
         } catch (e) {
           cfg.log('span_log_prune_failed', { error: (e as Error).message });
         }
-      }
-      if (now - lastPrune >= pruneEveryMs) {
-        lastPrune = now;
-        engine.prune(now);
-      }
-      metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
+      },
+    },
+    // Prune at least every minute, and often enough for short retentions.
+    { name: 'retention_prune', everyMs: Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2)), run: (now) => engine.prune(now) },
+    { name: 'runs_gauge', everyMs: 0, run: () => metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count }))) },
+    {
       // The alerting gauges move in seconds (window, stall): once a second is enough.
-      if (now - lastAlerting >= 1000) {
-        lastAlerting = now;
+      name: 'alerting',
+      everyMs: 1000,
+      atStart: true,
+      run: (now) => {
         const al = engine.alerting(now, alertWindowMs, stallAfterMs);
         metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...al.alerting.map((g) => g.contract), ...al.stalled.map((g) => g.contract)]), al.alerting, al.stalled);
         // Per-run alerts from the same rows: new and ended alerts are queued now, firing ones re-sent when due.
         alerting?.update(now, engine.alertingRuns(), (run) => engine.verdictOf(run) !== null);
-      }
-      if (logIntervalMs > 0 && now - lastSummary >= logIntervalMs) {
-        const cur = ingestCounters(metrics);
-        cfg.log('ingest_summary', { intervalSeconds: Math.round((now - lastSummary) / 1000), ...diffCounters(cur, summaryBase), liveRuns: engine.liveRuns });
-        summaryBase = cur;
-        lastSummary = now;
-      }
-      metrics.setLiveRuns(engine.liveRuns);
-      resources.setLiveReceipts(engine.liveReceipts);
-      const cs = pipeline.callers.stats();
-      metrics.setPendingParentSpans(cs.pending);
-      metrics.setSkeletonSpans(cs.indexed);
-      if (cs.evicted > evictedSeen.total) metrics.pendingParentEvicted(cs.evicted - evictedSeen.total, 'total');
-      if (cs.evictedPerTrace > evictedSeen.trace) metrics.pendingParentEvicted(cs.evictedPerTrace - evictedSeen.trace, 'trace');
-      evictedSeen = { total: cs.evicted, trace: cs.evictedPerTrace };
-      metrics.setIngestQueueDepth(ingestor.queueDepth);
-      metrics.setIngestSaturated(ingestor.saturated);
-      metrics.setStoreHealthy(store.healthy());
-    } finally {
-      ticking = false;
-    }
-  }, cfg.tickMs);
-  timer.unref();
+      },
+    },
+    logIntervalMs > 0 && {
+      name: 'ingest_summary',
+      everyMs: logIntervalMs,
+      run: (now) => {
+        const cur = metrics.ingestTotals();
+        cfg.log('ingest_summary', { intervalSeconds: Math.round((now - summary.at) / 1000), ...ingestSummary(cur, summary.base), liveRuns: engine.liveRuns });
+        summary = { at: now, base: cur };
+      },
+    },
+    {
+      name: 'live_gauges',
+      everyMs: 0,
+      run: () => {
+        metrics.setLiveRuns(engine.liveRuns);
+        resources.setLiveReceipts(engine.liveReceipts);
+        const cs = pipeline.callers.stats();
+        metrics.setPendingParentSpans(cs.pending);
+        metrics.setSkeletonSpans(cs.indexed);
+        if (cs.evicted > evictedSeen.total) metrics.pendingParentEvicted(cs.evicted - evictedSeen.total, 'total');
+        if (cs.evictedPerTrace > evictedSeen.trace) metrics.pendingParentEvicted(cs.evictedPerTrace - evictedSeen.trace, 'trace');
+        evictedSeen = { total: cs.evicted, trace: cs.evictedPerTrace };
+        metrics.setIngestQueueDepth(ingestor.queueDepth);
+        metrics.setIngestSaturated(ingestor.saturated);
+        metrics.setStoreHealthy(store.healthy());
+      },
+    },
+  ];
+  return tasks.filter((t): t is PeriodicTask => t !== false);
+}
 
+/**
+ * Shutdown: stop accepting, let in-flight exports finish and commit, then close the store. A client that holds a
+ * connection open past the grace period (a stalled upload, a lingering stream) is cut off then.
+ */
+function closer(p: Parts, l: Listeners, scheduler: Scheduler, lock: { release(): void }): () => Promise<void> {
+  const { cfg, alerting, store, cluster } = p;
   // Stop accepting; idle keep-alive connections close now, busy ones once their answer is sent.
   const closeHttp = (s: Listener) =>
     new Promise<void>((resolve) => {
@@ -561,41 +594,29 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
       idle.unref();
       s.once('close', () => clearInterval(idle));
     });
-  return {
-    engine,
-    metrics,
-    alerting,
-    ports,
-    async close() {
-      stopping = true;
-      clearInterval(timer);
-      alerting?.close();
-      // Stop accepting, let in-flight exports finish and commit, then close the store. A client that holds a
-      // connection open past the grace period (a stalled upload, a lingering stream) is cut off then.
-      const graceful = Promise.all([
-        closeHttp(otlpHttp),
-        closeHttp(api),
-        new Promise<void>((resolve) => grpcServer.server.tryShutdown(() => resolve())),
-      ]);
-      let graceTimer: NodeJS.Timeout | undefined;
-      const expired = new Promise<'expired'>((resolve) => (graceTimer = setTimeout(() => resolve('expired'), cfg.shutdownGraceMs)));
-      if ((await Promise.race([graceful, expired])) === 'expired') {
-        cfg.log('shutdown_grace_expired', { graceMs: cfg.shutdownGraceMs });
-        otlpHttp.closeAllConnections();
-        api.closeAllConnections();
-        grpcServer.server.forceShutdown();
-        await graceful;
-      }
-      clearTimeout(graceTimer);
-      try {
-        await store.sync();
-      } catch (e) {
-        cfg.log('final_sync_failed', { error: (e as Error).message });
-      }
-      if (cluster) await cluster.stop();
-      await store.close();
-      lock.release();
-    },
+  return async () => {
+    p.stopping.now = true;
+    scheduler.stop();
+    alerting?.close();
+    const graceful = Promise.all([closeHttp(l.otlpHttp), closeHttp(l.api), new Promise<void>((resolve) => l.grpcServer.server.tryShutdown(() => resolve()))]);
+    let graceTimer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((resolve) => (graceTimer = setTimeout(() => resolve('expired'), cfg.shutdownGraceMs)));
+    if ((await Promise.race([graceful, expired])) === 'expired') {
+      cfg.log('shutdown_grace_expired', { graceMs: cfg.shutdownGraceMs });
+      l.otlpHttp.closeAllConnections();
+      l.api.closeAllConnections();
+      l.grpcServer.server.forceShutdown();
+      await graceful;
+    }
+    clearTimeout(graceTimer);
+    try {
+      await store.sync();
+    } catch (e) {
+      cfg.log('final_sync_failed', { error: (e as Error).message });
+    }
+    if (cluster) await cluster.stop();
+    await store.close();
+    lock.release();
   };
 }
 

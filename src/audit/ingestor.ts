@@ -1,19 +1,21 @@
 /**
- * The ingest stage shared by every transport: decoded spans -> receipts -> durable store -> live verdicts,
- * with admission control (bounded in-flight work instead of unbounded queues).
+ * The ingest use case shared by every transport (the Consumer of ./consumer.ts): decoded spans -> receipts -> trust
+ * rules -> durable store -> live verdicts, with admission control (bounded in-flight work instead of unbounded
+ * queues). Every refusal is a ConsumeError.
  */
 import type { Receipt } from '../core/types.js';
-import { SpanPipeline } from '../ingest/pipeline.js';
-import type { AuditMetrics } from '../metrics/index.js';
+import { parseLoggedSpan, type LoggedSpan, type PendingTraceLog, type SpanPipeline } from '../ingest/pipeline.js';
 import type { DecodedExport } from '../otlp/types.js';
-import { parseLoggedSpan, type LoggedSpan, type PendingTraceLog } from '../ingest/pipeline.js';
 import { derivedBinding, evidenceOf, handoffParty, handoffPartiesOf, noteHandoffParties, runScope, UNBOUND, type HandoffParties, type RejectReason, type SourceAgents } from '../ingest/trust.js';
 import type { SpanLogEntry } from '../store/index.js';
+import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
+import { ConsumeError, type Consumer, type IngestSource, type ReceiptIngestResult, type Refusal, type SourceBinding, type SpanIngestResult } from './consumer.js';
+
+export type { Refusal, SourceBinding, SpanIngestResult } from './consumer.js';
 
 function toSpanLog(log: PendingTraceLog[], now: number, forwarded = false): SpanLogEntry[] {
   return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans), ...(forwarded ? { forwarded } : {}) }));
 }
-import { LiveLimitError, type AuditEngine, type IngestOutcome } from '../audit/engine.js';
 
 export interface IngestLimits {
   /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */
@@ -22,24 +24,17 @@ export interface IngestLimits {
   maxInflightRequests: number;
 }
 
-export class SaturatedError extends Error {}
-export class StoreUnavailableError extends Error {}
-
-/** A receipt refused by the trust rules: its index in the batch and a content-free reason. */
-export interface Refusal {
-  index: number;
-  reason: string;
+/**
+ * The counters the use case moves (the metrics layer's AuditMetrics has them; the audit layer does not import it,
+ * as the engine's hooks do not).
+ */
+export interface ConsumerCounters {
+  receipt(type: string, result: 'rejected', n?: number): void;
+  ingestRefused(reason: RejectReason, n?: number): void;
+  otlpSpans(transport: 'http' | 'grpc', result: 'receipt' | 'dropped' | 'rejected', n?: number): void;
 }
 
-export interface SpanIngestResult {
-  rejectedSpans: number;
-  errorMessage?: string;
-}
-
-/** Checks a receipt's claimed agent against the agents the delivering source may speak for. */
-export type SourceBinding = (r: Receipt) => string | null;
-
-export class Ingestor {
+export class Ingestor implements Consumer {
   /**
    * Cluster mode with `--span-routing any`: whether another instance resolves this trace (the owner of its
    * partition); its spans are then forwarded through the shared span log. Null: every trace is resolved here.
@@ -51,7 +46,7 @@ export class Ingestor {
   constructor(
     readonly engine: AuditEngine,
     readonly pipeline: SpanPipeline,
-    readonly metrics: AuditMetrics,
+    readonly metrics: ConsumerCounters,
     readonly limits: IngestLimits,
     private readonly clock: () => number = Date.now,
     /** The agents each ingest source is bound to (`--ingest-tokens`); unbound when absent. */
@@ -117,7 +112,7 @@ export class Ingestor {
       await this.engine.prefetchPins(runs);
     } catch (e) {
       // The shared store cannot be read: nothing is stored or acknowledged (503, retry), as when a commit fails.
-      throw new StoreUnavailableError(`the pins of runs held elsewhere could not be read: ${(e as Error).message}`);
+      throw new ConsumeError('store_unavailable', `the pins of runs held elsewhere could not be read: ${(e as Error).message}`);
     }
   }
 
@@ -135,7 +130,7 @@ export class Ingestor {
    * the commit itself fails (nothing is acknowledged: 503) and the first commit that lands again recovers.
    */
   admit(): () => void {
-    if (this.saturated) throw new SaturatedError('the auditor is saturated; retry later');
+    if (this.saturated) throw ConsumeError.saturated();
     this.inflight++;
     let released = false;
     return () => {
@@ -150,8 +145,8 @@ export class Ingestor {
     try {
       return await this.engine.ingest(receipts, source, this.clock(), spanLog, limits);
     } catch (e) {
-      if (e instanceof LiveLimitError) throw e;
-      throw new StoreUnavailableError(`receipts could not be committed: ${(e as Error).message}`);
+      if (e instanceof LiveLimitError) throw new ConsumeError('live_limit', e.message, { limit: e.limit, retryAfterSeconds: e.retryAfterSeconds });
+      throw new ConsumeError('store_unavailable', `receipts could not be committed: ${(e as Error).message}`);
     } finally {
       this.pendingReceipts -= receipts.length;
     }
@@ -163,7 +158,8 @@ export class Ingestor {
    * batch's hundreds of span records die young instead of being carried through the collector's survivor
    * spaces into the old generation while the commit's fsync runs.
    */
-  spans(decoded: DecodedExport, transport: 'http' | 'grpc', source: string, bind?: SourceBinding): Promise<SpanIngestResult> {
+  consumeSpans(decoded: DecodedExport, transport: 'http' | 'grpc', from: IngestSource): Promise<SpanIngestResult> {
+    const { source, bind } = from;
     try {
       const now = this.clock();
       let local = decoded.spans;
@@ -223,9 +219,33 @@ export class Ingestor {
     };
   }
 
-  /** Receipts posted directly (NDJSON). */
-  async receipts(receipts: Receipt[], source: string): Promise<IngestOutcome> {
-    return this.commit(receipts, source);
+  /**
+   * Receipts posted directly (NDJSON): each is checked against the sending token's binding first (refused:
+   * `source_not_bound`), then the kept ones pass the trust rules (`trust`, with the pins of runs held elsewhere read
+   * first in a cluster) and are committed. Refusal indexes point into `receipts`, in ascending order.
+   */
+  async consumeReceipts(receipts: Receipt[], from: IngestSource): Promise<ReceiptIngestResult> {
+    const refusedIndexes: Refusal[] = [];
+    const valid: Receipt[] = [];
+    const validIndex: number[] = [];
+    receipts.forEach((r, index) => {
+      const why = from.bind?.(r);
+      if (why) {
+        refusedIndexes.push({ index, reason: why });
+        this.metrics.receipt(r.type, 'rejected');
+        this.metrics.ingestRefused('source_not_bound');
+        return;
+      }
+      valid.push(r);
+      validIndex.push(index);
+    });
+    // Run scope (run-level receipts and gaps from a bound token): src/ingest/trust.ts.
+    await this.prepareTrust(valid);
+    const { kept, refused } = this.trust(valid, from.source);
+    for (const f of refused) refusedIndexes.push({ index: validIndex[f.index], reason: f.reason });
+    if (refused.length) refusedIndexes.sort((a, b) => a.index - b.index);
+    const out = await this.commit(kept, from.source);
+    return { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, refused: refusedIndexes };
   }
 
   /**
