@@ -29,19 +29,6 @@ export const LAYERS = {
  * src/core/index.ts re-exports (the handoff audit through src/core/handoffs.ts).
  */
 export const CORE_INTERNAL = ['rules/', 'obs.ts', 'idset.ts', 'sha256.ts', 'receipt-schema.ts', 'vocab.ts'];
-/**
- * File cycles that predate the file-cycle check (outside src/core), each as its reported path: still listed after the
- * summary, not yet violations. Break one and delete its line; a cycle not listed here is a violation.
- */
-export const KNOWN_FILE_CYCLES = [
-  'src/cli/diff.ts -> src/cli/replay.ts -> src/cli/replay-ci.ts -> src/cli/diff.ts',
-  'src/cli/replay.ts -> src/cli/replay-ci.ts -> src/cli/replay.ts',
-  'src/experiment/compare.ts -> src/experiment/disposition.ts -> src/experiment/compare.ts',
-  'src/ui/client/app.ts -> src/ui/client/contracts.ts -> src/ui/client/app.ts',
-  'src/ui/client/app.ts -> src/ui/client/list.ts -> src/ui/client/app.ts',
-  'src/ui/client/app.ts -> src/ui/client/run.ts -> src/ui/client/app.ts',
-  'src/ui/client/app.ts -> src/ui/client/shadow.ts -> src/ui/client/app.ts',
-];
 /** Packages a pure folder may import (no node: built-ins, no I/O). */
 export const PURE = { core: ['zod', 'yaml'], handoff: ['zod', 'yaml'] };
 
@@ -123,7 +110,6 @@ for (const n of edges.keys()) if (!state.has(n)) visit(n);
 
 // Cycles between files (the same search over the file graph; each cycle reported once, by its closing import).
 const fileState = new Map();
-const knownCycles = [];
 const fileStack = [];
 function visitFile(f) {
   fileState.set(f, 1);
@@ -131,8 +117,7 @@ function visitFile(f) {
   for (const [g, where] of fileEdges.get(f) ?? []) {
     if (fileState.get(g) === 1) {
       const path = [...fileStack.slice(fileStack.indexOf(g)), g].map((x) => relative(root, x).split(sep).join('/')).join(' -> ');
-      if (KNOWN_FILE_CYCLES.includes(path)) knownCycles.push(path);
-      else violations.push(`file cycle: ${path} (closing import at ${where})`);
+      violations.push(`file cycle: ${path} (closing import at ${where})`);
     }
     else if (!fileState.has(g)) visitFile(g);
   }
@@ -160,4 +145,3 @@ if (violations.length) {
   process.exit(1);
 }
 console.log(`layers: ${files.length} files, ${[...edges.values()].reduce((a, m) => a + m.size, 0)} folder edges, no violations`);
-for (const c of knownCycles) console.log(`known file cycle (to break): ${c}`);

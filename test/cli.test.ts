@@ -80,7 +80,7 @@ describe('help, version, errors', () => {
 
   it('serve --help lists every option serve parses', async () => {
     const source = readFileSync(join(ROOT, 'src', 'cli', 'serve.ts'), 'utf8');
-    const block = source.slice(source.indexOf('options: {'), source.indexOf('},\n  });'));
+    const block = source.slice(source.indexOf('const SERVE_OPTIONS = {'), source.indexOf('} satisfies NonNullable<ParseArgsConfig'));
     const parsed = [...block.matchAll(/^\s+'?([a-z-]+)'?: \{ type:/gm)].map((m) => m[1]);
     expect(parsed.length).toBeGreaterThan(15);
     const help = (await cli('serve', '--help')).stdout;

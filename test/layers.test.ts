@@ -74,10 +74,10 @@ describe('the layering check', () => {
     expect(r.stderr).toMatch(/layers: 2 violation\(s\) in 4 files/);
   });
 
-  it('the real tree has no file cycle in src/core and no deep import of core internals', () => {
+  it('the real tree has no file cycle anywhere in src/ and no deep import of core internals', () => {
     const r = check(ROOT);
+    expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    const known = r.stdout.split('\n').filter((l) => l.startsWith('known file cycle'));
-    expect(known.filter((l) => l.includes('src/core/'))).toEqual([]);
+    expect(r.stdout).not.toContain('cycle');
   });
 });

@@ -16,7 +16,7 @@ import { toMermaid } from '../render/mermaid.js';
 import { overlay, type Overlay } from '../render/overlay.js';
 import { renderSvg } from '../render/svg.js';
 import { type Io, UsageError, parseTimeArg } from './io.js';
-import { replayReceipts } from './replay.js';
+import { replayReceipts } from './replay-core.js';
 import { loadContractDir } from '../audit/contracts-dir.js';
 
 export const DIFF_FORMATS = ['mermaid', 'dot', 'svg'] as const;

@@ -11,7 +11,7 @@ import type { Report, ReportSuite } from '../render/report.js';
 import { reportText } from './ci-format.js';
 import { ContractLocator, expectationCase, expectationTable, receiptsByRun, runCase, verdictsMarkdown, type ExpectationResult } from './ci-report.js';
 import { renderDiff } from './diff.js';
-import { checkExpectation, type Expectation } from './replay.js';
+import { checkExpectation, type Expectation } from './replay-core.js';
 
 export interface ReplayCiInput {
   /** The receipts files in command-line order, each with the runs first seen in it. */

@@ -7,76 +7,8 @@ import { type Io, UsageError, parseInstantArg, readReceiptFiles, table } from '.
 import { loadContractsFor, outputFormat } from './ci-format.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
 
-export type Expectation = { verdict?: Verdict; codes?: string[] };
-
-/** `{ "<run id>": "<verdict>" }`, or `{ "<run id>": { "verdict": ..., "codes": [...] } }` to also expect finding codes. */
-export function parseExpectFile(text: string, file: string): Map<string, Expectation> {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new UsageError(`${file}: invalid JSON: ${(e as Error).message}`);
-  }
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new UsageError(`${file}: expected a JSON object {"<run id>": "<verdict>"}`);
-  const out = new Map<string, Expectation>();
-  for (const [run, v] of Object.entries(raw as Record<string, unknown>)) {
-    const e: Expectation = typeof v === 'string' ? { verdict: v as Verdict } : (v as Expectation);
-    if (!e || typeof e !== 'object') throw new UsageError(`${file}: run "${run}": expected a verdict or {verdict, codes}`);
-    if (e.verdict !== undefined && !(VERDICTS as readonly string[]).includes(e.verdict)) throw new UsageError(`${file}: run "${run}": unknown verdict "${e.verdict}"`);
-    if (e.codes !== undefined && !(Array.isArray(e.codes) && e.codes.every((c) => typeof c === 'string'))) throw new UsageError(`${file}: run "${run}": codes must be a list of strings`);
-    out.set(run, e);
-  }
-  return out;
-}
-
-export interface ReplayResult {
-  verdicts: RunVerdict[];
-  /** The evaluation time: whole ms since the epoch (-Infinity for no receipts), and the sub-ms nanoseconds. */
-  now: number;
-  nowNs: number;
-  /** Shadow verdicts per run (only with `shadow` candidates). */
-  shadows: Map<string, ShadowVerdict[]>;
-}
-
-/** Audit receipts offline. Pure apart from the registry passed in. */
-export function replayReceipts(receipts: Receipt[], registry: ContractRegistry, opts: { now?: number | Instant; defaultContract?: string; shadow?: Contract[] }): ReplayResult {
-  const runs = groupByRun(receipts);
-  // Without --now: the latest receipt instant, exact to the nanosecond.
-  const now: Instant = opts.now !== undefined ? toInstant(opts.now) : { ms: -Infinity, ns: 0 };
-  if (opts.now === undefined) {
-    for (const s of runs.values()) {
-      if (s.lastAt > now.ms || (s.lastAt === now.ms && s.lastNs > now.ns)) {
-        now.ms = s.lastAt;
-        now.ns = s.lastNs;
-      }
-    }
-  }
-  const shadows = new Map<string, ShadowVerdict[]>();
-  const evalOpts = { registry };
-  const verdicts = [...runs.values()].map((s) => {
-    const pinning = resolvePin(s, registry, opts.defaultContract);
-    const v = evaluate(s, pinning, now, evalOpts);
-    if (opts.shadow?.length) shadows.set(s.run, shadowEvaluate(s, pinning, v, opts.shadow, now, evalOpts));
-    return v;
-  });
-  verdicts.sort((a, b) => (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
-  return { verdicts, now: now.ms, nowNs: now.ns, shadows };
-}
-
-/** What is wrong with one expectation (nothing when it is met). */
-export function checkExpectation(run: string, e: Expectation, byRun: ReadonlyMap<string, RunVerdict>): string[] {
-  const v = byRun.get(run);
-  if (!v) return [`${run}: expected ${e.verdict ?? 'a verdict'} but the input has no receipts for this run`];
-  const problems: string[] = [];
-  if (e.verdict !== undefined && v.verdict !== e.verdict) problems.push(`${run}: expected ${e.verdict}, got ${v.verdict}`);
-  for (const c of e.codes ?? []) if (!v.findings.some((f) => f.code === c)) problems.push(`${run}: expected a finding "${c}", found ${v.findings.map((f) => f.code).join(', ') || 'none'}`);
-  return problems;
-}
-
-export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Expectation>): string[] {
-  const byRun = new Map(verdicts.map((v) => [v.run, v]));
-  return [...expect].flatMap(([run, e]) => checkExpectation(run, e, byRun));
-}
+export { checkExpectation, checkExpectations, parseExpectFile, replayReceipts, type Expectation, type ReplayResult } from './replay-core.js';
+import { checkExpectations, parseExpectFile, replayReceipts } from './replay-core.js';
 
 export async function replayCommand(argv: string[], io: Io): Promise<number> {
   const parsed = parseCommandArgs(specFor('replay')!, argv);

@@ -10,7 +10,7 @@
  *   5. retain   a tradeable measure regresses beyond the owner's declared limit;
  *   6. separate otherwise: adopt exactly the declared slice.
  */
-import type { CountAggregate, EvidenceCheck, FailureResult, FlagAggregate, GateResult, TradeResult } from './compare.js';
+import type { CountAggregate, EvidenceCheck, FailureResult, FlagAggregate, GateResult, TradeResult } from './results.js';
 import type { Manifest } from './manifest.js';
 import { MEASURE_LABELS } from './measures.js';
 

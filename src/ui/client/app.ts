@@ -9,19 +9,8 @@ import { listPage } from './list.js';
 import { runPage } from './run.js';
 import { shadowPage } from './shadow.js';
 
-export interface View {
-  /** A run changed (verdict, findings or receipts). */
-  onRun?(row: RunRow): void;
-  /** Too much changed, or the stream reconnected: refetch. */
-  onRefresh?(): void;
-  dispose?(): void;
-}
-
-export interface Ctx {
-  main: HTMLElement;
-  navigate(url: string, opts?: { replace?: boolean }): void;
-  setTitle(title: string): void;
-}
+export type { Ctx, View } from './page.js';
+import type { Ctx, View } from './page.js';
 
 type Page = (ctx: Ctx, params: { id?: string; query: URLSearchParams }) => View;
 

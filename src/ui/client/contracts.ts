@@ -1,7 +1,7 @@
 /** Contract pages: the list of contracts, and one contract's versions side by side with what changed. */
 import type { ContractChanges } from '../../render/contract-diff.js';
 import type { ContractSummary, ContractVersionView, ContractView } from '../view.js';
-import type { Ctx, View } from './app.js';
+import type { Ctx, View } from './page.js';
 import { contractHref, getJson, h, legendEl } from './dom.js';
 
 export function contractsPage(ctx: Ctx): View {

@@ -1,6 +1,6 @@
 /** The run list: newest first, filtered by verdict and contract (kept in the URL), updated live. */
 import type { RunList, RunRow } from '../view.js';
-import type { Ctx, View } from './app.js';
+import type { Ctx, View } from './page.js';
 import { agoEl, coalesce, contractHref, getJson, h, naiveBadge, runHref, verdictBadge } from './dom.js';
 
 export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {

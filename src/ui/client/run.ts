@@ -1,7 +1,7 @@
 /** The run page: verdict beside the naive rule, the contract's graph with the run laid over it, findings and receipts. */
 import type { Finding, HandoffReceipt, Receipt } from '../../core/types.js';
 import type { EdgeRow, RunView } from '../view.js';
-import type { Ctx, View } from './app.js';
+import type { Ctx, View } from './page.js';
 import { fetchBoard, handoffsCard } from './handoffs.js';
 import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJson, h, legendEl, naiveBadge, stateChips, tick, utc, verdictBadge } from './dom.js';
 

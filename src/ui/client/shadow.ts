@@ -4,7 +4,7 @@
  * disagreeing runs one by one. The pinned verdicts are never changed by a candidate.
  */
 import type { ShadowSummary } from '../../core/shadow.js';
-import type { Ctx, View } from './app.js';
+import type { Ctx, View } from './page.js';
 import { coalesce, contractHref, getJson, h, runHref, verdictBadge } from './dom.js';
 
 function candidateCard(c: ShadowSummary): HTMLElement {
