@@ -46,6 +46,37 @@ import {
 import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-schema.js';
 
 /** An instance whose trust configuration differs from the live cluster's (PgStore.joinTrust). */
+
+/**
+ * The one statement that stores a group's receipt rows ($1, JSON rows, inserted in order, ON CONFLICT DO NOTHING),
+ * touches `runs` for the rows that went in (in run order, as setVerdictStates, so the two never wait on each other's row
+ * locks in a cycle) and inserts the span log entries ($2); $3 the instance, $4 its life. `gate` is a condition
+ * evaluated before the first row goes in (the fast path takes the ordering lock there); `inserted` computes the
+ * answer from `n`, the number of receipt rows that went in.
+ */
+function writeRowsSql(gate: string, inserted: string): string {
+  return `WITH ins AS (
+     INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
+     SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
+     FROM json_array_elements($1::json) WITH ORDINALITY AS e(v, ord)
+     WHERE ${gate}
+     ORDER BY e.ord
+     ON CONFLICT (run, event, variant) DO NOTHING
+     RETURNING run, part, received_at
+   ), touched AS (
+     INSERT INTO runs (run, part, first_at, updated_at)
+     SELECT run, min(part), min(received_at), max(received_at) FROM ins GROUP BY run ORDER BY run
+     ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
+       updated_at = GREATEST(runs.updated_at, excluded.updated_at)
+   ), spans AS (
+     INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
+     SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
+     FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
+     ORDER BY s.ord
+   )
+   SELECT ${inserted} AS inserted FROM (SELECT count(*) AS n FROM ins) AS c`;
+}
+
 export class TrustMismatchError extends Error {}
 
 export interface PgStoreOptions {
@@ -1039,26 +1070,7 @@ export class PgStore {
     try {
       await this.pool.query({
         name: 'ta_append_fast_v1',
-        text: `WITH ins AS (
-           INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
-           SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
-           FROM json_array_elements($1::json) WITH ORDINALITY AS e(v, ord)
-           WHERE (SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)
-           ORDER BY e.ord
-           ON CONFLICT (run, event, variant) DO NOTHING
-           RETURNING run, part, received_at
-         ), touched AS (
-           INSERT INTO runs (run, part, first_at, updated_at)
-           SELECT run, min(part), min(received_at), max(received_at) FROM ins GROUP BY run ORDER BY run
-           ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
-             updated_at = GREATEST(runs.updated_at, excluded.updated_at)
-         ), spans AS (
-           INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
-           SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
-           FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
-           ORDER BY s.ord
-         )
-         SELECT CASE WHEN n = $5::bigint THEN n ELSE n / (n - n) END AS inserted FROM (SELECT count(*) AS n FROM ins) AS c`,
+        text: writeRowsSql(`(SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)`, 'CASE WHEN n = $5::bigint THEN n ELSE n / (n - n) END'),
         values: [p.rows, p.spans, this.instance, this.life, p.receipts],
       });
       return true;
@@ -1177,25 +1189,7 @@ export class PgStore {
   private async writeRows(client: PoolClient, p: { rows: string; spans: string; count: number }): Promise<number> {
     if (p.count === 0) return 0;
     const res = await client.query(
-      `WITH ins AS (
-         INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
-         SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
-         FROM json_array_elements($1::json) WITH ORDINALITY AS e(v, ord)
-         ORDER BY e.ord
-         ON CONFLICT (run, event, variant) DO NOTHING
-         RETURNING run, part, received_at
-       ), touched AS (
-         INSERT INTO runs (run, part, first_at, updated_at)
-         SELECT run, min(part), min(received_at), max(received_at) FROM ins GROUP BY run ORDER BY run
-         ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
-           updated_at = GREATEST(runs.updated_at, excluded.updated_at)
-       ), spans AS (
-         INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
-         SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
-         FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
-         ORDER BY s.ord
-       )
-       SELECT count(*) AS inserted FROM ins`,
+      writeRowsSql('true', 'n'),
       [p.rows, p.spans, this.instance, this.life],
     );
     return Number(res.rows[0].inserted);
