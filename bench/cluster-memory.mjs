@@ -13,31 +13,13 @@ import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { receiptOf } from './receipt-shape.mjs';
 
 const { values: args } = parseArgs({ options: { runs: { type: 'string', default: '20000' }, receipts: { type: 'string', default: '20' }, root: { type: 'string' }, child: { type: 'string' }, url: { type: 'string' }, dir: { type: 'string' } } });
 const ROOT = resolve(args.root ?? fileURLToPath(new URL('..', import.meta.url)));
 const RUNS = Number(args.runs);
 const PER_RUN = Number(args.receipts);
-const CONTRACT = 'research-publish';
-const iso = (ms) => new Date(ms).toISOString();
 
-/** The k-th receipt of a run (bench/engine.mjs's shape): run.start, a delegation, then waits, handoffs, returns. */
-function receiptOf(run, k, t0) {
-  const at = iso(t0 + k * 1000);
-  const event = `e${k}`;
-  if (k === 0) return { run, event, type: 'run.start', at, version: '3', contract: CONTRACT, phase: 'research', from: 'orchestrator' };
-  if (k === 1) return { run, event, type: 'edge', at, version: '3', from: 'orchestrator', to: 'researcher', kind: 'delegate' };
-  switch (k % 4) {
-    case 2:
-      return { run, event, type: 'wait', at, version: '3', on: 'verifier', edge: 'verifier -> orchestrator : return', deadline: iso(t0 + k * 1000 + 600_000), from: 'researcher' };
-    case 3:
-      return { run, event, type: 'edge', at, version: '3', from: 'researcher', to: 'verifier', kind: 'handoff' };
-    case 0:
-      return { run, event, type: 'edge', at, version: '3', from: 'verifier', to: 'orchestrator', kind: 'return' };
-    default:
-      return { run, event, type: 'edge', at, version: '3', from: 'orchestrator', to: 'researcher', kind: 'delegate' };
-  }
-}
 
 function heap() {
   globalThis.gc();
