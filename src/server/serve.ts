@@ -285,6 +285,9 @@ function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: Aud
     },
     shadow: cfg.shadow,
   });
+  // Cluster mode: a re-evaluation that needed the run's receipts back from the shared store and could not read them
+  // (the run keeps its last verdict; the next receipt or tick tries again). Content-free: run id and the error's class.
+  engine.on('readBackFailed', (run: string, e: unknown) => cfg.log('read_back_failed', { run, error: `${(e as Error)?.name ?? 'Error'}: ${String((e as Error)?.message ?? e).slice(0, 200)}` }));
   return engine;
 }
 
