@@ -45,7 +45,11 @@ describe('the 120 delivery orders of a five-span trace', () => {
       }
       expect(bad).toEqual([]);
       // Nothing still waits for a caller: every child found its caller through the tool span, whatever came first.
-      const m = await (await fetch(`${srv.api}/metrics`)).text();
+      // The gauge is set by the server's periodic tick: wait for the tick after the last export, not a fixed time.
+      const m = await until('the pending-parent gauge reads 0', async () => {
+        const text = await (await fetch(`${srv.api}/metrics`)).text();
+        return /^topology_pending_parent_spans 0$/m.test(text) ? text : null;
+      });
       expect(m).toMatch(/^topology_pending_parent_spans 0$/m);
       expect(m).toMatch(/^topology_pending_parent_spans_evicted_total\{limit="total"\} 0$/m);
     }, 300_000);
