@@ -193,15 +193,22 @@ describe('replay --expect in every format', () => {
 describe('validate in every format', () => {
   const BAD = `contract: x\nversion: "1"\nowner: a\nagents: [a, b]\nallow:\n  - a -> c : delegate\nphases:\n  p:\n    expect: []\n`;
 
-  it('the packaged contracts: exit 0 everywhere, one suite per file, warnings as ::warning at their line and column', async () => {
+  it('the packaged contracts: exit 0 everywhere, one suite per file, no warning (every phase bounds its silence)', async () => {
     for (const f of FORMATS) expect((await cli('validate', CONTRACTS, '--format', f)).code, f).toBe(0);
     const xml = (await cli('validate', CONTRACTS, '--format', 'junit')).stdout;
     expect(xmllintSchema(xml).ok).toBe(true);
     expect(Number(xpath(xml, 'count(//testsuite)'))).toBe(4);
     expect(xpath(xml, 'count(//failure)')).toBe('0');
     const text = await cli('validate', CONTRACTS);
-    const warnings = text.stderr.split('\n').filter((l) => l.includes(': warning: '));
-    const commands = parseWorkflowCommands((await cli('validate', CONTRACTS, '--format', 'github')).stdout);
+    expect(text.stderr.split('\n').filter((l) => l.includes(': warning: '))).toEqual([]);
+    expect(parseWorkflowCommands((await cli('validate', CONTRACTS, '--format', 'github')).stdout)).toEqual([]);
+    // A copy without the phases' progress_within: each unbounded expected edge warns, as ::warning at its line and column.
+    const dir = tempDir('ta-unbounded-');
+    writeFileSync(join(dir, 'research-publish.yaml'), readFileSync(join(CONTRACTS, 'research-publish.yaml'), 'utf8').replace(/^ *progress_within:.*\n/gm, ''));
+    expect((await cli('validate', dir)).code).toBe(0);
+    const warnings = (await cli('validate', dir)).stderr.split('\n').filter((l) => l.includes(': warning: '));
+    expect(warnings.length).toBe(5);
+    const commands = parseWorkflowCommands((await cli('validate', dir, '--format', 'github')).stdout);
     expect(commands.map((c) => `${c.properties.file}:${c.properties.line}:${c.properties.col}`)).toEqual(warnings.map((w) => w.split(': ')[0]));
     expect(commands.every((c) => c.command === 'warning')).toBe(true);
     const json = JSON.parse((await cli('validate', CONTRACTS, '--json')).stdout);
