@@ -14,7 +14,9 @@ import { checkedReceipt, explicitReceipt } from '../src/ingest/extract.js';
 import { handoffStateDocSchema, handoffSchema } from '../src/handoff/schema.js';
 import { ReceiptLineError, parseReceiptLines } from '../src/handoff/ndjson.js';
 import { UsageError, parseInstantArg } from '../src/cli/io.js';
-import { startServerProcess, type ServerProcess } from './helpers/server.js';
+import { SpanPipeline, parseLoggedSpan } from '../src/ingest/pipeline.js';
+import type { SpanRecord } from '../src/otlp/types.js';
+import { runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
 
 const IMPOSSIBLE: [string, RegExp][] = [
   ['2026-02-30T00:00:00Z', /2026-02 has no day 30/],
@@ -92,6 +94,47 @@ describe('run and event ids can be addressed', () => {
       expect(parseReceiptLine(JSON.stringify({ run: id, event: id, type: 'run.end', result: 'completed', at: '2026-02-01T00:00:00Z' })).ok, id).toBe(true);
     }
   });
+
+  it('a dialect span (GenAI invoke_agent) naming such a run is refused whole; the span log refuses it on replay', () => {
+    const span = (run: string): SpanRecord => ({
+      traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', parentSpanId: null, name: 'invoke_agent researcher', kind: 1, startMs: 1_000, endMs: 2_000, statusCode: 1,
+      attrs: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'researcher', 'topology.run.id': run }, events: [], links: [],
+    });
+    const logged = { t: '0af7651916cd43dd8448eb211c80319c', s: 'b7ad6b7169203331', p: null, src: 'tok', op: 'agent', st: 1, en: 2, sc: 0, agent: 'researcher' };
+    for (const id of BAD) {
+      const out = new SpanPipeline({ waitMs: 10_000, maxSpans: 1000 }).process([span(id)], 0, 'tok');
+      expect(out.rejected.map((r) => r.code), id).toEqual(['run_id_invalid']);
+      expect(out.receipts, id).toEqual([]);
+      expect(out.pendingLog, id).toEqual([]);
+      expect(parseLoggedSpan({ ...logged, run: id }), id).toBeNull();
+    }
+    for (const id of GOOD) {
+      expect(new SpanPipeline({ waitMs: 10_000, maxSpans: 1000 }).process([span(id)], 0, 'tok').rejected, id).toEqual([]);
+      expect(parseLoggedSpan({ ...logged, run: id }), id).not.toBeNull();
+    }
+  });
+
+  it('the CLI refuses such a run id with the reason (exit 2) before asking any server: gate, ack, diff, handoff board', async () => {
+    const dead = 'http://127.0.0.1:9'; // nothing listens: the refusal must come first, not "unreachable"
+    const cases: [string[], RegExp][] = [
+      [['gate', '..', '--server', dead, '--timeout', '1s'], /^topology-audit gate: RUN: not a run id: a run or event id is not "\." or "\.\."/],
+      [['ack', '../x', '--server', dead], /^topology-audit ack: RUN: not a run id: .*\("\.\.\/x"\)/],
+      [['diff', 'a//b', '--server', dead], /^topology-audit diff: RUN: not a run id: a run or event id has no empty "\/"-separated segment/],
+      [['diff', 'receipts/drift.ndjson', '--contracts', 'contracts', '--run', 'run/.'], /^topology-audit diff: --run: not a run id: /],
+      [['handoff', 'board', 'run/..', '--server', dead], /^handoff board: RUN: not a run id: /],
+      [['gate', 'patient Jane Doe', '--server', dead, '--timeout', '1s'], /^topology-audit gate: RUN: not a run id: a run or event id: 1-200 of letters/],
+    ];
+    const results = await Promise.all(cases.map(([args]) => runCli(args)));
+    results.forEach((r, i) => {
+      expect(r.code, cases[i][0].join(' ')).toBe(2);
+      expect(r.stderr, cases[i][0].join(' ')).toMatch(cases[i][1]);
+      expect(r.stderr).not.toMatch(/unreachable/);
+    });
+    // a valid id with '/' passes the check and reaches the (dead) server
+    const ok = await runCli(['gate', 'tenant-7/run-42', '--server', dead, '--timeout', '1s']);
+    expect(ok.code).toBe(2);
+    expect(ok.stderr).toMatch(/unreachable/);
+  });
 });
 
 describe('the API path', () => {
@@ -123,6 +166,15 @@ describe('the API path', () => {
     expect(answer.rejected.map((x: { line: number }) => x.line)).toEqual([2, 3]);
     expect(answer.rejected[0].error).toMatch(/^run: a run or event id is not "\." or "\.\."/);
     expect(answer.rejected[1].error).toMatch(/^at: not a calendar date: 2026-02 has no day 30/);
+    // such an id names no stored run: reading it or its verdict is an unknown run (404, as for any id never stored).
+    // Encoded, it is one path segment ('../x' -> '..%2Fx'), so neither client nor server normalises it into another path.
+    for (const id of ['../x', 'a//b', 'run/.', 'x/..']) {
+      for (const sub of ['', '/verdict', '/handoffs']) {
+        const r = await fetch(`${server.api}/api/v1/runs/${encodeURIComponent(id)}${sub}`);
+        expect(r.status, `${id}${sub}`).toBe(404);
+        expect((await r.json()).error, `${id}${sub}`).toBe(`unknown run ${id}`);
+      }
+    }
     const run = await fetch(`${server.api}/api/v1/runs/${encodeURIComponent('tenant-7/run-42')}`);
     expect(run.status).toBe(200);
     expect((await run.json()).run).toBe('tenant-7/run-42');

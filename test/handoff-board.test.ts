@@ -121,6 +121,21 @@ describe('the board agrees with the lifecycle findings and the ledger on every f
     expect(text).toContain('(1 effect unit, from the ledger)');
   });
 
+  it('the current state version is the latest parent record\'s, never the "highest" text (state versions are opaque)', () => {
+    // Parent records name "1.0", then "1" (which a contract-version ordering would call equal) and "10", then "9"
+    // (which it would call older): the latest record decides, and a branch is stale when its version differs as text.
+    const admit = (event: string, at: string, handoff: string, stateVersion: string): Receipt => {
+      const r = validateReceipt({ run: 'fx-versions', event, type: 'handoff', at, handoff, attempt: 1, state: 'ADMITTED', from: 'p', to: 'w', leaseExpiresAt: '2026-03-01T11:00:00Z', stateVersion });
+      if (!r.ok) throw new Error(r.error);
+      return r.receipt;
+    };
+    for (const [earlier, later] of [['1.0', '1'], ['10', '9'], ['7', '7.0']]) {
+      const b = handoffBoard('fx-versions', [admit('e1', '2026-03-01T10:00:00Z', 'h1', earlier), admit('e2', '2026-03-01T10:00:00.0000001Z', 'h2', later)], Date.parse('2026-03-01T10:30:00Z'));
+      expect(b.currentStateVersion, `${earlier} then ${later}`).toBe(later);
+      expect(b.branches.map((x) => [x.stateVersion, x.stale])).toEqual([[earlier, true], [later, false]]);
+    }
+  });
+
   it('refuses capability names and effect entries that are not ids (content-free receipts)', () => {
     const r = { run: 'r', event: 'e', type: 'handoff', at: '2025-03-14T10:00:00Z', handoff: 'h', state: 'ADMITTED' };
     expect(validateReceipt({ ...r, capabilities: ['search manual for EQ-104'] }).ok).toBe(false);

@@ -1,4 +1,4 @@
-import { type Io, UsageError } from './io.js';
+import { type Io, UsageError, runIdArg } from './io.js';
 import { parseCommandArgs, specFor } from './spec.js';
 import { probeAuditor, ServerUnusable } from './server-probe.js';
 import './specs.js';
@@ -8,7 +8,7 @@ import { ACK_BY, ackReasonProblem } from '../core/ack.js';
 export async function ackCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals } = parseCommandArgs(specFor('ack')!, argv);
   if (positionals.length !== 1) throw new UsageError('give exactly one run id; see topology-audit ack --help');
-  const run = positionals[0];
+  const run = runIdArg('RUN', positionals[0]);
   const base = (values.server as string).replace(/\/+$/, '');
   const by = values.by as string | undefined;
   if (by !== undefined && !ACK_BY.test(by)) throw new UsageError('--by: at most 64 of A-Z a-z 0-9 . _ @ -');

@@ -15,7 +15,7 @@ import { layoutOverlay } from '../render/layout.js';
 import { toMermaid } from '../render/mermaid.js';
 import { overlay, type Overlay } from '../render/overlay.js';
 import { renderSvg } from '../render/svg.js';
-import { type Io, UsageError, parseTimeArg } from './io.js';
+import { type Io, UsageError, parseTimeArg, runIdArg } from './io.js';
 import { replayReceipts } from './replay-core.js';
 import { loadContractDir } from '../audit/contracts-dir.js';
 
@@ -122,9 +122,11 @@ export async function diffCommand(argv: string[], io: Io): Promise<number> {
   try {
     if (fromRunApi) {
       if (values.run && values.run !== positionals[0]) throw new UsageError('diff: with --server, the run is the positional argument');
+      runIdArg(serverGiven ? 'RUN' : 'RUN|FILE (no such file, so a run id)', positionals[0]);
       input = await fromServer(positionals[0], { server: values.server, token: values.token ?? process.env.TOPOLOGY_AUDIT_TOKEN, contracts: values.contracts, now });
     } else {
       if (!values.contracts) throw new UsageError('diff: --contracts DIR is required for a receipts file');
+      if (values.run !== undefined) runIdArg('--run', values.run);
       input = await fromFile(positionals[0], { contracts: values.contracts, run: values.run, now, contract: values.contract });
     }
   } catch (e) {

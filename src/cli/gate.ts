@@ -1,4 +1,4 @@
-import { type Io, UsageError } from './io.js';
+import { type Io, UsageError, runIdArg } from './io.js';
 import { colorEnabled, durationFlag, paintVerdict, parseCommandArgs } from './spec.js';
 import { displayMessage } from '../core/meaning.js';
 import { GATE_SPEC } from './specs.js';
@@ -25,7 +25,7 @@ export async function gateCommand(argv: string[], io: Io, opts: { progressEveryM
   const { values, positionals } = parseCommandArgs(GATE_SPEC, argv);
   const format = outputFormat(values, 'gate');
   if (positionals.length !== 1) throw new UsageError('give exactly one run id; see topology-audit gate --help');
-  const run = positionals[0];
+  const run = runIdArg('RUN', positionals[0]);
   const timeoutMs = durationFlag('timeout', values.timeout as string);
   const base = (values.server as string).replace(/\/+$/, '');
   const token = values.token as string | undefined;

@@ -22,7 +22,7 @@ import type { Admission } from '../handoff/admit.js';
 import { admitHandoff } from '../handoff/admit.js';
 import { admitReturn } from '../handoff/return.js';
 import { aggregateEvidence } from '../handoff/aggregate.js';
-import { auditRun } from '../core/index.js';
+import { auditRun, runIdError } from '../core/index.js';
 import { sortFindings } from '../core/index.js';
 import { runLedger } from '../core/index.js';
 import type { LedgerSummary, Units } from '../core/index.js';
@@ -234,6 +234,8 @@ function schema(args: string[], io: CliIO): number {
 async function boardCommand(args: string[], io: CliIO): Promise<number> {
   const { values, positionals } = parse(args, { server: { type: 'string' }, token: { type: 'string' }, json: { type: 'boolean' } });
   const run = one(positionals, 'RUN');
+  const badRun = runIdError(run); // no run can have such an id (semantics 2a): refused before any server is asked
+  if (badRun !== null) throw new UsageError(`RUN: not a run id: ${badRun}`);
   const base = (typeof values.server === 'string' ? values.server : process.env.TOPOLOGY_AUDIT_SERVER ?? 'http://127.0.0.1:9464').replace(/\/+$/, '');
   const token = typeof values.token === 'string' ? values.token : process.env.TOPOLOGY_AUDIT_TOKEN;
   let res: Response;

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parseReceiptFile } from '../core/receipt.js';
+import { parseReceiptFile, runIdError } from '../core/receipt.js';
 import { instantTextError, parseInstant, type Instant } from '../core/time.js';
 import type { Receipt } from '../core/types.js';
 
@@ -28,6 +28,17 @@ export function parseInstantArg(name: string, value: string): Instant {
   const error = instantTextError(value);
   if (error !== null) throw new UsageError(`${name}: not an RFC 3339 time (${error}): ${value}`);
   return parseInstant(value);
+}
+
+/**
+ * A run id given on the command line (gate, ack, diff, handoff board): refused with the reason when it fails the id
+ * rule of semantics 2a (`..`, `../x`, `a//b`, spaces ...), before any server is asked. No run can have such an id,
+ * so waiting for it (gate) or asking a server about it could only ever answer "unknown run".
+ */
+export function runIdArg(name: string, value: string): string {
+  const error = runIdError(value);
+  if (error !== null) throw new UsageError(`${name}: not a run id: ${error}`);
+  return value;
 }
 
 /** The receipts of NDJSON files, in file order; a file that cannot be read is a usage error naming it. */

@@ -99,7 +99,7 @@ export interface HandoffBoard {
   owner: string | null;
   finalOwner: string | null;
   finalOwners: string[];
-  /** The highest state version on a parent-side record (not a RETURNED). */
+  /** The state version of the latest parent-side record (not a RETURNED): opaque, so never the "highest" text. */
   currentStateVersion: string | null;
   branches: BoardBranch[];
   conflicts: BoardConflict[];
