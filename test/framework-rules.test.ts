@@ -47,6 +47,30 @@ function sharedIdTrace(tracer: Tracer, workers: string[]): void {
   });
 }
 
+/**
+ * OpenLLMetry's decorator shape (traceloop `withWorkflow` / `withAgent` / `withTool`: `{name}.workflow`, `{name}.agent`,
+ * `{name}.tool` spans with `traceloop.span.kind` and `traceloop.entity.name`): a supervisor agent whose tool spans each
+ * run another agent beneath them.
+ */
+function openllmetryNestedTrace(tracer: Tracer, workers: string[]): void {
+  const kind = (k: string, name: string) => ({ 'traceloop.span.kind': k, 'traceloop.entity.name': name, 'traceloop.entity.input': `in ${CONTENT_MARKER}` });
+  tracer.startActiveSpan('trip.workflow', { root: true, attributes: kind('workflow', 'trip') }, (root) => {
+    tracer.startActiveSpan('supervisor.agent', { attributes: kind('agent', 'supervisor') }, (sup) => {
+      for (const w of workers) {
+        tracer.startActiveSpan(`ask_${w}.tool`, { attributes: kind('tool', `ask_${w}`) }, (tool) => {
+          tracer.startActiveSpan(`${w}.agent`, { attributes: kind('agent', w) }, (agent) => {
+            tracer.startSpan('openai.chat', { attributes: { 'gen_ai.prompt.0.content': CONTENT_MARKER, 'llm.request.type': 'chat' } }).end();
+            agent.end();
+          });
+          tool.end();
+        });
+      }
+      sup.end();
+    });
+    root.end();
+  });
+}
+
 describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a default id', () => {
   let server: ServerProcess;
   const seen = new Set<string>();
@@ -98,6 +122,27 @@ describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a d
     await provider.forceFlush();
     const bad = await newRun(server, seen, (v) => v === 'forbidden_edge');
     expect((await runView(server, bad.run)).forbidden).toContain('supervisor -> publisher : delegate');
+    expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
+    await provider.shutdown();
+  }, 60_000);
+  it('an OpenLLMetry agent nested under another agent\'s tool span is called by that agent: healthy with the exact edges, then forbidden_edge; content-free', async () => {
+    const provider = providerFor(server);
+    const tracer = provider.getTracer('@traceloop/node-server-sdk');
+    openllmetryNestedTrace(tracer, ['researcher', 'writer']);
+    await provider.forceFlush();
+    const ok = await newRun(server, seen, (v) => v === 'healthy');
+    expect((await runView(server, ok.run)).edges).toEqual([
+      'supervisor -> researcher : delegate',
+      'researcher -> supervisor : return',
+      'supervisor -> writer : delegate',
+      'writer -> supervisor : return',
+    ]);
+    openllmetryNestedTrace(tracer, ['researcher', 'publisher']);
+    await provider.forceFlush();
+    const bad = await newRun(server, seen, (v) => v === 'forbidden_edge');
+    const view = await runView(server, bad.run);
+    expect(view.edges).toEqual(['supervisor -> researcher : delegate', 'researcher -> supervisor : return', 'supervisor -> publisher : delegate', 'publisher -> supervisor : return']);
+    expect(view.forbidden).toContain('supervisor -> publisher : delegate');
     expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
     await provider.shutdown();
   }, 60_000);
@@ -216,6 +261,11 @@ describe('coverage: a trace that gave receipts is never unmapped; explain and th
     const e = explainSpans(spans, { waitMs: 1000 });
     expect(e.traces[0].unmapped).toEqual({ dialect: 'ai-sdk', reason: 'no_dialect' });
     expect(JSON.stringify(e)).not.toContain(AI_MARKER);
+    // The ingest's unmapped report names the same dialect and reason as explain.
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 10_000 });
+    p.process(spans, 0);
+    p.expire(1_000_000);
+    expect(p.unmapped.snapshot().traces.map((t) => `${t.dialect}/${t.reason}`)).toEqual(['ai-sdk/no_dialect']);
     void trace;
   });
 });
