@@ -269,3 +269,100 @@ describe('coverage: a trace that gave receipts is never unmapped; explain and th
     void trace;
   });
 });
+
+/**
+ * Frameworks no dialect names, modelled only on the public conventions their instrumentations follow (no package of
+ * theirs is installed): the same general rules read them right, or list them with a reason; never an invented edge.
+ * For each: the receipts, and the unmapped report of the ingest and of `explain` (they must agree).
+ */
+function judge(rec: Recorder): { edges: string[]; unmapped: string[]; explained: string[] } {
+  const spans = rec.records();
+  const p = new SpanPipeline({ waitMs: 1000, maxSpans: 10_000 });
+  const out: Receipt[] = [];
+  let now = 1_000_000;
+  for (const s of spans) out.push(...p.process([s], (now += 10)).receipts);
+  out.push(...p.expire(now + 10_000));
+  const e = explainSpans(spans, { waitMs: 1000 });
+  return {
+    edges: edgesOf(out),
+    unmapped: p.unmapped.snapshot().traces.map((t) => `${t.dialect}/${t.reason}`),
+    explained: e.traces.filter((t) => t.unmapped !== null).map((t) => `${t.unmapped!.dialect}/${t.unmapped!.reason}`),
+  };
+}
+
+describe('frameworks nobody named: the same rules, mapped right or listed with a reason, never invented', () => {
+  const invoke = (id: string | undefined, name: string) => ({
+    'gen_ai.operation.name': 'invoke_agent',
+    ...(id !== undefined ? { 'gen_ai.agent.id': id } : {}),
+    'gen_ai.agent.name': name,
+    'gen_ai.input.messages': CONTENT_MARKER,
+  });
+
+  it('GenAI invoke_agent with opaque per-agent ids (e.g. GUIDs), an agent used as a plugin/tool: delegate + return between the ids', () => {
+    const r = new Recorder('some.kernel');
+    const a = '3f2b8c1e-planner';
+    const b = '9d41aa07-coder';
+    const planner = r.start('invoke_agent planner', { at: 0, attrs: invoke(a, 'planner') });
+    const tool = r.start('execute_tool coder_plugin', { at: 5, parent: planner, attrs: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'coder_plugin' } });
+    const coder = r.start('invoke_agent coder', { at: 6, parent: tool, attrs: invoke(b, 'coder') });
+    r.end(coder, 20);
+    r.end(tool, 21);
+    r.end(planner, 30);
+    const j = judge(r);
+    expect(j.edges).toEqual([`${a} -> ${b} : delegate`, `${b} -> ${a} : return`]);
+    expect(j.unmapped).toEqual([]);
+    expect(j.explained).toEqual([]);
+  });
+
+  it('agents run one after another under a workflow span (siblings, no handoff evidence): no edge; listed as genai/no_edges in the report and in explain', () => {
+    const r = new Recorder('some.graph');
+    const wf = r.start('invoke_workflow pipeline', { at: 0, attrs: { 'gen_ai.operation.name': 'invoke_workflow' } });
+    const first = r.start('invoke_agent researcher', { at: 1, parent: wf, attrs: invoke(undefined, 'researcher') });
+    r.end(first, 10);
+    const second = r.start('invoke_agent writer', { at: 11, parent: wf, attrs: invoke(undefined, 'writer') });
+    r.end(second, 20);
+    r.end(wf, 21);
+    const j = judge(r);
+    expect(j.edges).toEqual([]);
+    expect(j.unmapped).toEqual(['genai/no_edges']);
+    expect(j.explained).toEqual(j.unmapped);
+  });
+
+  it('agent spans named only by gen_ai.agent.name with no GenAI operation (an older convention): nothing read, listed as genai/no_dialect in both', () => {
+    const r = new Recorder('some.agents');
+    const outer = r.start('agent run', { at: 0, attrs: { 'gen_ai.agent.name': 'triage', 'gen_ai.input.messages': CONTENT_MARKER } });
+    const tool = r.start('running tool', { at: 1, parent: outer, attrs: { 'gen_ai.tool.name': 'ask_billing' } });
+    const inner = r.start('agent run', { at: 2, parent: tool, attrs: { 'gen_ai.agent.name': 'billing' } });
+    r.end(inner, 5);
+    r.end(tool, 6);
+    r.end(outer, 7);
+    const j = judge(r);
+    expect(j.edges).toEqual([]);
+    expect(j.unmapped).toEqual(['genai/no_dialect']);
+    expect(j.explained).toEqual(j.unmapped);
+  });
+
+  it('OpenInference AGENT spans naming their agent (agent.name), nested through a TOOL span: delegate + return; without agent.name: openinference/no_dialect', () => {
+    const r = new Recorder('openinference.instrumentation.someagents');
+    const oi = (name?: string) => ({ 'openinference.span.kind': 'AGENT', ...(name ? { 'agent.name': name } : {}), 'input.value': CONTENT_MARKER });
+    const mgr = r.start('manager', { at: 0, attrs: oi('manager') });
+    const tool = r.start('call_search_agent', { at: 1, parent: mgr, attrs: { 'openinference.span.kind': 'TOOL' } });
+    const search = r.start('search_agent', { at: 2, parent: tool, attrs: oi('search_agent') });
+    r.end(search, 5);
+    r.end(tool, 6);
+    r.end(mgr, 7);
+    const named = judge(r);
+    expect(named.edges).toEqual(['manager -> search_agent : delegate', 'search_agent -> manager : return']);
+    expect(named.unmapped).toEqual([]);
+
+    const r2 = new Recorder('openinference.instrumentation.someagents');
+    const m2 = r2.start('Manager.run', { at: 0, attrs: oi() });
+    const s2 = r2.start('Search.run', { at: 1, parent: m2, attrs: oi() });
+    r2.end(s2, 5);
+    r2.end(m2, 7);
+    const unnamed = judge(r2);
+    expect(unnamed.edges).toEqual([]);
+    expect(unnamed.unmapped).toEqual(['openinference/no_dialect']);
+    expect(unnamed.explained).toEqual(unnamed.unmapped);
+  });
+});
