@@ -231,6 +231,22 @@ describe('explain shows the identity choice', () => {
     expect(researcher.receipts).toEqual(expect.arrayContaining([expect.stringContaining('edge supervisor -> researcher : delegate')]));
     expect(e.traces[0]).toMatchObject({ receipts: 4, unmapped: null });
   });
+
+  it('the same rule and the same note for any dialect: VoltAgent-shaped agents sharing entity.id', () => {
+    const r = new Recorder('@voltagent/core');
+    const agent = (name: string) => ({ 'entity.type': 'agent', 'entity.id': 'agent', 'entity.name': name });
+    const sup = r.start('supervisor', { at: 0, attrs: agent('supervisor') });
+    const tool = r.start('tool.ask', { at: 1, parent: sup, attrs: { ...agent('supervisor'), 'span.type': 'tool' } });
+    const worker = r.start('worker', { at: 2, parent: tool, attrs: agent('researcher') });
+    r.end(worker, 5);
+    r.end(tool, 6);
+    r.end(sup, 7);
+    const spans = r.records();
+    expect(edgesOf(receiptsOf(r))).toEqual(['supervisor -> researcher : delegate', 'researcher -> supervisor : return']);
+    const e = explainSpans(spans, { waitMs: 1000 });
+    expect(e.spans.find((s) => s.name === 'worker')!.identity).toBe('agent name (voltagent) "researcher": agent id "agent" is shared by 2 names in this trace (researcher, supervisor)');
+    expect(e.spans.find((s) => s.name === 'tool.ask')!.identity).toBeUndefined();
+  });
 });
 
 describe('coverage: a trace that gave receipts is never unmapped; explain and the report agree', () => {
