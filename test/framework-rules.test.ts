@@ -47,6 +47,30 @@ function sharedIdTrace(tracer: Tracer, workers: string[]): void {
   });
 }
 
+/**
+ * OpenLLMetry's decorator shape (traceloop `withWorkflow` / `withAgent` / `withTool`: `{name}.workflow`, `{name}.agent`,
+ * `{name}.tool` spans with `traceloop.span.kind` and `traceloop.entity.name`): a supervisor agent whose tool spans each
+ * run another agent beneath them.
+ */
+function openllmetryNestedTrace(tracer: Tracer, workers: string[]): void {
+  const kind = (k: string, name: string) => ({ 'traceloop.span.kind': k, 'traceloop.entity.name': name, 'traceloop.entity.input': `in ${CONTENT_MARKER}` });
+  tracer.startActiveSpan('trip.workflow', { root: true, attributes: kind('workflow', 'trip') }, (root) => {
+    tracer.startActiveSpan('supervisor.agent', { attributes: kind('agent', 'supervisor') }, (sup) => {
+      for (const w of workers) {
+        tracer.startActiveSpan(`ask_${w}.tool`, { attributes: kind('tool', `ask_${w}`) }, (tool) => {
+          tracer.startActiveSpan(`${w}.agent`, { attributes: kind('agent', w) }, (agent) => {
+            tracer.startSpan('openai.chat', { attributes: { 'gen_ai.prompt.0.content': CONTENT_MARKER, 'llm.request.type': 'chat' } }).end();
+            agent.end();
+          });
+          tool.end();
+        });
+      }
+      sup.end();
+    });
+    root.end();
+  });
+}
+
 describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a default id', () => {
   let server: ServerProcess;
   const seen = new Set<string>();
@@ -98,6 +122,27 @@ describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a d
     await provider.forceFlush();
     const bad = await newRun(server, seen, (v) => v === 'forbidden_edge');
     expect((await runView(server, bad.run)).forbidden).toContain('supervisor -> publisher : delegate');
+    expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
+    await provider.shutdown();
+  }, 60_000);
+  it('an OpenLLMetry agent nested under another agent\'s tool span is called by that agent: healthy with the exact edges, then forbidden_edge; content-free', async () => {
+    const provider = providerFor(server);
+    const tracer = provider.getTracer('@traceloop/node-server-sdk');
+    openllmetryNestedTrace(tracer, ['researcher', 'writer']);
+    await provider.forceFlush();
+    const ok = await newRun(server, seen, (v) => v === 'healthy');
+    expect((await runView(server, ok.run)).edges).toEqual([
+      'supervisor -> researcher : delegate',
+      'researcher -> supervisor : return',
+      'supervisor -> writer : delegate',
+      'writer -> supervisor : return',
+    ]);
+    openllmetryNestedTrace(tracer, ['researcher', 'publisher']);
+    await provider.forceFlush();
+    const bad = await newRun(server, seen, (v) => v === 'forbidden_edge');
+    const view = await runView(server, bad.run);
+    expect(view.edges).toEqual(['supervisor -> researcher : delegate', 'researcher -> supervisor : return', 'supervisor -> publisher : delegate', 'publisher -> supervisor : return']);
+    expect(view.forbidden).toContain('supervisor -> publisher : delegate');
     expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);
     await provider.shutdown();
   }, 60_000);
@@ -186,6 +231,22 @@ describe('explain shows the identity choice', () => {
     expect(researcher.receipts).toEqual(expect.arrayContaining([expect.stringContaining('edge supervisor -> researcher : delegate')]));
     expect(e.traces[0]).toMatchObject({ receipts: 4, unmapped: null });
   });
+
+  it('the same rule and the same note for any dialect: VoltAgent-shaped agents sharing entity.id', () => {
+    const r = new Recorder('@voltagent/core');
+    const agent = (name: string) => ({ 'entity.type': 'agent', 'entity.id': 'agent', 'entity.name': name });
+    const sup = r.start('supervisor', { at: 0, attrs: agent('supervisor') });
+    const tool = r.start('tool.ask', { at: 1, parent: sup, attrs: { ...agent('supervisor'), 'span.type': 'tool' } });
+    const worker = r.start('worker', { at: 2, parent: tool, attrs: agent('researcher') });
+    r.end(worker, 5);
+    r.end(tool, 6);
+    r.end(sup, 7);
+    const spans = r.records();
+    expect(edgesOf(receiptsOf(r))).toEqual(['supervisor -> researcher : delegate', 'researcher -> supervisor : return']);
+    const e = explainSpans(spans, { waitMs: 1000 });
+    expect(e.spans.find((s) => s.name === 'worker')!.identity).toBe('agent name (voltagent) "researcher": agent id "agent" is shared by 2 names in this trace (researcher, supervisor)');
+    expect(e.spans.find((s) => s.name === 'tool.ask')!.identity).toBeUndefined();
+  });
 });
 
 describe('coverage: a trace that gave receipts is never unmapped; explain and the report agree', () => {
@@ -216,6 +277,108 @@ describe('coverage: a trace that gave receipts is never unmapped; explain and th
     const e = explainSpans(spans, { waitMs: 1000 });
     expect(e.traces[0].unmapped).toEqual({ dialect: 'ai-sdk', reason: 'no_dialect' });
     expect(JSON.stringify(e)).not.toContain(AI_MARKER);
+    // The ingest's unmapped report names the same dialect and reason as explain.
+    const p = new SpanPipeline({ waitMs: 1000, maxSpans: 10_000 });
+    p.process(spans, 0);
+    p.expire(1_000_000);
+    expect(p.unmapped.snapshot().traces.map((t) => `${t.dialect}/${t.reason}`)).toEqual(['ai-sdk/no_dialect']);
     void trace;
+  });
+});
+
+/**
+ * Frameworks no dialect names, modelled only on the public conventions their instrumentations follow (no package of
+ * theirs is installed): the same general rules read them right, or list them with a reason; never an invented edge.
+ * For each: the receipts, and the unmapped report of the ingest and of `explain` (they must agree).
+ */
+function judge(rec: Recorder): { edges: string[]; unmapped: string[]; explained: string[] } {
+  const spans = rec.records();
+  const p = new SpanPipeline({ waitMs: 1000, maxSpans: 10_000 });
+  const out: Receipt[] = [];
+  let now = 1_000_000;
+  for (const s of spans) out.push(...p.process([s], (now += 10)).receipts);
+  out.push(...p.expire(now + 10_000));
+  const e = explainSpans(spans, { waitMs: 1000 });
+  return {
+    edges: edgesOf(out),
+    unmapped: p.unmapped.snapshot().traces.map((t) => `${t.dialect}/${t.reason}`),
+    explained: e.traces.filter((t) => t.unmapped !== null).map((t) => `${t.unmapped!.dialect}/${t.unmapped!.reason}`),
+  };
+}
+
+describe('frameworks nobody named: the same rules, mapped right or listed with a reason, never invented', () => {
+  const invoke = (id: string | undefined, name: string) => ({
+    'gen_ai.operation.name': 'invoke_agent',
+    ...(id !== undefined ? { 'gen_ai.agent.id': id } : {}),
+    'gen_ai.agent.name': name,
+    'gen_ai.input.messages': CONTENT_MARKER,
+  });
+
+  it('GenAI invoke_agent with opaque per-agent ids (e.g. GUIDs), an agent used as a plugin/tool: delegate + return between the ids', () => {
+    const r = new Recorder('some.kernel');
+    const a = '3f2b8c1e-planner';
+    const b = '9d41aa07-coder';
+    const planner = r.start('invoke_agent planner', { at: 0, attrs: invoke(a, 'planner') });
+    const tool = r.start('execute_tool coder_plugin', { at: 5, parent: planner, attrs: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'coder_plugin' } });
+    const coder = r.start('invoke_agent coder', { at: 6, parent: tool, attrs: invoke(b, 'coder') });
+    r.end(coder, 20);
+    r.end(tool, 21);
+    r.end(planner, 30);
+    const j = judge(r);
+    expect(j.edges).toEqual([`${a} -> ${b} : delegate`, `${b} -> ${a} : return`]);
+    expect(j.unmapped).toEqual([]);
+    expect(j.explained).toEqual([]);
+  });
+
+  it('agents run one after another under a workflow span (siblings, no handoff evidence): no edge; listed as genai/no_edges in the report and in explain', () => {
+    const r = new Recorder('some.graph');
+    const wf = r.start('invoke_workflow pipeline', { at: 0, attrs: { 'gen_ai.operation.name': 'invoke_workflow' } });
+    const first = r.start('invoke_agent researcher', { at: 1, parent: wf, attrs: invoke(undefined, 'researcher') });
+    r.end(first, 10);
+    const second = r.start('invoke_agent writer', { at: 11, parent: wf, attrs: invoke(undefined, 'writer') });
+    r.end(second, 20);
+    r.end(wf, 21);
+    const j = judge(r);
+    expect(j.edges).toEqual([]);
+    expect(j.unmapped).toEqual(['genai/no_edges']);
+    expect(j.explained).toEqual(j.unmapped);
+  });
+
+  it('agent spans named only by gen_ai.agent.name with no GenAI operation (an older convention): nothing read, listed as genai/no_dialect in both', () => {
+    const r = new Recorder('some.agents');
+    const outer = r.start('agent run', { at: 0, attrs: { 'gen_ai.agent.name': 'triage', 'gen_ai.input.messages': CONTENT_MARKER } });
+    const tool = r.start('running tool', { at: 1, parent: outer, attrs: { 'gen_ai.tool.name': 'ask_billing' } });
+    const inner = r.start('agent run', { at: 2, parent: tool, attrs: { 'gen_ai.agent.name': 'billing' } });
+    r.end(inner, 5);
+    r.end(tool, 6);
+    r.end(outer, 7);
+    const j = judge(r);
+    expect(j.edges).toEqual([]);
+    expect(j.unmapped).toEqual(['genai/no_dialect']);
+    expect(j.explained).toEqual(j.unmapped);
+  });
+
+  it('OpenInference AGENT spans naming their agent (agent.name), nested through a TOOL span: delegate + return; without agent.name: openinference/no_dialect', () => {
+    const r = new Recorder('openinference.instrumentation.someagents');
+    const oi = (name?: string) => ({ 'openinference.span.kind': 'AGENT', ...(name ? { 'agent.name': name } : {}), 'input.value': CONTENT_MARKER });
+    const mgr = r.start('manager', { at: 0, attrs: oi('manager') });
+    const tool = r.start('call_search_agent', { at: 1, parent: mgr, attrs: { 'openinference.span.kind': 'TOOL' } });
+    const search = r.start('search_agent', { at: 2, parent: tool, attrs: oi('search_agent') });
+    r.end(search, 5);
+    r.end(tool, 6);
+    r.end(mgr, 7);
+    const named = judge(r);
+    expect(named.edges).toEqual(['manager -> search_agent : delegate', 'search_agent -> manager : return']);
+    expect(named.unmapped).toEqual([]);
+
+    const r2 = new Recorder('openinference.instrumentation.someagents');
+    const m2 = r2.start('Manager.run', { at: 0, attrs: oi() });
+    const s2 = r2.start('Search.run', { at: 1, parent: m2, attrs: oi() });
+    r2.end(s2, 5);
+    r2.end(m2, 7);
+    const unnamed = judge(r2);
+    expect(unnamed.edges).toEqual([]);
+    expect(unnamed.unmapped).toEqual(['openinference/no_dialect']);
+    expect(unnamed.explained).toEqual(unnamed.unmapped);
   });
 });

@@ -113,6 +113,24 @@ async function edgesOf(server: ServerProcess, run: string): Promise<string[]> {
   return body.receipts.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`.trim()));
 }
 
+/**
+ * No false alarm: once the server has judged every trace it followed (none left, at least `traces` judged as having an
+ * agent signal), no trace is listed at GET /api/v1/ingest/unmapped and topology_unmapped_traces_total counted none: every
+ * one of these LangGraph traces gave receipts.
+ */
+async function expectNothingUnmapped(server: ServerProcess, traces: number): Promise<void> {
+  await until(`${traces} traces judged`, async () => {
+    const { body: u } = await getJson<{ following: number }>(`${server.api}/api/v1/ingest/unmapped`);
+    const { body: c } = await getJson<{ traces: { withSignal: number }; following: number }>(`${server.api}/api/v1/ingest/coverage`);
+    return u.following === 0 && c.following === 0 && c.traces.withSignal >= traces ? true : null;
+  });
+  const { body } = await getJson<{ traces: unknown[]; totals: unknown[] }>(`${server.api}/api/v1/ingest/unmapped`);
+  expect(body.traces).toEqual([]);
+  expect(body.totals).toEqual([]);
+  const metrics = await (await fetch(`${server.api}/metrics`)).text();
+  expect(metrics).not.toMatch(/^topology_unmapped_traces_total\{[^}]*\} [1-9]/m);
+}
+
 describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
   let sup: ServerProcess;
   let swarm: ServerProcess;
@@ -181,6 +199,11 @@ describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
       expect(bytes.includes(Buffer.from(LG_MARKER)), 'prompt text in the data dir').toBe(false);
     }
   });
+
+  it('no false alarm: the supervisor and swarm traces that gave receipts are never listed as unmapped nor counted', async () => {
+    await expectNothingUnmapped(sup, 2);
+    await expectNothingUnmapped(swarm, 2);
+  }, 60_000);
 });
 
 describe('LangGraph.js functional API and nested graphs: edges from evidence only', () => {
@@ -257,6 +280,11 @@ describe('LangGraph.js functional API and nested graphs: edges from evidence onl
     expect(body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge).sort()).toEqual(['publisher -> writing_lead : return', 'writing_lead -> publisher : delegate']);
     expect(allBytes(teams.dataDir).includes(Buffer.from(LG_MARKER))).toBe(false);
     await provider.shutdown();
+  }, 60_000);
+
+  it('no false alarm: the functional-API and nested-graph traces that gave receipts are never listed as unmapped nor counted', async () => {
+    await expectNothingUnmapped(sup, 2);
+    await expectNothingUnmapped(teams, 2);
   }, 60_000);
 });
 

@@ -11,16 +11,17 @@ import type { RunKeyPart } from './runkey.js';
 import { frameworkMarker, type UnmappedTrace } from './unmapped.js';
 import { isSharedId, type AgentIdentity } from './identity.js';
 
-/** Per trace, the `gen_ai.agent.id`s shared by agent spans with different names (identity.ts): id -> names. */
-function sharedIds(spans: SpanRecord[]): Map<string, Map<string, string[]>> {
+/**
+ * Per trace, the agent ids shared by agent spans with different names (identity.ts): id -> names. Read from what
+ * each dialect made of its agent spans (id and other names), so it holds for every dialect, not one attribute.
+ */
+function sharedIds(observed: readonly SpanObservation[]): Map<string, Map<string, string[]>> {
   const byTrace = new Map<string, AgentIdentity[]>();
-  for (const s of spans) {
-    const id = s.attrs['gen_ai.agent.id'];
-    const name = s.attrs['gen_ai.agent.name'];
-    if (typeof id !== 'string' || typeof name !== 'string' || id === name) continue;
-    const list = byTrace.get(s.traceId) ?? [];
-    list.push({ id, names: [id, name] });
-    byTrace.set(s.traceId, list);
+  for (const o of observed) {
+    if (!o.identity || o.identity.names.length < 2) continue;
+    const list = byTrace.get(o.span.traceId) ?? [];
+    list.push({ id: o.identity.id, names: o.identity.names });
+    byTrace.set(o.span.traceId, list);
   }
   const out = new Map<string, Map<string, string[]>>();
   for (const [traceId, list] of byTrace) {
@@ -29,6 +30,15 @@ function sharedIds(spans: SpanRecord[]): Map<string, Map<string, string[]>> {
     if (m.size > 0) out.set(traceId, m);
   }
   return out;
+}
+
+/** Why a span's name is its identity: its id is shared by differently named agents in its trace (GenAI attribute names when it has them). */
+function identityNote(o: SpanObservation, names: string[]): string {
+  const id = o.identity!.id;
+  const name = o.identity!.names[1];
+  const genai = o.span.attrs['gen_ai.agent.id'] === id && o.span.attrs['gen_ai.agent.name'] === name;
+  const [nameKey, idKey] = genai ? ['gen_ai.agent.name', 'gen_ai.agent.id'] : [`agent name (${o.claimedBy})`, 'agent id'];
+  return `${nameKey} ${JSON.stringify(name)}: ${idKey} ${JSON.stringify(id)} is shared by ${names.length} names in this trace (${names.join(', ')})`;
 }
 
 export interface SpanExplanation {
@@ -110,13 +120,12 @@ export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunK
     else bySpan.set(id, [r]);
   }
   const rejected = new Map(out.rejected.map((r) => [r.spanId, r.reason]));
-  const shared = sharedIds(spans);
+  const shared = sharedIds(observed);
   const explained: SpanExplanation[] = observed.map((o) => {
     const rs = bySpan.get(o.span.spanId) ?? [];
     const rej = rejected.get(o.span.spanId);
-    const id = o.span.attrs['gen_ai.agent.id'];
-    const names = o.agent && typeof id === 'string' ? shared.get(o.span.traceId)?.get(id) : undefined;
-    const identity = names ? { identity: `gen_ai.agent.name ${JSON.stringify(o.span.attrs['gen_ai.agent.name'])}: gen_ai.agent.id ${JSON.stringify(id)} is shared by ${names.length} names in this trace (${names.join(', ')})` } : {};
+    const names = o.identity && o.identity.names.length > 1 ? shared.get(o.span.traceId)?.get(o.identity.id) : undefined;
+    const identity = names ? { identity: identityNote(o, names) } : {};
     return {
       ...identity,
       traceId: o.span.traceId,

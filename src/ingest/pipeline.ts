@@ -18,6 +18,8 @@ export interface SpanObservation {
   /** Receipts derived from this span alone (more may come once its caller or root arrives). */
   receipts: Receipt[];
   agent: boolean;
+  /** For an agent span: the id its dialect read and its other names (identity.ts), as the resolver sees them. */
+  identity?: { id: string; names: string[] };
 }
 
 /**
@@ -260,6 +262,7 @@ export class SpanPipeline {
       }
       let claimedBy: string | null = null;
       let agent = false;
+      let identity: SpanObservation['identity'];
       for (const d of this.dialects) {
         const r = d(span);
         if (!r) continue;
@@ -274,6 +277,7 @@ export class SpanPipeline {
           agentSpans.push(r.agentSpan);
           logged.set(span, logAgent(r.agentSpan, source));
           agent = true;
+          if (observe && r.agentSpan.agent !== UNNAMED_AGENT) identity = { id: r.agentSpan.agent, names: [r.agentSpan.agent, ...(r.agentSpan.aliases ?? [])] };
         }
         if (r.handoff) {
           r.handoff.source = source;
@@ -289,7 +293,7 @@ export class SpanPipeline {
       this.unmapped.span(span, now, claimedBy !== null, agent, claimedBy ?? undefined);
       this.coverage.span(span, now, claimedBy !== null || frameworkMarker(span) !== null);
       for (let i = before; i < produced.length; i++) this.unmapped.receipt(produced[i].event, span.traceId);
-      observe?.({ span, claimedBy, receipts: produced.slice(before), agent });
+      observe?.({ span, claimedBy, receipts: produced.slice(before), agent, ...(identity ? { identity } : {}) });
       if (claimedBy === null) out.dropped++;
     }
     // The graphs read in this batch: counted once their traces' spans are noted (a trace that gave receipts is never unmapped).
