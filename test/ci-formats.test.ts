@@ -134,6 +134,10 @@ describe('replay: the drift fixture through every format', () => {
     expect(forbidden.length).toBe(2);
     for (const c of forbidden) expect(c.properties).toMatchObject({ file: contractFile, line: String(keyLine(contractFile, 'allow')) });
     expect(commands.find((c) => c.properties.title === 'drift-shadow: unknown_agent')!.properties).toMatchObject({ file: contractFile, line: String(keyLine(contractFile, 'agents')) });
+    // An edge over its max points at its own allow entry.
+    const entryLine = readFileSync(contractFile, 'utf8').split('\n').findIndex((l) => l === '  - orchestrator -> researcher : delegate') + 1;
+    expect(entryLine).toBeGreaterThan(keyLine(contractFile, 'allow'));
+    expect(commands.find((c) => c.properties.title === 'drift-twice: multiplicity')).toMatchObject({ command: 'error', properties: { file: contractFile, line: String(entryLine) } });
     // A finding about the receipts has no file.
     expect(commands.find((c) => c.properties.title === 'drift-late: missed_deadline')!.properties.file).toBeUndefined();
     expect(r.stdout).not.toContain('\x1b[');
