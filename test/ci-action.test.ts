@@ -6,7 +6,7 @@
  * reinstall. The GitLab job's script lines run in one shell with the package installed as npm would (node_modules).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -240,4 +240,86 @@ describe("docs/ci.md's pull-request workflow", () => {
     expect(blocks).toHaveLength(2);
     for (const b of blocks) await parseMermaid(b);
   }, 120_000);
+});
+
+describe("docs/ci.md's copy-paste blocks", () => {
+  const doc = readFileSync(join(ROOT, 'docs', 'ci.md'), 'utf8');
+  /** The fenced blocks of one `## heading` section of docs/ci.md, in order. */
+  const blocks = (heading: string, lang: string) => {
+    const start = doc.indexOf(`\n## ${heading}\n`);
+    expect(start, heading).toBeGreaterThan(0);
+    const end = doc.indexOf('\n## ', start + 1);
+    const section = doc.slice(start, end < 0 ? undefined : end);
+    return [...section.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
+  };
+  /** A project directory with the package installed as npm would, and the fixture's receipts and contracts copied in. */
+  function project(): string {
+    const dir = tempDir('ta-doc-');
+    mkdirSync(join(dir, 'node_modules', '.bin'), { recursive: true });
+    symlinkSync(ROOT, join(dir, 'node_modules', 'topology-audit'));
+    symlinkSync(join(ROOT, 'bin', 'topology-audit.js'), join(dir, 'node_modules', '.bin', 'topology-audit'));
+    writeFileSync(join(dir, 'package.json'), '{"name":"project","private":true}\n');
+    for (const d of ['receipts', 'contracts']) {
+      mkdirSync(join(dir, d));
+      for (const f of readdirSync(join(ROOT, d))) if (/\.(ndjson|json|ya?ml)$/.test(f)) writeFileSync(join(dir, d, f), readFileSync(join(ROOT, d, f)));
+    }
+    return dir;
+  }
+  const env = () => ({ PATH: process.env.PATH, HOME: process.env.HOME, npm_config_update_notifier: 'false' });
+
+  it('any JUnit consumer: the sh block writes a valid JUnit report with the nine expectations and the summary, exit 0', async () => {
+    const [script] = blocks('Any JUnit consumer (Jenkins, Buildkite, CircleCI, ...)', 'sh');
+    expect(script).toContain('--format junit > topology-audit-junit.xml');
+    const dir = project();
+    const r = await sh(script, { env: env(), cwd: dir });
+    expect(r.code, r.stderr).toBe(0);
+    const xml = readFileSync(join(dir, 'topology-audit-junit.xml'), 'utf8');
+    expect(xmllintSchema(xml).ok).toBe(true);
+    expect(xpath(xml, 'count(//testcase)')).toBe('9');
+    expect(xpath(xml, 'count(//failure|//error)')).toBe('0');
+    expect(mermaidBlocks(readFileSync(join(dir, 'topology-audit.md'), 'utf8')).length).toBe(8);
+    // The block keeps the verdict's exit code: an unmet expectation fails it, the report still written.
+    writeFileSync(join(dir, 'receipts', 'drift.expected.json'), JSON.stringify({ 'drift-late': 'healthy' }));
+    const bad = await sh(script, { env: env(), cwd: dir });
+    expect(bad.code).toBe(1);
+    expect(xpath(readFileSync(join(dir, 'topology-audit-junit.xml'), 'utf8'), 'count(//failure)')).toBe('1');
+  }, 120_000);
+
+  it('GitHub without the action: the two run steps give annotations and a summary with the graphs', async () => {
+    const [plain] = blocks('GitHub Actions', 'yaml').filter((b) => b.includes('--format markdown >> "$GITHUB_STEP_SUMMARY"'));
+    const steps = parse(plain.replace(/^ {6}/gm, '')) as { run: string; if?: string }[];
+    expect(steps).toHaveLength(2);
+    const dir = project();
+    const summary = join(dir, 'summary.md');
+    writeFileSync(summary, '');
+    const annotate = await sh(steps[0].run + '\n', { env: { ...env(), GITHUB_STEP_SUMMARY: summary }, cwd: dir });
+    expect(annotate.code, annotate.stderr).toBe(0);
+    expect(parseWorkflowCommands(annotate.stdout)).toEqual([]); // every expectation met: nothing to annotate
+    const write = await sh(steps[1].run + '\n', { env: { ...env(), GITHUB_STEP_SUMMARY: summary }, cwd: dir });
+    expect(write.code, write.stderr).toBe(0);
+    const graphs = mermaidBlocks(readFileSync(summary, 'utf8'));
+    expect(graphs.length).toBe(8);
+    await parseMermaid(graphs[0]);
+  }, 120_000);
+
+  it('the gate snippet uses only inputs action.yml declares; the GitLab block extends the template with files that exist', () => {
+    const [gateBlock] = blocks('GitHub Actions', 'yaml').filter((b) => b.includes('mode: gate'));
+    const [gateStep] = parse(gateBlock.replace(/^ {6}/gm, '')) as { uses: string; with: Record<string, string> }[];
+    expect(gateStep.uses).toBe('OWNER/topology-audit@REF');
+    for (const k of Object.keys(gateStep.with)) expect(action.inputs, k).toHaveProperty(k);
+    const [workflow] = blocks('GitHub Actions', 'yaml');
+    const wf = parse(workflow) as { jobs: Record<string, { steps: { uses?: string; with?: Record<string, string> }[] }> };
+    const uses = wf.jobs['drift-fixture'].steps.find((x) => x.uses === 'OWNER/topology-audit@REF')!;
+    for (const k of Object.keys(uses.with!)) expect(action.inputs, k).toHaveProperty(k);
+    const [gitlab] = blocks('GitLab CI', 'yaml');
+    const g = parse(gitlab) as { include: { local: string }[]; 'topology-audit': { extends: string; variables: Record<string, string> } };
+    expect(g.include[0].local).toBe('ci/topology-audit.gitlab-ci.yml');
+    expect(existsSync(join(ROOT, g.include[0].local))).toBe(true);
+    expect(g['topology-audit'].extends).toBe('.topology-audit');
+    const template = parse(readFileSync(join(ROOT, g.include[0].local), 'utf8'));
+    for (const [k, v] of Object.entries(g['topology-audit'].variables)) {
+      expect(template['.topology-audit'].variables, k).toHaveProperty(k);
+      expect(existsSync(join(ROOT, v)), v).toBe(true);
+    }
+  });
 });

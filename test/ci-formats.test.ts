@@ -3,6 +3,7 @@
  * the drift fixture through every format, JUnit checked against the JUnit schema by xmllint, workflow commands parsed
  * back, every Mermaid block parsed by mermaid's parser; the exit code the same in every format; reports on stdout only.
  */
+import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -78,6 +79,34 @@ describe('replay: the drift fixture through every format', () => {
     expect(xpath(xml, 'count(//testcase[@name="drift-complete"]/*)')).toBe('0');
   });
 
+  it('junit: one suite per receipts file, in command-line order; a run split over two files belongs to the first', async () => {
+    const dir = tempDir('ta-two-inputs-');
+    const lines = readFileSync(DRIFT, 'utf8').split('\n').filter(Boolean);
+    const runOf = (l: string) => JSON.parse(l).run as string;
+    const inA = new Set(['drift-complete', 'drift-direct-route', 'drift-wait']);
+    const late = lines.filter((l) => runOf(l) === 'drift-late');
+    expect(late.length).toBeGreaterThan(1);
+    // drift-late: its first receipt in a.ndjson, the rest in b.ndjson.
+    const a = [...lines.filter((l) => inA.has(runOf(l))), late[0]];
+    const b = lines.filter((l) => !inA.has(runOf(l)) && l !== late[0]);
+    const fileA = join(dir, 'a.ndjson');
+    const fileB = join(dir, 'b.ndjson');
+    writeFileSync(fileA, a.join('\n') + '\n');
+    writeFileSync(fileB, b.join('\n') + '\n');
+    const r = await cli('replay', fileA, fileB, '--contracts', CONTRACTS, '--format', 'junit');
+    expect(r.code, r.stderr).toBe(0);
+    expect(xmllintSchema(r.stdout).ok).toBe(true);
+    expect(xpath(r.stdout, 'count(//testsuite)')).toBe('2');
+    expect(xpath(r.stdout, 'string(//testsuite[1]/@name)')).toBe(fileA);
+    expect(xpath(r.stdout, 'string(//testsuite[2]/@name)')).toBe(fileB);
+    expect(xpath(r.stdout, `count(//testsuite[@name="${fileA}"]/testcase)`)).toBe('4');
+    expect(xpath(r.stdout, `count(//testsuite[@name="${fileB}"]/testcase)`)).toBe('5');
+    expect(xpath(r.stdout, `string(//testsuite[@name="${fileA}"]/testcase[@name="drift-late"]/failure/@type)`)).toBe('incomplete');
+    expect(xpath(r.stdout, `count(//testsuite[@name="${fileB}"]/testcase[@name="drift-late"])`)).toBe('0');
+    // The verdicts are those of the single file: splitting the input changes the suites, not the verdicts.
+    expect(xpath(r.stdout, 'count(//testcase/failure)')).toBe('6');
+  });
+
   it('junit: the schema check is real (a report without its counts, or with a bad count, is refused)', () => {
     const good = toJunit({ name: 'x', suites: [{ name: 's', cases: [{ name: 'c', status: 'failed', summary: 'why <&> "q"', findings: [{ severity: 'error', title: 't', message: 'm\u0001\nsecond line' }] }] }] });
     expect(xmllintSchema(good).ok).toBe(true);
@@ -105,6 +134,10 @@ describe('replay: the drift fixture through every format', () => {
     expect(forbidden.length).toBe(2);
     for (const c of forbidden) expect(c.properties).toMatchObject({ file: contractFile, line: String(keyLine(contractFile, 'allow')) });
     expect(commands.find((c) => c.properties.title === 'drift-shadow: unknown_agent')!.properties).toMatchObject({ file: contractFile, line: String(keyLine(contractFile, 'agents')) });
+    // An edge over its max points at its own allow entry.
+    const entryLine = readFileSync(contractFile, 'utf8').split('\n').findIndex((l) => l === '  - orchestrator -> researcher : delegate') + 1;
+    expect(entryLine).toBeGreaterThan(keyLine(contractFile, 'allow'));
+    expect(commands.find((c) => c.properties.title === 'drift-twice: multiplicity')).toMatchObject({ command: 'error', properties: { file: contractFile, line: String(entryLine) } });
     // A finding about the receipts has no file.
     expect(commands.find((c) => c.properties.title === 'drift-late: missed_deadline')!.properties.file).toBeUndefined();
     expect(r.stdout).not.toContain('\x1b[');
@@ -316,6 +349,68 @@ describe('gate in every format against a running auditor', () => {
     expect(xmllintSchema(never.stdout).ok).toBe(true);
     expect(xpath(never.stdout, 'string(//testcase/error/@type)')).toBe('never_seen');
     expect(never.stderr).toContain('was never seen by the timeout');
+  }, 180_000);
+
+  it('never seen (66) and still open at the timeout (75): the same code in every format, the reason on stderr', async () => {
+    for (const f of FORMATS) {
+      const open = await gate('drift-current', '-t', '1s', '--format', f);
+      expect(open.code, `${f}: ${open.stderr}`).toBe(75);
+      expect(open.stderr, f).toContain('drift-current still working at the timeout (1s)');
+      const never = await gate('no-such-run', '-t', '1s', '--format', f);
+      expect(never.code, `${f}: ${never.stderr}`).toBe(66);
+      expect(never.stderr, f).toContain('run no-such-run was never seen by the timeout');
+      if (f === 'junit') {
+        for (const x of [open, never]) expect(xmllintSchema(x.stdout).ok, x.stdout).toBe(true);
+        expect(xpath(open.stdout, 'string(//testcase[@name="drift-current"]/error/@message)')).toMatch(/^still working at the timeout \(1s\)/);
+        expect(xpath(never.stdout, 'string(//testcase[@name="no-such-run"]/error/@type)')).toBe('never_seen');
+      }
+      if (f === 'github') {
+        expect(parseWorkflowCommands(open.stdout).find((c) => c.properties.title === 'drift-current: not settled')!.command).toBe('warning');
+        expect(parseWorkflowCommands(never.stdout)).toMatchObject([{ command: 'error', properties: { title: 'no-such-run: never seen' } }]);
+      }
+      if (f === 'markdown') {
+        expect(open.stdout).toContain('exit 75 (still open at the timeout)');
+        expect(never.stdout).toContain('exit 66 (never seen by the timeout)');
+      }
+      if (f === 'json') expect(JSON.parse(never.stdout)).toEqual({ run: 'no-such-run', verdict: null, seen: false });
+    }
+  }, 180_000);
+
+  it('progress lines go to stderr while the gate waits; the report alone to stdout', async () => {
+    const complete = parseReceiptFile(readFileSync(DRIFT, 'utf8'), 'drift.ndjson').filter((r) => r.run === 'drift-complete');
+    const shift = Date.now() - Math.max(...complete.map((r) => Date.parse(r.at)));
+    for (const f of ['junit', 'github', 'markdown'] as const) {
+      const run = `ci-progress-${f}`;
+      const child = spawn(process.execPath, [join(ROOT, 'bin', 'topology-audit.js'), 'gate', run, '--server', srv.api, '-t', '5m', '--format', f], {
+        env: { ...process.env, FORCE_COLOR: '1', NO_COLOR: '', TOPOLOGY_AUDIT_PROGRESS_MS: '100' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      const sawProgress = new Promise<void>((res) =>
+        child.stderr.on('data', (d) => {
+          stderr += d;
+          if (stderr.includes(`topology-audit gate: ${run}: not seen yet after`)) res();
+        }),
+      );
+      const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+      await sawProgress;
+      // The run appears only once a progress line was written: the gate then ends on its healthy verdict.
+      const body = complete.map((r) => JSON.stringify({ ...r, run, at: new Date(Date.parse(r.at) + shift - 1000).toISOString() })).join('\n') + '\n';
+      const res = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body, headers: { 'content-type': 'application/x-ndjson' } });
+      expect((await res.json()).accepted).toBe(complete.length);
+      expect(await exited, `${f}: ${stderr}`).toBe(0);
+      expect(stdout, f).not.toContain('not seen yet');
+      expect(stdout, f).not.toContain('\x1b[');
+      if (f === 'junit') {
+        expect(xmllintSchema(stdout).ok).toBe(true);
+        expect(xpath(stdout, `count(//testcase[@name="${run}"])`)).toBe('1');
+        expect(xpath(stdout, 'count(//failure|//error|//skipped)')).toBe('0');
+      }
+      if (f === 'github') expect(parseWorkflowCommands(stdout)).toEqual([]);
+      if (f === 'markdown') expect(stdout).toContain(`| ${run} | **healthy** |`);
+    }
   }, 180_000);
 
   it('junit, github (pointed at the contract with --contracts) and markdown with the graph from the run API', async () => {
