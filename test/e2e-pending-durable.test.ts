@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { context, trace } from '@opentelemetry/api';
 import { getJson, startServerProcess } from './helpers/server.js';
 import { exporterFor, providerFor } from './helpers/otel.js';
+import { until } from './helpers/wait.js';
 
 const MARKER = 'PENDING-SECRET-5b1e';
 
@@ -28,12 +29,12 @@ describe('an agent span waiting for its caller survives kill -9', () => {
     );
     child.end();
     await provider1.forceFlush();
-    // Acknowledged, and waiting for its parent.
-    let m = '';
-    for (let i = 0; i < 50 && !/^topology_pending_parent_spans 1$/m.test(m); i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      m = await (await fetch(`${first.api}/metrics`)).text();
-    }
+    // Acknowledged, and waiting for its parent. The gauge is set by the server's periodic tick: wait for the
+    // condition (a busy machine only delays the tick), never a fixed number of polls.
+    const m = await until('the child to wait for its parent (pending-parent gauge 1)', async () => {
+      const text = await (await fetch(`${first.api}/metrics`)).text();
+      return /^topology_pending_parent_spans 1$/m.test(text) ? text : null;
+    });
     expect(m).toMatch(/^topology_pending_parent_spans 1$/m);
     first.child.kill('SIGKILL');
     await first.stop();
@@ -50,15 +51,12 @@ describe('an agent span waiting for its caller survives kill -9', () => {
       const code = await new Promise<number>((res) => exporter2.export([parentReadable], (r) => res(r.code)));
       expect(code).toBe(0);
       await exporter2.shutdown();
-      const deadline = Date.now() + 10_000;
-      let body: any;
-      for (;;) {
-        body = (await getJson(`${second.api}/api/v1/runs/pending-run`)).body;
-        const edges = (body?.receipts ?? []).filter((r: { type: string }) => r.type === 'edge').map((r: any) => `${r.from} -> ${r.to} : ${r.kind}`);
-        if (edges.includes('orchestrator -> researcher : delegate') || Date.now() > deadline) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const edges = body.receipts.filter((r: { type: string }) => r.type === 'edge').map((r: any) => `${r.from} -> ${r.to} : ${r.kind}`).sort();
+      const edgesOf = (b: any): string[] => (b?.receipts ?? []).filter((r: { type: string }) => r.type === 'edge').map((r: any) => `${r.from} -> ${r.to} : ${r.kind}`);
+      const body = await until('the delegate edge derived after the restart', async () => {
+        const b = (await getJson(`${second.api}/api/v1/runs/pending-run`)).body;
+        return edgesOf(b).includes('orchestrator -> researcher : delegate') ? b : null;
+      });
+      const edges = edgesOf(body).sort();
       expect(edges).toEqual(['orchestrator -> researcher : delegate', 'researcher -> orchestrator : return']);
       expect(body.receipts.some((r: { type: string }) => r.type === 'gap')).toBe(false);
       expect(body.pin).toMatchObject({ contract: 'research-publish' });
