@@ -188,7 +188,10 @@ describe('per-run alerts on a real Alertmanager', () => {
     // A failure log line names the Alertmanager and the reason, never an alert's content.
     const failures = srv.stderr().split('\n').filter((l) => l.includes('"alertmanager_send_failed"'));
     expect(failures.length).toBeGreaterThan(0);
-    expect(JSON.parse(failures[0])).toMatchObject({ alertmanager: am.url, reason: 'ECONNREFUSED' });
+    // While it is down: ECONNREFUSED (a send caught by the shutdown itself may end ECONNRESET); a code, nothing else.
+    const parsed = failures.map((l) => JSON.parse(l));
+    expect(parsed.some((f) => f.reason === 'ECONNREFUSED')).toBe(true);
+    for (const f of parsed) expect(f).toMatchObject({ alertmanager: am.url, reason: expect.stringMatching(/^(E[A-Z]+|HTTP \d+|timeout after \d+ ms)$/) });
     for (const l of failures) expect(l).not.toMatch(/am-|research|forbidden|publisher/);
 
     await am.start(); // empty of alerts: Alertmanager keeps them in memory only
