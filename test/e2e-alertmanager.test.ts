@@ -47,8 +47,9 @@ describe('per-run alerts on a real Alertmanager', () => {
     expect(res.status).toBe(200);
     return res.json();
   };
-  /** Alerts Alertmanager holds (active or suppressed), by run label. */
-  const amAlerts = async (): Promise<Map<string, any>> => new Map(((await am.api('/api/v2/alerts')) as any[]).filter((a) => a.labels.run).map((a) => [a.labels.run, a]));
+  /** Alerts Alertmanager holds (active or suppressed), by run label (not the inhibition test's own TopologyUncertainRuns). */
+  const amAlerts = async (): Promise<Map<string, any>> =>
+    new Map(((await am.api('/api/v2/alerts')) as any[]).filter((a) => a.labels.run && a.labels.alertname !== 'TopologyUncertainRuns').map((a) => [a.labels.run, a]));
   const metric = async (name: string) => {
     const text = await (await fetch(`${srv.api}/metrics`)).text();
     return Number(new RegExp(`^${name.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
@@ -110,6 +111,30 @@ describe('per-run alerts on a real Alertmanager', () => {
     for (const r of runs) expect(inIt.has(r), r).toBe(true);
     // No other notification split them: every notification naming one of them is a notification of that one group.
     for (const n of hook.notifications.filter((x) => x.body.alerts?.some((a: any) => runs.includes(a.labels.run)))) expect(n.body.groupKey).toBe(first.body.groupKey);
+  });
+
+  it("the shipped inhibition: a run's TopologyForbiddenEdge holds back that run's TopologyUncertainRuns, not another run's", async () => {
+    const now = Date.now();
+    const uncertain = (run: string) => ({
+      labels: { alertname: 'TopologyUncertainRuns', severity: 'info', contract: 'research-publish', version: '3', verdict: 'uncertain', run },
+      annotations: {},
+      startsAt: new Date(now).toISOString(),
+      endsAt: new Date(now + 60_000).toISOString(),
+    });
+    const res = await fetch(`${am.url}/api/v2/alerts`, { method: 'POST', body: JSON.stringify([uncertain('am-group-2'), uncertain('am-uncertain-only')]), headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(200);
+    const source = (await amAlerts()).get('am-group-2');
+    expect(source.labels.alertname).toBe('TopologyForbiddenEdge');
+    const held = await waitFor(
+      async () => {
+        const list = ((await am.api('/api/v2/alerts')) as any[]).filter((a) => a.labels.alertname === 'TopologyUncertainRuns');
+        const byRun = new Map(list.map((a) => [a.labels.run, a]));
+        return byRun.get('am-group-2')?.status.state === 'suppressed' && byRun.get('am-uncertain-only') ? byRun : undefined;
+      },
+      { what: "am-group-2's TopologyUncertainRuns inhibited" },
+    );
+    expect(held.get('am-group-2').status.inhibitedBy).toEqual([source.fingerprint]);
+    expect(held.get('am-uncertain-only').status).toMatchObject({ state: 'active', inhibitedBy: [] });
   });
 
   it('ack resolves the run alert: the webhook receives it resolved', async () => {
