@@ -5,7 +5,8 @@
  * A webhook receiver in the test process collects the notifications.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +32,8 @@ export interface RunningAlertmanager {
   /** GET on API v2 (e.g. /api/v2/alerts?filter=run="x"); returns the parsed body. */
   api(path: string): Promise<any>;
   post(path: string, body: unknown): Promise<any>;
+  /** The status of a GET without the test's credentials (e.g. 401 from an Alertmanager behind basic auth). */
+  status(path: string): Promise<number>;
   /** Stops the process (SIGTERM); the port and storage stay reserved for start(). */
   stop(): Promise<void>;
   /** Starts it again on the same port and storage; resolves when ready. */
@@ -40,20 +43,52 @@ export interface RunningAlertmanager {
   log(): string;
 }
 
-export async function startAlertmanager(configYaml: string): Promise<RunningAlertmanager> {
+/** Serving Alertmanager's API over TLS and/or with basic auth (its --web.config.file). */
+export interface AlertmanagerWebOptions {
+  /** The web config file's YAML (tls_server_config, basic_auth_users). */
+  webConfigYaml: string;
+  /** CA the test trusts for https (the server's certificate chain). */
+  ca?: Buffer;
+  /** Authorization header the test sends (e.g. Basic ...). */
+  authorization?: string;
+}
+
+/** A request to the test's Alertmanager (http or https with the given CA and credentials); status and body. */
+function amRequest(url: string, method: 'GET' | 'POST', web: AlertmanagerWebOptions | undefined, body?: string): Promise<{ status: number; text: string }> {
+  const u = new URL(url);
+  const headers: Record<string, string> = {};
+  if (web?.authorization) headers.authorization = web.authorization;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const request = u.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = request(u, { method, headers, ...(u.protocol === 'https:' ? { ca: web?.ca } : {}) }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export async function startAlertmanager(configYaml: string, web?: AlertmanagerWebOptions): Promise<RunningAlertmanager> {
   requireAlertmanager();
   const dir = await mkdtemp(join(tmpdir(), 'topology-audit-alertmanager-'));
   const configFile = join(dir, 'alertmanager.yml');
   await writeFile(configFile, configYaml);
+  const webFile = join(dir, 'web.yml');
+  if (web) await writeFile(webFile, web.webConfigYaml);
   const port = await freeLoopbackPort();
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${web?.ca ? 'https' : 'http'}://127.0.0.1:${port}`;
   let child: ChildProcess | null = null;
   let exited: Promise<void> = Promise.resolve();
   let log = '';
   const start = async () => {
     const c = spawn(
       ALERTMANAGER_BIN,
-      [`--config.file=${configFile}`, `--storage.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--cluster.listen-address=', '--log.level=warn'],
+      [`--config.file=${configFile}`, `--storage.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--cluster.listen-address=', '--log.level=warn', ...(web ? [`--web.config.file=${webFile}`] : [])],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     child = c;
@@ -70,7 +105,7 @@ export async function startAlertmanager(configYaml: string): Promise<RunningAler
     await waitFor(
       async () => {
         if (code !== undefined) throw new Error(`alertmanager exited with ${code}: ${log}`);
-        return (await fetch(`${url}/-/ready`)).ok;
+        return (await amRequest(`${url}/-/ready`, 'GET', web)).status === 200;
       },
       { timeoutMs: 30_000, intervalMs: 50, what: 'alertmanager /-/ready' },
     );
@@ -89,15 +124,16 @@ export async function startAlertmanager(configYaml: string): Promise<RunningAler
   return {
     url,
     async api(path) {
-      const res = await fetch(`${url}${path}`);
-      if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-      return res.json();
+      const res = await amRequest(`${url}${path}`, 'GET', web);
+      if (res.status !== 200) throw new Error(`${path}: ${res.status} ${res.text}`);
+      return JSON.parse(res.text);
     },
     async post(path, body) {
-      const res = await fetch(`${url}${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
-      if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-      return res.json();
+      const res = await amRequest(`${url}${path}`, 'POST', web, JSON.stringify(body));
+      if (res.status !== 200) throw new Error(`${path}: ${res.status} ${res.text}`);
+      return JSON.parse(res.text);
     },
+    status: async (path) => (await amRequest(`${url}${path}`, 'GET', web && { ...web, authorization: undefined })).status,
     stop,
     start,
     async dispose() {
