@@ -210,9 +210,12 @@ const attacks = {
   },
 
   // Issue 30.3: one NDJSON post to a pinned run whose edges name N distinct unknown agents: how long is the answer,
-  // and how long does /healthz wait meanwhile (probed every 20 ms)?
+  // and how long does /healthz wait meanwhile (probed every 20 ms; a probe still waiting counts with its age)? An
+  // answer not given within AGENTS_CAP_S (default 180) seconds is reported as such (an old build can take minutes).
+  // stored: the run's receipts read back after the answer (no acknowledged receipt lost).
   async agents() {
     const out = {};
+    const cap = Number(process.env.AGENTS_CAP_S ?? 180) * 1000;
     for (const n of (process.env.AGENTS ?? '2000,20000').split(',').map(Number)) {
       const srv = await serve(['--max-body', '16MiB']);
       try {
@@ -220,17 +223,33 @@ const attacks = {
         let body = line({ run: 'wide', event: 's', type: 'run.start', at: new Date(t0).toISOString(), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });
         for (let i = 0; i < n; i++) body += line({ run: 'wide', event: `e${i}`, type: 'edge', at: new Date(t0 + i + 1).toISOString(), from: 'orchestrator', to: `unknown-${i}`, kind: 'delegate' });
         let done = false;
-        const p = post(srv.api, body).finally(() => (done = true));
+        const started = performance.now();
+        const p = fetch(`${srv.api}/v1/receipts`, { method: 'POST', body, headers: { 'content-type': 'application/x-ndjson' } })
+          .then(async (r) => ({ status: r.status, accepted: (await r.json()).accepted, ms: performance.now() - started }))
+          .finally(() => (done = true));
+        p.catch(() => {});
         const health = [];
-        while (!done) {
-          const t = performance.now();
-          await (await fetch(`${srv.api}/healthz`)).text();
-          health.push(performance.now() - t);
-          await sleep(20);
+        let probeAt = performance.now();
+        const probes = (async () => {
+          while (!done && performance.now() - started < cap) {
+            probeAt = performance.now();
+            try {
+              await (await fetch(`${srv.api}/healthz`)).text();
+            } catch {
+              return;
+            }
+            health.push(performance.now() - probeAt);
+            await sleep(20);
+          }
+        })();
+        const r = await Promise.race([p, sleep(cap).then(() => null)]);
+        if (!r) {
+          out[n] = { status: `no answer in ${cap / 1000} s`, healthzMaxMs: `>=${Math.round(Math.max(performance.now() - probeAt, ...health))}` };
+          continue;
         }
-        const r = await p;
-        const v = await (await fetch(`${srv.api}/api/v1/runs/wide/verdict`)).json();
-        out[n] = { status: r.status, ms: Math.round(r.ms), verdict: v.verdict, healthzMaxMs: Math.round(Math.max(0, ...health)) };
+        await probes;
+        const run = await (await fetch(`${srv.api}/api/v1/runs/wide`)).json();
+        out[n] = { status: r.status, ms: Math.round(r.ms), accepted: r.accepted, stored: run.receipts?.length, verdict: run.verdict, unknownAgents: run.findings?.filter((f) => f.code === 'unknown_agent').length, healthzProbes: health.length, healthzMaxMs: Math.round(Math.max(0, ...health)) };
       } finally {
         await srv.stop();
       }
@@ -266,7 +285,22 @@ const attacks = {
         else await as(T.res, ok).then(() => as(T.orch, bad));
         masked[first + 'First'] = await verdict(run);
       }
-      return { forgedRoot: `${rootBefore} -> ${rootAfter}`, masked };
+      // The reviewer's CANCELLED for the owner's expired handoff to the specialist (lease_expired_open would go).
+      const h = { run: 'forge-cancel', type: 'handoff', handoff: 'h-1', attempt: 1, to: 'manual-specialist', from: 'fieldops-main' };
+      await as(T.owner, [
+        { run: 'forge-cancel', event: 'e1', type: 'run.start', at: '2025-03-14T10:00:00Z', contract: 'fieldops-manual', version: '1', phase: 'specialist', from: 'fieldops-main' },
+        { ...h, event: 'e2', at: '2025-03-14T10:00:01Z', state: 'PROPOSED', leaseExpiresAt: '2025-03-14T10:02:00Z', finalOwner: 'fieldops-main', onTimeout: 'return-ownership' },
+        { ...h, event: 'e3', at: '2025-03-14T10:00:02Z', state: 'ADMITTED' },
+        { ...h, event: 'e4', at: '2025-03-14T10:00:03Z', state: 'DISPATCHED' },
+      ].map(line).join(''));
+      const cancelState = async () => {
+        const v = await (await fetch(`${srv.api}/api/v1/runs/forge-cancel`)).json();
+        return `${v.verdict}${v.findings.some((f) => f.code === 'lease_expired_open') ? ' (lease_expired_open)' : ''}`;
+      };
+      const cancelBefore = await cancelState();
+      const forged = await as(T.rev, line({ ...h, event: 'c1', at: '2025-03-14T10:01:00Z', state: 'CANCELLED', from: 'manual-reviewer-a' }));
+      const cancelAfter = await cancelState();
+      return { forgedRoot: `${rootBefore} -> ${rootAfter}`, forgedCancel: `${cancelBefore} -> ${cancelAfter} (accepted ${forged.accepted})`, masked };
     } finally {
       await srv.stop();
     }
@@ -340,6 +374,25 @@ const attacks = {
       return { longPolls: 1100, answered: statuses, healthz: health, ndjson: ingest };
     } finally {
       for (const r of reqs) r.destroy();
+      await srv.stop();
+    }
+  },
+
+  // Issue 30.6: 1,100 connections on the API port that never finish their headers: is /healthz answered (on
+  // --health-port where the build has it, else on the API port)?
+  async headerflood() {
+    const hp = await supports('--health-port');
+    const srv = await serve(hp ? ['--health-port', '0'] : []);
+    const socks = [];
+    try {
+      for (let i = 0; i < 1100; i++) socks.push(await raw(srv.ports.api, 'GET /healthz HTTP/1.1\r\nhost: x\r\n'));
+      await sleep(1000);
+      const url = hp ? `http://127.0.0.1:${srv.ports.health}/healthz` : `${srv.api}/healthz`;
+      const t = performance.now();
+      const health = await Promise.race([fetch(url).then((r) => r.status, () => 'error'), sleep(5000).then(() => 'no answer in 5 s')]);
+      return { connections: 1100, healthPort: hp, healthz: health, ms: Math.round(performance.now() - t) };
+    } finally {
+      for (const s of socks) s.destroy();
       await srv.stop();
     }
   },
