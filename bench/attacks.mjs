@@ -57,6 +57,7 @@ async function serve(extra = [], env = process.env, dataDir = undefined) {
     api: `http://127.0.0.1:${ports.api}`,
     rssMiB: () => status('VmRSS'),
     peakMiB: () => status('VmHWM'),
+    stderr: () => err,
     alive: () => child.exitCode === null && child.signalCode === null,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -210,27 +211,65 @@ const attacks = {
   },
 
   // Issue 30.3: one NDJSON post to a pinned run whose edges name N distinct unknown agents: how long is the answer,
-  // and how long does /healthz wait meanwhile (probed every 20 ms)?
+  // and how long does /healthz wait meanwhile (probed every 20 ms; a probe still waiting counts with its age)? An
+  // answer not given within AGENTS_CAP_S (default 180) seconds is reported as such (an old build can take minutes).
+  // stored: the run's receipts read back after the answer (no acknowledged receipt lost). loopMaxCpuMs: inside the
+  // server, the most process CPU time spent between two turns of a 5 ms timer (a preload; all threads, so GC helper
+  // threads count too): the longest hold of the event loop in CPU time, which a loaded machine does not inflate as
+  // it inflates wall time (loopMaxWallMs).
   async agents() {
     const out = {};
+    const cap = Number(process.env.AGENTS_CAP_S ?? 180) * 1000;
+    const probe = join(mkdtempSync(join(tmpdir(), 'ta-attack-loop-')), 'loop.mjs');
+    writeFileSync(
+      probe,
+      `let c0 = process.cpuUsage(), t0 = performance.now(), cpu = 0, wall = 0;
+setInterval(() => { const c = process.cpuUsage(), t = performance.now(); cpu = Math.max(cpu, (c.user - c0.user + c.system - c0.system) / 1000); wall = Math.max(wall, t - t0); c0 = c; t0 = t; }, 5).unref();
+process.on('SIGUSR2', () => { process.stderr.write('LOOP ' + JSON.stringify({ cpu, wall }) + '\\n'); cpu = 0; wall = 0; });
+`,
+    );
+    const loop = async (srv) => {
+      const before = srv.stderr().length;
+      srv.child.kill('SIGUSR2');
+      for (let i = 0; i < 100 && !srv.stderr().slice(before).includes('LOOP '); i++) await sleep(50);
+      const m = /LOOP (\{.*\})/.exec(srv.stderr().slice(before));
+      return m ? JSON.parse(m[1]) : { cpu: NaN, wall: NaN };
+    };
     for (const n of (process.env.AGENTS ?? '2000,20000').split(',').map(Number)) {
-      const srv = await serve(['--max-body', '16MiB']);
+      const srv = await serve(['--max-body', '16MiB'], { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${probe}` });
+      await loop(srv); // start-up excluded
       try {
         const t0 = Date.parse('2026-01-01T00:00:00Z');
         let body = line({ run: 'wide', event: 's', type: 'run.start', at: new Date(t0).toISOString(), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });
         for (let i = 0; i < n; i++) body += line({ run: 'wide', event: `e${i}`, type: 'edge', at: new Date(t0 + i + 1).toISOString(), from: 'orchestrator', to: `unknown-${i}`, kind: 'delegate' });
         let done = false;
-        const p = post(srv.api, body).finally(() => (done = true));
+        const started = performance.now();
+        const p = fetch(`${srv.api}/v1/receipts`, { method: 'POST', body, headers: { 'content-type': 'application/x-ndjson' } })
+          .then(async (r) => ({ status: r.status, accepted: (await r.json()).accepted, ms: performance.now() - started }))
+          .finally(() => (done = true));
+        p.catch(() => {});
         const health = [];
-        while (!done) {
-          const t = performance.now();
-          await (await fetch(`${srv.api}/healthz`)).text();
-          health.push(performance.now() - t);
-          await sleep(20);
+        let probeAt = performance.now();
+        let probeErrors = 0;
+        const probes = (async () => {
+          while (!done && performance.now() - started < cap) {
+            probeAt = performance.now();
+            // a connection of its own per probe (no keep-alive race with the server's idle timer); an error counts
+            // with its wait
+            await new Promise((res) => request({ host: '127.0.0.1', port: srv.ports.api, path: '/healthz', agent: false }, (r) => r.resume().on('end', res)).on('error', () => res(probeErrors++)).end());
+            health.push(performance.now() - probeAt);
+            await sleep(20);
+          }
+        })();
+        const r = await Promise.race([p, sleep(cap).then(() => null)]);
+        if (!r) {
+          out[n] = { status: `no answer in ${cap / 1000} s`, healthzProbes: health.length, probeErrors, healthzMaxMs: `>=${Math.round(Math.max(performance.now() - probeAt, ...health))}` };
+          continue;
         }
-        const r = await p;
-        const v = await (await fetch(`${srv.api}/api/v1/runs/wide/verdict`)).json();
-        out[n] = { status: r.status, ms: Math.round(r.ms), verdict: v.verdict, healthzMaxMs: Math.round(Math.max(0, ...health)) };
+        await probes;
+        const held = await loop(srv);
+        const run = await (await fetch(`${srv.api}/api/v1/runs/wide`)).json();
+        out[n] = { status: r.status, ms: Math.round(r.ms), accepted: r.accepted, stored: run.receipts?.length, verdict: run.verdict, unknownAgents: run.findings?.filter((f) => f.code === 'unknown_agent').length, healthzProbes: health.length, probeErrors, healthzMaxMs: Math.round(Math.max(0, ...health)), loopMaxCpuMs: Math.round(held.cpu), loopMaxWallMs: Math.round(held.wall) };
       } finally {
         await srv.stop();
       }
@@ -266,7 +305,22 @@ const attacks = {
         else await as(T.res, ok).then(() => as(T.orch, bad));
         masked[first + 'First'] = await verdict(run);
       }
-      return { forgedRoot: `${rootBefore} -> ${rootAfter}`, masked };
+      // The reviewer's CANCELLED for the owner's expired handoff to the specialist (lease_expired_open would go).
+      const h = { run: 'forge-cancel', type: 'handoff', handoff: 'h-1', attempt: 1, to: 'manual-specialist', from: 'fieldops-main' };
+      await as(T.owner, [
+        { run: 'forge-cancel', event: 'e1', type: 'run.start', at: '2025-03-14T10:00:00Z', contract: 'fieldops-manual', version: '1', phase: 'specialist', from: 'fieldops-main' },
+        { ...h, event: 'e2', at: '2025-03-14T10:00:01Z', state: 'PROPOSED', leaseExpiresAt: '2025-03-14T10:02:00Z', finalOwner: 'fieldops-main', onTimeout: 'return-ownership' },
+        { ...h, event: 'e3', at: '2025-03-14T10:00:02Z', state: 'ADMITTED' },
+        { ...h, event: 'e4', at: '2025-03-14T10:00:03Z', state: 'DISPATCHED' },
+      ].map(line).join(''));
+      const cancelState = async () => {
+        const v = await (await fetch(`${srv.api}/api/v1/runs/forge-cancel`)).json();
+        return `${v.verdict}${v.findings.some((f) => f.code === 'lease_expired_open') ? ' (lease_expired_open)' : ''}`;
+      };
+      const cancelBefore = await cancelState();
+      const forged = await as(T.rev, line({ ...h, event: 'c1', at: '2025-03-14T10:01:00Z', state: 'CANCELLED', from: 'manual-reviewer-a' }));
+      const cancelAfter = await cancelState();
+      return { forgedRoot: `${rootBefore} -> ${rootAfter}`, forgedCancel: `${cancelBefore} -> ${cancelAfter} (accepted ${forged.accepted})`, masked };
     } finally {
       await srv.stop();
     }
@@ -337,9 +391,28 @@ const attacks = {
       await sleep(3000);
       const health = await Promise.race([fetch(`${srv.api}/healthz`).then((r) => r.status, () => 'error'), sleep(5000).then(() => 'no answer in 5 s')]);
       const ingest = await Promise.race([post(srv.api, startLine('x')).then((r) => r.status, () => 'error'), sleep(5000).then(() => 'no answer in 5 s')]);
-      return { longPolls: 1100, answered: statuses, healthz: health, ndjson: ingest };
+      return { longPolls: 1100, answered: { ...statuses }, healthz: health, ndjson: ingest };
     } finally {
       for (const r of reqs) r.destroy();
+      await srv.stop();
+    }
+  },
+
+  // Issue 30.6: 1,100 connections on the API port that never finish their headers: is /healthz answered (on
+  // --health-port where the build has it, else on the API port)?
+  async headerflood() {
+    const hp = await supports('--health-port');
+    const srv = await serve(hp ? ['--health-port', '0'] : []);
+    const socks = [];
+    try {
+      for (let i = 0; i < 1100; i++) socks.push(await raw(srv.ports.api, 'GET /healthz HTTP/1.1\r\nhost: x\r\n'));
+      await sleep(1000);
+      const url = hp ? `http://127.0.0.1:${srv.ports.health}/healthz` : `${srv.api}/healthz`;
+      const t = performance.now();
+      const health = await Promise.race([fetch(url).then((r) => r.status, () => 'error'), sleep(5000).then(() => 'no answer in 5 s')]);
+      return { connections: 1100, healthPort: hp, healthz: health, ms: Math.round(performance.now() - t) };
+    } finally {
+      for (const s of socks) s.destroy();
       await srv.stop();
     }
   },

@@ -44,6 +44,8 @@ describe('the API port under long-polls and a connection flood', () => {
     expect((await fetch(`${srv.api}/healthz`)).status).toBe(200);
     expect((await fetch(`${srv.api}/api/v1/runs/slow`)).status).toBe(200);
     expect((await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body: start.replace('"s"', '"s2"').replace('"slow"', '"other"') })).status).toBe(200);
+    // the acknowledged receipt is stored
+    expect(((await (await fetch(`${srv.api}/api/v1/runs/other`)).json()) as { receipts: { event: string }[] }).receipts.map((r) => r.event)).toEqual(['s2']);
     expect(statuses.filter((s) => s !== 429)).toEqual([]);
   });
 

@@ -61,6 +61,12 @@ describe('gRPC (node:http2) admission after the message', () => {
     });
     expect(otlp.status).toBe(200);
     expect((await fetch(`${srv.api}/readyz`)).status).toBe(200);
-    expect((await fetch(`${srv.api}/api/v1/runs/honest-otlp`)).status).toBe(200);
+    // both acknowledged receipts are stored
+    for (const run of ['honest-ndjson', 'honest-otlp']) {
+      const v = await fetch(`${srv.api}/api/v1/runs/${run}`);
+      expect(v.status, run).toBe(200);
+      // (the OTLP receipt's event id is its span's id)
+      expect(((await v.json()) as { receipts: { type: string }[] }).receipts.map((r) => r.type), run).toEqual(['run.start']);
+    }
   });
 });
