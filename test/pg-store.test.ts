@@ -11,13 +11,16 @@ import {
   ReceiptStore,
   StoreCommitError,
   partitionOf,
+  type AppendPin,
   type AppendResult,
   type PgStoreOptions,
   type SpanLogEntry,
   type StoredReceipt,
 } from '../src/store/index.js';
 import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
-import { at, edge, end, start, wait } from './helpers/receipts.js';
+import { at, edge, end, ms, registryOf, start, wait } from './helpers/receipts.js';
+import { AuditEngine } from '../src/audit/engine.js';
+import { ClusterEngineStore } from '../src/cluster/engine-store.js';
 import { until } from './helpers/wait.js';
 
 let cluster: PgCluster;
@@ -453,6 +456,95 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     expect(await s.prune(1_000, 10_000, [])).toBe(0);
     expect(await s.prune(1_000, 10_000, [3])).toBe(1);
     expect(await s.counts()).toEqual({ receipts: 4, runs: 2 });
+  });
+});
+
+describe('PgStore: pins inside the append (issue 31.3)', () => {
+  const C = (version: string): string => `
+contract: t
+version: "${version}"
+owner: o
+agents: [o, r]
+allow:
+  - o -> r : delegate
+phases:
+  main:
+    outcome: optional
+    expect:
+      - o -> r : delegate
+`;
+  const registry = registryOf(C('1'), C('2'));
+  const pinOf = (run: string, version: string): AppendPin => {
+    const c = registry.get('t', version)!;
+    return { run, pin: { contract: 't', version, phase: 'main' }, contractHash: c.hash, contract: 't', version, content: c.canonical };
+  };
+  /** The pin row and its contract's content as another connection reads them. */
+  async function stored(url: string, run: string): Promise<{ version: string; contract_hash: string; content: string | null } | undefined> {
+    const rows = await sql<{ version: string; contract_hash: string; content: string | null }>(
+      url,
+      'SELECT p.version, p.contract_hash, c.content FROM pins p LEFT JOIN contracts c ON c.hash = p.contract_hash WHERE p.run = $1',
+      [run],
+    );
+    return rows[0];
+  }
+
+  it('the fast path (every receipt new) commits the pin and its content in its one statement', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a');
+    const res = await s.append([delivery(start('s', 0, { run: 'n1' })), delivery(edge('e1', 1, 'o -> r : delegate', { run: 'n1' }))], [], [pinOf('n1', '1')]);
+    expect(res.results).toEqual(['accepted', 'accepted']);
+    expect(await stored(url, 'n1')).toEqual({ version: '1', contract_hash: registry.get('t', '1')!.hash, content: registry.get('t', '1')!.canonical });
+    expect(res.pins?.get('n1')).toEqual({ pin: { contract: 't', version: '1', phase: 'main' }, contractHash: registry.get('t', '1')!.hash });
+  });
+
+  it('the transactional path (a redelivery in the group) commits the pin and its content with the receipts', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a');
+    const x = delivery(start('s', 0, { run: 'm0' }));
+    await s.append([x]);
+    const res = await s.append([x, delivery(start('s', 0, { run: 'm1' }))], [], [pinOf('m1', '2')]);
+    expect(res.results).toEqual(['duplicate', 'accepted']);
+    expect(await stored(url, 'm1')).toEqual({ version: '2', contract_hash: registry.get('t', '2')!.hash, content: registry.get('t', '2')!.canonical });
+    expect(res.pins?.get('m1')?.pin.version).toBe('2');
+    // A key twice in one group (two appends of the same turn) also takes it: per run the first pin of the group wins.
+    const [one, two] = await Promise.all([
+      s.append([delivery(start('s', 0, { run: 'm2' }))], [], [pinOf('m2', '1')]),
+      s.append([delivery(start('s', 0, { run: 'm2' }))], [], [pinOf('m2', '2')]),
+    ]);
+    expect([one.results, two.results]).toEqual([['accepted'], ['duplicate']]);
+    expect(one.pins?.get('m2')?.pin.version).toBe('1');
+    expect(two.pins?.get('m2')?.pin.version).toBe('1');
+    expect((await stored(url, 'm2'))?.version).toBe('1');
+  });
+
+  it('a pin written before wins on both paths; the result carries the pin in force', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a');
+    await s.setPin('w1', { contract: 't', version: '2', phase: 'main' }, registry.get('t', '2')!.hash);
+    const fast = await s.append([delivery(start('s', 0, { run: 'w1' }))], [], [pinOf('w1', '1')]);
+    expect(fast.pins?.get('w1')?.pin.version).toBe('2');
+    const x = delivery(edge('e1', 1, 'o -> r : delegate', { run: 'w1' }));
+    await s.append([x]);
+    const slow = await s.append([x, delivery(edge('e2', 2, 'o -> r : delegate', { run: 'w1' }))], [], [pinOf('w1', '1')]);
+    expect(slow.results).toEqual(['duplicate', 'accepted']);
+    expect(slow.pins?.get('w1')?.pin.version).toBe('2');
+    expect((await stored(url, 'w1'))?.version).toBe('2');
+  });
+
+  it('an engine over the cluster store: the pin of a new run is in the shared store once ingest resolves, not behind on the tick', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a');
+    const shared = new ClusterEngineStore(s, () => []);
+    const engine = new AuditEngine(registryOf(C('1')), shared, { retentionMs: 3_600_000, owns: () => true });
+    await engine.ingest([start('s', 0, { run: 'c1' }), edge('e1', 1, 'o -> r : delegate', { run: 'c1' })], 'test', ms(2));
+    const c = registryOf(C('1')).get('t', '1')!;
+    expect(await stored(url, 'c1')).toEqual({ version: '1', contract_hash: c.hash, content: c.canonical });
+    expect(engine.verdictOf('c1')?.pin).toMatchObject({ contract: 't', version: '1' });
+    expect(shared.getPin('c1')?.contractHash).toBe(c.hash);
+    // Nothing left to write behind for it: the flush writes no pin (one row, the same), and no write failed.
+    await shared.sync();
+    expect(await sql(url, 'SELECT run FROM pins')).toEqual([{ run: 'c1' }]);
+    expect(shared.failedWrites).toBe(0);
   });
 });
 

@@ -1,7 +1,7 @@
 /**
- * The live auditor, in four steps per batch: append (the store commits the receipts) -> fold (RunState.add) ->
- * pin (resolve the run's pin, persist the first one) -> evaluate (the pure `evaluate` of src/core, which reads
- * and writes no store). Keeps one RunState per live run in memory (rebuilt from the store on start),
+ * The live auditor, in four steps per batch: append (the store commits the receipts, and the first pin of each new
+ * run with them) -> fold (RunState.add) -> pin (the run's pinning: the stored pin, or a later run.start's) ->
+ * evaluate (the pure `evaluate` of src/core, which reads and writes no store). Keeps one RunState per live run in memory (rebuilt from the store on start),
  * re-evaluates only the runs a batch touched, and moves verdicts with time through a deadline heap fed by each
  * verdict's nextChangeAt. Every change of a live run is announced to its listeners (`runChanged`).
  *
@@ -16,7 +16,7 @@ import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
+import type { AppendPin, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
@@ -353,7 +353,7 @@ export class AuditEngine extends EventEmitter {
     try {
       const scope = this.opts.sourceScopedEvents && source !== 'auditor' ? sourceTag(source) : undefined;
       const items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
-      res = await this.store.append(items, spanLog);
+      res = await this.store.append(items, spanLog, this.firstPins(receipts));
       if (scope !== undefined) {
         // Stored under a source-scoped id (another source holds this event id): folded as stored.
         items.forEach((it, i) => {
@@ -367,6 +367,13 @@ export class AuditEngine extends EventEmitter {
       const results = res.results;
       const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && (!this.opts.owns || this.opts.owns(r.run))).map((r) => r.run);
       await this.ahead.around(conflicted, () => this.fold(receipts, results, digests, perType, touched, now));
+      // The pins the append wrote (or found in force): held by their live runs, so the pin step persists nothing.
+      if (res.pins) {
+        for (const [run, record] of res.pins) {
+          const live = this.runs.get(run);
+          if (live && !live.pin) live.pin = record;
+        }
+      }
     } finally {
       release();
     }
@@ -383,6 +390,43 @@ export class AuditEngine extends EventEmitter {
     }
     if (waiting) await Promise.all(waiting);
     return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts };
+  }
+
+  /**
+   * The first pins of the runs of a batch that this instance folds and that have no pin record (held by the live run
+   * or stored), resolved as the pin step would resolve them (Pinner.firstPin): written by the append, in its
+   * transaction. A run that left live memory idle is left to its pin step (its fold reloads every stored receipt).
+   */
+  private firstPins(receipts: readonly Receipt[]): AppendPin[] | undefined {
+    let starts: Map<string, Receipt[]> | undefined;
+    let pinned: Set<string> | undefined;
+    for (const r of receipts) {
+      const listed = starts?.get(r.run);
+      if (listed) {
+        if (r.type === 'run.start') listed.push(r);
+      } else if (!pinned?.has(r.run)) {
+        if (this.needsFirstPin(r.run)) (starts ??= new Map()).set(r.run, r.type === 'run.start' ? [r] : []);
+        else (pinned ??= new Set()).add(r.run);
+      }
+    }
+    if (!starts) return undefined;
+    const pins: AppendPin[] = [];
+    for (const [run, list] of starts) {
+      const p = this.pinner.firstPin(run, this.runs.get(run)?.state.firstStart() ?? null, list);
+      if (p) pins.push(p);
+    }
+    return pins;
+  }
+
+  /** Whether a run of a batch gets its first pin with the append (see firstPins). */
+  private needsFirstPin(run: string): boolean {
+    if ((this.opts.owns && !this.opts.owns(run)) || this.evicted.has(run)) return false;
+    const live = this.runs.get(run);
+    if (!live) return true;
+    if (live.pin) return false;
+    const stored = this.store.getPin(run);
+    if (stored) live.pin = stored;
+    return !stored;
   }
 
   /**

@@ -1,14 +1,17 @@
 /**
  * The pin step of append -> fold -> pin -> evaluate, and the pins of runs other instances hold: which contract a run
  * is judged by. A stored pin holds while no run.start names another one (pinGoverns, src/core/pin.ts); the first
- * pin is persisted with its contract's content, so a run keeps its pinned content even if the file changes.
+ * pin is persisted with its contract's content, so a run keeps its pinned content even if the file changes. A run's
+ * first pin is resolved before the append that brings the run (firstPin) and written in the append's transaction:
+ * no stored run is ever without its pin, even after a kill -9 right after the COMMIT. The pin step persists only what
+ * no append pinned (a restored run without a pin, a run that became pinnable otherwise).
  */
 import { contractFromCanonical, type Contract } from '../core/contract.js';
 import { RunState, evaluate, resolvePin, type Pinning } from '../core/classify.js';
 import { pinGoverns } from '../core/pin.js';
 import type { ContractRegistry } from '../core/registry.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
-import type { PinRecord } from '../store/index.js';
+import type { AppendPin, PinRecord } from '../store/index.js';
 import type { DetachedRun, PinStore } from './store.js';
 
 /** Pins of runs other instances hold, kept for the run-scope rule (oldest dropped first beyond this). */
@@ -95,11 +98,28 @@ export class Pinner {
   scopeContract(run: string, held: PinRecord | undefined, first: Receipt | null, batch: readonly Receipt[]): Contract | null {
     const record = held ?? this.store.getPin(run) ?? this.foreign.get(run);
     if (record) return this.contracts.get(record.contractHash) ?? null;
+    const p = this.unpinned(run, first, batch.filter((r) => r.run === run && r.type === 'run.start'));
+    return p.ok ? p.contract : null;
+  }
+
+  /**
+   * The first pin of a run that has no pin record, resolved before the append that brings `starts` (the batch's
+   * run.starts of the run; `first`: the earliest run.start the live run holds) as the pin step after the fold
+   * resolves it: the append writes it, with its contract's content, in its transaction. Null: no contract resolves.
+   */
+  firstPin(run: string, first: Receipt | null, starts: readonly Receipt[]): AppendPin | null {
+    const p = this.unpinned(run, first, starts);
+    if (!p.ok) return null;
+    const c = p.contract;
+    return { run, pin: p.pin, contractHash: c.hash, contract: c.contract, version: c.version, content: c.canonical };
+  }
+
+  /** Before a run's first pin: the pin its earliest run.start (`first`, or among `starts`) names, else the default's. */
+  private unpinned(run: string, first: Receipt | null, starts: readonly Receipt[]): Pinning {
     const state = new RunState(run);
     if (first) state.add(first);
-    for (const r of batch) if (r.run === run && r.type === 'run.start') state.add(r);
-    const p = resolvePin(state, this.registry, this.defaultContract);
-    return p.ok ? p.contract : null;
+    for (const r of starts) state.add(r);
+    return resolvePin(state, this.registry, this.defaultContract);
   }
 
   /** Whether a foreign run's pin is known here already. */

@@ -5,11 +5,17 @@
  * RemoteRuns.
  */
 import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
-import type { AppendResult, LiveRun as StoredRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
+import type { AppendPin, AppendResult, LiveRun as StoredRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
 
-/** Appends a batch; resolves only after its COMMIT (an acknowledged receipt is never lost), rejects if none. */
+/**
+ * Appends a batch; resolves only after its COMMIT (an acknowledged receipt is never lost), rejects if none. `pins`:
+ * the first pins of the batch's runs that have none yet (Pinner.firstPins), written with their contracts' content in
+ * the same transaction as the receipts (the first pin written wins: a run pinned before keeps its pin); the result's
+ * `pins` are the pins in force of those runs. So a stored run is never without its pin, even after a kill -9 right
+ * after the COMMIT.
+ */
 export interface ReceiptAppender {
-  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult>;
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[], pins?: readonly AppendPin[]): Promise<AppendResult>;
 }
 
 /** A run's stored receipts: every distinct content per (run, event), in commit order. */
@@ -26,7 +32,12 @@ export interface SyncReceiptReader {
   runReceipts(run: string): Receipt[];
 }
 
-/** Pins (the first written wins, never changed) and the pinned contracts' content by hash. */
+/**
+ * Pins (the first written wins, never changed) and the pinned contracts' content by hash. A run's first pin is
+ * written by the append that brings its receipts (ReceiptAppender); setPin and putContractContent write what no
+ * append pinned (a run restored without a pin, or pinned only after an evaluation), with the store's next group
+ * commit (SQLite) or behind on the tick (the cluster's view of PostgreSQL).
+ */
 export interface PinStore {
   getPin(run: string): PinRecord | null;
   setPin(run: string, pin: Pin, contractHash: string): PinRecord;

@@ -1,14 +1,16 @@
 /**
  * The engine's store in cluster mode (`serve --store postgres://...`): the AuditEngine reads pins and contract
  * content synchronously, so this view answers them from what this instance holds (loaded when it takes a partition
- * over, or written by it), and writes them behind to the shared PostgreSQL store. Receipts go straight to the shared
- * store's group commit: an append resolves only after the PostgreSQL COMMIT (acknowledged = committed). A run's
+ * over, or written by it). Receipts go straight to the shared store's group commit: an append resolves only after
+ * the PostgreSQL COMMIT (acknowledged = committed), and a run's first pin handed to the append (with its contract's
+ * content) is written in that same transaction. Pins set otherwise (setPin: a run not pinned by an append) are
+ * written behind by the next flush (the tick), contract content by putContractContent. A run's
  * receipts are read back from the shared store, asynchronously (readReceipts), when the engine needs them: this
  * instance holds no receipt in memory, only the live runs' aggregates, as a single instance does.
  */
 import type { Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
-import type { AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
+import type { AppendPin, AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { EngineStore } from '../audit/engine.js';
 
@@ -37,9 +39,17 @@ export class ClusterEngineStore implements EngineStore {
     private readonly log: (event: string, fields?: Record<string, unknown>) => void = () => {},
   ) {}
 
-  /** Stores receipts: resolves only after the shared store's COMMIT. */
-  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
-    return this.pg.append(items, spanLog);
+  /**
+   * Stores receipts, and the first pins of their runs in the same transaction: resolves only after the shared store's
+   * COMMIT. The pins in force (this append's, or another writer's written before) are held here from then on.
+   */
+  async append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[], pins?: readonly AppendPin[]): Promise<AppendResult> {
+    const res = await this.pg.append(items, spanLog, pins);
+    if (pins?.length) {
+      for (const p of pins) if (!this.contracts.has(p.contractHash)) this.contracts.set(p.contractHash, p.content);
+      if (res.pins) for (const [run, record] of res.pins) this.pins.set(run, record);
+    }
+    return res;
   }
 
   /**

@@ -7,6 +7,7 @@ export {
   type SpanLogEntry,
   type AppendOutcome,
   type AppendResult,
+  type AppendPin,
   type PinRecord,
   type LiveRun,
   type ReceiptStoreOptions,

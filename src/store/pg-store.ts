@@ -37,6 +37,7 @@ import {
   scopedEventId,
   sourceScopedEvent,
   type AppendOutcome,
+  type AppendPin,
   type AppendResult,
   type LiveRun,
   type PinRecord,
@@ -50,9 +51,11 @@ import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-sche
 /**
  * The one statement that stores a group's receipt rows ($1, JSON rows, inserted in order, ON CONFLICT DO NOTHING),
  * touches `runs` for the rows that went in (in run order, as setVerdictStates, so the two never wait on each other's row
- * locks in a cycle) and inserts the span log entries ($2); $3 the instance, $4 its life. `gate` is a condition
- * evaluated before the first row goes in (the fast path takes the ordering lock there); `inserted` computes the
- * answer from `n`, the number of receipt rows that went in.
+ * locks in a cycle) and inserts the span log entries ($2); $3 the instance, $4 its life; the first pins the appends
+ * carry ($5, in run order as setPins; ON CONFLICT DO NOTHING: the first pin written wins) and their contracts' content
+ * ($6, by hash, first write wins). `gate` is a condition evaluated before the first row goes in (the fast path takes
+ * the ordering lock there: before a receipt or a pin row goes in); `inserted` computes the answer from `n`, the number
+ * of receipt rows that went in; `pinned` lists the runs whose pin went in.
  */
 function writeRowsSql(gate: string, inserted: string): string {
   return `WITH ins AS (
@@ -73,8 +76,24 @@ function writeRowsSql(gate: string, inserted: string): string {
      SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
      FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
      ORDER BY s.ord
+   ), pinned AS (
+     INSERT INTO pins (run, contract, version, phase, contract_hash)
+     SELECT p.v->>0, p.v->>1, p.v->>2, p.v->>3, p.v->>4
+     FROM json_array_elements($5::json) WITH ORDINALITY AS p(v, ord)
+     WHERE ${gate}
+     ORDER BY p.ord
+     ON CONFLICT (run) DO NOTHING
+     RETURNING run
+   ), pinned_contracts AS (
+     INSERT INTO contracts (hash, contract, version, content)
+     SELECT k.v->>0, k.v->>1, k.v->>2, k.v->>3
+     FROM json_array_elements($6::json) WITH ORDINALITY AS k(v, ord)
+     WHERE ${gate}
+     ORDER BY k.ord
+     ON CONFLICT (hash) DO NOTHING
    )
-   SELECT ${inserted} AS inserted FROM (SELECT count(*) AS n FROM ins) AS c`;
+   SELECT ${inserted} AS inserted, (SELECT coalesce(json_agg(run), '[]'::json) FROM pinned) AS pinned
+   FROM (SELECT count(*) AS n FROM ins) AS c`;
 }
 
 export class TrustMismatchError extends Error {}
@@ -129,6 +148,7 @@ export interface LeaseRow {
 interface QueuedAppend {
   items: StoredReceipt[];
   spanLog: SpanLogEntry[];
+  pins: readonly AppendPin[];
   promise: Promise<AppendResult>;
   resolve: (result: AppendResult) => void;
   reject: (error: Error) => void;
@@ -165,6 +185,48 @@ function holds(state: KeyState, receipt: Receipt): boolean {
 }
 
 type Row = Record<string, unknown>;
+
+/** The parameters of writeRowsSql, made before the transaction opens (JSON texts). */
+interface WriteParams {
+  rows: string;
+  spans: string;
+  pins: string;
+  contracts: string;
+  /** Receipt rows, span log entries and pins to write (0: nothing to do). */
+  count: number;
+  receipts: number;
+}
+
+/**
+ * A group's first pins: per run the first carried (group order), in run order as JSON, with their contracts' content
+ * (but those this store committed before: `stored`).
+ */
+interface GroupPins {
+  byRun: Map<string, AppendPin>;
+  pins: string;
+  contracts: string;
+}
+
+function groupPins(group: readonly QueuedAppend[], stored: ReadonlySet<string>): GroupPins {
+  const byRun = new Map<string, AppendPin>();
+  const contracts = new Map<string, AppendPin>();
+  for (const a of group) {
+    for (const p of a.pins) {
+      if (!byRun.has(p.run)) byRun.set(p.run, p);
+      if (!stored.has(p.contractHash) && !contracts.has(p.contractHash)) contracts.set(p.contractHash, p);
+    }
+  }
+  // Runs in key order, as setPins: two writers' pin inserts never wait on each other in a cycle.
+  const runs = [...byRun.keys()].sort();
+  return {
+    byRun,
+    pins: JSON.stringify(runs.map((run) => {
+      const p = byRun.get(run)!;
+      return [run, p.pin.contract, p.pin.version, p.pin.phase, p.contractHash];
+    })),
+    contracts: JSON.stringify([...contracts.values()].map((p) => [p.contractHash, p.contract, p.version, p.content])),
+  };
+}
 
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
@@ -280,6 +342,8 @@ export class PgStore {
   private closing: Promise<void> | null = null;
   private commitCount = 0;
   private failedCommitCount = 0;
+  /** Contract hashes whose content an append of this store committed (content under a hash never changes). */
+  private readonly storedContracts = new Set<string>();
 
   private constructor(pool: pg.Pool, partitions: number, opts: PgStoreOptions) {
     this.pool = pool;
@@ -329,11 +393,12 @@ export class PgStore {
   }
 
   /**
-   * Stores receipts (and span log entries) of one delivery. Resolves only after the transaction holding them
-   * committed; appends of the same event-loop turn share it. Rejects with StoreCommitError when the commit fails
-   * (nothing of the group stored) or when too many receipts already wait (code STORE_SATURATED).
+   * Stores receipts (and span log entries) of one delivery, and the first pins of its runs (`pins`, with their
+   * contracts' content) in the same transaction: the result's `pins` are the pins in force. Resolves only after the
+   * transaction holding them committed; appends of the same event-loop turn share it. Rejects with StoreCommitError
+   * when the commit fails (nothing of the group stored) or when too many receipts already wait (code STORE_SATURATED).
    */
-  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[], pins?: readonly AppendPin[]): Promise<AppendResult> {
     if (this.closing !== null) return Promise.reject(new Error('receipt store is closed'));
     if (items.length === 0 && !spanLog?.length) return Promise.resolve(emptyResult());
     if (this.queuedReceipts + items.length > this.maxQueued && this.queue.length > 0) {
@@ -345,7 +410,7 @@ export class PgStore {
       resolve = res;
       reject = rej;
     });
-    this.queue.push({ items: [...items], spanLog: spanLog ? [...spanLog] : [], promise, resolve, reject });
+    this.queue.push({ items: [...items], spanLog: spanLog ? [...spanLog] : [], pins: pins ?? [], promise, resolve, reject });
     this.queuedReceipts += items.length;
     this.scheduleFlush();
     return promise;
@@ -1038,6 +1103,7 @@ export class PgStore {
   private async commitGroup(group: QueuedAppend[]): Promise<AppendResult[]> {
     const items = group.flatMap((a) => a.items);
     const spans = group.flatMap((a) => a.spanLog);
+    const pins = groupPins(group, this.storedContracts);
     const keys = new Set<string>();
     for (const { receipt } of items) keys.add(`${receipt.run}\u0000${receipt.event}`);
     if (keys.size === items.length) {
@@ -1046,16 +1112,64 @@ export class PgStore {
       // When a row was stored before (a retry, a conflict), the statement fails on purpose (nothing of it stays) and
       // the group is decided in a transaction below.
       const fastRows = items.map(({ receipt, source, receivedAt }) => ({ receipt, body: compactReceiptJson(receipt), variant: 0, source, receivedAt }));
-      if (await this.writeAllNew(this.writeParams(fastRows, spans))) {
-        return group.map((a) => ({ accepted: a.items.length, duplicates: 0, conflicts: 0, results: a.items.map((): AppendOutcome => 'accepted') }));
+      const pinned = await this.writeAllNew(this.writeParams(fastRows, spans, pins));
+      if (pinned !== null) {
+        const results = group.map((a): AppendResult => ({ accepted: a.items.length, duplicates: 0, conflicts: 0, results: a.items.map((): AppendOutcome => 'accepted') }));
+        return this.withPins(group, results, pins, pinned);
       }
     }
-    return this.inTransaction(async (client) => {
+    let pinned: string[] = [];
+    const results = await this.inTransaction(async (client) => {
       const { results, rows } = await this.decide(client, group);
-      const written = await this.writeRows(client, this.writeParams(rows, spans));
-      if (written !== rows.length) throw new Error(`postgres store: ${rows.length - written} decided receipts were already stored (a writer without the ordering lock?)`);
+      const written = await this.writeRows(client, this.writeParams(rows, spans, pins));
+      if (written.inserted !== rows.length) throw new Error(`postgres store: ${rows.length - written.inserted} decided receipts were already stored (a writer without the ordering lock?)`);
+      pinned = written.pinned;
       return results;
     }, `BEGIN; SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
+    return this.withPins(group, results, pins, pinned);
+  }
+
+  /**
+   * After a group's COMMIT: each append's result gets the pins in force of the runs whose first pin it carried (those
+   * `pinned` by the group's statement; a run pinned before it is read back, in one query).
+   */
+  private async withPins(group: readonly QueuedAppend[], results: AppendResult[], pins: GroupPins, pinned: readonly string[]): Promise<AppendResult[]> {
+    if (pins.byRun.size === 0) return results;
+    for (const p of pins.byRun.values()) this.storedContracts.add(p.contractHash);
+    const inForce = new Map<string, PinRecord>();
+    for (const run of pinned) {
+      const p = pins.byRun.get(run);
+      if (p) inForce.set(run, { pin: sharedPin(p.pin.contract, p.pin.version, p.pin.phase), contractHash: p.contractHash });
+    }
+    if (inForce.size < pins.byRun.size) {
+      try {
+        const before = await this.pinsOf([...pins.byRun.keys()].filter((run) => !inForce.has(run)));
+        for (const [run, record] of before) inForce.set(run, record);
+      } catch {
+        // Committed: the appends are acknowledged; a run without its pin in force here reads it as before (getPin).
+      }
+    }
+    group.forEach((a, i) => {
+      if (a.pins.length === 0) return;
+      const mine = new Map<string, PinRecord>();
+      for (const p of a.pins) {
+        const record = inForce.get(p.run);
+        if (record) mine.set(p.run, record);
+      }
+      results[i].pins = mine;
+    });
+    return results;
+  }
+
+  /** The stored pins of runs, by run (runs without one are absent). */
+  private async pinsOf(runs: readonly string[]): Promise<Map<string, PinRecord>> {
+    const out = new Map<string, PinRecord>();
+    if (runs.length === 0) return out;
+    const res = await this.pool.query('SELECT run, contract, version, phase, contract_hash FROM pins WHERE run = ANY($1::text[])', [[...runs]]);
+    for (const row of res.rows as Row[]) {
+      out.set(row.run as string, { pin: sharedPin(row.contract as string, row.version as string, row.phase as string), contractHash: row.contract_hash as string });
+    }
+    return out;
   }
 
   /**
@@ -1065,17 +1179,17 @@ export class PgStore {
    * statement raises division_by_zero at its end, so its implicit transaction rolls back whole: false. True when
    * every row went in (committed).
    */
-  private async writeAllNew(p: { rows: string; spans: string; count: number; receipts: number }): Promise<boolean> {
-    if (p.count === 0) return true;
+  private async writeAllNew(p: WriteParams): Promise<string[] | null> {
+    if (p.count === 0) return [];
     try {
-      await this.pool.query({
-        name: 'ta_append_fast_v1',
-        text: writeRowsSql(`(SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)`, 'CASE WHEN n = $5::bigint THEN n ELSE n / (n - n) END'),
-        values: [p.rows, p.spans, this.instance, this.life, p.receipts],
+      const res = await this.pool.query({
+        name: 'ta_append_fast_v2',
+        text: writeRowsSql(`(SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)`, 'CASE WHEN n = $7::bigint THEN n ELSE n / (n - n) END'),
+        values: [p.rows, p.spans, this.instance, this.life, p.pins, p.contracts, p.receipts],
       });
-      return true;
+      return res.rows[0].pinned as string[];
     } catch (e) {
-      if ((e as { code?: string }).code === '22012') return false; // a row was there: decided in a transaction
+      if ((e as { code?: string }).code === '22012') return null; // a row was there: decided in a transaction
       throw e;
     }
   }
@@ -1172,12 +1286,14 @@ export class PgStore {
    * The parameters of writeRows as two JSON texts (rows, span log entries), made before the transaction opens: a group
    * of 20,000 receipts takes a while to serialise, and the ordering lock must not be held, idle, meanwhile.
    */
-  private writeParams(rows: readonly NewRow[], spans: readonly SpanLogEntry[]): { rows: string; spans: string; count: number; receipts: number } {
+  private writeParams(rows: readonly NewRow[], spans: readonly SpanLogEntry[], pins: GroupPins): WriteParams {
     return {
       receipts: rows.length,
       rows: JSON.stringify(rows.map((r) => [r.receipt.run, r.receipt.event, r.variant, r.body, r.source, r.receivedAt, this.partitionOf(r.receipt.run)])),
       spans: JSON.stringify(spans.map((e) => [e.traceId, this.partitionOf(e.traceId), e.loggedAt, e.body, e.forwarded === true])),
-      count: rows.length + spans.length,
+      pins: pins.pins,
+      contracts: pins.contracts,
+      count: rows.length + spans.length + pins.byRun.size,
     };
   }
 
@@ -1186,12 +1302,12 @@ export class PgStore {
    * run order, as setVerdictStates, so the two never wait on each other's row locks in a cycle) and inserts the span
    * log entries. Returns how many receipt rows went in.
    */
-  private async writeRows(client: PoolClient, p: { rows: string; spans: string; count: number }): Promise<number> {
-    if (p.count === 0) return 0;
+  private async writeRows(client: PoolClient, p: WriteParams): Promise<{ inserted: number; pinned: string[] }> {
+    if (p.count === 0) return { inserted: 0, pinned: [] };
     const res = await client.query(
       writeRowsSql('true', 'n'),
-      [p.rows, p.spans, this.instance, this.life],
+      [p.rows, p.spans, this.instance, this.life, p.pins, p.contracts],
     );
-    return Number(res.rows[0].inserted);
+    return { inserted: Number(res.rows[0].inserted), pinned: res.rows[0].pinned as string[] };
   }
 }

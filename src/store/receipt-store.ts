@@ -15,7 +15,8 @@
  * for the next group: the batching follows the load without a fixed wait.
  *
  * Pins, verdict states and contract content ride in the same queue: they are visible to reads at once and
- * durable no later than the next acknowledged append.
+ * durable no later than the next acknowledged append. A run's first pin handed to `append` itself (with its
+ * contract's content) is written in the transaction of that append's receipts: durable exactly when they are.
  */
 import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
@@ -82,11 +83,31 @@ export interface AppendResult {
   conflicts: number;
   /** Per input index. A conflict is stored beside the first version; a duplicate is not stored again. */
   results: AppendOutcome[];
+  /**
+   * The pins in force, after the commit, of the runs whose first pin this append carried (AppendPin): its own, or the
+   * one written before it (the first pin written wins). A run whose pin row is gone (pruned meanwhile) is absent.
+   */
+  pins?: Map<string, PinRecord>;
 }
 
 export interface PinRecord {
   pin: Pin;
   contractHash: string;
+}
+
+/**
+ * A run's first pin, handed to `append` with the receipts that bring the run (or make it pinnable) and written in
+ * the same transaction (both stores), with its contract's content when that is not stored yet. A run that has a pin
+ * keeps it: the first pin written wins and is never changed.
+ */
+export interface AppendPin {
+  run: string;
+  pin: Pin;
+  contractHash: string;
+  /** The pinned contract's name, version and canonical content (stored by contractHash; a hash names one content). */
+  contract: string;
+  version: string;
+  content: string;
 }
 
 export interface LiveRun {
@@ -156,6 +177,7 @@ export interface SpanLogEntry {
 interface QueuedAppend {
   items: StoredReceipt[];
   spanLog?: SpanLogEntry[];
+  pins?: readonly AppendPin[];
   resolve: (result: AppendResult) => void;
   reject: (error: Error) => void;
 }
@@ -348,6 +370,9 @@ export class ReceiptStore {
         this.stmt.touchRun.run(run, touch.firstAt, touch.lastAt);
       }
       for (const [run, p] of pins) this.stmt.insertPin.run(run, p.pin.contract, p.pin.version, p.pin.phase, p.contractHash);
+      // The first pins the appends carry, after those set before (the first written wins), with their content.
+      const contentsWritten = new Set<string>();
+      for (let i = 0; i < appends.length; i++) if (appends[i].pins) results[i].pins = this.insertAppendPins(appends[i].pins!, contentsWritten);
       for (const [run, state] of verdicts) {
         if (!touched.has(run) && this.stmt.isNewRun.get(run) === undefined) created.push(run);
         this.stmt.upsertVerdict.run(run, state.updatedAt, state.updatedAt, state.verdict, state.settled ? 1 : 0);
@@ -389,11 +414,11 @@ export class ReceiptStore {
    * Stores receipts. Resolves only after they are durably committed; concurrent calls share one transaction.
    * Rejects with StoreCommitError (nothing of the group stored) when the commit fails, e.g. disk full.
    */
-  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[]): Promise<AppendResult> {
+  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[], pins?: readonly AppendPin[]): Promise<AppendResult> {
     if (this.closed) return Promise.reject(new Error('receipt store is closed'));
     if (items.length === 0 && !spanLog?.length) return Promise.resolve(emptyResult());
     return new Promise<AppendResult>((resolve, reject) => {
-      this.queue.push({ items: [...items], spanLog: spanLog?.length ? [...spanLog] : undefined, resolve, reject });
+      this.queue.push({ items: [...items], spanLog: spanLog?.length ? [...spanLog] : undefined, pins: pins?.length ? pins : undefined, resolve, reject });
       this.queuedReceipts += items.length;
       if (!this.groupCommit || this.queuedReceipts >= this.maxBatch) this.flush();
       else this.scheduleFlush();
@@ -687,13 +712,19 @@ export class ReceiptStore {
       this.onCommit(Number(process.hrtime.bigint() - started) / 1e9, n);
     }
     for (const c of group.contracts) this.storedContracts.add(c.hash);
+    for (const a of appends) if (a.pins) for (const p of a.pins) this.storedContracts.add(p.contractHash);
     this.pendingPins = new Map();
     this.pendingVerdicts = new Map();
     this.pendingContracts = new Map();
     this.runCount += committed.newRuns;
     if (this.pinless.size + committed.created.length > 65_536) this.pinless.clear();
-    // (A run's pin is only set after its receipts committed, so a run this commit created has none: checked anyway.)
-    const pinned = committed.created.length && group.pins.length ? new Set(group.pins.map(([run]) => run)) : null;
+    // A run this commit created has no pin unless the commit wrote one (set before, or carried by an append).
+    let pinned: Set<string> | null = null;
+    for (const a of appends) {
+      if (a.pins) for (const p of a.pins) (pinned ??= new Set()).add(p.run);
+    }
+    if (pinned) for (const run of pinned) this.pinless.delete(run);
+    if (committed.created.length) for (const [run] of group.pins) (pinned ??= new Set()).add(run);
     for (const run of committed.created) if (!pinned?.has(run)) this.pinless.add(run);
     committed.results.forEach((result, i) => {
       this.receiptCount += result.accepted + result.conflicts;
@@ -711,6 +742,27 @@ export class ReceiptStore {
       this.flush();
     }, this.retryDelayMs);
     this.retryTimer.unref();
+  }
+
+  /**
+   * Inside a commit: an append's first pins (ON CONFLICT DO NOTHING: a pin written before stays) and their contracts'
+   * content, unless stored; returns the pins in force.
+   */
+  private insertAppendPins(pins: readonly AppendPin[], contentsWritten: Set<string>): Map<string, PinRecord> {
+    const inForce = new Map<string, PinRecord>();
+    for (const p of pins) {
+      if (!this.storedContracts.has(p.contractHash) && !contentsWritten.has(p.contractHash)) {
+        this.stmt.insertContract.run(p.contractHash, p.contract, p.version, p.content);
+        contentsWritten.add(p.contractHash);
+      }
+      if (this.stmt.insertPin.run(p.run, p.pin.contract, p.pin.version, p.pin.phase, p.contractHash).changes === 1) {
+        inForce.set(p.run, { pin: sharedPin(p.pin.contract, p.pin.version, p.pin.phase), contractHash: p.contractHash });
+        continue;
+      }
+      const row = this.stmt.getPin.get(p.run);
+      if (row !== undefined) inForce.set(p.run, { pin: sharedPin(row.contract as string, row.version as string, row.phase as string), contractHash: row.contract_hash as string });
+    }
+    return inForce;
   }
 
   /** Inserts one delivery: new (accepted), equal to a stored version (duplicate) or a new version (conflict). */
