@@ -26,7 +26,7 @@ import { ClusterReads, type RunView } from './cluster-reads.js';
 import { RunGauges, type AlertRow, type GaugeRow, type StallRow } from './gauges.js';
 import { alertState, nextChange, verdictKey, type LiveRun, type RunListener } from './live-run.js';
 import type { ListFilter, ListedRun } from './listing.js';
-import { listOrder, matchesAlertFilter } from './listing.js';
+import { listOrder, matchesAlertFilter, sameListed } from './listing.js';
 import { Pinner } from './pinning.js';
 import { ReadAhead, ReadBackMissing } from './read-ahead.js';
 import type { DetachedRun, EngineStore, RemoteRuns } from './store.js';
@@ -495,8 +495,9 @@ export class AuditEngine extends EventEmitter {
       live.enteredAt = now;
       this.opts.hooks?.verdictEntered?.(run, a.contract, a.version, a.verdict, b);
     }
-    if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length) {
-      this.store.setVerdictState(run, after.verdict, after.settled, now);
+    if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length || (this.store.listsVerdicts && !sameListed(before, after))) {
+      // A store that lists verdicts (cluster mode) is told whenever what the list views show changed, findings included.
+      this.store.setVerdictState(run, after.verdict, after.settled, now, after);
     }
     this.emit('run', run, after);
     return undefined;
@@ -582,6 +583,9 @@ export class AuditEngine extends EventEmitter {
         live.verdict = previous;
         this.runChanged(live);
         this.deadlines.set(stored.run, nextChange(live));
+        // Not a transition; the list views' row is written again (its findings may have moved, or never been written), its
+        // update time kept (retention counts from it).
+        if (this.store.listsVerdicts) this.store.setVerdictState(stored.run, previous.verdict, previous.settled, stored.updatedAt, previous);
         return;
       }
     }
@@ -610,7 +614,7 @@ export class AuditEngine extends EventEmitter {
   private restoredChange(stored: { run: string; verdict: Verdict | null; pin: Pin | null }, now: RunVerdict, at: number): void {
     const previous = { contract: stored.pin?.contract ?? '', version: stored.pin?.version ?? '', verdict: stored.verdict! };
     this.opts.hooks?.verdictEntered?.(stored.run, now.pin?.contract ?? '', now.pin?.version ?? '', now.verdict, previous);
-    this.store.setVerdictState(stored.run, now.verdict, now.settled, at);
+    this.store.setVerdictState(stored.run, now.verdict, now.settled, at, now);
   }
 
   /** Move verdicts with time: re-evaluate the runs whose next deadline passed. */
