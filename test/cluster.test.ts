@@ -195,7 +195,11 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
       const byOwner = runs.map((run) => (ownerOf(run) === a ? la : lb).get(run));
       const byOther = runs.map((run) => (ownerOf(run) === a ? lb : la).get(run));
       return byOwner.every((r, i) => r && byOther[i] && JSON.stringify(shown(r)) === JSON.stringify(shown(byOther[i]!))) ? { byOwner, byOther } : null;
-    }, 15_000);
+    }, 15_000).catch(async (e) => {
+      const [la, lb] = await Promise.all([listOf(a), listOf(b)]);
+      for (const run of runs) console.log(run, JSON.stringify(shown((ownerOf(run) === a ? la : lb).get(run)!)), JSON.stringify(shown((ownerOf(run) === a ? lb : la).get(run)!)));
+      throw e;
+    });
     for (let i = 0; i < runs.length; i++) expect(shown(lists.byOther[i]!), runs[i]).toEqual(shown(lists.byOwner[i]!));
     expect(new Set(lists.byOwner.map((r) => r!.verdict))).toEqual(new Set(Object.values(expected)));
     // The shared table holds each run's evaluation as its owner gives it (GET on the owner: the run held there).
@@ -236,7 +240,7 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     const key = (r: Row) => `${r.startedAt}|${r.run}`;
     expect(oldest.map(key)).toEqual(newest.map(key).sort());
     expect(newest.map(key)).not.toEqual(oldest.map(key));
-  }, 60_000);
+  }, 200_000);
 
   it('SIGKILL of one instance: the other answers every run, takes receipts for its runs, turns its waiting run incomplete within lease expiry + 1 s, and loses no acknowledged receipt', async () => {
     // A run owned by A, waiting on a deadline 3 s from now, posted to B (the owner folds it from the shared store).

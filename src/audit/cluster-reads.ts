@@ -1,12 +1,13 @@
 /**
  * Cluster reads: runs other instances hold, read from the shared store (RemoteRuns) and evaluated here with the same
  * pure verdict function (any instance answers for any run); the pins of such runs for the run-scope rule; the list
- * views over the whole cluster. On a single instance (no remote) every answer is the held runs'.
+ * views over the whole cluster (as the owners last wrote each run's verdict and findings). On a single instance (no
+ * remote) every answer is the held runs'.
  */
 import { isRunId } from '../core/receipt.js';
 import type { ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
-import { LIST_GROUP, listOrder, matchesAlertFilter, type ListFilter, type ListedRun } from './listing.js';
+import { LIST_GROUP, listOrder, matchesAlertFilter, parseListed, type ListFilter, type ListedRun } from './listing.js';
 import type { LiveRun } from './live-run.js';
 import type { Pinner } from './pinning.js';
 import type { RemoteRuns } from './store.js';
@@ -113,9 +114,10 @@ export class ClusterReads {
       if (held(row)) continue;
       // The owner's evaluation, when it is the one of the verdict state stored with it (an older build writes the
       // verdict alone: then it is evaluated here).
-      const v = row.listed;
-      if (v && v.verdict === row.verdict && (row.settled === undefined || v.settled === row.settled)) {
-        out.push({ verdict: v, updatedAt: row.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
+      const l = parseListed(row.run, row.listed ?? null);
+      if (l && l.verdict.verdict === row.verdict && (row.settled === undefined || l.verdict.settled === row.settled)) {
+        // The owner's first receipt time (as its own list shows it), else the store's first arrival.
+        out.push({ verdict: l.verdict, updatedAt: row.updatedAt, firstAt: l.firstAt ?? row.firstAt, alert: alertOf(row.run) });
       } else unlisted.push(row);
     }
     if (remote.loadMany) {

@@ -495,9 +495,11 @@ export class AuditEngine extends EventEmitter {
       live.enteredAt = now;
       this.opts.hooks?.verdictEntered?.(run, a.contract, a.version, a.verdict, b);
     }
-    if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length || (this.store.listsVerdicts && !sameListed(before, after))) {
+    const listed = this.store.listsVerdicts === true;
+    if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length || (listed && (!sameListed(before, after) || live.listedFirstAt !== live.state.firstAt))) {
       // A store that lists verdicts (cluster mode) is told whenever what the list views show changed, findings included.
-      this.store.setVerdictState(run, after.verdict, after.settled, now, after);
+      if (listed) live.listedFirstAt = live.state.firstAt;
+      this.store.setVerdictState(run, after.verdict, after.settled, now, { verdict: after, firstAt: live.state.firstAt });
     }
     this.emit('run', run, after);
     return undefined;
@@ -585,7 +587,10 @@ export class AuditEngine extends EventEmitter {
         this.deadlines.set(stored.run, nextChange(live));
         // Not a transition; the list views' row is written again (its findings may have moved, or never been written), its
         // update time kept (retention counts from it).
-        if (this.store.listsVerdicts) this.store.setVerdictState(stored.run, previous.verdict, previous.settled, stored.updatedAt, previous);
+        if (this.store.listsVerdicts) {
+          live.listedFirstAt = live.state.firstAt;
+          this.store.setVerdictState(stored.run, previous.verdict, previous.settled, stored.updatedAt, { verdict: previous, firstAt: live.state.firstAt });
+        }
         return;
       }
     }
@@ -614,7 +619,7 @@ export class AuditEngine extends EventEmitter {
   private restoredChange(stored: { run: string; verdict: Verdict | null; pin: Pin | null }, now: RunVerdict, at: number): void {
     const previous = { contract: stored.pin?.contract ?? '', version: stored.pin?.version ?? '', verdict: stored.verdict! };
     this.opts.hooks?.verdictEntered?.(stored.run, now.pin?.contract ?? '', now.pin?.version ?? '', now.verdict, previous);
-    this.store.setVerdictState(stored.run, now.verdict, now.settled, at, now);
+    this.store.setVerdictState(stored.run, now.verdict, now.settled, at);
   }
 
   /** Move verdicts with time: re-evaluate the runs whose next deadline passed. */

@@ -45,17 +45,21 @@ export function listOrder(f: ListFilter): (a: ListedRun, b: ListedRun) => number
  * A verdict as the shared store keeps it for the list views of a cluster (runs.listed): compact JSON of the RunVerdict
  * without its run id. Content-free as the verdict is: codes, ids, instants and messages built from them.
  */
-export function listedJson(v: RunVerdict): string {
-  return JSON.stringify({ pin: v.pin, verdict: v.verdict, naive: v.naive, settled: v.settled, findings: v.findings, nextChangeAt: v.nextChangeAt });
+export function listedJson(v: RunVerdict, firstAt: number): string {
+  return JSON.stringify({ pin: v.pin, verdict: v.verdict, naive: v.naive, settled: v.settled, findings: v.findings, nextChangeAt: v.nextChangeAt, firstAt: Number.isFinite(firstAt) ? firstAt : null });
 }
 
-/** A stored listed verdict back (listedJson), or null when it is not one (then the run is evaluated instead). */
-export function parseListed(run: string, text: string | null): RunVerdict | null {
+/**
+ * A stored listed verdict back (listedJson) with the owner's first receipt time (null: none), or null when it is not
+ * one (then the run is evaluated instead).
+ */
+export function parseListed(run: string, text: string | null): { verdict: RunVerdict; firstAt: number | null } | null {
   if (text === null) return null;
   try {
-    const o = JSON.parse(text) as Omit<RunVerdict, 'run'>;
+    const o = JSON.parse(text) as Omit<RunVerdict, 'run'> & { firstAt?: number | null };
     if (typeof o?.verdict !== 'string' || !Array.isArray(o.findings) || typeof o.settled !== 'boolean') return null;
-    return { run, pin: o.pin ?? null, verdict: o.verdict, naive: o.naive, findings: o.findings, settled: o.settled, nextChangeAt: o.nextChangeAt ?? null };
+    const verdict: RunVerdict = { run, pin: o.pin ?? null, verdict: o.verdict, naive: o.naive, findings: o.findings, settled: o.settled, nextChangeAt: o.nextChangeAt ?? null };
+    return { verdict, firstAt: typeof o.firstAt === 'number' ? o.firstAt : null };
   } catch {
     return null;
   }

@@ -36,8 +36,8 @@ export interface PinStore {
 
 /** A run's verdict as last stored (restores and the cluster's lists read it), and the retention of settled runs. */
 export interface RunRows {
-  /** `full`: the whole evaluation, for a store that keeps what the list views show (listsVerdicts). */
-  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number, full?: RunVerdict): void;
+  /** `full`: the whole evaluation and the run's first receipt time, for a store that keeps what the list views show (listsVerdicts). */
+  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number, full?: { verdict: RunVerdict; firstAt: number }): void;
   /**
    * The store keeps each run's verdict as the list views show it (cluster mode: the other instances list the run from
    * it): the engine then writes the verdict state whenever that changes (findings included), not only its verdict.
@@ -79,9 +79,10 @@ export interface RemoteRuns {
   counts(filter: { contract?: string }): Promise<Record<string, number>>;
   /**
    * Runs of the whole cluster, newest first (`oldest`: oldest first), as the shared store lists them: with the verdict
-   * as last stored by the owner (`verdict`) and, when its owner wrote it, the whole evaluation (`listed`).
+   * as last stored by the owner (`verdict`) and, when its owner wrote it, the whole evaluation (`listed`, as
+   * listedJson wrote it; parsed only for the runs not held here).
    */
-  list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict?: string | null; settled?: boolean; listed?: RunVerdict | null }[]>;
+  list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict?: string | null; settled?: boolean; listed?: string | null }[]>;
   /** The run's latest acknowledgement, made at any instance. */
   ack?(run: string): Promise<AckRecord | null>;
 }

@@ -26,7 +26,7 @@ interface VerdictState {
   verdict: Verdict;
   settled: boolean;
   updatedAt: number;
-  full?: RunVerdict;
+  full?: { verdict: RunVerdict; firstAt: number };
 }
 
 export class ClusterEngineStore implements EngineStore {
@@ -99,7 +99,7 @@ export class ClusterEngineStore implements EngineStore {
     this.verdicts.delete(run);
   }
 
-  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number, full?: RunVerdict): void {
+  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number, full?: { verdict: RunVerdict; firstAt: number }): void {
     this.verdicts.set(run, { run, verdict, settled, updatedAt, full });
   }
 
@@ -139,7 +139,7 @@ export class ClusterEngineStore implements EngineStore {
       // Fenced: rows of partitions this instance no longer holds (lost while it was paused) are refused, not retried.
       // With each verdict what the list views show (serialised here: once per run per flush, the latest only).
       const refused = await this.pg.setVerdictStates(
-        rows.map((r) => ({ run: r.run, verdict: r.verdict, settled: r.settled, updatedAt: r.updatedAt, listed: r.full && r.full.verdict === r.verdict ? listedJson(r.full) : null })),
+        rows.map((r) => ({ run: r.run, verdict: r.verdict, settled: r.settled, updatedAt: r.updatedAt, listed: r.full && r.full.verdict.verdict === r.verdict ? listedJson(r.full.verdict, r.full.firstAt) : null })),
       );
       if (refused > 0) this.log('fenced_write_refused', { write: 'verdict_states', rows: refused });
     } catch (e) {

@@ -7,8 +7,7 @@
 import type { DetachedRun, RemoteRuns } from '../audit/engine.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { PinRecord } from '../store/index.js';
-import type { AckRecord, RunVerdict, Verdict } from '../core/types.js';
-import { parseListed } from '../audit/listing.js';
+import type { AckRecord, Verdict } from '../core/types.js';
 
 export class SharedStoreRuns implements RemoteRuns {
   private readonly cache = new Map<string, { at: number; run: DetachedRun | null }>();
@@ -77,8 +76,8 @@ export class SharedStoreRuns implements RemoteRuns {
     return this.pg.verdictCounts(filter);
   }
 
-  /** Runs with the verdict their owner last wrote for the list views (one query; parsed here, never evaluated). */
-  async list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict: string | null; settled: boolean; listed: RunVerdict | null }[]> {
-    return (await this.pg.listRuns(filter)).map((r) => ({ run: r.run, firstAt: r.firstAt, updatedAt: r.updatedAt, verdict: r.verdict, settled: r.settled, listed: parseListed(r.run, r.listed) }));
+  /** Runs with the verdict their owner last wrote for the list views (one query; never evaluated). */
+  async list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict: string | null; settled: boolean; listed: string | null }[]> {
+    return (await this.pg.listRuns(filter)).map((r) => ({ run: r.run, firstAt: r.firstAt, updatedAt: r.updatedAt, verdict: r.verdict, settled: r.settled, listed: r.listed }));
   }
 }

@@ -145,7 +145,7 @@ ALTER TABLE leases ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
   },
   {
     // Issue 32. runs.listed: the run's verdict as its owner last evaluated it, with what the list views show (pin,
-    // naive verdict, findings: codes, ids, instants and messages built from them; content-free like the receipts it
+    // naive verdict, first receipt time, findings: codes, ids, instants and messages built from them; content-free like the receipts it
     // is derived from), as compact JSON, written by the owner with the verdict (fenced). Any instance lists the
     // cluster's runs from it without evaluating them. NULL (rows of older builds, or not written yet): evaluated.
     version: 6,
