@@ -443,14 +443,17 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     // The owner's evaluation for the list views is written with the verdict (same statement, same fence) and read
     // back with the list; a verdict written without it clears it (never a stale one beside a newer verdict).
     const listed = JSON.stringify({ pin: null, verdict: 'waiting', naive: 'green', settled: false, findings: [{ verdict: 'waiting', code: 'waiting', agents: ['b'], events: ['e'], message: 'm', settled: false }], nextChangeAt: 9_000 });
-    await s.setVerdictStates([{ run: y, verdict: 'waiting', settled: false, updatedAt: 7_000, listed }]);
-    expect((await s.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, listed]]);
-    await s.setVerdictStates([{ run: y, verdict: 'incomplete', settled: true, updatedAt: 8_000 }]);
-    expect((await s.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
-    // Fenced like the verdict: an instance without the lease writes neither.
+    // It is read by the instances that do not hold the run's partition; the holder lists the run from its memory, so
+    // the list query does not send it there.
     const other = await open(url, 'b', { partitions: 8 });
+    await s.setVerdictStates([{ run: y, verdict: 'waiting', settled: false, updatedAt: 7_000, listed }]);
+    expect((await other.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, listed]]);
+    expect((await s.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
+    await s.setVerdictStates([{ run: y, verdict: 'incomplete', settled: true, updatedAt: 8_000 }]);
+    expect((await other.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
+    // Fenced like the verdict: an instance without the lease writes neither.
     expect(await other.setVerdictStates([{ run: y, verdict: 'waiting', settled: false, updatedAt: 9_000, listed }])).toBe(1);
-    expect((await s.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
+    expect((await other.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
   });
 
   it('prunes only settled runs last updated before the cut, of the given partitions', async () => {

@@ -645,7 +645,8 @@ export class PgStore {
 
   /**
    * Runs, newest first (by first receipt; `oldest`: oldest first), optionally of one verdict and/or one pinned
-   * contract, each with the verdict its owner last wrote for the list views (`listed`, or null).
+   * contract, each with the verdict its owner last wrote for the list views (`listed`, or null; null too for the runs
+   * of partitions this instance holds, which the list views read from memory).
    */
   async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<ListedRun[]> {
     const where: string[] = [];
@@ -658,8 +659,12 @@ export class PgStore {
       values.push(filter.contract);
       where.push(`p.contract = $${values.length}`);
     }
+    // The runs of partitions this instance holds are listed from its memory: their stored evaluation is not sent.
+    values.push(this.fenceArrays()[0]);
+    const heldParts = `$${values.length}::int[]`;
     const res = await this.pool.query(
-      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, r.listed, p.contract, p.version, p.phase, p.contract_hash
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, CASE WHEN r.part = ANY(${heldParts}) THEN NULL ELSE r.listed END AS listed,
+              p.contract, p.version, p.phase, p.contract_hash
        FROM runs r LEFT JOIN pins p ON p.run = r.run ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
        ORDER BY ${filter.oldest ? 'r.first_at, r.run' : 'r.first_at DESC, r.run DESC'} LIMIT $1`,
       values,
