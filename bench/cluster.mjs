@@ -59,7 +59,8 @@ const { values: args } = parseArgs({
     // Writes a V8 CPU profile of every server process (node --cpu-prof) into this directory, named by phase.
     'cpu-prof': { type: 'string' },
     // After the load: N one-receipt runs posted (NDJSON, split over the instances), then `GET /api/v1/runs?limit=N`
-    // timed at the last instance, best of 3 (issue 32: the list of a cluster instance beside SQLite's). 0: skipped.
+    // timed at the last instance, best of 3 (issue 32: the list of a cluster instance beside SQLite's), with the CPU
+    // per list of that instance and PostgreSQL (their idle cost subtracted). 0: skipped.
     'list-runs': { type: 'string', default: '10000' },
   },
 });
@@ -268,7 +269,7 @@ function post(port, path, body, contentType) {
  * then `GET /api/v1/runs?limit=LIST_RUNS` at the last instance (on a cluster, one that holds only its share) until
  * every run is listed, then timed three times: the best and the median, and the bytes.
  */
-async function listRuns(servers, label) {
+async function listRuns(servers, label, idle, postmaster) {
   const at = new Date(Date.now() - 1000).toISOString();
   for (let i = 0, k = 0; i < LIST_RUNS; i += 2000, k++) {
     const lines = [];
@@ -290,13 +291,28 @@ async function listRuns(servers, label) {
   }
   const times = [];
   let bytes = 0;
+  // CPU per list, less load-dependent than the time on a shared machine: the listing instance's (and PostgreSQL's)
+  // CPU over the three timed lists, less their idle cost over that wall time (timers), per list.
+  const lister = servers[servers.length - 1];
+  const cpuOf = () => ({ auditor: ((c) => c.user + c.system)(cpuSecondsOf(lister.pid)), postgres: postmaster ? clusterCpuSeconds(postmaster).seconds : 0, at: performance.now() });
+  const c0 = cpuOf();
   for (let i = 0; i < 3; i++) {
     const t0 = performance.now();
     bytes = (await getText(port, path)).length;
     times.push(performance.now() - t0);
   }
+  const c1 = cpuOf();
+  const wall = (c1.at - c0.at) / 1000;
+  const perList = (used, idleCores) => Math.max(0, Math.round(((used - (idleCores ?? 0) * wall) * 1000) / 3));
   times.sort((a, b) => a - b);
-  return { runs: LIST_RUNS, bestMs: Math.round(times[0]), medianMs: Math.round(times[1]), bytes };
+  return {
+    runs: LIST_RUNS,
+    bestMs: Math.round(times[0]),
+    medianMs: Math.round(times[1]),
+    bytes,
+    auditorCpuMs: perList(c1.auditor - c0.auditor, idle.instances[servers.length - 1]),
+    postgresCpuMs: postmaster ? perList(c1.postgres - c0.postgres, idle.postgres) : 0,
+  };
 }
 
 async function runPhase(kind, label, templates, db) {
@@ -325,7 +341,7 @@ async function runPhase(kind, label, templates, db) {
     const fold = await folded(servers, runsSent, 30_000);
     if (fold.ms === null) failures.push(`${label}: the instances hold ${fold.live} live runs, ${runsSent} were sent`);
     result = summarise(kind, label, servers, load, before, after, activity, idle, { warmUp: warmCheck, measured: check, runsSent, foldMs: fold.ms, liveRuns: fold.live });
-    if (LIST_RUNS > 0) result.list = await listRuns(servers, label);
+    if (LIST_RUNS > 0) result.list = await listRuns(servers, label, idle, postmaster);
   } finally {
     for (const t of targets) t.client.close();
     const peaks = servers.map((s) => memoryOf(s.pid).hwmMiB);
@@ -496,6 +512,7 @@ function table(results) {
     ['received', 10, (r) => `${r.checks.measured.accepted === r.checks.measured.sent && r.checks.warmUp.ok ? 'all' : 'LOST'}`],
     ['fold', 8, (r) => (r.checks.foldMs === null ? 'NO' : `${r.checks.foldMs}ms`)],
     ['list best/med', 15, (r) => (r.list ? `${r.list.bestMs}/${r.list.medianMs}ms` : '-')],
+    ['list CPU aud+pg', 16, (r) => (r.list ? `${r.list.auditorCpuMs}+${r.list.postgresCpuMs}ms` : '-')],
   ];
   console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
   for (const r of results) console.log(cols.map(([, w, f], i) => (i === 0 ? String(f(r)).padEnd(w) : String(f(r)).padStart(w))).join(''));
@@ -538,6 +555,9 @@ async function main() {
           spansPerAuditorPlusPostgresCpuSec: ratio(B, A, (r) => r.spansPerAuditorPlusPostgresCpuSec),
         },
         listVsSqlite: Object.fromEntries(['A', 'B', 'C'].filter((k) => byPhase[k]?.list && S?.list).map((k) => [k, round(byPhase[k].list.bestMs / S.list.bestMs, 2)])),
+        listCpuVsSqlite: Object.fromEntries(
+          ['A', 'B', 'C'].filter((k) => byPhase[k]?.list && S?.list?.auditorCpuMs).map((k) => [k, round((byPhase[k].list.auditorCpuMs + byPhase[k].list.postgresCpuMs) / S.list.auditorCpuMs, 2)]),
+        ),
         postgresVsSqlite: {
           spansPerSec: ratio(A, S, (r) => r.spansPerSec),
           spansPerAuditorCpuSec: ratio(A, S, (r) => r.spansPerAuditorCpuSec),
@@ -563,6 +583,7 @@ async function main() {
     const b = q.postgresVsSqlite;
     if (q.threeVsOne.spansPerSec !== null) console.log(`run ${q.run}: 3 instances / 1 instance: spans/s ${q.threeVsOne.spansPerSec}, spans per auditor CPU-s ${q.threeVsOne.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${q.threeVsOne.spansPerAuditorPlusPostgresCpuSec}`);
     if (Object.keys(q.listVsSqlite).length) console.log(`run ${q.run}: list of ${LIST_RUNS} runs, best time / SQLite's: ${Object.entries(q.listVsSqlite).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
+    if (Object.keys(q.listCpuVsSqlite).length) console.log(`run ${q.run}: list of ${LIST_RUNS} runs, CPU per list (listing instance + PostgreSQL) / SQLite's: ${Object.entries(q.listCpuVsSqlite).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
     console.log(`run ${q.run} (order ${q.order}): 2 instances / 1 instance: spans/s ${a.spansPerSec}, spans per auditor CPU-s ${a.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${a.spansPerAuditorPlusPostgresCpuSec}; 1 on postgres / sqlite: spans/s ${b.spansPerSec}, spans per auditor CPU-s ${b.spansPerAuditorCpuSec}, per (auditor+postgres) CPU-s ${b.spansPerAuditorPlusPostgresCpuSec}`);
   }
   console.log(`bottleneck: ${overall(results, nproc)}`);

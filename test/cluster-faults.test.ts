@@ -355,7 +355,7 @@ describe('a cluster of three instances on one PostgreSQL, under faults', () => {
       const timed = async (s: ServerProcess) => {
         const t0 = performance.now();
         const r = await getJson(`${s.api}/api/v1/runs?limit=10000`);
-        return { ms: performance.now() - t0, runs: r.body.runs as { run: string; verdict: string }[] };
+        return { ms: performance.now() - t0, runs: r.body.runs as { run: string; verdict: string; findings: number; firstFinding: string | null }[] };
       };
       await until('every run listed', async () => (await timed(c)).runs.length === 10_000 || null, 30_000);
       const best = async (s: ServerProcess) => {
@@ -365,8 +365,13 @@ describe('a cluster of three instances on one PostgreSQL, under faults', () => {
       const [cl, one] = [await best(c), await best(single)];
       console.log(JSON.stringify({ list10k: { clusterMs: Math.round(cl.ms), singleMs: Math.round(one.ms) } }));
       expect(cl.runs.length).toBe(10_000);
-      const byRun = (rows: { run: string; verdict: string }[]) => Object.fromEntries(rows.map((r) => [r.run, r.verdict]));
+      // Verdicts and findings (their number, the first one's message) as the embedded store lists them: the cluster
+      // instance lists the runs the others hold as their owners wrote them (runs.listed), evaluating none.
+      const byRun = (rows: { run: string; verdict: string; findings: number; firstFinding: string | null }[]) =>
+        Object.fromEntries(rows.map((r) => [r.run, { verdict: r.verdict, findings: r.findings, firstFinding: r.firstFinding }]));
       expect(byRun(cl.runs)).toEqual(byRun(one.runs));
+      const listed = await client.query(`SELECT count(*)::int AS n FROM runs WHERE run LIKE 'answers-%' AND listed IS NOT NULL`);
+      expect(listed.rows[0].n).toBe(bulk.length + 1);
       // The time of the list beside the embedded store is a figure, not a pass/fail claim here (a busy machine moves it): logged above, reported in docs/scaling.md.
       const stored = await storedKeys(client, 'answers-');
       expect(stored.size).toBe(bulk.length + complete.length);

@@ -18,6 +18,7 @@ import {
   type StoredReceipt,
 } from '../src/store/index.js';
 import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
+import { migrate, PG_MIGRATIONS } from '../src/store/pg-schema.js';
 import { at, edge, end, ms, registryOf, start, wait } from './helpers/receipts.js';
 import { AuditEngine } from '../src/audit/engine.js';
 import { ClusterEngineStore } from '../src/cluster/engine-store.js';
@@ -134,6 +135,23 @@ describe('PgStore: schema and migrations', () => {
     expect(await sql(url, `SELECT value FROM meta WHERE key = 'partitions'`)).toEqual([{ value: '8' }]);
     await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: 'r' }))]);
     expect(await b.runReceipts('r')).toHaveLength(1);
+  });
+
+  it('migrates a database of the previous version in place: its runs kept, runs.listed added (null until their owner writes it)', async () => {
+    const url = await freshDb();
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await migrate(c, 8, PG_MIGRATIONS.filter((m) => m.version < 6));
+      await c.query(`INSERT INTO runs (run, part, first_at, updated_at, verdict, settled) VALUES ('old-run', 1, 1000, 2000, 'healthy', true)`);
+    } finally {
+      await c.end();
+    }
+    const s = await open(url, 'a');
+    expect(s.partitions).toBe(8);
+    const versions = await sql<{ version: number }>(url, 'SELECT version FROM schema_migrations ORDER BY version');
+    expect(versions.map((v) => v.version)).toEqual(Array.from({ length: PG_SCHEMA_VERSION }, (_, i) => i + 1));
+    expect(await s.listRuns({ limit: 10 })).toEqual([{ run: 'old-run', verdict: 'healthy', settled: true, firstAt: 1000, updatedAt: 2000, pin: null, listed: null }]);
   });
 
   it('refuses a database whose schema is newer than this build', async () => {
@@ -421,9 +439,24 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     expect((await s.listRuns({ limit: 2 })).map((r) => r.run)).toEqual([z, y]);
     expect((await s.listRuns({ limit: 10, verdict: 'forbidden_edge' })).map((r) => r.run)).toEqual([x]);
     expect(await s.listRuns({ limit: 10, contract: 'research' })).toEqual([
-      { run: z, verdict: null, settled: false, firstAt: 3_000, updatedAt: 3_000, pin: pinB },
-      { run: x, verdict: 'forbidden_edge', settled: true, firstAt: 1_000, updatedAt: 6_000, pin: pinA },
+      { run: z, verdict: null, settled: false, firstAt: 3_000, updatedAt: 3_000, pin: pinB, listed: null },
+      { run: x, verdict: 'forbidden_edge', settled: true, firstAt: 1_000, updatedAt: 6_000, pin: pinA, listed: null },
     ]);
+    expect((await s.listRuns({ limit: 2, oldest: true })).map((r) => r.run)).toEqual([x, y]);
+    // The owner's evaluation for the list views is written with the verdict (same statement, same fence) and read
+    // back with the list; a verdict written without it clears it (never a stale one beside a newer verdict).
+    const listed = JSON.stringify({ pin: null, verdict: 'waiting', naive: 'green', settled: false, findings: [{ verdict: 'waiting', code: 'waiting', agents: ['b'], events: ['e'], message: 'm', settled: false }], nextChangeAt: 9_000 });
+    // It is read by the instances that do not hold the run's partition; the holder lists the run from its memory, so
+    // the list query does not send it there.
+    const other = await open(url, 'b', { partitions: 8 });
+    await s.setVerdictStates([{ run: y, verdict: 'waiting', settled: false, updatedAt: 7_000, listed }]);
+    expect((await other.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, listed]]);
+    expect((await s.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
+    await s.setVerdictStates([{ run: y, verdict: 'incomplete', settled: true, updatedAt: 8_000 }]);
+    expect((await other.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
+    // Fenced like the verdict: an instance without the lease writes neither.
+    expect(await other.setVerdictStates([{ run: y, verdict: 'waiting', settled: false, updatedAt: 9_000, listed }])).toBe(1);
+    expect((await other.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
   });
 
   it('prunes only settled runs last updated before the cut, of the given partitions', async () => {

@@ -1,12 +1,13 @@
 /**
  * Cluster reads: runs other instances hold, read from the shared store (RemoteRuns) and evaluated here with the same
  * pure verdict function (any instance answers for any run); the pins of such runs for the run-scope rule; the list
- * views over the whole cluster. On a single instance (no remote) every answer is the held runs'.
+ * views over the whole cluster (as the owners last wrote each run's verdict and findings). On a single instance (no
+ * remote) every answer is the held runs'.
  */
 import { isRunId } from '../core/receipt.js';
 import type { ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
-import { LIST_GROUP, listOrder, matchesAlertFilter, type ListFilter, type ListedRun } from './listing.js';
+import { LIST_GROUP, listOrder, matchesAlertFilter, parseListed, type ListFilter, type ListedRun } from './listing.js';
 import type { LiveRun } from './live-run.js';
 import type { Pinner } from './pinning.js';
 import type { RemoteRuns } from './store.js';
@@ -91,13 +92,15 @@ export class ClusterReads {
 
   /**
    * Runs for the list views: the live runs here and (cluster mode) the runs of the whole cluster from the shared
-   * store, each evaluated now; newest first.
+   * store, newest first. A run another instance holds is listed as its owner last wrote it (the verdict with its
+   * findings, runs.listed: one query for the whole list, nothing evaluated here); one whose owner has not written
+   * that yet (new, or stored by an older build) is read and evaluated now.
    */
   async listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
     if (!this.remote) return this.held.list({ ...filter, now });
     const limit = filter.limit ?? 100;
     const remote = this.remote;
-    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit });
+    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit, oldest: filter.oldest });
     const out: ListedRun[] = [];
     const alertOf = (run: string) => this.held.alertStateOf(run, now, filter.windowMs, filter.stallMs);
     const held = (row: { run: string }): boolean => {
@@ -106,12 +109,22 @@ export class ClusterReads {
       out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: alertOf(row.run) });
       return true;
     };
+    const unlisted: typeof rows = [];
+    for (const row of rows) {
+      if (held(row)) continue;
+      // The owner's evaluation, when it is the one of the verdict state stored with it (an older build writes the
+      // verdict alone: then it is evaluated here).
+      const l = parseListed(row.run, row.listed ?? null);
+      if (l && l.verdict.verdict === row.verdict && (row.settled === undefined || l.verdict.settled === row.settled)) {
+        // The owner's first receipt time (as its own list shows it), else the store's first arrival.
+        out.push({ verdict: l.verdict, updatedAt: row.updatedAt, firstAt: l.firstAt ?? row.firstAt, alert: alertOf(row.run) });
+      } else unlisted.push(row);
+    }
     if (remote.loadMany) {
-      // The runs other instances hold, LIST_GROUP at a time: a few queries per group, not one per run (issue 32); the
+      // The runs to evaluate here, LIST_GROUP at a time: a few queries per group, not one per run (issue 32); the
       // next group is read while this one is evaluated.
-      const others = rows.filter((row) => !held(row));
       const groups: (typeof rows)[] = [];
-      for (let i = 0; i < others.length; i += LIST_GROUP) groups.push(others.slice(i, i + LIST_GROUP));
+      for (let i = 0; i < unlisted.length; i += LIST_GROUP) groups.push(unlisted.slice(i, i + LIST_GROUP));
       let next = groups.length ? remote.loadMany(groups[0].map((row) => row.run)) : null;
       for (let g = 0; g < groups.length; g++) {
         const group = groups[g];
@@ -125,7 +138,7 @@ export class ClusterReads {
         }
       }
     } else {
-      for (const row of rows) {
+      for (const row of unlisted) {
         if (held(row)) continue;
         const r = await this.fetch(row.run, now);
         if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });

@@ -26,7 +26,7 @@ import { ClusterReads, type RunView } from './cluster-reads.js';
 import { RunGauges, type AlertRow, type GaugeRow, type StallRow } from './gauges.js';
 import { alertState, nextChange, verdictKey, type LiveRun, type RunListener } from './live-run.js';
 import type { ListFilter, ListedRun } from './listing.js';
-import { listOrder, matchesAlertFilter } from './listing.js';
+import { listOrder, matchesAlertFilter, sameListed } from './listing.js';
 import { Pinner } from './pinning.js';
 import { ReadAhead, ReadBackMissing } from './read-ahead.js';
 import type { DetachedRun, EngineStore, RemoteRuns } from './store.js';
@@ -539,8 +539,11 @@ export class AuditEngine extends EventEmitter {
       live.enteredAt = now;
       this.opts.hooks?.verdictEntered?.(run, a.contract, a.version, a.verdict, b);
     }
-    if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length) {
-      this.store.setVerdictState(run, after.verdict, after.settled, now);
+    const listed = this.store.listsVerdicts === true;
+    if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length || (listed && (!sameListed(before, after) || live.listedFirstAt !== live.state.firstAt))) {
+      // A store that lists verdicts (cluster mode) is told whenever what the list views show changed, findings included.
+      if (listed) live.listedFirstAt = live.state.firstAt;
+      this.store.setVerdictState(run, after.verdict, after.settled, now, { verdict: after, firstAt: live.state.firstAt });
     }
     this.emit('run', run, after);
     return undefined;
@@ -626,6 +629,12 @@ export class AuditEngine extends EventEmitter {
         live.verdict = previous;
         this.runChanged(live);
         this.deadlines.set(stored.run, nextChange(live));
+        // Not a transition; the list views' row is written again (its findings may have moved, or never been written), its
+        // update time kept (retention counts from it).
+        if (this.store.listsVerdicts) {
+          live.listedFirstAt = live.state.firstAt;
+          this.store.setVerdictState(stored.run, previous.verdict, previous.settled, stored.updatedAt, { verdict: previous, firstAt: live.state.firstAt });
+        }
         return;
       }
     }

@@ -22,6 +22,8 @@ export interface LiveRun {
   stallId?: string;
   /** Shadow verdicts under the candidates (with `shadow` configured). */
   shadow?: ShadowVerdict[];
+  /** Cluster mode: the first receipt time last written with the listed verdict (listsVerdicts stores). */
+  listedFirstAt?: number;
   /** When the run entered its current verdict (drives the alert window). */
   enteredAt?: number;
   /** The verdict an operator acknowledged (a new verdict alerts again); the record is stored by serve. */

@@ -4,7 +4,7 @@
  * the view of the shared store in src/cluster/engine-store.ts does. Runs other instances hold are read through
  * RemoteRuns.
  */
-import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
+import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { AppendPin, AppendResult, LiveRun as StoredRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
 
 /**
@@ -47,7 +47,13 @@ export interface PinStore {
 
 /** A run's verdict as last stored (restores and the cluster's lists read it), and the retention of settled runs. */
 export interface RunRows {
-  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number): void;
+  /** `full`: the whole evaluation and the run's first receipt time, for a store that keeps what the list views show (listsVerdicts). */
+  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number, full?: { verdict: RunVerdict; firstAt: number }): void;
+  /**
+   * The store keeps each run's verdict as the list views show it (cluster mode: the other instances list the run from
+   * it): the engine then writes the verdict state whenever that changes (findings included), not only its verdict.
+   */
+  readonly listsVerdicts?: boolean;
   /** The stored runs to rebuild live state from, page by page. */
   iterateLiveRuns(): Iterable<StoredRun>;
   prune(olderThanMs: number, now: number): number;
@@ -82,8 +88,12 @@ export interface RemoteRuns {
   pin(run: string): Promise<{ record: PinRecord; contractContent: string | null } | null>;
   /** Runs of the whole cluster per verdict, as their owners last stored them (optionally of one pinned contract). */
   counts(filter: { contract?: string }): Promise<Record<string, number>>;
-  /** Runs of the whole cluster, newest first, as the shared store lists them (verdict as last stored by the owner). */
-  list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]>;
+  /**
+   * Runs of the whole cluster, newest first (`oldest`: oldest first), as the shared store lists them: with the verdict
+   * as last stored by the owner (`verdict`) and, when its owner wrote it, the whole evaluation (`listed`, as
+   * listedJson wrote it; parsed only for the runs not held here).
+   */
+  list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict?: string | null; settled?: boolean; listed?: string | null }[]>;
   /** The run's latest acknowledgement, made at any instance. */
   ack?(run: string): Promise<AckRecord | null>;
 }

@@ -8,7 +8,8 @@
  * receipts are read back from the shared store, asynchronously (readReceipts), when the engine needs them: this
  * instance holds no receipt in memory, only the live runs' aggregates, as a single instance does.
  */
-import type { Pin, Receipt, Verdict } from '../core/types.js';
+import type { Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
+import { listedJson } from '../audit/listing.js';
 import { sharedPin } from '../core/registry.js';
 import type { AppendPin, AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
@@ -21,10 +22,21 @@ export interface AdoptedSpanLogEntry {
   body: string;
 }
 
+/** A verdict state set and not written yet; `full` the evaluation it came from (runs.listed). */
+interface VerdictState {
+  run: string;
+  verdict: Verdict;
+  settled: boolean;
+  updatedAt: number;
+  full?: { verdict: RunVerdict; firstAt: number };
+}
+
 export class ClusterEngineStore implements EngineStore {
   private readonly pins = new Map<string, PinRecord>();
   private readonly contracts = new Map<string, string>();
-  private verdicts = new Map<string, { run: string; verdict: Verdict; settled: boolean; updatedAt: number }>();
+  private verdicts = new Map<string, VerdictState>();
+  /** The engine writes the verdict state whenever what the list views show changes: the other instances list from it. */
+  readonly listsVerdicts = true;
   /** Pins set here and not written yet (written by the next flush; kept when the run is forgotten meanwhile). */
   private pendingPins = new Map<string, PinRecord>();
   private readonly writes = new Set<Promise<unknown>>();
@@ -97,8 +109,8 @@ export class ClusterEngineStore implements EngineStore {
     this.verdicts.delete(run);
   }
 
-  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number): void {
-    this.verdicts.set(run, { run, verdict, settled, updatedAt });
+  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number, full?: { verdict: RunVerdict; firstAt: number }): void {
+    this.verdicts.set(run, { run, verdict, settled, updatedAt, full });
   }
 
   /**
@@ -131,11 +143,14 @@ export class ClusterEngineStore implements EngineStore {
     }
   }
 
-  private async writeVerdicts(rows: { run: string; verdict: Verdict; settled: boolean; updatedAt: number }[]): Promise<void> {
+  private async writeVerdicts(rows: VerdictState[]): Promise<void> {
     if (rows.length === 0) return;
     try {
       // Fenced: rows of partitions this instance no longer holds (lost while it was paused) are refused, not retried.
-      const refused = await this.pg.setVerdictStates(rows);
+      // With each verdict what the list views show (serialised here: once per run per flush, the latest only).
+      const refused = await this.pg.setVerdictStates(
+        rows.map((r) => ({ run: r.run, verdict: r.verdict, settled: r.settled, updatedAt: r.updatedAt, listed: r.full && r.full.verdict.verdict === r.verdict ? listedJson(r.full.verdict, r.full.firstAt) : null })),
+      );
       if (refused > 0) this.log('fenced_write_refused', { write: 'verdict_states', rows: refused });
     } catch (e) {
       // Put them back (unless newer ones were set meanwhile) for the next flush.

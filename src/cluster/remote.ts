@@ -76,7 +76,8 @@ export class SharedStoreRuns implements RemoteRuns {
     return this.pg.verdictCounts(filter);
   }
 
-  async list(filter: { verdict?: string; contract?: string; limit: number }): Promise<{ run: string; firstAt: number; updatedAt: number }[]> {
-    return (await this.pg.listRuns(filter)).map((r) => ({ run: r.run, firstAt: r.firstAt, updatedAt: r.updatedAt }));
+  /** Runs with the verdict their owner last wrote for the list views (one query; never evaluated). */
+  async list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict: string | null; settled: boolean; listed: string | null }[]> {
+    return (await this.pg.listRuns(filter)).map((r) => ({ run: r.run, firstAt: r.firstAt, updatedAt: r.updatedAt, verdict: r.verdict, settled: r.settled, listed: r.listed }));
   }
 }

@@ -17,7 +17,8 @@
  * span_log: pending span records, `part` = partition of the trace id, `origin` = the instance that logged it.
  * instances: live servers (heartbeats, database clock). leases: one row per partition: its owner and lease expiry.
  * acks (version 2): the verdict an operator acknowledged per run, at any instance; its owner applies it.
- * Version 4 (issue 32): forwarded span records, process lives, lease epochs (fencing); see the migration.
+ * Version 5 (issue 32): forwarded span records, process lives, lease epochs (fencing); see the migration.
+ * Version 6 (issue 32): runs.listed, the owner's last verdict with its findings (the list views read it).
  */
 export interface PgMigration {
   version: number;
@@ -141,6 +142,14 @@ CREATE INDEX span_log_forwarded ON span_log (part, seq) WHERE forwarded;
 ALTER TABLE instances ADD COLUMN life text NOT NULL DEFAULT '';
 ALTER TABLE leases ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
 `,
+  },
+  {
+    // Issue 32. runs.listed: the run's verdict as its owner last evaluated it, with what the list views show (pin,
+    // naive verdict, first receipt time, findings: codes, ids, instants and messages built from them; content-free like the receipts it
+    // is derived from), as compact JSON, written by the owner with the verdict (fenced). Any instance lists the
+    // cluster's runs from it without evaluating them. NULL (rows of older builds, or not written yet): evaluated.
+    version: 6,
+    sql: `ALTER TABLE runs ADD COLUMN listed text;`,
   },
 ];
 

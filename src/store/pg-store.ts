@@ -136,6 +136,8 @@ export interface ListedRun {
   firstAt: number;
   updatedAt: number;
   pin: Pin | null;
+  /** The verdict its owner last wrote for the list views (compact JSON of a RunVerdict without `run`), or null. */
+  listed: string | null;
 }
 
 export interface LeaseRow {
@@ -560,13 +562,14 @@ export class PgStore {
   }
 
   /**
-   * Records runs' latest verdicts in one statement (the last row per run wins; updated_at only grows). Fenced: only
-   * rows of partitions whose lease this instance holds (at the epoch it holds, unexpired) are written. Returns how
-   * many rows the fence refused.
+   * Records runs' latest verdicts in one statement (the last row per run wins; updated_at only grows), each with
+   * `listed`, the verdict as the list views show it (compact JSON; null when not given: a stale one is never kept).
+   * Fenced: only rows of partitions whose lease this instance holds (at the epoch it holds, unexpired) are written.
+   * Returns how many rows the fence refused.
    */
-  async setVerdictStates(rows: readonly { run: string; verdict: Verdict; settled: boolean; updatedAt: number }[]): Promise<number> {
+  async setVerdictStates(rows: readonly { run: string; verdict: Verdict; settled: boolean; updatedAt: number; listed?: string | null }[]): Promise<number> {
     if (rows.length === 0) return 0;
-    const latest = new Map<string, { verdict: Verdict; settled: boolean; updatedAt: number }>();
+    const latest = new Map<string, { verdict: Verdict; settled: boolean; updatedAt: number; listed?: string | null }>();
     for (const r of rows) latest.set(r.run, r);
     const runs = [...latest.keys()];
     const [parts, epochs] = this.fenceArrays();
@@ -575,14 +578,14 @@ export class PgStore {
     try {
       // In run order, as appends touch runs, so the two never wait on each other's row locks in a cycle.
       res = await this.pool.query({
-        name: 'ta_verdict_states_v1',
+        name: 'ta_verdict_states_v2',
         text: `WITH ${FENCE_CTE}
-         INSERT INTO runs (run, part, first_at, updated_at, verdict, settled)
-         SELECT run, part, updated_at, updated_at, verdict, settled
-         FROM unnest($4::text[], $5::int[], $6::bigint[], $7::text[], $8::boolean[]) AS u(run, part, updated_at, verdict, settled)
+         INSERT INTO runs (run, part, first_at, updated_at, verdict, settled, listed)
+         SELECT run, part, updated_at, updated_at, verdict, settled, listed
+         FROM unnest($4::text[], $5::int[], $6::bigint[], $7::text[], $8::boolean[], $9::text[]) AS u(run, part, updated_at, verdict, settled, listed)
          WHERE part IN (SELECT part FROM mine)
          ORDER BY run
-         ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled,
+         ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, settled = excluded.settled, listed = excluded.listed,
            updated_at = GREATEST(runs.updated_at, excluded.updated_at)
          RETURNING run`,
         values: [
@@ -594,6 +597,7 @@ export class PgStore {
           runs.map((r) => latest.get(r)!.updatedAt),
           runs.map((r) => latest.get(r)!.verdict),
           runs.map((r) => latest.get(r)!.settled),
+          runs.map((r) => latest.get(r)!.listed ?? null),
         ],
       });
     } catch (e) {
@@ -704,8 +708,12 @@ export class PgStore {
     return res.rows.map(liveRunOf);
   }
 
-  /** Runs, newest first, optionally of one verdict and/or one pinned contract. */
-  async listRuns(filter: { verdict?: string; contract?: string; limit: number }): Promise<ListedRun[]> {
+  /**
+   * Runs, newest first (by first receipt; `oldest`: oldest first), optionally of one verdict and/or one pinned
+   * contract, each with the verdict its owner last wrote for the list views (`listed`, or null; null too for the runs
+   * of partitions this instance holds, which the list views read from memory).
+   */
+  async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<ListedRun[]> {
     const where: string[] = [];
     const values: unknown[] = [filter.limit];
     if (filter.verdict !== undefined) {
@@ -716,15 +724,19 @@ export class PgStore {
       values.push(filter.contract);
       where.push(`p.contract = $${values.length}`);
     }
+    // The runs of partitions this instance holds are listed from its memory: their stored evaluation is not sent.
+    values.push(this.fenceArrays()[0]);
+    const heldParts = `$${values.length}::int[]`;
     const res = await this.pool.query(
-      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, CASE WHEN r.part = ANY(${heldParts}) THEN NULL ELSE r.listed END AS listed,
+              p.contract, p.version, p.phase, p.contract_hash
        FROM runs r LEFT JOIN pins p ON p.run = r.run ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-       ORDER BY r.first_at DESC, r.run DESC LIMIT $1`,
+       ORDER BY ${filter.oldest ? 'r.first_at, r.run' : 'r.first_at DESC, r.run DESC'} LIMIT $1`,
       values,
     );
     return res.rows.map((row: Row) => {
       const live = liveRunOf(row);
-      return { run: live.run, verdict: live.verdict, settled: live.settled, firstAt: live.firstAt, updatedAt: live.updatedAt, pin: live.pin };
+      return { run: live.run, verdict: live.verdict, settled: live.settled, firstAt: live.firstAt, updatedAt: live.updatedAt, pin: live.pin, listed: (row.listed as string | null) ?? null };
     });
   }
 

@@ -71,8 +71,8 @@ export async function listRuns(engine: AuditEngine, filter: { verdict?: string; 
   const counts = Object.fromEntries(VERDICTS.map((v) => [v, 0])) as Record<Verdict, number>;
   const remote = engine.remote;
   if (remote) {
-    // A cluster: the listed rows are evaluated now (read from the shared store); the counts are the verdicts their
-    // owners last stored, counted by the database, so the page never evaluates every run of the cluster.
+    // A cluster: the listed rows are the verdicts their owners last wrote with their findings (runs.listed), the
+    // counts the verdicts their owners last stored, counted by the database: the page evaluates no run held elsewhere.
     const rows = await engine.listAll({ verdict: filter.verdict, contract: filter.contract, limit }, now);
     let total = 0;
     for (const [v, n] of Object.entries(await remote.counts({ contract: filter.contract }))) {
