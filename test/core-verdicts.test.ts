@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RunState, evaluate, naiveVerdict, resolvePin, type Receipt } from '../src/core/index.js';
-import { at, codes, edge, end, finding, gap, ms, outcome, receipt, registryOf, start, verdictAt, wait } from './helpers/receipts.js';
+import { at, codes, edge, end, finding, gap, ms, outcome, receipt, registryOf, start, tinyContract, verdictAt, wait } from './helpers/receipts.js';
 import { asReceipt, type LooseReceipt } from './helpers/receipt.js';
 
 const T_V2 = `
@@ -52,22 +52,9 @@ phases:
         within: 5m
 `;
 
-const T_V1_RETIRED = `
-contract: t
-version: "1"
-retired: true
-owner: o
-agents: [o, r]
-allow:
-  - o -> r : delegate
-phases:
-  main:
-    outcome: optional
-    expect:
-      - o -> r : delegate
-`;
+const T_V1_RETIRED = tinyContract('1', true);
 
-const T_V3_RETIRED = T_V1_RETIRED.replace('version: "1"', 'version: "3"');
+const T_V3_RETIRED = tinyContract('3', true);
 
 /** A contract whose first edge has a deadline, to see when a run without run.start starts. */
 const D_V1 = `

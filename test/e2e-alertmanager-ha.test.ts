@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { AlertmanagerClient } from '../src/alerting/client.js';
 import { ROOT, startServerProcess, tempDir, getJson, type ServerProcess } from './helpers/server.js';
-import { startAlertmanager, startWebhook, type RunningAlertmanager, type Webhook } from './helpers/alertmanager.js';
+import { forbiddenRun, startAlertmanager, startWebhook, testConfig, type RunningAlertmanager, type Webhook } from './helpers/alertmanager.js';
 import { waitFor } from './helpers/prometheus.js';
 
 const SHIPPED = join(ROOT, 'collector', 'alertmanager', 'alertmanager.yml');
@@ -37,24 +37,7 @@ function makePki(dir: string) {
   return { caFile: f('ca.crt'), ca: readFileSync(f('ca.crt')), cert: f('server.crt'), key: f('server.key') };
 }
 
-/** The drift fixture's direct-route run (researcher -> publisher is not allowed), as run `run`, ending now. */
-function forbiddenRun(run: string): string {
-  const lines = readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8')
-    .split('\n')
-    .filter((l) => l.includes('"run":"drift-direct-route"'))
-    .map((l) => JSON.parse(l));
-  const latest = Math.max(...lines.map((r) => Date.parse(r.at)));
-  const delta = Date.now() - 1000 - latest;
-  return lines.map((r) => JSON.stringify({ ...r, run, at: new Date(Date.parse(r.at) + delta).toISOString() })).join('\n') + '\n';
-}
 
-function testConfig(webhook: string): string {
-  const cfg = parse(readFileSync(SHIPPED, 'utf8'));
-  cfg.route.group_wait = '1s';
-  cfg.route.group_interval = '1s';
-  for (const r of cfg.receivers) for (const w of r.webhook_configs ?? []) w.url = webhook + new URL(w.url).pathname;
-  return stringify(cfg);
-}
 
 async function metric(srv: ServerProcess, name: string): Promise<number> {
   const text = await (await fetch(`${srv.api}/metrics`)).text();

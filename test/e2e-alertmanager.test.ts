@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { ROOT, getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
-import { startAlertmanager, startWebhook, runAmtool, type RunningAlertmanager, type Webhook } from './helpers/alertmanager.js';
+import { forbiddenRun, startAlertmanager, startWebhook, runAmtool, testConfig, type RunningAlertmanager, type Webhook } from './helpers/alertmanager.js';
 import { waitFor } from './helpers/prometheus.js';
 import { chromium } from 'playwright-core';
 
@@ -18,25 +18,7 @@ const SHIPPED = join(ROOT, 'collector', 'alertmanager', 'alertmanager.yml');
 const RESEND_S = 4;
 const EXTERNAL = 'http://auditor.test:9464';
 
-/** The drift fixture's direct-route run (researcher -> publisher is not allowed), as run `run`, ending now. */
-function forbiddenRun(run: string): string {
-  const lines = readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8')
-    .split('\n')
-    .filter((l) => l.includes('"run":"drift-direct-route"'))
-    .map((l) => JSON.parse(l));
-  const latest = Math.max(...lines.map((r) => Date.parse(r.at)));
-  const delta = Date.now() - 1000 - latest;
-  return lines.map((r) => JSON.stringify({ ...r, run, at: new Date(Date.parse(r.at) + delta).toISOString() })).join('\n') + '\n';
-}
 
-/** The shipped config, webhooks pointed at the test's receiver (same paths), group timers in seconds. */
-function testConfig(webhook: string): string {
-  const cfg = parse(readFileSync(SHIPPED, 'utf8'));
-  cfg.route.group_wait = '1s';
-  cfg.route.group_interval = '1s';
-  for (const r of cfg.receivers) for (const w of r.webhook_configs ?? []) w.url = webhook + new URL(w.url).pathname;
-  return stringify(cfg);
-}
 
 describe('per-run alerts on a real Alertmanager', () => {
   let am: RunningAlertmanager;

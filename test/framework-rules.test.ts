@@ -23,7 +23,7 @@ import { decodeExportTraceJson } from '../src/otlp/index.js';
 import type { Receipt } from '../src/core/types.js';
 import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
-import { allBytes, newRun, runView } from './helpers/framework-runs.js';
+import { allBytes, newRun, runView, delegateAndReturn } from './helpers/framework-runs.js';
 import { CONTENT_MARKER as AI_MARKER, runAiSdkSupervisor } from './fixtures/frameworks/ai-sdk.js';
 import { instrumentLangChain, runFunctionalSupervisor } from './fixtures/frameworks/langgraph.js';
 import { CONTENT_MARKER, Recorder, SpanKind } from './fixtures/dialects/record.js';
@@ -90,12 +90,7 @@ describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a d
     await runAiSdkSupervisor(tracer, ['researcher', 'writer']);
     await provider.forceFlush();
     const ok = await newRun(server, seen, (v) => v === 'healthy');
-    expect((await runView(server, ok.run)).edges).toEqual([
-      'supervisor -> researcher : delegate',
-      'researcher -> supervisor : return',
-      'supervisor -> writer : delegate',
-      'writer -> supervisor : return',
-    ]);
+    expect((await runView(server, ok.run)).edges).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     await runAiSdkSupervisor(tracer, ['researcher', 'publisher']);
     await provider.forceFlush();
     const bad = await newRun(server, seen, (v) => v === 'forbidden_edge');
@@ -112,12 +107,7 @@ describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a d
     sharedIdTrace(tracer, ['researcher', 'writer']);
     await provider.forceFlush();
     const ok = await newRun(server, seen, (v) => v === 'healthy');
-    expect((await runView(server, ok.run)).edges).toEqual([
-      'supervisor -> researcher : delegate',
-      'researcher -> supervisor : return',
-      'supervisor -> writer : delegate',
-      'writer -> supervisor : return',
-    ]);
+    expect((await runView(server, ok.run)).edges).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     sharedIdTrace(tracer, ['publisher']);
     await provider.forceFlush();
     const bad = await newRun(server, seen, (v) => v === 'forbidden_edge');
@@ -131,12 +121,7 @@ describe('real exports to a server: AI SDK 6 agents as tools, agents sharing a d
     openllmetryNestedTrace(tracer, ['researcher', 'writer']);
     await provider.forceFlush();
     const ok = await newRun(server, seen, (v) => v === 'healthy');
-    expect((await runView(server, ok.run)).edges).toEqual([
-      'supervisor -> researcher : delegate',
-      'researcher -> supervisor : return',
-      'supervisor -> writer : delegate',
-      'writer -> supervisor : return',
-    ]);
+    expect((await runView(server, ok.run)).edges).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     openllmetryNestedTrace(tracer, ['researcher', 'publisher']);
     await provider.forceFlush();
     const bad = await newRun(server, seen, (v) => v === 'forbidden_edge');

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runFunctionalSupervisor, runHierarchicalTeams, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
 import { until } from './helpers/wait.js';
+import { delegateAndReturn } from './helpers/framework-runs.js';
 
 const SWARM_CONTRACT = `contract: helpdesk-swarm
 version: "1"
@@ -154,12 +155,7 @@ describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
     await provider.forceFlush();
     const [run] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'healthy');
     expect(run.verdict).toBe('healthy');
-    expect(await edgesOf(sup, run.run)).toEqual([
-      'supervisor -> researcher : delegate',
-      'researcher -> supervisor : return',
-      'supervisor -> writer : delegate',
-      'writer -> supervisor : return',
-    ]);
+    expect(await edgesOf(sup, run.run)).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     expect(run.run).toMatch(/^[0-9a-f]{32}$/); // one run per graph invocation: the trace
     await provider.shutdown();
   }, 60_000);
@@ -228,12 +224,7 @@ describe('LangGraph.js functional API and nested graphs: edges from evidence onl
     await runFunctionalSupervisor({ calls: ['researcher', 'writer'] });
     await provider.forceFlush();
     const [ok] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'healthy');
-    expect(await edgesOf(sup, ok.run)).toEqual([
-      'supervisor -> researcher : delegate',
-      'researcher -> supervisor : return',
-      'supervisor -> writer : delegate',
-      'writer -> supervisor : return',
-    ]);
+    expect(await edgesOf(sup, ok.run)).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     await runFunctionalSupervisor({ calls: ['researcher', 'publisher'] });
     await provider.forceFlush();
     const [bad] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'forbidden_edge');
@@ -309,12 +300,7 @@ describe('OpenAI Agents JS (the emitter\'s tracing processor)', () => {
     await emitter.flush();
     const [ok] = await newRuns(server, seen, 1, (v) => v[0] === 'healthy');
     expect(ok.run).toMatch(/^trace_[0-9a-f]{32}$/); // one Runner.run, one SDK trace, one run
-    expect(await edgesOf(server, ok.run)).toEqual([
-      'supervisor -> researcher : delegate',
-      'researcher -> supervisor : return',
-      'supervisor -> writer : delegate',
-      'writer -> supervisor : return',
-    ]);
+    expect(await edgesOf(server, ok.run)).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     await runSupervisorAgents({ handoffToPublisher: true });
     await emitter.flush();
     const [bad] = await newRuns(server, seen, 1, (v) => v[0] === 'forbidden_edge');
@@ -410,12 +396,7 @@ describe('Google ADK JS: a run per turn, not per session', () => {
     expect(runs).toHaveLength(2);
     for (const r of runs) {
       expect(r.run).toMatch(/^[0-9a-f]{32}$/); // the trace of one Runner.runAsync, not the session id
-      expect(await edgesOf(server, r.run)).toEqual([
-        'supervisor -> researcher : delegate',
-        'researcher -> supervisor : return',
-        'supervisor -> writer : delegate',
-        'writer -> supervisor : return',
-      ]);
+      expect(await edgesOf(server, r.run)).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     }
     expect(sentText()).toContain('sess-two-turns'); // the session id was on the spans, and named no run
     expect(allBytes(server.dataDir).includes(Buffer.from(CONTENT_MARKER))).toBe(false);

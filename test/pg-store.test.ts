@@ -19,7 +19,7 @@ import {
 } from '../src/store/index.js';
 import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
 import { migrate, PG_MIGRATIONS } from '../src/store/pg-schema.js';
-import { at, edge, end, ms, registryOf, start, wait } from './helpers/receipts.js';
+import { at, edge, end, ms, registryOf, start, tinyContract, wait } from './helpers/receipts.js';
 import { AuditEngine } from '../src/audit/engine.js';
 import { ClusterEngineStore } from '../src/cluster/engine-store.js';
 import { until } from './helpers/wait.js';
@@ -493,19 +493,7 @@ describe('PgStore: pins, contracts, runs, prune', () => {
 });
 
 describe('PgStore: pins inside the append (issue 31.3)', () => {
-  const C = (version: string): string => `
-contract: t
-version: "${version}"
-owner: o
-agents: [o, r]
-allow:
-  - o -> r : delegate
-phases:
-  main:
-    outcome: optional
-    expect:
-      - o -> r : delegate
-`;
+  const C = tinyContract;
   const registry = registryOf(C('1'), C('2'));
   const pinOf = (run: string, version: string): AppendPin => {
     const c = registry.get('t', version)!;

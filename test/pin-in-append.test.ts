@@ -11,22 +11,10 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditEngine } from '../src/audit/engine.js';
 import { DATABASE_FILE, ReceiptStore, type AppendPin } from '../src/store/index.js';
-import { edge, end, ms, registryOf, start } from './helpers/receipts.js';
+import { edge, end, ms, registryOf, start, tinyContract } from './helpers/receipts.js';
 import { tempDir } from './helpers/server.js';
 
-const contract = (version: string): string => `
-contract: t
-version: "${version}"
-owner: o
-agents: [o, r]
-allow:
-  - o -> r : delegate
-phases:
-  main:
-    outcome: optional
-    expect:
-      - o -> r : delegate
-`;
+const contract = tinyContract;
 
 const dirs: string[] = [];
 const stores: ReceiptStore[] = [];

@@ -10,6 +10,9 @@ import { request as httpsRequest } from 'node:https';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { parse, stringify } from 'yaml';
+import { ROOT } from './server.js';
 import { freeLoopbackPort, waitFor } from './prometheus.js';
 
 export const ALERTMANAGER_BIN = process.env.ALERTMANAGER_BIN ?? '/usr/bin/prometheus-alertmanager';
@@ -176,4 +179,26 @@ export async function startWebhook(): Promise<Webhook> {
         server.close(() => r());
       }),
   };
+}
+
+const SHIPPED_CONFIG = join(ROOT, 'collector', 'alertmanager', 'alertmanager.yml');
+
+/** The drift fixture's direct-route run (researcher -> publisher is not allowed), as run `run`, ending now. */
+export function forbiddenRun(run: string): string {
+  const lines = readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"run":"drift-direct-route"'))
+    .map((l) => JSON.parse(l));
+  const latest = Math.max(...lines.map((r) => Date.parse(r.at)));
+  const delta = Date.now() - 1000 - latest;
+  return lines.map((r) => JSON.stringify({ ...r, run, at: new Date(Date.parse(r.at) + delta).toISOString() })).join('\n') + '\n';
+}
+
+/** The shipped config, webhooks pointed at the test's receiver (same paths), group timers in seconds. */
+export function testConfig(webhook: string): string {
+  const cfg = parse(readFileSync(SHIPPED_CONFIG, 'utf8'));
+  cfg.route.group_wait = '1s';
+  cfg.route.group_interval = '1s';
+  for (const r of cfg.receivers) for (const w of r.webhook_configs ?? []) w.url = webhook + new URL(w.url).pathname;
+  return stringify(cfg);
 }

@@ -37,3 +37,8 @@ export async function runView(server: ServerProcess, run: string): Promise<{ edg
     forbidden: body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge),
   };
 }
+
+/** The edges of a caller delegating to each agent in turn and getting control back: `from -> a : delegate`, `a -> from : return`, ... */
+export function delegateAndReturn(from: string, agents: readonly string[]): string[] {
+  return agents.flatMap((a) => [`${from} -> ${a} : delegate`, `${a} -> ${from} : return`]);
+}

@@ -56,6 +56,21 @@ export function gap(event: string, t: number, reason = 'caller_unresolved', extr
   return receipt({ ...base(event, t, extra), type: 'gap', reason });
 }
 
+/** The smallest contract `t` (o delegates to r) at a version (retired or not): the pin tests tell versions apart by it. */
+export const tinyContract = (version: string, retired = false): string => `
+contract: t
+version: "${version}"${retired ? '\nretired: true' : ''}
+owner: o
+agents: [o, r]
+allow:
+  - o -> r : delegate
+phases:
+  main:
+    outcome: optional
+    expect:
+      - o -> r : delegate
+`;
+
 /** Parse contract texts (YAML or JSON) into a registry, refusing anything the loader refuses. */
 export function registryOf(...texts: string[]): ContractRegistry {
   return ContractRegistry.fromContracts(texts.map((t, i): Contract => parseContract(t, `test-${i}.yaml`)));
