@@ -2,7 +2,7 @@
 import type { EdgeAgg, RunState } from '../state.js';
 import { sortedEvents } from '../state.js';
 import { edgeKey } from '../edge.js';
-import { mergeSorted, type Collector, type EvalContext, type RouteRule } from './context.js';
+import { STEP_MASK, mergeSorted, type Collector, type EvalContext, type RouteRule } from './context.js';
 
 /** Multiplicity messages are kept per rule for counts up to this (the usual ones); larger counts are written each time. */
 const MESSAGE_MEMO = 1024;
@@ -18,9 +18,16 @@ function multiplicityMessage(r: RouteRule, count: number): string {
 }
 
 export function routeRules(ctx: EvalContext, out: Collector): void {
+  const steps = routeRuleSteps(ctx, out);
+  while (!steps.next().done);
+}
+
+/** routeRules, pausing (a bare `yield`) after every STEP_MASK + 1 edges. */
+export function* routeRuleSteps(ctx: EvalContext, out: Collector): Generator<void, void, void> {
   const { state, contract, where } = ctx;
   const aggs = state.edgeAggs;
   for (let i = 0; i < aggs.length; i++) {
+    if ((i & STEP_MASK) === STEP_MASK) yield;
     const e = aggs[i];
     if (contract.allowByEdge.has(e.key)) continue; // edges are keyed by tripleKey(from, to, kind)
     const k = edgeKey(e.from, e.to, e.kind);
