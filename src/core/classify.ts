@@ -11,10 +11,10 @@ import type { Instant } from './time.js';
 import type { ContractRegistry, PinResolution } from './registry.js';
 import { PRECEDENCE, type Finding, type NaiveVerdict, type Pin, type Receipt, type RunVerdict, type Verdict } from './types.js';
 import { RunState, startRef } from './state.js';
-import { Collector, evalContext } from './rules/context.js';
+import { Collector, STEP_MASK, evalContext } from './rules/context.js';
 import { evidenceRules, noPinRule, pinRules } from './rules/evidence.js';
-import { agentRuleSteps } from './rules/agents.js';
-import { routeRuleSteps } from './rules/routes.js';
+import { agentRuleSteps, agentRules } from './rules/agents.js';
+import { routeRuleSteps, routeRules } from './rules/routes.js';
 import { planRules } from './rules/plan.js';
 import { waitRules } from './rules/waits.js';
 import { endRules, stallRules } from './rules/completion.js';
@@ -99,8 +99,11 @@ export function* evaluateSteps(state: RunState, pinning: Pinning, nowAt: number 
   else {
     const ctx = evalContext(state, pinning.pin, pinning.contract, now, nowNs, registry);
     pinRules(ctx, out);
-    yield* agentRuleSteps(ctx, out);
-    yield* routeRuleSteps(ctx, out);
+    // a run naming thousands of agents or edges: in steps (a few dozen: at once, no generators)
+    if (state.agentNames.length > STEP_MASK) yield* agentRuleSteps(ctx, out);
+    else agentRules(ctx, out);
+    if (state.edgeAggs.length > STEP_MASK) yield* routeRuleSteps(ctx, out);
+    else routeRules(ctx, out);
     planRules(ctx, out);
     waitRules(ctx, out);
     stallRules(ctx, out);
