@@ -463,6 +463,22 @@ export class RunState {
     }
   }
 
+  /** The folded receipts, each once, without their instants (what the event walks read). */
+  private *foldedReceipts(): Generator<Receipt> {
+    const conflicts = this.conflictMap;
+    if (this.kept !== null) {
+      for (const [event, r] of this.kept) if (!conflicts?.has(event)) yield r;
+      return;
+    }
+    const seen = new Set<string>();
+    for (const r of this.source!(this.run)) {
+      const event = r.event;
+      if (!this.ids!.has(event) || conflicts?.has(event) || seen.has(event)) continue;
+      seen.add(event);
+      yield r;
+    }
+  }
+
   private rebuild(): void {
     this.version++;
     this.cachedVerdict = null;
@@ -673,7 +689,7 @@ export class RunState {
       if (once === null) missing.set(a, []);
     }
     if (missing.size > 0) {
-      for (const { receipt: r } of this.folded()) {
+      for (const r of this.foldedReceipts()) {
         if (r.from !== undefined) missing.get(r.from)?.push(r.event);
         if (r.type === 'edge' && r.to !== undefined) missing.get(r.to)?.push(r.event);
         else if (r.type === 'wait' && r.on !== undefined) missing.get(r.on)?.push(r.event);
@@ -706,7 +722,7 @@ export class RunState {
     const missing = new Map<string, string[]>();
     for (const v of versions) if (has(v) && !lists.has(v) && !missing.has(v)) missing.set(v, []);
     if (missing.size > 0) {
-      for (const { receipt: r } of this.folded()) if (r.version !== undefined) missing.get(r.version)?.push(r.event);
+      for (const r of this.foldedReceipts()) if (r.version !== undefined) missing.get(r.version)?.push(r.event);
       for (const [v, list] of missing) lists.set(v, list);
     }
     return versions.map((v) => lists.get(v) ?? []);
