@@ -216,7 +216,8 @@ const attacks = {
   // stored: the run's receipts read back after the answer (no acknowledged receipt lost). loopMaxCpuMs: inside the
   // server, the most process CPU time spent between two turns of a 5 ms timer (a preload; all threads, so GC helper
   // threads count too): the longest hold of the event loop in CPU time, which a loaded machine does not inflate as
-  // it inflates wall time (loopMaxWallMs).
+  // it inflates wall time (loopMaxWallMs). AGENTS_SHAPE=twice names each agent twice, =versions adds 500 versions:
+  // the runs whose event lists still need one walk over the run read back from the store.
   async agents() {
     const out = {};
     const cap = Number(process.env.AGENTS_CAP_S ?? 180) * 1000;
@@ -241,7 +242,12 @@ process.on('SIGUSR2', () => { process.stderr.write('LOOP ' + JSON.stringify({ cp
       try {
         const t0 = Date.parse('2026-01-01T00:00:00Z');
         let body = line({ run: 'wide', event: 's', type: 'run.start', at: new Date(t0).toISOString(), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });
-        for (let i = 0; i < n; i++) body += line({ run: 'wide', event: `e${i}`, type: 'edge', at: new Date(t0 + i + 1).toISOString(), from: 'orchestrator', to: `unknown-${i}`, kind: 'delegate' });
+        // AGENTS_SHAPE=twice: each agent also sends one edge back (named twice); =versions: the edges carry 500 versions
+        const shape = process.env.AGENTS_SHAPE ?? 'once';
+        for (let i = 0; i < n; i++) {
+          body += line({ run: 'wide', event: `e${i}`, type: 'edge', at: new Date(t0 + i + 1).toISOString(), from: 'orchestrator', to: `unknown-${i}`, kind: 'delegate', ...(shape === 'versions' ? { version: `v${i % 500}` } : {}) });
+          if (shape === 'twice') body += line({ run: 'wide', event: `f${i}`, type: 'edge', at: new Date(t0 + i + 1).toISOString(), from: `unknown-${i}`, to: 'orchestrator', kind: 'handoff' });
+        }
         let done = false;
         const started = performance.now();
         const p = fetch(`${srv.api}/v1/receipts`, { method: 'POST', body, headers: { 'content-type': 'application/x-ndjson' } })

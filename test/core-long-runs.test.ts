@@ -214,7 +214,7 @@ describe('a rebuild after a conflict', () => {
       const fresh = new RunState('r1');
       for (const r of all) if (r.event !== other.event) fresh.add(r);
       const got = aggregates(live);
-      expect(Object.keys(got)).toEqual(expect.arrayContaining(['starts', 'ends', 'edgeList', 'edgeMap', 'agentList', 'agentSet', 'waitTimes', 'waitRefs', 'gaps', 'notOk', 'verifiedOutcomes', 'handoffs', 'agentLists', 'routeMemo']));
+      expect(Object.keys(got)).toEqual(expect.arrayContaining(['starts', 'ends', 'edgeList', 'edgeMap', 'agentList', 'agentIndex', 'agentOnce', 'waitTimes', 'waitRefs', 'gaps', 'notOk', 'verifiedOutcomes', 'handoffs', 'agentLists', 'routeMemo']));
       expect(got).toEqual(aggregates(fresh));
       expect(live.conflicts.has(other.event)).toBe(true);
     }

@@ -11,12 +11,12 @@
  */
 import { EventEmitter } from 'node:events';
 import type { Contract } from '../core/contract.js';
-import { RunState, evaluate, type AddResult, type Pinning, type ReceiptSource } from '../core/classify.js';
+import { RunState, evaluate, evaluateSteps, type AddResult, type Pinning, type ReceiptSource } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { AppendPin, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
+import type { AppendPin, AppendResult, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
@@ -95,6 +95,9 @@ export class RestoreError extends Error {}
 export function sourceTag(source: string): string {
   return source.replace(/^token-\d+-/, '').replace(/[^A-Za-z0-9_.:#+=-]/g, '-').slice(0, 40) || 'source';
 }
+
+/** A batch of more receipts is committed in chunks of this many (see AuditEngine.appendInChunks). */
+const APPEND_CHUNK = 2048;
 
 /** Yields to the event loop once ~8 ms of synchronous work passed since the last yield (see AuditEngine.fold). */
 class Slicer {
@@ -344,7 +347,7 @@ export class AuditEngine extends EventEmitter {
   async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
     const perType: PerType = new Map();
-    const { fresh, digests, bodies, known } = this.unseen(receipts, perType);
+    const { fresh, digests, bodies, known } = await this.unseen(receipts, perType);
     receipts = fresh;
     if (limits) await this.admission.refuseForFullOwners(receipts);
     const release = limits ? this.admission.reserve(receipts, now) : () => {};
@@ -353,11 +356,18 @@ export class AuditEngine extends EventEmitter {
     try {
       const scope = this.opts.sourceScopedEvents && source !== 'auditor' ? sourceTag(source) : undefined;
       const items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
-      res = await this.store.append(items, spanLog, this.firstPins(receipts));
+      let failure: unknown = null;
+      ({ res, failure } = await this.appendInChunks(items, spanLog, this.firstPins(receipts)));
+      if (res.results.length < receipts.length) {
+        // A later chunk failed: the chunks committed before it are folded (the live state follows the store), and
+        // the request fails below (nothing acknowledged; a retry finds them as duplicates).
+        receipts = receipts.slice(0, res.results.length);
+        digests.length = receipts.length;
+      }
       if (scope !== undefined) {
         // Stored under a source-scoped id (another source holds this event id): folded as stored.
         items.forEach((it, i) => {
-          if (it.storedAs === undefined) return;
+          if (i >= receipts.length || it.storedAs === undefined) return;
           receipts[i] = { ...receipts[i], event: it.storedAs };
           digests[i] = DeliveredDigests.digest(receipts[i]);
         });
@@ -374,6 +384,10 @@ export class AuditEngine extends EventEmitter {
           if (live && !live.pin) live.pin = record;
         }
       }
+      if (failure !== null) {
+        for (const run of touched) this.reevaluate(run, now);
+        throw failure;
+      }
     } finally {
       release();
     }
@@ -384,6 +398,7 @@ export class AuditEngine extends EventEmitter {
     const slice = new Slicer();
     let waiting: Promise<void>[] | undefined;
     for (const run of touched) {
+      await this.evaluateInSlices(run, now, slice);
       const pending = this.reevaluate(run, now);
       if (pending) (waiting ??= []).push(pending);
       await slice.yieldIfDue();
@@ -430,15 +445,62 @@ export class AuditEngine extends EventEmitter {
   }
 
   /**
+   * store.append, in chunks of APPEND_CHUNK receipts for a larger batch, yielding to the event loop between them
+   * (one transaction of 20,000 receipts held the loop ~80-150 ms of CPU). Each chunk is committed before the next is
+   * queued; a run's first pin goes with the chunk that holds the run's first receipt of the batch (in its COMMIT). The
+   * results of the chunks committed, in input order, with the pins in force; `failure`: the error of the first chunk
+   * that failed after at least one committed (the first chunk's failure is thrown, as store.append's).
+   */
+  private async appendInChunks(items: StoredReceipt[], spanLog?: SpanLogEntry[], pins?: AppendPin[]): Promise<{ res: AppendResult; failure: unknown }> {
+    if (items.length <= APPEND_CHUNK) return { res: await this.store.append(items, spanLog, pins), failure: null };
+    const res: AppendResult = { accepted: 0, duplicates: 0, conflicts: 0, results: [] };
+    const unsent = new Map((pins ?? []).map((p) => [p.run, p]));
+    const slice = new Slicer();
+    for (let lo = 0; lo < items.length; lo += APPEND_CHUNK) {
+      const hi = Math.min(lo + APPEND_CHUNK, items.length);
+      const chunk = items.slice(lo, hi);
+      let chunkPins: AppendPin[] | undefined;
+      if (unsent.size) {
+        for (const it of chunk) {
+          const p = unsent.get(it.receipt.run);
+          if (p === undefined) continue;
+          (chunkPins ??= []).push(p);
+          unsent.delete(it.receipt.run);
+        }
+      }
+      let part: AppendResult;
+      try {
+        // the span log with the last chunk: logged only with the commit that completes the batch
+        part = await this.store.append(chunk, hi === items.length ? spanLog : undefined, chunkPins);
+      } catch (e) {
+        if (lo === 0) throw e;
+        return { res, failure: e };
+      }
+      res.accepted += part.accepted;
+      res.duplicates += part.duplicates;
+      res.conflicts += part.conflicts;
+      for (let i = 0; i < part.results.length; i++) res.results.push(part.results[i]);
+      if (part.pins) for (const [run, record] of part.pins) (res.pins ??= new Map()).set(run, record);
+      // storedAs (a source-scoped id) is set on the chunk's items, which are the batch's own objects
+      await slice.yieldIfDue();
+    }
+    return { res, failure: null };
+  }
+
+  /**
    * The receipts not delivered before: a redelivery of stored content of a live run is a duplicate without a store
    * round trip (see DeliveredDigests). The stored form is made once here and handed to the store with the receipt.
+   * A large batch is digested in slices that yield to the event loop.
    */
-  private unseen(incoming: readonly Receipt[], perType: PerType): { fresh: Receipt[]; digests: Digest[]; bodies: string[]; known: number } {
+  private async unseen(incoming: readonly Receipt[], perType: PerType): Promise<{ fresh: Receipt[]; digests: Digest[]; bodies: string[]; known: number }> {
     const fresh: Receipt[] = [];
     const digests: Digest[] = [];
     const bodies: string[] = [];
     let known = 0;
-    for (const r of incoming) {
+    const slice = new Slicer();
+    for (let i = 0; i < incoming.length; i++) {
+      if ((i & 255) === 255) await slice.yieldIfDue();
+      const r = incoming[i];
       const body = compactReceiptJson(r);
       const d = DeliveredDigests.digestOfJson(body);
       if (this.runs.has(r.run) && this.delivered.has(r.run, r.event, d)) {
@@ -547,6 +609,25 @@ export class AuditEngine extends EventEmitter {
     }
     this.emit('run', run, after);
     return undefined;
+  }
+
+  /**
+   * Evaluates a live run in steps (`evaluateSteps`), yielding to the event loop every ~8 ms, so that the
+   * `reevaluate` that follows finds the verdict cached on the state and does the rest (listeners, hooks, the
+   * verdict state for the store) at once. A run naming 20,000 agents has 40,001 findings: one synchronous evaluation
+   * of it held the event loop 0.2-0.5 s. Nothing else is done here: if the run changes meanwhile (another request
+   * folds into it), the state does not keep this verdict and `reevaluate` evaluates again; a read back the
+   * evaluation needs (cluster mode) is left to `reevaluate`.
+   */
+  private async evaluateInSlices(run: string, now: number, slice: Slicer): Promise<void> {
+    const live = this.runs.get(run);
+    if (!live) return;
+    try {
+      const steps = evaluateSteps(live.state, this.pinRun(live), now, { registry: this.registry });
+      while (!steps.next().done) await slice.yieldIfDue();
+    } catch (e) {
+      if (!(e instanceof ReadBackMissing)) throw e;
+    }
   }
 
   /** A re-evaluation that needs the run's receipts back (cluster mode): read ahead, then evaluated again. */

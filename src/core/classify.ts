@@ -11,10 +11,10 @@ import type { Instant } from './time.js';
 import type { ContractRegistry, PinResolution } from './registry.js';
 import { PRECEDENCE, type Finding, type NaiveVerdict, type Pin, type Receipt, type RunVerdict, type Verdict } from './types.js';
 import { RunState, startRef } from './state.js';
-import { Collector, evalContext } from './rules/context.js';
+import { Collector, STEP_MASK, evalContext } from './rules/context.js';
 import { evidenceRules, noPinRule, pinRules } from './rules/evidence.js';
-import { agentRules } from './rules/agents.js';
-import { routeRules } from './rules/routes.js';
+import { agentRuleSteps, agentRules } from './rules/agents.js';
+import { routeRuleSteps, routeRules } from './rules/routes.js';
 import { planRules } from './rules/plan.js';
 import { waitRules } from './rules/waits.js';
 import { endRules, stallRules } from './rules/completion.js';
@@ -59,6 +59,22 @@ export function naiveVerdict(state: RunState): NaiveVerdict {
  * part), the previous verdict is returned as it is: nothing in it can differ (test/core-incremental.test.ts).
  */
 export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Instant, opts: EvaluateOptions = {}): RunVerdict {
+  const steps = evaluateSteps(state, pinning, nowAt, opts);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * `evaluate` in steps: a generator that pauses (a bare `yield`, no value) every ~1,000 findings or items of a wide
+ * run and returns the verdict `evaluate` returns. Pure: it never waits; the caller decides whether to yield to its
+ * event loop at a pause (src/audit/engine.ts does, every ~8 ms). A run of a few dozen findings does not pause.
+ *
+ * The state must not change while the steps run: if it does (its `version` moved), the verdict returned is not
+ * remembered as the state's cached verdict, so the next `evaluate` computes it again from the changed state.
+ */
+export function* evaluateSteps(state: RunState, pinning: Pinning, nowAt: number | Instant, opts: EvaluateOptions = {}): Generator<void, RunVerdict, void> {
   const now = typeof nowAt === 'number' ? nowAt : nowAt.ms;
   const nowNs = typeof nowAt === 'number' ? 0 : nowAt.ns;
   const registry = opts.registry;
@@ -74,6 +90,7 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
     const next = cached.nextChangeAt;
     if (next === null || now < (nowNs === 0 ? next : next - 1)) return cached;
   }
+  const version = state.version;
   const out = new Collector();
   evidenceRules(state, out);
   let pin: Pin | null = null;
@@ -82,8 +99,11 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
   else {
     const ctx = evalContext(state, pinning.pin, pinning.contract, now, nowNs, registry);
     pinRules(ctx, out);
-    agentRules(ctx, out);
-    routeRules(ctx, out);
+    // a run naming thousands of agents or edges: in steps (a few dozen: at once, no generators)
+    if (state.agentNames.length > STEP_MASK) yield* agentRuleSteps(ctx, out);
+    else agentRules(ctx, out);
+    if (state.edgeAggs.length > STEP_MASK) yield* routeRuleSteps(ctx, out);
+    else routeRules(ctx, out);
     planRules(ctx, out);
     waitRules(ctx, out);
     stallRules(ctx, out);
@@ -92,9 +112,14 @@ export function evaluate(state: RunState, pinning: Pinning, nowAt: number | Inst
     pin = ctx.pin;
     planFinished = ctx.absent.length === 0 && ctx.outcomeOk;
   }
-  const verdict = finish(state, pin, out, planFinished);
+  // An exact-size copy: the collector's list keeps room for 17 findings, and a live run keeps its verdict.
+  const findings = out.findings.slice();
+  if (findings.length > SORT_STEP) yield* sortFindingsSteps(findings);
+  else sortFindings(findings);
+  const verdict = finish(state, pin, findings, out.nextChangeAt, planFinished);
+  if (state.version !== version) return verdict; // changed meanwhile: not remembered (see above)
   state.cachedVerdict = verdict;
-  state.cachedVersion = state.version;
+  state.cachedVersion = version;
   if (pinning.ok) {
     state.cachedContract = pinning.contract;
     state.cachedPinContract = pinning.pin.contract;
@@ -138,10 +163,13 @@ interface SortKeys {
 /** The joined lists of shared (frozen) findings, which later verdicts of the run sort again (see waitRules). */
 const sharedSortKeys = new WeakMap<Finding, SortKeys>();
 
+/** list.join(','), without the join for the usual one- and two-item lists. */
+const joined = (a: readonly string[]): string => (a.length === 1 ? a[0] : a.length === 0 ? '' : a.length === 2 ? `${a[0]},${a[1]}` : a.join(','));
+
 function sortKeysOf(f: Finding): SortKeys {
   let k = sharedSortKeys.get(f);
   if (k === undefined) {
-    k = { f, agents: f.agents.join(','), events: f.events.join(',') };
+    k = { f, agents: joined(f.agents), events: joined(f.events) };
     if (Object.isFrozen(f)) sharedSortKeys.set(f, k);
   }
   return k;
@@ -156,15 +184,7 @@ function sortFindings(findings: Finding[]): void {
   if (n > 32) {
     // many findings: each one's joined lists made once (for a finding shared between verdicts, once for all of them)
     const keyed = findings.map(sortKeysOf);
-    keyed.sort(
-      (a, b) =>
-        PRECEDENCE[a.f.verdict] - PRECEDENCE[b.f.verdict] ||
-        cmp(a.f.code, b.f.code) ||
-        cmp(a.f.edge ?? '', b.f.edge ?? '') ||
-        cmp(a.agents, b.agents) ||
-        cmp(a.events, b.events) ||
-        cmp(a.f.message, b.f.message),
-    );
+    keyed.sort(compareKeyed);
     for (let i = 0; i < n; i++) findings[i] = keyed[i].f;
     return;
   }
@@ -179,10 +199,61 @@ function sortFindings(findings: Finding[]): void {
   }
 }
 
-function finish(state: RunState, pin: Pin | null, out: Collector, planFinished: boolean): RunVerdict {
-  // An exact-size copy: the collector's list keeps room for 17 findings, and a live run keeps its verdict.
-  const findings = out.findings.slice();
-  sortFindings(findings);
+/** Findings sorted in one step up to this many; more are sorted in runs of this many, then merged, in steps. */
+const SORT_STEP = 4096;
+
+/** The order of sortFindings' keyed form (compareFindings on the joined lists made once). */
+const compareKeyed = (a: SortKeys, b: SortKeys): number =>
+  PRECEDENCE[a.f.verdict] - PRECEDENCE[b.f.verdict] ||
+  cmp(a.f.code, b.f.code) ||
+  cmp(a.f.edge ?? '', b.f.edge ?? '') ||
+  cmp(a.agents, b.agents) ||
+  cmp(a.events, b.events) ||
+  cmp(a.f.message, b.f.message);
+
+/**
+ * sortFindings in steps, for many findings: runs of SORT_STEP sorted (stably) one per step, then merged pairwise
+ * (ties taken from the left run), pausing every SORT_STEP findings merged. A stable merge sort of stably sorted runs:
+ * the order sortFindings gives, exactly.
+ */
+function* sortFindingsSteps(findings: Finding[]): Generator<void, void, void> {
+  const n = findings.length;
+  let keyed: SortKeys[] = new Array(n);
+  for (let i = 0; i < n; i++) keyed[i] = sortKeysOf(findings[i]);
+  yield;
+  for (let lo = 0; lo < n; lo += SORT_STEP) {
+    const run = keyed.slice(lo, lo + SORT_STEP).sort(compareKeyed);
+    for (let i = 0; i < run.length; i++) keyed[lo + i] = run[i];
+    yield;
+  }
+  let other: SortKeys[] = new Array(n);
+  for (let width = SORT_STEP; width < n; width *= 2) {
+    let done = 0;
+    for (let lo = 0; lo < n; lo += 2 * width) {
+      const mid = Math.min(lo + width, n);
+      const hi = Math.min(lo + 2 * width, n);
+      let i = lo;
+      let j = mid;
+      let k = lo;
+      while (i < mid && j < hi) {
+        other[k++] = compareKeyed(keyed[j], keyed[i]) < 0 ? keyed[j++] : keyed[i++];
+        if (++done === SORT_STEP) {
+          done = 0;
+          yield;
+        }
+      }
+      while (i < mid) other[k++] = keyed[i++];
+      while (j < hi) other[k++] = keyed[j++];
+    }
+    const t = keyed;
+    keyed = other;
+    other = t;
+    yield;
+  }
+  for (let i = 0; i < n; i++) findings[i] = keyed[i].f;
+}
+
+function finish(state: RunState, pin: Pin | null, findings: Finding[], nextChangeAt: number, planFinished: boolean): RunVerdict {
   let verdict: Verdict = planFinished ? 'healthy' : 'working';
   let best = PRECEDENCE[verdict];
   let settled = false;
@@ -203,7 +274,7 @@ function finish(state: RunState, pin: Pin | null, out: Collector, planFinished: 
     naive: naiveVerdict(state),
     findings,
     settled: settledVerdict || settled,
-    nextChangeAt: Number.isFinite(out.nextChangeAt) ? out.nextChangeAt : null,
+    nextChangeAt: Number.isFinite(nextChangeAt) ? nextChangeAt : null,
   };
 }
 

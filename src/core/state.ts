@@ -271,10 +271,16 @@ export class RunState {
   /**
    * Agents named by the receipts (as from, an edge's to, a wait's on), in order of first naming; events via
    * agentEvents. A list (a run names a handful: a set would cost ~10x the memory), found by a scan while short, past
-   * SCAN_AGENTS also through agentSet.
+   * SCAN_AGENTS also through agentIndex.
    */
   private agentList: string[] = EMPTY;
-  private agentSet: Set<string> | null = null;
+  /** Past SCAN_AGENTS: each agent's index in agentList. */
+  private agentIndex: Map<string, number> | null = null;
+  /**
+   * Parallel to agentList: the one event naming the agent while it was named once, else null. agentEventsOf needs
+   * no walk over the run for an agent named once (a run naming thousands of agents once each: no walk at all).
+   */
+  private agentOnce: (string | null)[] = EMPTY;
 
   /** The agents named, in order of first naming. */
   get agentNames(): readonly string[] {
@@ -288,10 +294,15 @@ export class RunState {
 
   /** Does a receipt name `agent`? */
   hasAgent(agent: string): boolean {
-    if (this.agentSet !== null) return this.agentSet.has(agent);
+    return this.agentAt(agent) >= 0;
+  }
+
+  /** The agent's index in agentList, or -1. */
+  private agentAt(agent: string): number {
+    if (this.agentIndex !== null) return this.agentIndex.get(agent) ?? -1;
     const list = this.agentList;
-    for (let i = 0; i < list.length; i++) if (list[i] === agent) return true;
-    return false;
+    for (let i = 0; i < list.length; i++) if (list[i] === agent) return i;
+    return -1;
   }
   // Versions the receipts carry, with how often: the one version most runs carry inline, a map once there are more.
   private version1: string | undefined = undefined;
@@ -452,6 +463,22 @@ export class RunState {
     }
   }
 
+  /** The folded receipts, each once, without their instants (what the event walks read). */
+  private *foldedReceipts(): Generator<Receipt> {
+    const conflicts = this.conflictMap;
+    if (this.kept !== null) {
+      for (const [event, r] of this.kept) if (!conflicts?.has(event)) yield r;
+      return;
+    }
+    const seen = new Set<string>();
+    for (const r of this.source!(this.run)) {
+      const event = r.event;
+      if (!this.ids!.has(event) || conflicts?.has(event) || seen.has(event)) continue;
+      seen.add(event);
+      yield r;
+    }
+  }
+
   private rebuild(): void {
     this.version++;
     this.cachedVerdict = null;
@@ -470,7 +497,8 @@ export class RunState {
     this.edgeMap = null;
     this.edgeList = [];
     this.agentList = EMPTY;
-    this.agentSet = null;
+    this.agentIndex = null;
+    this.agentOnce = EMPTY;
     this.version1 = undefined;
     this.version1Count = 0;
     this.versionMap = null;
@@ -500,13 +528,16 @@ export class RunState {
   }
 
   private mention(agent: string, event: string): void {
-    if (!this.hasAgent(agent)) {
+    const i = this.agentAt(agent);
+    if (i < 0) {
       // a new name: keep the shared copy of it
       const name = sharedText(agent);
+      const n = this.agentList.length;
       this.agentList = grown(this.agentList, 1, name);
-      if (this.agentSet !== null) this.agentSet.add(name);
-      else if (this.agentList.length > SCAN_AGENTS) this.agentSet = new Set(this.agentList);
-    }
+      this.agentOnce = grown(this.agentOnce, 1, event);
+      if (this.agentIndex !== null) this.agentIndex.set(name, n);
+      else if (n + 1 > SCAN_AGENTS) this.agentIndex = new Map(this.agentList.map((a, k) => [a, k]));
+    } else this.agentOnce[i] = null;
     if (this.agentLists !== null) this.agentLists.get(agent)?.push(event);
   }
 
@@ -649,16 +680,34 @@ export class RunState {
   agentEventsOf(agents: readonly string[]): string[][] {
     const lists = (this.agentLists ??= new Map());
     const missing = new Map<string, string[]>();
-    for (const a of agents) if (this.hasAgent(a) && !lists.has(a) && !missing.has(a)) missing.set(a, []);
+    for (const a of agents) {
+      if (lists.has(a) || missing.has(a)) continue;
+      const i = this.agentAt(a);
+      if (i < 0) continue;
+      const once = this.agentOnce[i];
+      // named once: that event is its list (no walk; a later naming makes it null, and the next ask walks)
+      if (once === null) missing.set(a, []);
+    }
     if (missing.size > 0) {
-      for (const { receipt: r } of this.folded()) {
+      for (const r of this.foldedReceipts()) {
         if (r.from !== undefined) missing.get(r.from)?.push(r.event);
         if (r.type === 'edge' && r.to !== undefined) missing.get(r.to)?.push(r.event);
         else if (r.type === 'wait' && r.on !== undefined) missing.get(r.on)?.push(r.event);
       }
       for (const [a, list] of missing) lists.set(a, list);
     }
-    return agents.map((a) => lists.get(a) ?? []);
+    const out: string[][] = new Array(agents.length);
+    for (let k = 0; k < agents.length; k++) {
+      const a = agents[k];
+      const list = lists.get(a);
+      if (list !== undefined) out[k] = list;
+      else {
+        const i = this.agentAt(a);
+        const once = i < 0 ? null : this.agentOnce[i];
+        out[k] = once === null ? [] : [once];
+      }
+    }
+    return out;
   }
 
   /** Event ids of the receipts carrying `version`. */
@@ -673,7 +722,7 @@ export class RunState {
     const missing = new Map<string, string[]>();
     for (const v of versions) if (has(v) && !lists.has(v) && !missing.has(v)) missing.set(v, []);
     if (missing.size > 0) {
-      for (const { receipt: r } of this.folded()) if (r.version !== undefined) missing.get(r.version)?.push(r.event);
+      for (const r of this.foldedReceipts()) if (r.version !== undefined) missing.get(r.version)?.push(r.event);
       for (const [v, list] of missing) lists.set(v, list);
     }
     return versions.map((v) => lists.get(v) ?? []);

@@ -2,7 +2,7 @@
 import type { EdgeAgg, RunState } from '../state.js';
 import { sortedEvents } from '../state.js';
 import { edgeKey } from '../edge.js';
-import { mergeSorted, type Collector, type EvalContext, type RouteRule } from './context.js';
+import { STEP_MASK, mergeSorted, type Collector, type EvalContext, type RouteRule } from './context.js';
 
 /** Multiplicity messages are kept per rule for counts up to this (the usual ones); larger counts are written each time. */
 const MESSAGE_MEMO = 1024;
@@ -18,9 +18,25 @@ function multiplicityMessage(r: RouteRule, count: number): string {
 }
 
 export function routeRules(ctx: EvalContext, out: Collector): void {
+  forbiddenEdges(ctx, out, 0, ctx.state.edgeAggs.length);
+  multiplicity(ctx, out);
+}
+
+/** routeRules, pausing (a bare `yield`) after every STEP_MASK + 1 edges: a caller may yield to its event loop there. */
+export function* routeRuleSteps(ctx: EvalContext, out: Collector): Generator<void, void, void> {
+  const n = ctx.state.edgeAggs.length;
+  for (let lo = 0; lo < n; lo += STEP_MASK + 1) {
+    if (lo > 0) yield;
+    forbiddenEdges(ctx, out, lo, Math.min(lo + STEP_MASK + 1, n));
+  }
+  multiplicity(ctx, out);
+}
+
+/** forbidden_edge for the edge aggregates lo..hi-1. */
+function forbiddenEdges(ctx: EvalContext, out: Collector, lo: number, hi: number): void {
   const { state, contract, where } = ctx;
   const aggs = state.edgeAggs;
-  for (let i = 0; i < aggs.length; i++) {
+  for (let i = lo; i < hi; i++) {
     const e = aggs[i];
     if (contract.allowByEdge.has(e.key)) continue; // edges are keyed by tripleKey(from, to, kind)
     const k = edgeKey(e.from, e.to, e.kind);
@@ -37,6 +53,11 @@ export function routeRules(ctx: EvalContext, out: Collector): void {
       true,
     );
   }
+}
+
+/** ambiguous_route: an allow rule observed more often than its max. */
+function multiplicity(ctx: EvalContext, out: Collector): void {
+  const state = ctx.state;
   // Per allow rule: how often its edges were observed (events and agents are read only for a finding).
   const routes = ctx.info.routes;
   for (let r = 0; r < routes.length; r++) {
