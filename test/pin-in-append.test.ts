@@ -69,6 +69,24 @@ describe('the first pin inside the append (SQLite)', () => {
     expect(pinRow(db, 'p1')?.contract_hash).toBe(c.hash);
   });
 
+  it('a batch committed in chunks (over 2,048 receipts) carries each run\'s first pin with the chunk of its first receipt', async () => {
+    const registry = registryOf(contract('1'));
+    const { dir, store } = openStore();
+    const engine = new AuditEngine(registry, store, { retentionMs: 3_600_000 });
+    const db = reader(dir);
+    await engine.ingest([start('s', 0, { run: 'w0' })], 'test', ms(2));
+    await store.sync();
+    // 2,500 runs of two receipts each: 5,000 receipts, three chunks; run c1023's two receipts straddle the first cut.
+    const batch = [];
+    for (let i = 0; i < 2_500; i++) batch.push(start('s', 0, { run: `c${i}` }), edge('e1', 1, 'o -> r : delegate', { run: `c${i}` }));
+    await engine.ingest(batch, 'test', ms(2));
+    const c = registry.get('t', '1')!;
+    expect(db.prepare("SELECT count(*) AS n FROM pins WHERE run LIKE 'c%' AND contract_hash = ?").get(c.hash)).toEqual({ n: 2_500 });
+    expect(pinRow(db, 'c1023')).toEqual({ contract: 't', version: '1', phase: 'main', contract_hash: c.hash });
+    expect(pinRow(db, 'c2499')?.contract_hash).toBe(c.hash);
+    expect(engine.verdictOf('c1023')?.pin).toMatchObject({ contract: 't', version: '1' });
+  });
+
   it('pins a run without a run.start to the default contract with its first receipts, and a later run.start still governs', async () => {
     const registry = registryOf(contract('1'), contract('2'));
     const { dir, store } = openStore();
