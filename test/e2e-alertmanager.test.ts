@@ -180,6 +180,10 @@ describe('per-run alerts on a real Alertmanager', () => {
   }, 90_000);
 
   it('Alertmanager stopped for 30 s and started again: every alert that should fire is active again within one resend interval, none lost', async () => {
+    // The previous test's acknowledgement (am-group-0) is resolved in Alertmanager before it stops, so the outage's
+    // queue holds exactly what the outage itself brings (a resolution still in flight would be queued again).
+    await waitFor(async () => !(await amAlerts()).has('am-group-0') || undefined, { what: 'the acknowledged am-group-0 resolved in Alertmanager' });
+    await waitFor(async () => (await metric('topology_alertmanager_queue_length')) === 0 || undefined, { what: 'the queue drained before the outage' });
     await am.stop();
     // While it is down: three more forbidden runs, and one acknowledgement (its alert must end resolved).
     await post(['am-down-0', 'am-down-1', 'am-down-2'].map(forbiddenRun).join(''));
@@ -190,7 +194,10 @@ describe('per-run alerts on a real Alertmanager', () => {
     // Every alert that should fire is in the queue (the resends during the outage queued each firing alert once, the
     // acknowledgement its resolution), so they come back with the queue's first retry after the restart, not a later
     // resend: retries come at most a quarter of a resend interval apart (the notifier test asserts the backoff).
-    await waitFor(async () => (await metric('topology_alertmanager_queue_length')) === shouldFire.length + 1 || undefined, { what: 'each firing alert and the resolution queued once' });
+    let queued = -1;
+    await waitFor(async () => (queued = await metric('topology_alertmanager_queue_length')) === shouldFire.length + 1 || undefined, { what: 'each firing alert and the resolution queued once' }).catch((e: Error) => {
+      throw new Error(`${e.message}: the queue holds ${queued}, expected ${shouldFire.length + 1}`);
+    });
     expect(await metric('topology_alertmanager_alerts_sent_total{result="failure"}')).toBeGreaterThan(0);
     // A failure log line names the Alertmanager and the reason, never an alert's content.
     const failures = srv.stderr().split('\n').filter((l) => l.includes('"alertmanager_send_failed"'));
