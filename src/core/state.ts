@@ -449,18 +449,7 @@ export class RunState {
 
   /** The folded receipts, each once (from the kept copies, or the source), with their instants. */
   private *folded(): Generator<FoldedReceipt> {
-    const conflicts = this.conflictMap;
-    if (this.kept !== null) {
-      for (const [event, r] of this.kept) if (!conflicts?.has(event)) yield { receipt: r, at: millisOf(r.at), ns: subMillisOf(r.at) };
-      return;
-    }
-    const seen = new Set<string>();
-    for (const r of this.source!(this.run)) {
-      const event = r.event;
-      if (!this.ids!.has(event) || conflicts?.has(event) || seen.has(event)) continue;
-      seen.add(event);
-      yield { receipt: r, at: millisOf(r.at), ns: subMillisOf(r.at) };
-    }
+    for (const r of this.foldedReceipts()) yield { receipt: r, at: millisOf(r.at), ns: subMillisOf(r.at) };
   }
 
   /** The folded receipts, each once, without their instants (what the event walks read). */
