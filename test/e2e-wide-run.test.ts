@@ -65,11 +65,12 @@ describe('a post naming thousands of unknown agents does not freeze the server',
       const unknown = v.body.findings.filter((f: { code: string }) => f.code === 'unknown_agent');
       expect(unknown).toHaveLength(agents);
       // every finding, as one synchronous evaluation gave it (the evaluation now runs in slices): one unknown_agent
-      // and one forbidden_edge per agent, and the pending plan step
+      // and one forbidden_edge per agent, the pending plan step, and (the run is dated 2026-01-01, its phase has
+      // progress_within: 15m) the stall
       const codes: Record<string, number> = {};
       for (const f of v.body.findings as { code: string }[]) codes[f.code] = (codes[f.code] ?? 0) + 1;
-      expect(v.body.findings).toHaveLength(2 * agents + 1);
-      expect(codes).toEqual({ unknown_agent: agents, forbidden_edge: agents, pending: 1 });
+      expect(v.body.findings).toHaveLength(2 * agents + 2);
+      expect(codes).toEqual({ unknown_agent: agents, forbidden_edge: agents, pending: 1, no_progress: 1 });
       expect(v.body.verdict).toBe('unknown_agent');
     }, 300_000);
   }
