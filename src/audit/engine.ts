@@ -123,9 +123,9 @@ function countType(perType: PerType, type: string, result: 'accepted' | 'duplica
   perType.set(type, t);
 }
 
-// AuditEngine is over ~450 lines (~700) because it is the one owner of the live-run map and keeps, besides the live
-// runs' own job (restore, ingest -> fold -> pin -> evaluate, takeovers, deadlines, prune, ~450 lines), ~40 short
-// delegations to the admission, pinning, gauges, acks and cluster reads it composes: the surface server/, cli/, ui/
+// AuditEngine is over ~450 lines (~830) because it is the one owner of the live-run map and keeps, besides the live
+// runs' own job (restore, ingest -> fold -> pin -> evaluate with the first pins and the chunked, sliced ingest of
+// large batches, takeovers, deadlines, prune, ~570 lines), ~40 short delegations to the admission, pinning, gauges, acks and cluster reads it composes: the surface server/, cli/, ui/
 // and cluster/ call. Splitting the live runs' job further would hand the map's invariants (held receipts, digests,
 // deadlines, listeners told) to several owners.
 export class AuditEngine extends EventEmitter {

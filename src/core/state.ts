@@ -197,7 +197,7 @@ interface FoldedReceipt {
 
 /**
  * The fold of one run's receipts.
- * Over ~450 lines (about 490) on purpose: it is one memory-tuned object (a live server holds one per run), whose
+ * Over ~450 lines (about 530) on purpose: it is one memory-tuned object (a live server holds one per run), whose
  * packed lists, lazily made maps and evaluation cache are read field by field by the rules; moving the fold, the
  * conflict rebuild or the event listings into other objects would add an object per run or expose its private
  * aggregates. Most of its length is the doc comments on those fields.

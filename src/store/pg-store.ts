@@ -313,6 +313,12 @@ function liveRunOf(row: Row): LiveRun {
 
 const noop = (): void => {};
 
+/**
+ * Over ~450 lines (about 1,000) on purpose: it is the one owner of the pool, of the fence (the leases' epochs every
+ * owner write is checked against) and of the group-commit queue behind the ordering lock, and every statement that
+ * must respect those (appends, verdict states, pins, span log, acks, leases, prune) lives beside them. Split by table,
+ * each part would need the fence and the lock rule again. About half of its length is SQL text and doc comments.
+ */
 export class PgStore {
   readonly instance: string;
   readonly partitions: number;

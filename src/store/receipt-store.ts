@@ -248,6 +248,12 @@ function liveRunOf(row: Record<string, unknown>): LiveRun {
   };
 }
 
+/**
+ * Over ~450 lines (about 540) on purpose: it owns one SQLite connection, its prepared statements and the group commit
+ * (the queue, and the pins, verdict states and contracts written with the next group), so every write shares one
+ * transaction and one fsync; splitting it would share the connection and the open transaction between objects. Much
+ * of its length is SQL text and doc comments.
+ */
 export class ReceiptStore {
   private readonly db: Database.Database;
   private readonly groupCommit: boolean;
