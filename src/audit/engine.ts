@@ -125,8 +125,8 @@ function countType(perType: PerType, type: string, result: 'accepted' | 'duplica
 
 // AuditEngine is over ~450 lines (~830) because it is the one owner of the live-run map and keeps, besides the live
 // runs' own job (restore, ingest -> fold -> pin -> evaluate with the first pins and the chunked, sliced ingest of
-// large batches, takeovers, deadlines, prune, ~570 lines), ~40 short delegations to the admission, pinning, gauges, acks and cluster reads it composes: the surface server/, cli/, ui/
-// and cluster/ call. Splitting the live runs' job further would hand the map's invariants (held receipts, digests,
+// large batches, takeovers, deadlines, prune, ~570 lines), ~40 short delegations to the admission, pinning, gauges,
+// acks and cluster reads it composes: the surface server/, cli/, ui/ and cluster/ call. Splitting the live runs' job further would hand the map's invariants (held receipts, digests,
 // deadlines, listeners told) to several owners.
 export class AuditEngine extends EventEmitter {
   private readonly runs = new Map<string, LiveRun>();
