@@ -147,7 +147,12 @@ function forbiddenByEdge(obs: readonly ForbiddenObservation[], runs: Set<string>
   return out;
 }
 
-/** Draft a contract from receipts. Throws ProposeError when there is nothing to draft from. */
+/**
+ * Draft a contract from receipts. Throws ProposeError when there is nothing to draft from.
+ * Over ~120 lines (about 190) on purpose: it is one pass of numbered steps over the same run summaries (names, agents,
+ * allow entries, the plan, forbidden marks, comments), each reading the counts the step before it made; split into
+ * functions, each would take most of the others' locals as parameters.
+ */
 export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions = {}): Draft {
   const minShare = opts.minShare ?? 0.05;
   if (!(minShare >= 0 && minShare < 1)) throw new ProposeError(`--min-share must be at least 0 and below 1, got ${minShare}`);

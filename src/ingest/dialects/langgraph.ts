@@ -344,6 +344,8 @@ interface Task {
  *   beneath a node, a return of control, a graph edge); a subgraph is entered by `node -> entry : delegate` and
  *   left by `last -> node : return`, so inner routes are the inner agents' edges under the outer node;
  * - nodes that overlap in time at one level are not ordered by anything: a gap, and no edge into or out of them.
+ * Over ~120 lines (about 170) on purpose: the walk helpers (beneath, enclosing) and the edge and gap writers are
+ * closures over the one trace, its task index and the outcome being built; the reading itself is readSequence.
  */
 function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: string): LangGraphOutcome {
   const beneath = (spanId: string, ancestor: string): boolean => {

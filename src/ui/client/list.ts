@@ -1,4 +1,8 @@
-/** The run list: newest first, filtered by verdict and contract (kept in the URL), updated live. */
+/**
+ * The run list: newest first, filtered by verdict and contract (kept in the URL), updated live.
+ * Over ~120 lines (about 130): the page's elements and the closures that keep them current (filters, chips, the live
+ * stream, disposal) share its local state, as every page of this web view does; most of its length is markup.
+ */
 import type { RunList, RunRow } from '../view.js';
 import type { Ctx, View } from './page.js';
 import { agoEl, coalesce, contractHref, getJson, h, naiveBadge, runHref, verdictBadge } from './dom.js';
