@@ -345,7 +345,7 @@ interface Task {
  *   left by `last -> node : return`, so inner routes are the inner agents' edges under the outer node;
  * - nodes that overlap in time at one level are not ordered by anything: a gap, and no edge into or out of them.
  * Over ~120 lines (about 170) on purpose: the walk helpers (beneath, enclosing) and the edge and gap writers are
- * closures over the one trace, its task index and the outcome being built; the reading itself is readSequence.
+ * closures over the one trace, its task index and the outcome being built, and so is the nested readSequence.
  */
 function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: string): LangGraphOutcome {
   const beneath = (spanId: string, ancestor: string): boolean => {
