@@ -195,6 +195,11 @@ interface FoldedReceipt {
   ns: number;
 }
 
+/** Whether (at, ns, event) comes before the receipt held as first (none held: true): by instant, then event id. */
+function earlierThan(at: number, ns: number, event: string, first: { event: string } | null, firstAt: number, firstNs: number): boolean {
+  return first === null || at < firstAt || (at === firstAt && (ns < firstNs || (ns === firstNs && event < first.event)));
+}
+
 /**
  * The fold of one run's receipts.
  * Over ~450 lines (about 530) on purpose: it is one memory-tuned object (a live server holds one per run), whose
@@ -561,7 +566,7 @@ export class RunState {
       case 'run.start': {
         const { list, copy: c } = this.push(this.starts, r);
         this.starts = list;
-        if (this.firstStartR === null || at < this.firstStartAt || (at === this.firstStartAt && (ns < this.firstStartNs || (ns === this.firstStartNs && event < this.firstStartR.event)))) {
+        if (earlierThan(at, ns, event, this.firstStartR, this.firstStartAt, this.firstStartNs)) {
           this.firstStartR = c;
           this.firstStartAt = at;
           this.firstStartNs = ns;
@@ -571,7 +576,7 @@ export class RunState {
       case 'run.end': {
         const { list, copy: c } = this.push(this.ends, r);
         this.ends = list;
-        if (this.firstEndR === null || at < this.firstEndAt || (at === this.firstEndAt && (ns < this.firstEndNs || (ns === this.firstEndNs && event < this.firstEndR.event)))) {
+        if (earlierThan(at, ns, event, this.firstEndR, this.firstEndAt, this.firstEndNs)) {
           this.firstEndR = c;
           this.firstEndAt = at;
           this.firstEndNs = ns;
