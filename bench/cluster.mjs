@@ -59,9 +59,11 @@ const { values: args } = parseArgs({
     // Writes a V8 CPU profile of every server process (node --cpu-prof) into this directory, named by phase.
     'cpu-prof': { type: 'string' },
     // After the load: N one-receipt runs posted (NDJSON, split over the instances), then `GET /api/v1/runs?limit=N`
-    // timed at the last instance, best of 3 (issue 32: the list of a cluster instance beside SQLite's), with the CPU
+    // timed at the last instance, best of --list-repeat (issue 32: the list of a cluster instance beside SQLite's), with the CPU
     // per list of that instance and PostgreSQL (their idle cost subtracted). 0: skipped.
     'list-runs': { type: 'string', default: '10000' },
+    // How many timed lists (best, median and CPU per list over them).
+    'list-repeat': { type: 'string', default: '5' },
   },
 });
 const SECONDS = Number(args.seconds);
@@ -73,6 +75,7 @@ const SAMPLE_MS = Number(args['sample-ms']);
 const IDLE_SECONDS = Number(args['idle-seconds']);
 const PHASES = args.phases.split(',');
 const LIST_RUNS = Number(args['list-runs']);
+const LIST_REPEAT = Math.max(1, Number(args['list-repeat']));
 const INSTANCES = { S: 1, A: 1, B: 2, C: 3 };
 const failures = [];
 
@@ -267,7 +270,7 @@ function post(port, path, body, contentType) {
 /**
  * The list of LIST_RUNS runs: that many one-receipt runs posted (2,000 per request, request k to instance k mod n),
  * then `GET /api/v1/runs?limit=LIST_RUNS` at the last instance (on a cluster, one that holds only its share) until
- * every run is listed, then timed three times: the best and the median, and the bytes.
+ * every run is listed, then timed --list-repeat times: the best and the median, and the bytes.
  */
 async function listRuns(servers, label, idle, postmaster) {
   const at = new Date(Date.now() - 1000).toISOString();
@@ -292,23 +295,23 @@ async function listRuns(servers, label, idle, postmaster) {
   const times = [];
   let bytes = 0;
   // CPU per list, less load-dependent than the time on a shared machine: the listing instance's (and PostgreSQL's)
-  // CPU over the three timed lists, less their idle cost over that wall time (timers), per list.
+  // CPU over the timed lists, less their idle cost over that wall time (timers), per list.
   const lister = servers[servers.length - 1];
   const cpuOf = () => ({ auditor: ((c) => c.user + c.system)(cpuSecondsOf(lister.pid)), postgres: postmaster ? clusterCpuSeconds(postmaster).seconds : 0, at: performance.now() });
   const c0 = cpuOf();
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < LIST_REPEAT; i++) {
     const t0 = performance.now();
     bytes = (await getText(port, path)).length;
     times.push(performance.now() - t0);
   }
   const c1 = cpuOf();
   const wall = (c1.at - c0.at) / 1000;
-  const perList = (used, idleCores) => Math.max(0, Math.round(((used - (idleCores ?? 0) * wall) * 1000) / 3));
+  const perList = (used, idleCores) => Math.max(0, Math.round(((used - (idleCores ?? 0) * wall) * 1000) / LIST_REPEAT));
   times.sort((a, b) => a - b);
   return {
     runs: LIST_RUNS,
     bestMs: Math.round(times[0]),
-    medianMs: Math.round(times[1]),
+    medianMs: Math.round(times[Math.floor(times.length / 2)]),
     bytes,
     auditorCpuMs: perList(c1.auditor - c0.auditor, idle.instances[servers.length - 1]),
     postgresCpuMs: postmaster ? perList(c1.postgres - c0.postgres, idle.postgres) : 0,

@@ -151,7 +151,7 @@ describe('PgStore: schema and migrations', () => {
     expect(s.partitions).toBe(8);
     const versions = await sql<{ version: number }>(url, 'SELECT version FROM schema_migrations ORDER BY version');
     expect(versions.map((v) => v.version)).toEqual(Array.from({ length: PG_SCHEMA_VERSION }, (_, i) => i + 1));
-    expect(await s.listRuns({ limit: 10 })).toEqual([{ run: 'old-run', verdict: 'healthy', settled: true, firstAt: 1000, updatedAt: 2000, pin: null, listed: null }]);
+    expect(await s.listRuns({ limit: 10 })).toEqual([{ run: 'old-run', verdict: 'healthy', settled: true, firstAt: 1000, updatedAt: 2000, listed: null }]);
   });
 
   it('refuses a database whose schema is newer than this build', async () => {
@@ -439,10 +439,14 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     expect((await s.listRuns({ limit: 2 })).map((r) => r.run)).toEqual([z, y]);
     expect((await s.listRuns({ limit: 10, verdict: 'forbidden_edge' })).map((r) => r.run)).toEqual([x]);
     expect(await s.listRuns({ limit: 10, contract: 'research' })).toEqual([
-      { run: z, verdict: null, settled: false, firstAt: 3_000, updatedAt: 3_000, pin: pinB, listed: null },
-      { run: x, verdict: 'forbidden_edge', settled: true, firstAt: 1_000, updatedAt: 6_000, pin: pinA, listed: null },
+      { run: z, verdict: null, settled: false, firstAt: 3_000, updatedAt: 3_000, listed: null },
+      { run: x, verdict: 'forbidden_edge', settled: true, firstAt: 1_000, updatedAt: 6_000, listed: null },
     ]);
     expect((await s.listRuns({ limit: 2, oldest: true })).map((r) => r.run)).toEqual([x, y]);
+    // The partitions a caller lists from its memory are left out (all of them: no query at all).
+    expect((await s.listRuns({ limit: 10, exceptParts: [1] })).map((r) => r.run)).toEqual([z]);
+    expect((await s.listRuns({ limit: 10, exceptParts: [6] })).map((r) => r.run)).toEqual([y, x]);
+    expect(await s.listRuns({ limit: 10, exceptParts: [0, 1, 2, 3, 4, 5, 6, 7] })).toEqual([]);
     // The owner's evaluation for the list views is written with the verdict (same statement, same fence) and read
     // back with the list; a verdict written without it clears it (never a stale one beside a newer verdict).
     const listed = JSON.stringify({ pin: null, verdict: 'waiting', naive: 'green', settled: false, findings: [{ verdict: 'waiting', code: 'waiting', agents: ['b'], events: ['e'], message: 'm', settled: false }], nextChangeAt: 9_000 });

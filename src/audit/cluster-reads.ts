@@ -25,6 +25,13 @@ export interface HeldRuns {
 }
 
 export class ClusterReads {
+  /**
+   * The stored evaluations the last list parsed, by run (the text and what it parsed to): a list repeated by a
+   * dashboard parses only the runs whose owners wrote something new since. Bounded by one list (at most 10,000 runs):
+   * each list keeps only the entries it used.
+   */
+  private parsedListed = new Map<string, { text: string; parsed: NonNullable<ReturnType<typeof parseListed>> }>();
+
   constructor(
     private readonly held: HeldRuns,
     private readonly pinner: Pinner,
@@ -110,16 +117,22 @@ export class ClusterReads {
       return true;
     };
     const unlisted: typeof rows = [];
+    const cache = this.parsedListed;
+    const used = new Map<string, { text: string; parsed: NonNullable<ReturnType<typeof parseListed>> }>();
     for (const row of rows) {
       if (held(row)) continue;
       // The owner's evaluation, when it is the one of the verdict state stored with it (an older build writes the
-      // verdict alone: then it is evaluated here).
-      const l = parseListed(row.run, row.listed ?? null);
+      // verdict alone: then it is evaluated here). Parsed once per text: the same text parses to the same verdict.
+      const text = row.listed ?? null;
+      const cached = text === null ? undefined : cache.get(row.run);
+      const l = cached !== undefined && cached.text === text ? cached.parsed : parseListed(row.run, text);
+      if (l && text !== null) used.set(row.run, cached?.parsed === l ? cached : { text, parsed: l });
       if (l && l.verdict.verdict === row.verdict && (row.settled === undefined || l.verdict.settled === row.settled)) {
         // The owner's first receipt time (as its own list shows it), else the store's first arrival.
         out.push({ verdict: l.verdict, updatedAt: row.updatedAt, firstAt: l.firstAt ?? row.firstAt, alert: alertOf(row.run) });
       } else unlisted.push(row);
     }
+    this.parsedListed = used;
     if (remote.loadMany) {
       // The runs to evaluate here, LIST_GROUP at a time: a few queries per group, not one per run (issue 32); the
       // next group is read while this one is evaluated.
@@ -143,6 +156,14 @@ export class ClusterReads {
         const r = await this.fetch(row.run, now);
         if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
       }
+    }
+    // The runs of partitions listed from memory (the shared store left them out): the held runs' own list, less any
+    // run the store listed too (one taken over while it answered).
+    const local = this.held.list({ ...filter, limit, now });
+    if (local.length) {
+      const seen = new Set<string>();
+      for (const row of rows) seen.add(row.run);
+      for (const r of local) if (!seen.has(r.verdict.run)) out.push(r);
     }
     const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract) && matchesAlertFilter(r.alert, filter));
     filtered.sort(listOrder(filter));

@@ -59,6 +59,8 @@ export interface ClusterHooks {
 
 export class ClusterCoordinator {
   private readonly owned = new Set<number>();
+  /** Owned partitions whose stored runs were all read in (takeOver done): every run of them is live here. */
+  private readonly adopted = new Set<number>();
   private cursor = 0;
   private ackCursor = 0;
   private engine: AuditEngine | null = null;
@@ -169,6 +171,16 @@ export class ClusterCoordinator {
    * Called when a partition leaves this instance: their new owner adopts their span records from the shared log.
    */
   dropTraces: ((pick: (traceId: string) => boolean) => number) | null = null;
+
+  /**
+   * The partitions whose runs the list views read from this instance's memory (and not from the shared store): held,
+   * taken over completely (every stored run of them was read in), and the leases still valid by the local clock.
+   * A run stored through another instance joins them when the tail reads it (every --tail-every, 100 ms).
+   */
+  listedParts(): number[] {
+    if (this.mono() > this.leaseValidUntil) return [];
+    return [...this.adopted].filter((p) => this.owned.has(p));
+  }
 
   /** The partitions held, ascending. */
   ownedParts(): number[] {
@@ -320,11 +332,13 @@ export class ClusterCoordinator {
     }
     // Acknowledgements of the partitions' runs made anywhere before.
     for (const ack of await this.pg.acksSince(0, parts)) engine.applyAck(ack.run, ack.verdict, ack.ackedAt, ack);
+    for (const p of parts) if (this.owned.has(p)) this.adopted.add(p);
     this.takeovers += parts.length;
     this.hooks.log('partitions_taken', { partitions: parts.length, runs: adopted, ms: this.hooks.clock() - started });
   }
 
   private dropPartition(p: number): void {
+    this.adopted.delete(p);
     if (!this.owned.delete(p)) return;
     this.pg.unfence([p]);
     const engine = this.engine!;

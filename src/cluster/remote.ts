@@ -14,7 +14,13 @@ export class SharedStoreRuns implements RemoteRuns {
 
   constructor(
     private readonly pg: PgStore,
-    private readonly opts: { cacheMs?: number; maxCached?: number; clock?: () => number } = {},
+    private readonly opts: {
+      cacheMs?: number;
+      maxCached?: number;
+      clock?: () => number;
+      /** Partitions whose runs this instance lists from its memory: the list query leaves them out. */
+      listedHere?: () => readonly number[];
+    } = {},
   ) {}
 
   async load(run: string, maxAgeMs = this.opts.cacheMs ?? 1000): Promise<DetachedRun | null> {
@@ -76,8 +82,11 @@ export class SharedStoreRuns implements RemoteRuns {
     return this.pg.verdictCounts(filter);
   }
 
-  /** Runs with the verdict their owner last wrote for the list views (one query; never evaluated). */
+  /**
+   * Runs with the verdict their owner last wrote for the list views (one query; never evaluated), except the runs of
+   * the partitions this instance lists from its memory (listedHere).
+   */
   async list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict: string | null; settled: boolean; listed: string | null }[]> {
-    return (await this.pg.listRuns(filter)).map((r) => ({ run: r.run, firstAt: r.firstAt, updatedAt: r.updatedAt, verdict: r.verdict, settled: r.settled, listed: r.listed }));
+    return this.pg.listRuns({ ...filter, exceptParts: this.opts.listedHere?.() ?? [] });
   }
 }

@@ -245,7 +245,7 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
     store: { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() },
     engineStore: shared,
     cluster,
-    remote: new SharedStoreRuns(pg),
+    remote: new SharedStoreRuns(pg, { listedHere: () => cluster?.listedParts() ?? [] }),
   };
 }
 
