@@ -1,7 +1,7 @@
 // The classifier and the live engine alone (no server, no network), on the drift contract
 // (contracts/research-publish.yaml, research-publish@3).
 //
-//   npm run build && node bench/engine.mjs [--runs 100000] [--rss-receipts 1000000]
+//   npm run build && node bench/engine.mjs [--runs 100000] [--rss-receipts 1000000] [--part rss] [--contracts DIR]
 //
 // Four measurements, each printed as a line, then one JSON line of everything:
 //   classifier   receipts/s folding receipts into 100,000 live RunStates and re-evaluating the touched runs the
@@ -50,6 +50,9 @@ const { values: args } = parseArgs({
     'deadline-runs': { type: 'string', default: '100000' },
     'rss-receipts': { type: 'string', default: '1000000' },
     'rss-dir': { type: 'string' },
+    // Another contract directory (e.g. the shipped contracts of an earlier commit, to tell a change of the verdicts
+    // from a change of the engine); research-publish@3 must be in it.
+    contracts: { type: 'string' },
   },
 });
 const RUNS = Number(args.runs);
@@ -58,7 +61,7 @@ const RUN_SIZE = Number(args['run-size']);
 const DEADLINE_RUNS = Number(args['deadline-runs']);
 const RSS_RECEIPTS = Number(args['rss-receipts']);
 
-const registry = loadContractDir(join(ROOT, 'contracts'));
+const registry = loadContractDir(args.contracts ? resolve(args.contracts) : join(ROOT, 'contracts'));
 const CONTRACT = 'research-publish';
 const iso = (ms) => new Date(ms).toISOString();
 const round = (x, d = 0) => Math.round(x * 10 ** d) / 10 ** d;
@@ -460,7 +463,7 @@ async function restoreChild(dir) {
 }
 
 function child(part, dir) {
-  const r = spawnSync(process.execPath, ['--expose-gc', new URL(import.meta.url).pathname, '--part', part, '--rss-receipts', String(RSS_RECEIPTS), '--rss-dir', dir], { encoding: 'utf8', maxBuffer: 1 << 24 });
+  const r = spawnSync(process.execPath, ['--expose-gc', new URL(import.meta.url).pathname, '--part', part, '--rss-receipts', String(RSS_RECEIPTS), '--rss-dir', dir, ...(args.contracts ? ['--contracts', args.contracts] : [])], { encoding: 'utf8', maxBuffer: 1 << 24 });
   if (r.status !== 0) throw new Error(`${part} failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }
