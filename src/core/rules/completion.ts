@@ -94,13 +94,17 @@ export function stallRules(ctx: EvalContext, out: Collector): void {
       const p = lastProgress(c.at, c.ns);
       if (p === null || !atOrBefore(p.at + W, p.ns, c.at, c.ns) || finishedAt(c.at, c.ns) || explained(c.at, c.ns)) continue;
       if (atOrBefore(c.at, c.ns, clock, clockNs) || shownPast(c.at, c.ns)) {
+        // Live runs keep this finding (every stalled run has one): each instant formatted once, the same string
+        // where the deadline is the stall (the usual case).
+        const since = iso(c.at, c.ns);
+        const deadline = p.at + W === c.at && p.ns === c.ns ? since : iso(p.at + W, p.ns);
         out.add({
           verdict: 'incomplete',
           code: 'no_progress',
-          message: `no progress on the plan within ${formatDuration(W)} of ${iso(p.at, p.ns)} (stalled at ${iso(c.at, c.ns)}), and no running deadline or declared wait explains it: investigate the first absent expected edge`,
+          message: `no progress on the plan within ${formatDuration(W)} of ${iso(p.at, p.ns)} (stalled at ${since}), and no running deadline or declared wait explains it: investigate the first absent expected edge`,
           settled: true,
-          deadline: iso(p.at + W, p.ns),
-          since: iso(c.at, c.ns),
+          deadline,
+          since,
         });
       } else if (!end) out.changeAt(ceilMillis(c.at, c.ns));
       break;
