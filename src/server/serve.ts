@@ -379,7 +379,11 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
         onWorkerLost: (w) => cfg.log('decode_worker_lost', w),
       })
     : null;
-  if (decodePool) cleanup.push(() => decodePool.close());
+  if (decodePool) {
+    cleanup.push(() => decodePool.close());
+    // A group commit waits for the bodies being decoded at that moment (at most one decode): their receipts ride in it.
+    if (stores.store instanceof ReceiptStore) stores.store.setFlushGate(() => decodePool.decoding());
+  }
   const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, decodePool };
   const listeners = await startListeners(parts, cleanup);
   const scheduler = startPeriodic(periodicTasks(parts), cfg.tickMs, cfg.log);
