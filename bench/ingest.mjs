@@ -50,6 +50,12 @@
 //
 //   node bench/ingest.mjs --mix agentic --baseline DIR     (~4 min; DIR: another build, as below)
 //
+// --workers-compare N (issue 35, item 2): `serve --workers 0` and `serve --workers N` side by side in alternating
+// rounds, per transport, with the load generator's and other jobs' cores, the main thread's CPU per 1000 spans, and
+// the transport + decode bound (also with the inflate output reused, as the decode workers do); see workersMain.
+//
+//   node bench/ingest.mjs --mix agentic --workers-compare 1 --seconds 16 --rounds 4     (~2.5 min)
+//
 // Diagnostics: --profile DIR writes a V8 CPU profile of the server (summarise it with bench/profile-summary.mjs); --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr);
 // --baseline-node-args=... gives the baseline server its own flags (`--baseline . --server-node-args=X

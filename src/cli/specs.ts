@@ -101,7 +101,7 @@ export const SERVE_SPEC = registerSpec({
       type: 'string',
       value: 'N',
       shown: 'available cores - 1 (at least 1)',
-      help: 'threads that inflate and decode OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: decode on the main thread (docs/internals/performance.md)',
+      help: 'threads that inflate and decode compressed (gzip, deflate) OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: on the main thread (docs/internals/performance.md)',
     },
     { name: 'max-connections', type: 'string', value: 'N', default: '1024', help: 'open connections per HTTP listener' },
     { name: 'headers-timeout', type: 'string', value: 'DUR', default: '10s', help: 'time to receive request headers (and the TLS handshake)' },

@@ -279,13 +279,10 @@ export function startGrpcH2(
         throw e;
       }
       let decoded: DecodedExport | undefined;
-      if (opts.decodePool) {
-        if (msg.compressed && enc === 'identity') {
-          msg.release();
-          throw framing('INTERNAL', 'compressed message without a grpc-encoding');
-        }
+      if (opts.decodePool && msg.compressed && enc !== 'identity') {
+        // Compressed: inflated and decoded in a worker (an uncompressed message is decoded here, as in otlp-http.ts).
         // The pool copies the message before it returns: its memory goes back at once.
-        const decoding = decodeGrpcMessage(opts.decodePool, msg.compressed ? enc : 'identity', msg.body, opts.maxMessageBytes);
+        const decoding = decodeGrpcMessage(opts.decodePool, enc, msg.body, opts.maxMessageBytes);
         msg.release();
         decoded = await decoding;
       } else try {

@@ -96,7 +96,9 @@ export function otlpHttpHandler(consumer: Consumer, metrics: AuditMetrics, opts:
         throw e;
       }
       let decoded: DecodedExport | undefined;
-      if (pool) {
+      if (pool && encoding !== 'identity') {
+        // Compressed: inflated and decoded in a worker. An uncompressed body is decoded here: the decoder reads ~4 GB/s,
+        // less than handing the body over and the records back would cost (docs/internals/performance.md).
         // The pool copies the body before it returns: its memory goes back at once.
         const decoding = decodeHttpBody(pool, format, encoding, body, opts.maxBodyBytes);
         releaseBody();

@@ -102,8 +102,9 @@ export interface ServeConfig {
   /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
   grpcImpl?: 'h2' | 'grpc-js';
   /**
-   * Decode worker threads (`--workers N`): OTLP bodies are inflated and decoded in a pool of N worker threads
-   * (src/server/worker-pool.ts); 0 or absent: on the main thread. The engine and the store stay on the main thread.
+   * Decode worker threads (`--workers N`): compressed OTLP bodies are inflated and decoded in a pool of N worker
+   * threads (src/server/worker-pool.ts; HTTP and the node:http2 gRPC receiver); 0 or absent: on the main thread.
+   * The engine and the store stay on the main thread.
    */
   workers?: number;
   /** Extra routes on the API port (e.g. the web view), given the engine (and the run's Alertmanager silence). */

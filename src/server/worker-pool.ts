@@ -1,13 +1,17 @@
 /**
- * `serve --workers N`: a bounded pool of worker threads (src/server/decode-worker.ts) that inflate and decode OTLP
- * export bodies, the per-request work that shares no state. The transports still read bodies (with their size
+ * `serve --workers N`: a bounded pool of worker threads (src/server/decode-worker.ts) that inflate and decode
+ * compressed OTLP export bodies (gzip, deflate: what exporters send), the per-request work that shares no state.
+ * Uncompressed bodies are decoded on the main thread: the decoder reads ~4 GB/s there, less than copying the body to
+ * a worker and taking the records back costs (measured: docs/internals/performance.md, "Worker pool on current
+ * main"). The transports still read bodies (with their size
  * limits) and answer on the main thread; the single writer — caller resolution, the trust rules, dedup, the
  * engine, the store's group commit and the acknowledgement after COMMIT — stays where it was, in arrival order
  * of decoded requests (a request is handed to Consumer.consumeSpans as soon as its decode is back).
  *
- * The worker inflates synchronously, into one output chunk of the right size (inflateOptions, src/server/body.ts):
- * 12-15 ms of CPU per 8.6 MB body against 35-61 ms for the event loop's asynchronous inflate (docs/internals/
- * performance.md, issue 35), and in a worker it blocks nobody else's request.
+ * The worker inflates synchronously, into one output chunk of the right size (inflateOptions, src/server/inflate.ts)
+ * held in memory it reuses job after job (decode-worker.ts inflateInto): ~17-20 ms of process CPU per 8.6 MB agentic
+ * body through the pool, against ~45 ms into fresh memory (page faults) — and in a worker it blocks nobody else's
+ * request. The store's group commit waits for the bodies being decoded (decoding(), ReceiptStore.setFlushGate).
  *
  * Bounded: a job waits in a queue of at most `maxQueued` jobs and `maxQueuedBytes` bytes (a first job is always
  * taken); past it the request is refused as saturated (ConsumeError 'saturated': 429 / UNAVAILABLE with
