@@ -1138,9 +1138,12 @@ async function workersMain() {
     if (!spec || spec.serverArgs) throw new Error(`--workers-compare: transport ${name} (http-protobuf, http-json, grpc or retry-storm)`);
     const t = templates[spec.encoding];
     const bodies = decodeBodies(templates, spec.encoding);
+    // Each server's clients idle while the other's round runs: a keep-alive longer than that, so that no idle
+    // connection is closed by the server as a client reuses it (EPIPE on a loaded machine).
+    const keep = ['--keep-alive-timeout', '120s'];
     const servers = [
-      { label: 'workers 0', server: await startServer(['--workers', '0']), phases: [] },
-      { label: `workers ${n}`, server: await startServer(['--workers', String(n)]), phases: [] },
+      { label: 'workers 0', server: await startServer(['--workers', '0', ...keep]), phases: [] },
+      { label: `workers ${n}`, server: await startServer(['--workers', String(n), ...keep]), phases: [] },
     ];
     const decodes = [];
     const reusedDecodes = [];
