@@ -50,11 +50,18 @@
 //
 //   node bench/ingest.mjs --mix agentic --baseline DIR     (~4 min; DIR: another build, as below)
 //
+// --workers-compare N (issue 35, item 2): `serve --workers 0` and `serve --workers N` side by side in alternating
+// rounds, per transport, with the load generator's and other jobs' cores, the main thread's CPU per 1000 spans, and
+// the transport + decode bound (also with the inflate output reused, as the decode workers do); see workersMain.
+//
+//   node bench/ingest.mjs --mix agentic --workers-compare 1 --seconds 16 --rounds 4     (~2.5 min)
+//
 // Diagnostics: --profile DIR writes a V8 CPU profile of the server (summarise it with bench/profile-summary.mjs); --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr);
 // --baseline-node-args=... gives the baseline server its own flags (`--baseline . --server-node-args=X
 // --baseline-node-args=` compares one build with and without the flags X, side by side).
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -73,7 +80,7 @@ import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otl
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../dist/otlp/index.js';
 import { inflateOptions } from '../dist/server/body.js';
 import { messages, prng, text } from './payloads.mjs';
-import { ROOT, cpuSecondsOf, mainThreadCpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
+import { ROOT, CLK_TCK, cpuSecondsOf, mainThreadCpuSecondsOf, httpClient, median, memoryOf, quantile, round, scrape, sleep, startServer as startServe } from './otlp-load.mjs';
 
 const IS_MAIN = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
 const { values: args } = parseArgs({
@@ -114,6 +121,9 @@ const { values: args } = parseArgs({
     // `git archive <commit> | tar -x -C DIR` and `tsc -p tsconfig.build.json` there): its server runs beside this
     // one and every round is followed by the same round against it, for a before/after ratio under the same load.
     baseline: { type: 'string' },
+    // The worker pool (serve --workers N) against --workers 0, side by side in one run (see workersMain); N empty:
+    // serve's default (available cores - 1, at least 1).
+    'workers-compare': { type: 'string' },
     // internal: run as the transport-floor receiver (see floorServerMain)
     'floor-server': { type: 'boolean', default: false },
     // internal: the floor receiver also reads (gunzips) and decodes each body, storing nothing (the direct bound)
@@ -672,9 +682,25 @@ async function nextBatch(templates, client) {
 }
 
 
-/** Server CPU (user, system) and the server's receipt counters, at one instant. */
+/** The whole machine's busy CPU-seconds (all cores, /proc/stat: user + nice + system + irq + softirq). */
+function machineBusySeconds() {
+  const f = readFileSync('/proc/stat', 'latin1').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return (f[0] + f[1] + f[2] + f[5] + f[6]) / CLK_TCK;
+}
+
+/**
+ * Server CPU (user, system), its main thread's, the server's receipt counters, this load generator's CPU (all its
+ * threads: the clients, and gzip on libuv's threads) and the machine's, at one instant.
+ */
 async function serverSnapshot(server) {
-  return { cpu: cpuSecondsOf(server.pid), main: mainThreadCpuSecondsOf(server.pid), metrics: server.ports.api ? await scrape(server.ports.api) : null };
+  const self = process.cpuUsage();
+  return {
+    cpu: cpuSecondsOf(server.pid),
+    main: mainThreadCpuSecondsOf(server.pid),
+    metrics: server.ports.api ? await scrape(server.ports.api) : null,
+    loadgen: (self.user + self.system) / 1e6,
+    machine: machineBusySeconds(),
+  };
 }
 
 /**
@@ -785,6 +811,10 @@ function summarise(...phases) {
     // The main thread's part of the server's CPU (the rest: libuv's threads inflating gzip, V8's GC and compiler threads).
     serverMainThreadShare: round(sum((p) => p.after.main - p.before.main) / (user + system), 2),
     spansPerServerCpuSec: Math.round(spans / (user + system)),
+    // The load generator (this process) and everything else on the machine (other jobs), in cores.
+    loadgenCores: round(sum((p) => p.after.loadgen - p.before.loadgen) / wall, 2),
+    machineBusyCores: round(sum((p) => p.after.machine - p.before.machine) / wall, 2),
+    otherJobsCores: round((sum((p) => p.after.machine - p.before.machine) - user - system - sum((p) => p.after.loadgen - p.before.loadgen)) / wall, 2),
     // Uncompressed protobuf MB (1e6 bytes) per second and per server CPU-second; wire MB per second.
     mbPerSec: round(sum((p) => p.bytes ?? 0) / 1e6 / wall, 1),
     wireMbPerSec: round(sum((p) => p.wire ?? 0) / 1e6 / wall, 1),
@@ -816,6 +846,32 @@ function decodeOnly(bodies, encoding, seconds) {
   do {
     // gunzip as cheaply as zlib allows here: synchronously, into one output chunk (the server's inflateOptions).
     for (const b of bodies) spans += decode(GZIP ? zlib.gunzipSync(b, inflateOptions(b, 'gzip', 64 << 20)) : b).spanCount;
+  } while (performance.now() - t0 < seconds * 1000);
+  const c = process.cpuUsage(c0);
+  return spans / ((c.user + c.system) / 1e6);
+}
+
+/**
+ * decodeOnly, but inflating into one reused output buffer as the decode workers do (src/server/decode-worker.ts
+ * inflateInto: zlib's synchronous path given the engine's output memory) instead of a fresh allocation per body.
+ * A fresh 9 MB output costs ~40 ms of page faults on this VM, three times the inflate: this is the stricter bound.
+ */
+let reusedOutput = null;
+function decodeOnlyReused(bodies, encoding, seconds) {
+  if (!GZIP) return decodeOnly(bodies, encoding, seconds);
+  const decode = encoding === 'protobuf' ? decodeExportTraceRequest : decodeExportTraceJson;
+  let spans = 0;
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  do {
+    for (const b of bodies) {
+      const opts = inflateOptions(b, 'gzip', 64 << 20);
+      if (reusedOutput === null || reusedOutput.length < opts.chunkSize) reusedOutput = Buffer.allocUnsafeSlow(opts.chunkSize);
+      const engine = zlib.createGunzip({ maxOutputLength: 64 << 20, chunkSize: 64 });
+      engine._outBuffer = reusedOutput;
+      engine._chunkSize = reusedOutput.length;
+      spans += decode(engine._processChunk(b, engine._finishFlushFlag)).spanCount;
+    }
   } while (performance.now() - t0 < seconds * 1000);
   const c = process.cpuUsage(c0);
   return spans / ((c.user + c.system) / 1e6);
@@ -1057,10 +1113,127 @@ async function main() {
   console.log(JSON.stringify({ bench: 'ingest', machine, payload, concurrency: CONCURRENCY, ...(BASELINE ? { baseline: BASELINE } : {}), results }));
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// The worker pool (issue 35, item 2): `node bench/ingest.mjs --mix agentic --workers-compare [N]` starts two
+// servers of this build, `serve --workers 0` and `serve` with N workers (default: serve's own default, available
+// cores - 1), per transport (http-protobuf and the retry storm by default), warms both up, then alternates
+// closed-loop rounds between them (the order flips every round) with the same clients and bodies (fresh ids), so
+// both figures come from the same minutes of the same machine. Per server: acknowledged spans per wall second,
+// server CPU-seconds per wall second (all threads: /proc/<pid>/stat), the main thread's own (/proc/<pid>/task/<pid>/
+// stat: the single writer runs there, so at 1.0 the instance cannot go faster whatever the number of workers), its
+// CPU-seconds per 1000 spans, spans per server CPU-second, receipts per group commit, and in the same rounds the
+// load generator's cores and the other jobs' (the machine's busy CPU minus server and load generator). Then the
+// transport + decode bound on the same bodies (the no-op receiver, and gunzip + decode in this process after each
+// round), as in main().
+
+async function workersMain() {
+  const n = args['workers-compare'] === '' ? Math.max(1, os.availableParallelism() - 1) : Number(args['workers-compare']);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--workers-compare: expected a positive integer: ${args['workers-compare']}`);
+  const started = performance.now();
+  const templates = buildTemplates();
+  checkTemplates(templates);
+  const results = {};
+  for (const name of TRANSPORTS) {
+    const spec = TRANSPORT[name];
+    if (!spec || spec.serverArgs) throw new Error(`--workers-compare: transport ${name} (http-protobuf, http-json, grpc or retry-storm)`);
+    const t = templates[spec.encoding];
+    const bodies = decodeBodies(templates, spec.encoding);
+    // Each server's clients idle while the other's round runs: a keep-alive longer than that, so that no idle
+    // connection is closed by the server as a client reuses it (EPIPE on a loaded machine).
+    const keep = ['--keep-alive-timeout', '120s'];
+    const servers = [
+      { label: 'workers 0', server: await startServer(['--workers', '0', ...keep]), phases: [] },
+      { label: `workers ${n}`, server: await startServer(['--workers', String(n), ...keep]), phases: [] },
+    ];
+    const decodes = [];
+    const reusedDecodes = [];
+    try {
+      for (const s of servers) s.client = spec.client(s.server.ports, CONCURRENCY);
+      deliveries = spec.deliveries ?? 1;
+      for (const s of servers) summarise(await saturate(s.server, s.client, t, WARMUP_SECONDS, MAX_BATCHES));
+      decodeOnly(bodies, spec.encoding, 0.3);
+      for (let i = 0; i < ROUNDS; i++) {
+        for (const s of i % 2 === 0 ? servers : [...servers].reverse()) {
+          const ph = await saturate(s.server, s.client, t, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
+          s.phases.push(ph);
+          const r = summarise(ph);
+          process.stderr.write(`${name} round ${i + 1} ${s.label}: ${r.spansPerSec} spans/s, ${r.serverCores} server cores (main ${round((ph.after.main - ph.before.main) / r.wallSeconds, 2)}), ${r.spansPerServerCpuSec} spans/srv-CPU-s, loadgen ${r.loadgenCores}, others ${r.otherJobsCores}\n`);
+        }
+        decodes.push(decodeOnly(bodies, spec.encoding, DECODE_SECONDS / ROUNDS));
+        reusedDecodes.push(decodeOnlyReused(bodies, spec.encoding, DECODE_SECONDS / ROUNDS));
+      }
+      for (const s of servers) s.client.close();
+      const [single, pooled] = servers.map((s) => {
+        const r = summarise(...s.phases);
+        const main = s.phases.reduce((a, p) => a + p.after.main - p.before.main, 0);
+        return { ...r, mainThreadCores: round(main / r.wallSeconds, 2), mainThreadCpuMsPer1000Spans: round((main / r.spans) * 1e6, 2), peakRssMiB: round(memoryOf(s.server.pid).hwmMiB, 1) };
+      });
+      // Per round pair: pool / single, spans per wall second and per server CPU-second.
+      const pairs = servers[0].phases.map((p, i) => [summarise(p), summarise(servers[1].phases[i])]);
+      const floor = await transportFloor(name, templates);
+      const decode = median(decodes);
+      const bound = Math.round(1 / (1 / floor + 1 / decode));
+      const reused = median(reusedDecodes);
+      const strict = Math.round(1 / (1 / floor + 1 / reused));
+      results[name] = {
+        workers0: { ...single, vsBound: round(single.spansPerServerCpuSec / bound, 3), vsReusedBound: round(single.spansPerServerCpuSec / strict, 3) },
+        [`workers${n}`]: { ...pooled, vsBound: round(pooled.spansPerServerCpuSec / bound, 3), vsReusedBound: round(pooled.spansPerServerCpuSec / strict, 3) },
+        spansPerSecVsWorkers0: median(pairs.map(([a, b]) => round(b.spansPerSec / a.spansPerSec, 3))),
+        spansPerServerCpuSecVsWorkers0: median(pairs.map(([a, b]) => round(b.spansPerServerCpuSec / a.spansPerServerCpuSec, 3))),
+        transportOnlySpansPerCpuSec: floor,
+        decodeOnlySpansPerCpuSec: Math.round(decode),
+        transportPlusDecodeSpansPerCpuSec: bound,
+        decodeOnlyReusedOutputSpansPerCpuSec: Math.round(reused),
+        transportPlusDecodeReusedOutputSpansPerCpuSec: strict,
+      };
+    } finally {
+      for (const s of servers) {
+        const code = await s.server.stop();
+        if (code !== 0) process.stderr.write(`server (${s.label}) exited with ${code}\n${s.server.stderr().slice(-2000)}\n`);
+      }
+    }
+    process.stderr.write(`${name}: ${JSON.stringify(results[name])}\n`);
+  }
+  const machine = { nproc: os.availableParallelism(), cpu: os.cpus()[0]?.model, node: process.version, loadavg1m: round(os.loadavg()[0], 2) };
+  console.log(`machine: ${machine.nproc} cores, ${machine.cpu}, node ${machine.node}, load ${machine.loadavg1m}; mix ${MIX}${GZIP ? `, gzip level ${GZIP_LEVEL}` : ''}; ${CONCURRENCY} clients, ${ROUNDS} alternating rounds of ${SECONDS / ROUNDS} s per server`);
+  const cols = [
+    ['transport', 13, (name) => name],
+    ['server', 11, (name, r) => r.label],
+    ['spans/s', 8, (name, r) => r.spansPerSec],
+    ['ack p50', 9, (name, r) => `${r.ackP50Ms}ms`],
+    ['srv cores', 10, (name, r) => r.serverCores],
+    ['main cores', 11, (name, r) => r.mainThreadCores],
+    ['main ms/1k spans', 17, (name, r) => r.mainThreadCpuMsPer1000Spans],
+    ['spans/srv-CPU-s', 16, (name, r) => r.spansPerServerCpuSec],
+    ['vs bound', 9, (name, r) => r.vsBound],
+    ['vs reused', 10, (name, r) => r.vsReusedBound],
+    ['rcpt/commit', 12, (name, r) => r.receiptsPerCommit],
+    ['loadgen', 8, (name, r) => r.loadgenCores],
+    ['others', 7, (name, r) => r.otherJobsCores],
+    ['peak RSS', 9, (name, r) => `${Math.round(r.peakRssMiB)}MiB`],
+  ];
+  console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
+  for (const name of TRANSPORTS) {
+    const r = results[name];
+    for (const [label, x] of [['workers 0', r.workers0], [`workers ${n}`, r[`workers${n}`]]]) {
+      console.log(cols.map(([, w, f], i) => String(f(name, { ...x, label }))[i === 0 ? 'padEnd' : 'padStart'](w)).join(''));
+    }
+    console.log(`${''.padEnd(13)}bound (transport ${r.transportOnlySpansPerCpuSec} + decode-only ${r.decodeOnlySpansPerCpuSec}): ${r.transportPlusDecodeSpansPerCpuSec} spans/CPU-s; with reused inflate output (decode-only ${r.decodeOnlyReusedOutputSpansPerCpuSec}): ${r.transportPlusDecodeReusedOutputSpansPerCpuSec}`);
+    console.log(`${''.padEnd(13)}workers ${n} / workers 0 (median of round pairs): spans/s x${r.spansPerSecVsWorkers0}, spans per server CPU-s x${r.spansPerServerCpuSecVsWorkers0}`);
+  }
+  console.log(`bench took ${round((performance.now() - started) / 1000, 1)} s`);
+  console.log(JSON.stringify({ bench: 'ingest-workers', machine, workers: n, concurrency: CONCURRENCY, results }));
+}
+
 export { buildTemplates, checkTemplates, patched, nextBatch };
 
 if (IS_MAIN && args['floor-server']) {
   floorServerMain();
+} else if (IS_MAIN && args['workers-compare'] !== undefined) {
+  workersMain().catch((e) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
 } else if (IS_MAIN) {
   main().catch((e) => {
     console.error(e);

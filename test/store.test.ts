@@ -134,6 +134,46 @@ describe('ReceiptStore: idempotent append', () => {
     expect((await pending).accepted).toBe(4);
   });
 
+  it('with a flush gate, waits for the work it names: appends made meanwhile share the commit, none resolves before it', async () => {
+    const store = openStore();
+    let finish!: () => void;
+    let asked = 0;
+    store.setFlushGate(() => (asked++ === 0 ? new Promise<void>((r) => (finish = r)) : null));
+    const resolved: string[] = [];
+    const first = store.append([delivery(edge('r', 'e1'))]).then((x) => (resolved.push('e1'), x));
+    // Past the end of the turn in which the group would have committed without a gate.
+    await new Promise((r) => setTimeout(r, 20));
+    expect(store.commitStats().commits).toBe(0);
+    expect(resolved).toEqual([]);
+    const second = store.append([delivery(edge('r', 'e2'))]).then((x) => (resolved.push('e2'), x));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(store.commitStats().commits).toBe(0);
+    finish();
+    expect([(await first).accepted, (await second).accepted]).toEqual([1, 1]);
+    expect(store.commitStats().commits).toBe(1);
+    expect(asked).toBe(1);
+    // The gate says there is nothing to wait for: the next group commits at the end of its turn, as without one.
+    await store.append([delivery(edge('r', 'e3'))]);
+    expect(store.commitStats().commits).toBe(2);
+    expect(store.runReceipts('r').map((r) => r.event)).toEqual(['e1', 'e2', 'e3']);
+  });
+
+  it('with a flush gate, a full group and sync still commit at once', async () => {
+    const store = openStore(tempDir(), { groupCommitMaxBatch: 3 });
+    store.setFlushGate(() => new Promise<void>(() => {}));
+    const a = store.append([delivery(edge('r', 'e1'))]);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(store.commitStats().commits).toBe(0);
+    const full = store.append([2, 3].map((i) => delivery(edge('r', `e${i}`))));
+    expect(store.commitStats().commits).toBe(1);
+    expect([(await a).accepted, (await full).accepted]).toEqual([1, 2]);
+    const b = store.append([delivery(edge('r', 'e4'))]);
+    await new Promise((r) => setTimeout(r, 20));
+    await store.sync();
+    expect((await b).accepted).toBe(1);
+    expect(store.commitStats().commits).toBe(2);
+  });
+
   it('returns a run\'s receipts in insertion order', async () => {
     const store = openStore();
     const events = ['z', 'a', 'm', 'b'];

@@ -1,10 +1,12 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { availableParallelism } from 'node:os';
 import { parseRunKey, type RunKeyPart } from '../ingest/runkey.js';
 import { resolveShadows } from '../core/shadow.js';
 import { parseDuration } from '../core/edge.js';
 import { loadTokenFile } from '../server/auth.js';
 import { DEFAULTS, startServer, type RunningServer, type ServeConfig } from '../server/serve.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls.js';
+import { defaultWorkers } from '../server/worker-pool.js';
 import { type Io, processIo, UsageError } from './io.js';
 
 import { packagedContractsDir, packagedRulesFile } from './paths.js';
@@ -52,6 +54,14 @@ function tlsArgs(cert: string | undefined, key: string | undefined, clientCa: st
 function grpcImplArg(v: string): 'h2' | 'grpc-js' {
   if (v !== 'h2' && v !== 'grpc-js') throw new UsageError(`--grpc-impl: expected h2 or grpc-js: ${v}`);
   return v;
+}
+
+/** --workers N: 0 (decode on the main thread) up to 256; absent: available cores - 1, at least 1. */
+function workersArg(v: string | undefined): number {
+  if (v === undefined) return defaultWorkers(availableParallelism());
+  const n = Number(v.trim());
+  if (v.trim() === '' || !Number.isInteger(n) || n < 0 || n > 256) throw new UsageError(`--workers: expected an integer from 0 to 256: ${v}`);
+  return n;
 }
 
 const isLoopback = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
@@ -239,6 +249,7 @@ const SERVE_OPTIONS = {
   'max-live-receipts': { type: 'string' },
   'max-event-streams': { type: 'string' },
   'grpc-impl': { type: 'string', default: 'h2' },
+  workers: { type: 'string' },
   store: { type: 'string' },
   instance: { type: 'string' },
   'lease-ttl': { type: 'string' },
@@ -342,6 +353,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     tls,
     runKey: runKeyArg(values['run-key']),
     grpcImpl: grpcImplArg(values['grpc-impl']!),
+    workers: workersArg(values.workers),
     log: logger,
     version: VERSION,
     shadow,

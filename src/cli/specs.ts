@@ -96,6 +96,13 @@ export const SERVE_SPEC = registerSpec({
     { name: 'tls-client-ca', type: 'string', value: 'FILE', help: 'require client certificates signed by this CA' },
     { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
     { name: 'grpc-impl', type: 'string', value: 'IMPL', default: 'h2', help: 'gRPC receiver: h2 (node:http2) or grpc-js' },
+    {
+      name: 'workers',
+      type: 'string',
+      value: 'N',
+      shown: 'available cores - 1 (at least 1)',
+      help: 'threads that inflate and decode compressed (gzip, deflate) OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: on the main thread (docs/internals/performance.md)',
+    },
     { name: 'max-connections', type: 'string', value: 'N', default: '1024', help: 'open connections per HTTP listener' },
     { name: 'headers-timeout', type: 'string', value: 'DUR', default: '10s', help: 'time to receive request headers (and the TLS handshake)' },
     { name: 'request-timeout', type: 'string', value: 'DUR', default: '60s', help: 'time to receive a whole request, body included' },

@@ -1,33 +1,17 @@
 import type { IncomingMessage } from 'node:http';
-import { gunzip, inflate, type ZlibOptions } from 'node:zlib';
+import { gunzip, inflate } from 'node:zlib';
+import { inflateOptions } from './inflate.js';
 import { promisify } from 'node:util';
 import { ConsumeError } from '../audit/consumer.js';
 
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
 
-/** Deflate's largest expansion (a run of one byte): about 1032 output bytes per input byte. */
-const MAX_INFLATE_RATIO = 1032;
-const MIN_CHUNK = 64 * 1024;
+// inflateOptions lives in inflate.ts, which imports nothing else, so the decode workers (decode-worker.ts) load only it.
+export { inflateOptions } from './inflate.js';
 
-/**
- * zlib options for inflating `data` (gzip or deflate) into at most `limit` bytes, sized so the output is one chunk.
- * zlib's default 16 KiB output chunks cost a JS callback (and, async, a thread-pool round trip) each, and the final
- * Buffer.concat copies the whole output once more (synchronously, 35-48 ms of CPU for an 8.6 MB export against
- * 12-15 ms into one chunk of the right size; docs/internals/performance.md, issue 35). A
- * gzip member ends with its size modulo 2^32 (ISIZE): used as a hint, never trusted: at most `limit` bytes and
- * at most what `data` could inflate to, so a small body claiming a large size allocates no more than its real
- * inflation could; a wrong hint only costs more chunks (or unused room), and `maxOutputLength` still bounds the
- * output. Deflate has no size field: a chunk of four times the input (at least 64 KiB, at most the limit).
- */
-export function inflateOptions(data: Buffer, enc: 'gzip' | 'deflate', limit: number): ZlibOptions {
-  const most = Math.min(limit, data.length * MAX_INFLATE_RATIO);
-  let hint = data.length * 4;
-  if (enc === 'gzip' && data.length >= 18) hint = data.readUInt32LE(data.length - 4);
-  // One byte more than the content: zlib allocates a further chunk whenever a chunk ends exactly full.
-  const chunkSize = Math.max(MIN_CHUNK, Math.min(most, hint) + 1);
-  return { maxOutputLength: limit, chunkSize };
-}
+/** A body's content-encoding as the readers accept it. */
+export type BodyEncoding = 'identity' | 'gzip' | 'deflate';
 
 /**
  * Reusable receive buffers for bodies that are read, decoded at once and dropped (OTLP export requests): a
@@ -80,7 +64,13 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
  * encoding it is read into a buffer from `pool`. The caller must call `release` once it no longer reads `body`
  * (and must keep no view of it: the memory is reused for a later request).
  */
-export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null): Promise<{ body: Buffer; release: () => void }> {
+export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null): Promise<{ body: Buffer; release: () => void }>;
+/**
+ * With `inflate` false (`serve --workers`: a decode worker inflates it, with the same limit), a gzip or deflate body
+ * is returned as received, with its encoding; an unsupported encoding is refused (415) all the same.
+ */
+export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null, inflate: false): Promise<{ body: Buffer; release: () => void; encoding: BodyEncoding }>;
+export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null, inflate = true): Promise<{ body: Buffer; release: () => void; encoding?: BodyEncoding }> {
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
@@ -113,7 +103,8 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
       lease.release();
       throw new ConsumeError('bad_request', `request body of ${size} bytes, content-length ${declared}`);
     }
-    if (identity) return { body: lease.buf, release: lease.release };
+    if (identity) return { body: lease.buf, release: lease.release, encoding: 'identity' };
+    if (!inflate) return { body: lease.buf, release: lease.release, encoding: enc as 'gzip' | 'deflate' };
     // Compressed: the pooled copy is needed only until it is inflated (into a buffer of its own).
     try {
       return { body: await inflated(lease.buf, enc as 'gzip' | 'deflate', limit), release };
@@ -132,7 +123,8 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
     chunks.push(chunk as Buffer);
   }
   raw = Buffer.concat(chunks, size);
-  if (identity) return { body: raw, release };
+  if (identity) return { body: raw, release, encoding: 'identity' };
+  if (!inflate) return { body: raw, release, encoding: enc as 'gzip' | 'deflate' };
   return { body: await inflated(raw, enc as 'gzip' | 'deflate', limit), release };
 }
 

@@ -26,6 +26,7 @@ import { ConsumeError, type Consumer, type GrpcStatusName, type IngestSource } f
 import { BodyBuffers } from './body.js';
 import { GRPC_CODE, grpcRefusal } from './refusal.js';
 import { httpsOptions, type TlsMaterial } from './tls.js';
+import { decodeGrpcMessage, type DecodePool } from './worker-pool.js';
 
 export const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
@@ -45,6 +46,8 @@ export interface GrpcH2Options {
   handshakeTimeoutMs?: number;
   /** Open connections; more are closed at accept (--max-connections, as on the HTTP ports). */
   maxConnections?: number;
+  /** `serve --workers N`: messages are inflated and decoded in this pool (src/server/worker-pool.ts). */
+  decodePool?: DecodePool | null;
 }
 
 /** The shape serve.ts uses of a gRPC server (the same two calls as @grpc/grpc-js's Server). */
@@ -276,7 +279,13 @@ export function startGrpcH2(
         throw e;
       }
       let decoded: DecodedExport | undefined;
-      try {
+      if (opts.decodePool && msg.compressed && enc !== 'identity') {
+        // Compressed: inflated and decoded in a worker (an uncompressed message is decoded here, as in otlp-http.ts).
+        // The pool copies the message before it returns: its memory goes back at once.
+        const decoding = decodeGrpcMessage(opts.decodePool, enc, msg.body, opts.maxMessageBytes);
+        msg.release();
+        decoded = await decoding;
+      } else try {
         let body = msg.body;
         if (msg.compressed) {
           if (enc === 'identity') throw framing('INTERNAL', 'compressed message without a grpc-encoding');

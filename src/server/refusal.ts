@@ -13,6 +13,7 @@ export const GRPC_CODE: Record<GrpcStatusName, number> = { ...GrpcStatusCode, UN
 const HTTP_STATUS: Record<ConsumeErrorKind, number> = {
   saturated: 429,
   store_unavailable: 503,
+  worker_lost: 503,
   live_limit: 503,
   unauthenticated: 401,
   too_large: 413,
@@ -25,6 +26,7 @@ const HTTP_STATUS: Record<ConsumeErrorKind, number> = {
 const GRPC_STATUS: Record<ConsumeErrorKind, GrpcStatusName> = {
   saturated: 'UNAVAILABLE',
   store_unavailable: 'UNAVAILABLE',
+  worker_lost: 'UNAVAILABLE',
   live_limit: 'UNAVAILABLE',
   unauthenticated: 'UNAUTHENTICATED',
   too_large: 'RESOURCE_EXHAUSTED',
@@ -33,8 +35,11 @@ const GRPC_STATUS: Record<ConsumeErrorKind, GrpcStatusName> = {
   bad_request: 'INVALID_ARGUMENT',
 };
 
-/** The `reason` label of topology_ingest_rejected_requests_total (a malformed request is not counted). */
-const reasonOf = (e: ConsumeError): IngestRejectReason | undefined => (e.kind === 'bad_request' ? undefined : e.kind);
+/**
+ * The `reason` label of topology_ingest_rejected_requests_total (a malformed request is not counted, nor a request
+ * whose decode worker died: the worker is logged, decode_worker_lost).
+ */
+const reasonOf = (e: ConsumeError): IngestRejectReason | undefined => (e.kind === 'bad_request' || e.kind === 'worker_lost' ? undefined : e.kind);
 
 export interface Refused {
   message: string;
@@ -59,7 +64,7 @@ export interface GrpcRefused extends Refused {
 }
 
 /**
- * HTTP: saturated 429, store cannot commit 503 (both with Retry-After `retryAfterSeconds`), live limit 503 with the
+ * HTTP: saturated 429, store cannot commit or decode worker lost 503 (both with Retry-After `retryAfterSeconds`), live limit 503 with the
  * limit's own Retry-After, unauthenticated 401 with WWW-Authenticate, too large 413, bad content type 415, undecodable
  * or malformed 400; anything else 500.
  */

@@ -29,6 +29,7 @@ import { Ingestor } from '../audit/ingestor.js';
 import { otlpHttpHandler } from './otlp-http.js';
 import { startGrpc } from './otlp-grpc.js';
 import { startGrpcH2 } from './otlp-grpc-h2.js';
+import { DecodePool } from './worker-pool.js';
 import { createListener, grpcServerCredentials, type Listener, type TlsMaterial } from './tls.js';
 import { startPeriodic, type PeriodicTask, type Scheduler } from './periodic.js';
 
@@ -100,6 +101,12 @@ export interface ServeConfig {
   tls?: TlsMaterial;
   /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
   grpcImpl?: 'h2' | 'grpc-js';
+  /**
+   * Decode worker threads (`--workers N`): compressed OTLP bodies are inflated and decoded in a pool of N worker
+   * threads (src/server/worker-pool.ts; HTTP and the node:http2 gRPC receiver); 0 or absent: on the main thread.
+   * The engine and the store stay on the main thread.
+   */
+  workers?: number;
   /** Extra routes on the API port (e.g. the web view), given the engine (and the run's Alertmanager silence). */
   extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
   /** Per-run alerts to Alertmanager (serve --alertmanager-url ...), and silences read back. */
@@ -322,6 +329,8 @@ interface Parts extends Stores {
   ingestor: Ingestor;
   /** Readiness (GET /readyz) reads it. */
   stopping: { now: boolean };
+  /** `--workers N`: the decode workers of OTLP/HTTP and the node:http2 gRPC receiver; null: decode on the main thread. */
+  decodePool: DecodePool | null;
 }
 
 async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
@@ -362,7 +371,21 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     cleanup.push(() => c.stop());
     cfg.log('cluster_joined', { instance: c.pg.instance, ...c.stats() });
   }
-  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false } };
+  // --workers N: inflate + decode off the main thread. Its queue holds admitted requests only (at most
+  // --max-inflight), and at most 4 bodies of the largest size.
+  const decodePool = cfg.workers
+    ? new DecodePool(cfg.workers, {
+        maxQueued: cfg.maxInflightRequests,
+        maxQueuedBytes: Math.max(64 * 1024 * 1024, 4 * Math.max(cfg.maxBodyBytes, cfg.maxGrpcMessageBytes)),
+        onWorkerLost: (w) => cfg.log('decode_worker_lost', w),
+      })
+    : null;
+  if (decodePool) {
+    cleanup.push(() => decodePool.close());
+    // A group commit waits for the bodies being decoded at that moment (at most one decode): their receipts ride in it.
+    if (stores.store instanceof ReceiptStore) stores.store.setFlushGate(() => decodePool.decoding());
+  }
+  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, decodePool };
   const listeners = await startListeners(parts, cleanup);
   const scheduler = startPeriodic(periodicTasks(parts), cfg.tickMs, cfg.log);
   return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
@@ -437,12 +460,12 @@ interface Listeners {
 
 /** The API (and --health-port), OTLP/HTTP and OTLP/gRPC listeners, listening; each is closed again by `cleanup`. */
 async function startListeners(p: Parts, cleanup: (() => void | Promise<void>)[]): Promise<Listeners> {
-  const { cfg, ingestor, metrics, resources } = p;
+  const { cfg, ingestor, metrics, resources, decodePool } = p;
   const auth = authenticators(cfg);
   const bound = { api: 0, otlpHttp: 0 };
   const listenerOptions = { connectionsCheckingInterval: Math.min(1000, cfg.headersTimeoutMs), ...(cfg.tls ? { handshakeTimeout: cfg.headersTimeoutMs } : {}) };
   const otlpHttp = createListener(
-    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http') }, auth.http),
+    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http'), decodePool }, auth.http),
     cfg.tls,
     listenerOptions,
   );
@@ -491,7 +514,7 @@ async function startGrpcListener(p: Parts, auth: ReturnType<typeof authenticator
   try {
     return cfg.grpcImpl === 'grpc-js'
       ? await startGrpc(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, credentials: grpcServerCredentials(cfg.tls), maxConcurrentStreams: cfg.maxGrpcStreams, onLiveLimit }, auth.grpc)
-      : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, handshakeTimeoutMs: cfg.headersTimeoutMs, maxConnections: cfg.maxConnections, onLiveLimit }, (v) => auth.ingest(bearerOf(v)));
+      : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, handshakeTimeoutMs: cfg.headersTimeoutMs, maxConnections: cfg.maxConnections, onLiveLimit, decodePool: p.decodePool }, (v) => auth.ingest(bearerOf(v)));
   } catch (e) {
     const m = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(String((e as { errors?: unknown[] }).errors ?? '') + (e as Error).message);
     throw new ListenerError(`OTLP/gRPC listener cannot listen on ${cfg.host}:${cfg.otlpGrpcPort}: ${m ? m[0] : (e as Error).message}`);
@@ -612,6 +635,7 @@ function closer(p: Parts, l: Listeners, scheduler: Scheduler, lock: { release():
       await graceful;
     }
     clearTimeout(graceTimer);
+    await p.decodePool?.close();
     try {
       await store.sync();
     } catch (e) {

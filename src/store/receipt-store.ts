@@ -122,6 +122,9 @@ export interface LiveRun {
   contractHash: string | null;
 }
 
+/** ReceiptStore.flushTimer while a group waits for its flush gate. */
+const GATED = 'gated' as const;
+
 export interface ReceiptStoreOptions {
   /** Gather appends into one transaction (default true). False: one transaction per append (for comparison). */
   groupCommit?: boolean;
@@ -269,7 +272,10 @@ export class ReceiptStore {
   private pendingContracts = new Map<string, ContractRow>();
   /** Hashes whose content is committed (content under a hash never changes and is never deleted). */
   private readonly storedContracts = new Set<string>();
-  private flushTimer: NodeJS.Timeout | NodeJS.Immediate | null = null;
+  /** The group's scheduled flush: a timer, an immediate, or GATED (waiting for the flush gate's promise). */
+  private flushTimer: { timeout: NodeJS.Timeout } | { immediate: NodeJS.Immediate } | typeof GATED | null = null;
+  /** See setFlushGate. */
+  private flushGate: (() => Promise<void> | null) | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private isHealthy = true;
   private closed = false;
@@ -674,15 +680,46 @@ export class ReceiptStore {
       return;
     }
     this.flushTimer = this.maxDelayMs === 0
-      ? setImmediate(() => this.flush())
-      : setTimeout(() => this.flush(), this.maxDelayMs);
+      ? { immediate: setImmediate(() => this.gatedFlush()) }
+      : { timeout: setTimeout(() => this.gatedFlush(), this.maxDelayMs) };
+  }
+
+  /**
+   * A group's commit, once its timer fires, may wait for work already under way whose appends should ride in the
+   * same transaction: `gate` returns a promise of that work (or null: nothing to wait for). serve --workers gives
+   * the bodies being decoded in worker threads at that moment: their requests' receipts join this group instead
+   * of each decode that finishes on its own turn getting a commit (and an fsync) of its own. Bounded: the gate is
+   * asked once per group, and its promise must settle when that work does (success or failure) — a wait of at
+   * most one decode; appends that arrive meanwhile join the group. A batch that fills (`groupCommitMaxBatch`),
+   * `sync` and `close` commit at once as before. Nothing is acknowledged before its commit, as ever.
+   */
+  setFlushGate(gate: (() => Promise<void> | null) | null): void {
+    this.flushGate = gate;
+  }
+
+  private gatedFlush(): void {
+    const waiting = this.flushGate?.() ?? null;
+    if (waiting === null) {
+      this.flush();
+      return;
+    }
+    // Still scheduled: later appends join without scheduling another flush; flush() clears it.
+    this.flushTimer = GATED;
+    const go = () => {
+      if (this.flushTimer !== GATED) return; // flushed meanwhile (a full batch, sync, close)
+      // At the end of the turn in which the awaited work finished: its requests' appends are queued by then.
+      this.flushTimer = { immediate: setImmediate(() => this.flush()) };
+    };
+    waiting.then(go, go);
   }
 
   private cancelFlushTimer(): void {
-    if (this.flushTimer === null) return;
-    clearImmediate(this.flushTimer as NodeJS.Immediate);
-    clearTimeout(this.flushTimer as NodeJS.Timeout);
+    const t = this.flushTimer;
     this.flushTimer = null;
+    // Each kind with its own clear: clearImmediate given a Timeout would corrupt the immediate queue's counts.
+    if (t === null || t === GATED) return;
+    if ('immediate' in t) clearImmediate(t.immediate);
+    else clearTimeout(t.timeout);
   }
 
   /** One transaction for everything queued; answers every append in it. Returns the failure, if any. */
