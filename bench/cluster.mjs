@@ -63,8 +63,9 @@ const { values: args } = parseArgs({
     // beside each phase's profiles <label>.window.json: the measured interval on the profiles' clock, for
     // `node bench/profile-summary.mjs FILE --window <label>.window.json` (the measured load only, not start-up).
     'cpu-prof': { type: 'string' },
-    // Another build (a checkout built in DIR, e.g. main's): every phase is also run with DIR's server, right after
-    // (run 2: right before) this build's, on its own fresh database; ratios of this build / the baseline per phase.
+    // Another build (a checkout built in DIR, e.g. main's): every PostgreSQL phase is also run with DIR's server, right
+    // after (run 2: right before) this build's, on its own fresh database; ratios of this build / the baseline per
+    // phase. The SQLite phases run with this build only (both builds' ratios to SQLite use them).
     baseline: { type: 'string' },
     // After the load: N one-receipt runs posted (NDJSON, split over the instances), then `GET /api/v1/runs?limit=N`
     // timed at the last instance, best of 3 (issue 32: the list of a cluster instance beside SQLite's), with the CPU
@@ -564,7 +565,8 @@ async function main() {
       const byBase = {};
       for (const kind of order) {
         // With --baseline: this build then the baseline's (run 2: the baseline first), phase by phase.
-        const builds = BASELINE ? (run % 2 === 1 ? ['this', 'baseline'] : ['baseline', 'this']) : ['this'];
+        // The SQLite phases run once (this build's): the baseline's ratios use them too.
+        const builds = BASELINE && !sqlite(kind) ? (run % 2 === 1 ? ['this', 'baseline'] : ['baseline', 'this']) : ['this'];
         for (const build of builds) {
           const base = build === 'baseline';
           const r = await runPhase(kind, `r${run}_${kind.toLowerCase()}${base ? '_base' : ''}`, pb, db, base ? BASELINE : undefined);
@@ -595,7 +597,7 @@ async function main() {
                 order.filter((k) => byPhase[k] && byBase[k]).map((k) => [k, { auditor: ratio(byPhase[k], byBase[k], (r) => r.spansPerAuditorCpuSec), auditorPlusPostgres: ratio(byPhase[k], byBase[k], (r) => r.spansPerAuditorPlusPostgresCpuSec) }]),
               ),
               // The scaling ratios (spans per auditor CPU-second, and per auditor + PostgreSQL CPU-second) of each build;
-              // the baseline's SQLite phase is the baseline build's own.
+              // against this build's SQLite phase.
               thisBuild: perBuild(byPhase),
               baselineBuild: perBuild({ ...byBase, S: byBase.S ?? S }),
             }
