@@ -91,7 +91,7 @@ export class ClusterCoordinator {
     private readonly opts: ClusterOptions,
     private readonly hooks: ClusterHooks,
   ) {
-    // Renewing often is cheap (three small statements) and bounds how late an expired lease is claimed.
+    // Renewing often is cheap (one small statement: PgStore.beat) and bounds how late an expired lease is claimed.
     this.renewEveryMs = opts.renewEveryMs ?? Math.max(100, Math.min(500, Math.floor(opts.leaseTtlMs / 5)));
     this.tailEveryMs = opts.tailEveryMs ?? 100;
     this.tailBatch = opts.tailBatch ?? 5000;
