@@ -11,6 +11,9 @@
 //      are split between them (client k sends to instance k mod 2), so each instance receives half the batches and
 //      stores runs it does not own, which their owner folds from the shared store (the cluster's real path).
 //   C  (with --phases S,A,B,C) three such instances, clients split k mod 3 (issue 32).
+//   S2, S3 (with e.g. --phases S,S2,A,B) two or three independent servers, each on its own SQLite store, clients split
+//      k mod n: no shared store and no cluster work at all, only more processes on the same cores. The bound for B and
+//      C: what adding a server process costs per span on this machine by itself (issue 35, item 3).
 // The load is bench/ingest.mjs's HTTP protobuf traffic: batches of 512 real SDK spans (2.3 MB; 90% content spans
 // the auditor drops, 10% agent spans that become 51 receipts in about 3 runs), fresh trace, span and run ids in
 // every batch, from --concurrency closed-loop clients in this process: --warmup-seconds, then --seconds measured.
@@ -34,9 +37,9 @@
 // second (pg_stat_wal.wal_sync: each an fsync) beside the group commits per second; the
 // load generator's CPU and the whole machine's (/proc/stat), so other jobs' share shows. Then the ratios
 // B / A and A / S, and the bottleneck as measured. A table, then one JSON line.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import http from 'node:http';
@@ -56,8 +59,14 @@ const { values: args } = parseArgs({
     'sample-ms': { type: 'string', default: '100' },
     'idle-seconds': { type: 'string', default: '2' },
     phases: { type: 'string', default: 'S,A,B' },
-    // Writes a V8 CPU profile of every server process (node --cpu-prof) into this directory, named by phase.
+    // Writes a V8 CPU profile of every server process (node --cpu-prof) into this directory, named by phase, and
+    // beside each phase's profiles <label>.window.json: the measured interval on the profiles' clock, for
+    // `node bench/profile-summary.mjs FILE --window <label>.window.json` (the measured load only, not start-up).
     'cpu-prof': { type: 'string' },
+    // Another build (a checkout built in DIR, e.g. main's): every PostgreSQL phase is also run with DIR's server, right
+    // after (run 2: right before) this build's, on its own fresh database; ratios of this build / the baseline per
+    // phase. The SQLite phases run with this build only (both builds' ratios to SQLite use them).
+    baseline: { type: 'string' },
     // After the load: N one-receipt runs posted (NDJSON, split over the instances), then `GET /api/v1/runs?limit=N`
     // timed at the last instance, best of --list-repeat (issue 32: the list of a cluster instance beside SQLite's), with the CPU
     // per list of that instance and PostgreSQL (their idle cost subtracted). 0: skipped.
@@ -76,7 +85,10 @@ const IDLE_SECONDS = Number(args['idle-seconds']);
 const PHASES = args.phases.split(',');
 const LIST_RUNS = Number(args['list-runs']);
 const LIST_REPEAT = Math.max(1, Number(args['list-repeat']));
-const INSTANCES = { S: 1, A: 1, B: 2, C: 3 };
+const BASELINE = args.baseline ? resolve(args.baseline) : null;
+const INSTANCES = { S: 1, A: 1, B: 2, C: 3, S2: 2, S3: 3 };
+/** The phases on SQLite: S, and S2 / S3 (independent servers, each its own SQLite store, sharing nothing). */
+const sqlite = (kind) => kind.startsWith('S');
 const failures = [];
 
 // ---------------------------------------------------------------------------------------------------------
@@ -89,10 +101,22 @@ function machineCpu() {
   return { busy: (user + nice + system + irq + softirq) / CLK_TCK, steal: steal / CLK_TCK, idle: (idle + iowait) / CLK_TCK };
 }
 
+/**
+ * A process's read and write system calls (/proc/<pid>/io, all threads) and its main thread's context switches
+ * (voluntary: it waited, e.g. for the event loop's next event; involuntary: preempted), for the system calls and
+ * wake-ups per batch: what a less busy instance may pay more of per span.
+ */
+function syscallsOf(pid) {
+  const io = readFileSync(`/proc/${pid}/io`, 'latin1');
+  const status = readFileSync(`/proc/${pid}/task/${pid}/status`, 'latin1');
+  const n = (text, name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+  return { reads: n(io, 'syscr'), writes: n(io, 'syscw'), waits: n(status, 'voluntary_ctxt_switches'), preempted: n(status, 'nonvoluntary_ctxt_switches') };
+}
+
 /** Everything read at the start and at the end of a measured interval. */
 async function reading(servers, postmaster) {
   const instances = await Promise.all(
-    servers.map(async (s) => ({ cpu: cpuSecondsOf(s.pid), main: mainThreadCpuSecondsOf(s.pid), metrics: await scrape(s.ports.api) })),
+    servers.map(async (s) => ({ cpu: cpuSecondsOf(s.pid), main: mainThreadCpuSecondsOf(s.pid), sys: syscallsOf(s.pid), metrics: await scrape(s.ports.api) })),
   );
   const self = process.cpuUsage();
   return {
@@ -106,7 +130,7 @@ async function reading(servers, postmaster) {
 
 /**
  * What the auditors' PostgreSQL backends are doing, sampled every SAMPLE_MS from pg_stat_activity (application
- * name `topology-audit`): per state, the mean number of backends in it.
+ * name `topology-audit/<instance>`): per state, the mean number of backends in it.
  */
 function activitySampler(adminUrl, database) {
   const client = new pg.Client({ connectionString: adminUrl, application_name: 'bench-sampler' });
@@ -128,7 +152,7 @@ function activitySampler(adminUrl, database) {
     if (busy) return;
     busy = true;
     try {
-      const res = await client.query(`SELECT state, wait_event_type, wait_event FROM pg_stat_activity WHERE application_name = 'topology-audit'`);
+      const res = await client.query(`SELECT state, wait_event_type, wait_event FROM pg_stat_activity WHERE application_name LIKE 'topology-audit%'`);
       samples++;
       for (const r of res.rows) tally.set(classify(r), (tally.get(classify(r)) ?? 0) + 1);
     } catch {
@@ -225,11 +249,11 @@ function checkReceipts(phase, what, before, after, sent) {
 // ---------------------------------------------------------------------------------------------------------
 // Phases
 
-async function startInstances(kind, storeUrl, label) {
+async function startInstances(kind, storeUrl, label, root) {
   const n = INSTANCES[kind];
   const clusterArgs = (i) => ['--store', storeUrl, '--instance', `auditor-${i + 1}`, '--partitions', String(PARTITIONS), '--lease-ttl', args['lease-ttl']];
   const prof = (i) => (args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', args['cpu-prof'], '--cpu-prof-name', `${label}-${i + 1}.cpuprofile`] : []);
-  const servers = await Promise.all(Array.from({ length: n }, (_, i) => startServer(storeUrl ? clusterArgs(i) : [], prof(i))));
+  const servers = await Promise.all(Array.from({ length: n }, (_, i) => startServer(storeUrl ? clusterArgs(i) : [], prof(i), root)));
   if (storeUrl) {
     // Load only once the instances hold a fair share each (partitions / instances).
     const deadline = Date.now() + 30_000;
@@ -318,10 +342,10 @@ async function listRuns(servers, label, idle, postmaster) {
   };
 }
 
-async function runPhase(kind, label, templates, db) {
-  const storeUrl = kind === 'S' ? null : await db.database(label);
-  const postmaster = kind === 'S' ? null : postmasterPid(join(db.dir, 'data'));
-  const servers = await startInstances(kind, storeUrl, label);
+async function runPhase(kind, label, templates, db, root) {
+  const storeUrl = sqlite(kind) ? null : await db.database(label);
+  const postmaster = sqlite(kind) ? null : postmasterPid(join(db.dir, 'data'));
+  const servers = await startInstances(kind, storeUrl, label, root);
   process.stderr.write(`${label}: ${servers.length} instance(s), pids ${servers.map((s) => s.pid).join(' ')}${postmaster ? `, postmaster ${postmaster}` : ''}\n`);
   const targets = servers.map((s) => ({ client: httpClient(s.ports.otlpHttp, 'application/x-protobuf', Math.ceil(CONCURRENCY / servers.length)) }));
   let result;
@@ -336,8 +360,10 @@ async function runPhase(kind, label, templates, db) {
     const warmCheck = checkReceipts(label, 'warm-up', w0, before, warm.sent);
     const sampler = storeUrl ? activitySampler(await db.database('postgres'), label) : null;
     if (sampler) await sampler.start();
+    const fromUs = Number(process.hrtime.bigint() / 1000n);
     const load = await drive(targets, templates, SECONDS);
     const after = await reading(servers, postmaster);
+    if (args['cpu-prof']) writeFileSync(join(args['cpu-prof'], `${label}.window.json`), JSON.stringify({ fromUs, toUs: Number(process.hrtime.bigint() / 1000n) }));
     const activity = sampler ? await sampler.stop() : null;
     const check = checkReceipts(label, 'measured', before, after, load.sent);
     const runsSent = total([...warm.sent, ...load.sent], (s) => s.runs);
@@ -368,12 +394,14 @@ function summarise(kind, label, servers, load, before, after, activity, idle, ch
     const cpu = a.cpu.user + a.cpu.system - b.cpu.user - b.cpu.system;
     const commits = a.metrics.commits - b.metrics.commits;
     return {
-      name: kind === 'S' ? 'sqlite' : `auditor-${i + 1}`,
+      name: sqlite(kind) ? (kind === 'S' ? 'sqlite' : `sqlite-${i + 1}`) : `auditor-${i + 1}`,
       batchShare: round(load.sent[i].batches / batches, 3),
       cpuSeconds: round(cpu, 2),
       cores: round(cpu / wall, 2),
       idleCores: idle.instances[i],
       mainThreadCores: round((a.main - b.main) / wall, 2),
+      // Per batch this instance received: read and write system calls, main-thread waits (wake-ups) and preemptions.
+      perBatch: Object.fromEntries(['reads', 'writes', 'waits', 'preempted'].map((k) => [k, round((a.sys[k] - b.sys[k]) / Math.max(1, load.sent[i].batches), 1)])),
       commits,
       receiptsPerCommit: commits ? round((a.metrics.committedReceipts - b.metrics.committedReceipts) / commits, 1) : 0,
       commitMeanMs: commits ? round(((a.metrics.commitSeconds - b.metrics.commitSeconds) / commits) * 1000, 1) : 0,
@@ -396,7 +424,7 @@ function summarise(kind, label, servers, load, before, after, activity, idle, ch
   const machineBusy = after.machine.busy - before.machine.busy;
   return {
     phase: kind,
-    database: kind === 'S' ? null : label,
+    database: sqlite(kind) ? null : label,
     instances,
     batches,
     spans,
@@ -491,13 +519,14 @@ function overall(results, nproc) {
 
 function table(results) {
   const cols = [
-    ['run/phase', 11, (r) => `${r.run}/${r.phase}`],
+    ['run/phase', 11, (r) => `${r.run}/${r.phase}${r.build === 'baseline' ? ' base' : ''}`],
     ['inst', 5, (r) => r.instances.length],
     ['spans/s', 9, (r) => r.spansPerSec],
     ['receipts/s', 11, (r) => r.receiptsPerSec],
     ['ack p50/p99', 16, (r) => `${r.ackP50Ms}/${r.ackP99Ms}ms`],
     ['auditor cores', 20, (r) => `${r.auditorCores}${r.instances.length > 1 ? ` (${r.instances.map((i) => i.cores).join('+')})` : ''}`],
-    ['main thr', 11, (r) => r.instances.map((i) => i.mainThreadCores).join('/')],
+    ['main thr', 15, (r) => r.instances.map((i) => i.mainThreadCores).join('/')],
+    ['other thr', 10, (r) => round(r.auditorCores - total(r.instances, (i) => i.mainThreadCores), 2)],
     ['spans/aud-CPU-s', 16, (r) => r.spansPerAuditorCpuSec],
     ['pg cores', 9, (r) => r.postgres?.cores ?? '-'],
     ['spans/(aud+pg)-CPU-s', 21, (r) => r.spansPerAuditorPlusPostgresCpuSec],
@@ -510,6 +539,7 @@ function table(results) {
     ['fsync/s', 8, (r) => r.postgres?.activity?.walSyncsPerSec ?? '-'],
     ['commit ms', 12, (r) => r.instances.map((i) => i.commitMeanMs).join('/')],
     ['rcpt/commit', 13, (r) => r.instances.map((i) => i.receiptsPerCommit).join('/')],
+    ['reads/wr/waits per batch', 26, (r) => r.instances.map((i) => `${Math.round(i.perBatch.reads)},${Math.round(i.perBatch.writes)},${Math.round(i.perBatch.waits)}`).join(' ')],
     ['idle cores', 19, (r) => r.instances.map((i) => i.idleCores).join('/') + (r.postgres ? `+${r.postgres.idleCores}` : '')],
     ['peak RSS', 12, (r) => r.instances.map((i) => Math.round(i.peakRssMiB)).join('/') + 'MiB'],
     ['received', 10, (r) => `${r.checks.measured.accepted === r.checks.measured.sent && r.checks.warmUp.ok ? 'all' : 'LOST'}`],
@@ -535,18 +565,46 @@ async function main() {
     for (let run = 1; run <= RUNS; run++) {
       const order = run % 2 === 1 ? PHASES : [...PHASES].reverse();
       const byPhase = {};
+      const byBase = {};
       for (const kind of order) {
-        const r = await runPhase(kind, `r${run}_${kind.toLowerCase()}`, pb, db);
-        r.run = run;
-        r.bottleneck = bottleneck(r, nproc);
-        byPhase[kind] = r;
-        results.push(r);
+        // With --baseline: this build then the baseline's (run 2: the baseline first), phase by phase.
+        // The SQLite phases run once (this build's): the baseline's ratios use them too.
+        const builds = BASELINE && !sqlite(kind) ? (run % 2 === 1 ? ['this', 'baseline'] : ['baseline', 'this']) : ['this'];
+        for (const build of builds) {
+          const base = build === 'baseline';
+          const r = await runPhase(kind, `r${run}_${kind.toLowerCase()}${base ? '_base' : ''}`, pb, db, base ? BASELINE : undefined);
+          r.run = run;
+          r.build = build;
+          r.bottleneck = bottleneck(r, nproc);
+          (base ? byBase : byPhase)[kind] = r;
+          results.push(r);
+        }
       }
       const ratio = (x, y, f) => (x && y ? round(f(x) / f(y), 3) : null);
       const { S, A, B, C } = byPhase;
+      const perBuild = (p) => ({
+        threeVsOne: ratio(p.C, p.A, (r) => r.spansPerAuditorCpuSec),
+        twoVsOne: ratio(p.B, p.A, (r) => r.spansPerAuditorCpuSec),
+        postgresVsSqlite: ratio(p.A, p.S, (r) => r.spansPerAuditorCpuSec),
+        threeVsOnePlusPostgres: ratio(p.C, p.A, (r) => r.spansPerAuditorPlusPostgresCpuSec),
+        twoVsOnePlusPostgres: ratio(p.B, p.A, (r) => r.spansPerAuditorPlusPostgresCpuSec),
+        postgresVsSqlitePlusPostgres: ratio(p.A, p.S, (r) => r.spansPerAuditorPlusPostgresCpuSec),
+      });
       ratios.push({
         run,
         order: order.join(','),
+        ...(BASELINE
+          ? {
+              // Spans per auditor CPU-second (and per auditor + PostgreSQL CPU-second) of this build / the baseline's, by phase.
+              vsBaseline: Object.fromEntries(
+                order.filter((k) => byPhase[k] && byBase[k]).map((k) => [k, { auditor: ratio(byPhase[k], byBase[k], (r) => r.spansPerAuditorCpuSec), auditorPlusPostgres: ratio(byPhase[k], byBase[k], (r) => r.spansPerAuditorPlusPostgresCpuSec) }]),
+              ),
+              // The scaling ratios (spans per auditor CPU-second, and per auditor + PostgreSQL CPU-second) of each build;
+              // against this build's SQLite phase.
+              thisBuild: perBuild(byPhase),
+              baselineBuild: perBuild({ ...byBase, S: byBase.S ?? S }),
+            }
+          : {}),
         threeVsOne: {
           spansPerSec: ratio(C, A, (r) => r.spansPerSec),
           spansPerAuditorCpuSec: ratio(C, A, (r) => r.spansPerAuditorCpuSec),
@@ -561,6 +619,8 @@ async function main() {
         listCpuVsSqlite: Object.fromEntries(
           ['A', 'B', 'C'].filter((k) => byPhase[k]?.list && S?.list?.auditorCpuMs).map((k) => [k, round((byPhase[k].list.auditorCpuMs + byPhase[k].list.postgresCpuMs) / S.list.auditorCpuMs, 2)]),
         ),
+        // Independent SQLite servers (no shared work) against one: the cost of more processes on the same cores alone.
+        independent: { twoVsOne: ratio(byPhase.S2, S, (r) => r.spansPerAuditorCpuSec), threeVsOne: ratio(byPhase.S3, S, (r) => r.spansPerAuditorCpuSec) },
         postgresVsSqlite: {
           spansPerSec: ratio(A, S, (r) => r.spansPerSec),
           spansPerAuditorCpuSec: ratio(A, S, (r) => r.spansPerAuditorCpuSec),
@@ -582,9 +642,16 @@ async function main() {
     console.log(`run ${r.run} ${r.phase}: ${r.bottleneck}`);
   }
   for (const q of ratios) {
+    if (q.vsBaseline) {
+      console.log(`run ${q.run}: this build / baseline, spans per auditor CPU-s (per auditor+postgres CPU-s): ${Object.entries(q.vsBaseline).map(([k, v]) => `${k} ${v.auditor} (${v.auditorPlusPostgres})`).join(', ')}`);
+      for (const [name, b] of [['this build', q.thisBuild], ['baseline', q.baselineBuild]]) {
+        console.log(`run ${q.run} ${name}: spans per auditor CPU-s (per auditor+postgres CPU-s): 1 on postgres / sqlite ${b.postgresVsSqlite} (${b.postgresVsSqlitePlusPostgres}), 2 / 1 instance ${b.twoVsOne} (${b.twoVsOnePlusPostgres}), 3 / 1 instance ${b.threeVsOne} (${b.threeVsOnePlusPostgres})`);
+      }
+    }
     const a = q.twoVsOne;
     const b = q.postgresVsSqlite;
     if (q.threeVsOne.spansPerSec !== null) console.log(`run ${q.run}: 3 instances / 1 instance: spans/s ${q.threeVsOne.spansPerSec}, spans per auditor CPU-s ${q.threeVsOne.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${q.threeVsOne.spansPerAuditorPlusPostgresCpuSec}`);
+    if (q.independent.twoVsOne !== null || q.independent.threeVsOne !== null) console.log(`run ${q.run}: independent SQLite servers (nothing shared) / 1, spans per auditor CPU-s: 2 servers ${q.independent.twoVsOne}, 3 servers ${q.independent.threeVsOne}`);
     if (Object.keys(q.listVsSqlite).length) console.log(`run ${q.run}: list of ${LIST_RUNS} runs, best time / SQLite's: ${Object.entries(q.listVsSqlite).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
     if (Object.keys(q.listCpuVsSqlite).length) console.log(`run ${q.run}: list of ${LIST_RUNS} runs, CPU per list (listing instance + PostgreSQL) / SQLite's: ${Object.entries(q.listCpuVsSqlite).map(([k, v]) => `${k} ${v}x`).join(', ')}`);
     console.log(`run ${q.run} (order ${q.order}): 2 instances / 1 instance: spans/s ${a.spansPerSec}, spans per auditor CPU-s ${a.spansPerAuditorCpuSec}, spans per (auditor+postgres) CPU-s ${a.spansPerAuditorPlusPostgresCpuSec}; 1 on postgres / sqlite: spans/s ${b.spansPerSec}, spans per auditor CPU-s ${b.spansPerAuditorCpuSec}, per (auditor+postgres) CPU-s ${b.spansPerAuditorPlusPostgresCpuSec}`);
@@ -593,7 +660,7 @@ async function main() {
   console.log(`note: ${nproc} cores are shared by the load generator, every auditor instance, postgres and other jobs, so the 2-instance figure cannot show scale-out of throughput, only the cost per span`);
   for (const f of failures) console.log(`FAILED: ${f}`);
   console.log(`bench took ${round((performance.now() - started) / 1000, 1)} s`);
-  console.log(JSON.stringify({ bench: 'cluster', machine, concurrency: CONCURRENCY, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, partitions: PARTITIONS, results, ratios, bottleneck: overall(results, nproc), failures }));
+  console.log(JSON.stringify({ bench: 'cluster', machine, ...(BASELINE ? { baseline: BASELINE } : {}), concurrency: CONCURRENCY, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, partitions: PARTITIONS, results, ratios, bottleneck: overall(results, nproc), failures }));
   if (failures.length) process.exitCode = 1;
 }
 

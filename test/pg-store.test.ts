@@ -381,6 +381,31 @@ describe('PgStore: tail across instances', () => {
     expect(await a.tail(all[2].seq, 10)).toEqual([]);
     expect(await a.tail(0, 1)).toHaveLength(1);
   });
+
+  it('tailWithAcks answers as acksSince and tail apart, in one round trip', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await open(url, 'b');
+    const r0 = runIn(0, 8);
+    const r5 = runIn(5, 8);
+    expect(await a.tailWithAcks(0, 10, [0, 5], 'a', 0)).toEqual({ receipts: [], acks: [] });
+    expect(await a.tailWithAcks(0, 10, [], 'a', 0)).toEqual({ receipts: [], acks: [] });
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r0 }), 'tok', 111)]);
+    await b.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r5 }), 'tok2', 222)]);
+    await b.append([delivery(edge('e2', 0, 'a -> c : delegate', { run: r0 }), 'tok2', 333)]);
+    await b.putAck(r5, 'forbidden_edge', 444, { by: 'oncall', reason: 'known' });
+    await b.putAck(r0, 'working', 555);
+    for (const [parts, after, limit, ackAfter] of [[[0, 5], 0, 10, 0], [[0], 0, 10, 0], [[5], 0, 1, 0], [[0, 5], 0, 1, 0]] as [number[], number, number, number][]) {
+      const both = await a.tailWithAcks(after, limit, parts, 'a', ackAfter);
+      expect(both.receipts).toEqual(await a.tail(after, limit, parts, 'a'));
+      expect(both.acks).toEqual(await a.acksSince(ackAfter, parts));
+    }
+    const both = await a.tailWithAcks(0, 10, [0, 5], 'a', 0);
+    expect(both.receipts.map((r) => [r.receipt.run, r.receipt.event, r.origin, r.receivedAt])).toEqual([[r5, 'e1', 'b', 222], [r0, 'e2', 'b', 333]]);
+    expect(both.acks.map((x) => [x.run, x.verdict, x.ackedAt, x.by, x.reason])).toEqual([[r5, 'forbidden_edge', 444, 'oncall', 'known'], [r0, 'working', 555, null, null]]);
+    // Past every receipt and acknowledgement: nothing.
+    expect(await a.tailWithAcks(both.receipts[1].seq, 10, [0, 5], 'a', both.acks[1].seq)).toEqual({ receipts: [], acks: [] });
+  });
 });
 
 describe('PgStore: pins, contracts, runs, prune', () => {
@@ -574,6 +599,18 @@ describe('PgStore: pins inside the append (issue 31.3)', () => {
 });
 
 describe('PgStore: span log', () => {
+  it('compresses large span log bodies with lz4 where the server has it (pglz, the default, cost ~14% of its CPU in the append)', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const body = JSON.stringify(Array.from({ length: 200 }, (_, i) => ({ t: 'trace-lz4', s: `span-${i}`, p: i ? `span-${i - 1}` : null, src: 'tok', op: 'span' })));
+    await a.append([], [{ traceId: 'trace-lz4', loggedAt: 1_000, body }]);
+    const [server] = await sql<{ v: number; lz4: boolean }>(url, `SELECT current_setting('server_version_num')::int AS v, EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)) AS lz4`);
+    const [row] = await sql<{ method: string | null; body: string }>(url, `SELECT pg_column_compression(body) AS method, body FROM span_log WHERE trace_id = 'trace-lz4'`);
+    expect(row.body).toBe(body);
+    // lz4 on PostgreSQL 14+ built with it (as the test cluster is); otherwise the store keeps the server's default.
+    expect(row.method).toBe(server.v >= 140000 && server.lz4 ? 'lz4' : 'pglz');
+  });
+
   it('commits span log entries with their append and reads, deletes and prunes them by partition and origin', async () => {
     const url = await freshDb();
     const a = await open(url, 'a', { partitions: 8 });
@@ -735,5 +772,33 @@ describe('PgStore: leases and liveness', () => {
     await b.close();
     expect(await a.heartbeat(60_000)).toEqual({ liveInstances: 1 });
     expect(await a.claimLeases(8, 60_000)).toEqual(ALL);
+  });
+
+  it('beat: heartbeat, renewal (the fence follows it) and the partitions of instances at their live limit in one statement, as the three apart', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a', { partitions: 8 });
+    const b = await open(url, 'b', { partitions: 8 });
+    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 1, held: [], fullParts: [] });
+    expect(await a.claimLeases(3, 60_000)).toEqual([0, 1, 2]);
+    expect(await b.claimLeases(2, 60_000)).toEqual([3, 4]);
+    // B says it is at its live limit: A sees B's partitions as full; B does not count its own.
+    expect(await b.beat(60_000, true)).toEqual({ liveInstances: 2, held: [3, 4], fullParts: [] });
+    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 2, held: [0, 1, 2], fullParts: [3, 4] });
+    expect(await a.fullPartitions()).toEqual([3, 4]);
+    expect((await a.leaseTable()).filter((l) => l.owner === 'a').every((l) => l.expiresInMs > 30_000)).toBe(true);
+    // The fence follows the renewal: a lease lost (released, claimed by B at a newer epoch) is no longer A's to write.
+    const run = runIn(1, 8);
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run }), 'tok', 1_000)]);
+    await a.releaseLeases([1]);
+    expect(await b.claimLeases(1, 60_000)).toEqual([1]);
+    expect((await a.beat(60_000, false)).held).toEqual([0, 2]);
+    expect(await a.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(1);
+    expect(await b.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(0);
+    // An expired lease is not renewed by a beat (as renewLeases).
+    expect(await b.beat(60_000, false)).toEqual({ liveInstances: 2, held: [1, 3, 4], fullParts: [] });
+    await b.renewLeases(1);
+    await until('B\'s leases expire', async () => (await b.leaseTable()).filter((l) => l.owner === 'b').every((l) => l.expiresInMs <= 0));
+    expect((await b.beat(60_000, false)).held).toEqual([]);
+    expect(await b.setVerdictStates([{ run, verdict: 'healthy', settled: true, updatedAt: 3_000 }])).toBe(1);
   });
 });

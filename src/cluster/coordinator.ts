@@ -19,7 +19,7 @@
  *   The database fences the owner's writes as well (PgStore: lease epochs).
  */
 import type { AuditEngine } from '../audit/engine.js';
-import type { PgStore } from '../store/pg-store.js';
+import type { PgStore, TailedReceipt } from '../store/pg-store.js';
 import type { ClusterEngineStore } from './engine-store.js';
 
 /** A takeover reads the receipts of this many runs per query (see takeOver). */
@@ -93,7 +93,7 @@ export class ClusterCoordinator {
     private readonly opts: ClusterOptions,
     private readonly hooks: ClusterHooks,
   ) {
-    // Renewing often is cheap (three small statements) and bounds how late an expired lease is claimed.
+    // Renewing often is cheap (one small statement: PgStore.beat) and bounds how late an expired lease is claimed.
     this.renewEveryMs = opts.renewEveryMs ?? Math.max(100, Math.min(500, Math.floor(opts.leaseTtlMs / 5)));
     this.tailEveryMs = opts.tailEveryMs ?? 100;
     this.tailBatch = opts.tailBatch ?? 5000;
@@ -261,11 +261,12 @@ export class ClusterCoordinator {
     let held: number[];
     try {
       const full = this.engine?.atLiveLimit() ?? false;
-      const beat = await this.pg.heartbeat(this.opts.leaseTtlMs, full);
+      // Heartbeat, renewal and the partitions of instances at their live limit: one statement, one round trip.
+      const beat = await this.pg.beat(this.opts.leaseTtlMs, full);
       this.saidFull = full;
       this.liveInstances = Math.max(1, beat.liveInstances);
-      held = await this.pg.renewLeases(this.opts.leaseTtlMs);
-      this.fullParts = new Set(await this.pg.fullPartitions());
+      held = beat.held;
+      this.fullParts = new Set(beat.fullParts);
     } catch (e) {
       this.hooks.log('lease_renew_failed', { error: (e as Error).message });
       return;
@@ -378,14 +379,15 @@ export class ClusterCoordinator {
       // read: the roots wait for the next one). Roots also wait LANGGRAPH_SETTLE_MS, for batches sent side by side.
       if (entries.length < SPAN_LOG_PAGE) await this.readLangGraphRoots?.(began - LANGGRAPH_SETTLE_MS);
     }
-    const acks = await this.pg.acksSince(this.ackCursor, this.ownedParts());
+    // The acknowledgements and the first page of receipts in one round trip (the timer's every 100 ms, per instance).
+    const first = await this.pg.tailWithAcks(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance, this.ackCursor);
     if (!this.guard()) return;
-    for (const ack of acks) {
+    for (const ack of first.acks) {
       this.engine!.applyAck(ack.run, ack.verdict, ack.ackedAt, ack);
       this.ackCursor = ack.seq;
     }
-    for (;;) {
-      const rows = await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance);
+    for (let page: TailedReceipt[] | null = first.receipts; ; page = null) {
+      const rows = page ?? (await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance));
       if (!(await this.keepLeases())) return;
       if (rows.length === 0) return;
       const receipts = rows.map((r) => r.receipt);

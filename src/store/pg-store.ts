@@ -55,13 +55,15 @@ import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-sche
  * carry ($5, in run order as setPins; ON CONFLICT DO NOTHING: the first pin written wins) and their contracts' content
  * ($6, by hash, first write wins). `gate` is a condition evaluated before the first row goes in (the fast path takes
  * the ordering lock there: before a receipt or a pin row goes in); `inserted` computes the answer from `n`, the number
- * of receipt rows that went in; `pinned` lists the runs whose pin went in.
+ * of receipt rows that went in; `pinned` lists the runs whose pin went in. The JSON parameters are read as jsonb,
+ * parsed once: as json, every `->>` parsed the element's text again (~18% of PostgreSQL's CPU with span log bodies of
+ * ~14 KB; issue 35).
  */
 function writeRowsSql(gate: string, inserted: string): string {
   return `WITH ins AS (
      INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
      SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
-     FROM json_array_elements($1::json) WITH ORDINALITY AS e(v, ord)
+     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(v, ord)
      WHERE ${gate}
      ORDER BY e.ord
      ON CONFLICT (run, event, variant) DO NOTHING
@@ -74,12 +76,12 @@ function writeRowsSql(gate: string, inserted: string): string {
    ), spans AS (
      INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
      SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
-     FROM json_array_elements($2::json) WITH ORDINALITY AS s(v, ord)
+     FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(v, ord)
      ORDER BY s.ord
    ), pinned AS (
      INSERT INTO pins (run, contract, version, phase, contract_hash)
      SELECT p.v->>0, p.v->>1, p.v->>2, p.v->>3, p.v->>4
-     FROM json_array_elements($5::json) WITH ORDINALITY AS p(v, ord)
+     FROM jsonb_array_elements($5::jsonb) WITH ORDINALITY AS p(v, ord)
      WHERE ${gate}
      ORDER BY p.ord
      ON CONFLICT (run) DO NOTHING
@@ -87,7 +89,7 @@ function writeRowsSql(gate: string, inserted: string): string {
    ), pinned_contracts AS (
      INSERT INTO contracts (hash, contract, version, content)
      SELECT k.v->>0, k.v->>1, k.v->>2, k.v->>3
-     FROM json_array_elements($6::json) WITH ORDINALITY AS k(v, ord)
+     FROM jsonb_array_elements($6::jsonb) WITH ORDINALITY AS k(v, ord)
      WHERE ${gate}
      ORDER BY k.ord
      ON CONFLICT (hash) DO NOTHING
@@ -127,6 +129,16 @@ export interface TailedReceipt {
   source: string;
   origin: string;
   receivedAt: number;
+}
+
+/** An acknowledgement as acksSince reads it. */
+export interface AckSince {
+  seq: number;
+  run: string;
+  verdict: string;
+  ackedAt: number;
+  by: string | null;
+  reason: string | null;
 }
 
 export interface ListedRun {
@@ -377,6 +389,10 @@ export class PgStore {
     });
     // An idle connection that breaks (server restart) is dropped by the pool; the next query reports the failure.
     pool.on('error', noop);
+    // Span log bodies (~14 KB per trace entry) are TOASTed and compressed on insert: with the default pglz that was
+    // ~14% of PostgreSQL's CPU in the append (issue 35). lz4 (PostgreSQL 14+, when built with it) compresses several
+    // times faster; where the setting is unknown or lz4 is missing the SET fails, harmlessly, and pglz stays.
+    pool.on('connect', (client) => void client.query("SET default_toast_compression = 'lz4'").catch(noop));
     try {
       const client = await pool.connect();
       client.on('error', noop);
@@ -471,6 +487,43 @@ export class PgStore {
       origin: row.origin as string,
       receivedAt: Number(row.received_at),
     }));
+  }
+
+  /**
+   * One round trip for an owner's tail read (ClusterCoordinator, every 100 ms): `acksSince(ackAfter, parts)` and
+   * `tail(afterSeq, limit, parts, excludeOrigin)` as one statement, answered from one snapshot (the acknowledgements
+   * as one JSON value on every row; a row with no receipt when none is new).
+   */
+  async tailWithAcks(afterSeq: number, limit: number, parts: readonly number[], excludeOrigin: string, ackAfter: number): Promise<{ receipts: TailedReceipt[]; acks: AckSince[] }> {
+    if (parts.length === 0) return { receipts: [], acks: [] };
+    const res = await this.pool.query({
+      name: 'ta_tail_acks_v1',
+      text: `SELECT a.acks, r.seq, r.run, r.event, r.variant, r.body, r.source, r.origin, r.received_at
+       FROM (SELECT coalesce((SELECT json_agg(x ORDER BY x.seq) FROM (
+           SELECT seq, run, verdict, acked_at, acked_by, reason FROM acks WHERE part = ANY($3::int[]) AND seq > $5 ORDER BY seq LIMIT 10000
+         ) AS x), '[]'::json) AS acks) AS a
+       LEFT JOIN LATERAL (
+         SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts
+         WHERE seq > $1 AND part = ANY($3::int[]) AND origin <> $4 ORDER BY seq LIMIT $2
+       ) AS r ON true
+       ORDER BY r.seq`,
+      values: [afterSeq, limit, [...parts], excludeOrigin, ackAfter],
+    });
+    const rows = res.rows as Row[];
+    const acks = ((rows[0]?.acks ?? []) as Row[]).map((r) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null }));
+    const receipts: TailedReceipt[] = [];
+    for (const row of rows) {
+      if (row.seq === null || row.seq === undefined) continue;
+      receipts.push({
+        seq: Number(row.seq),
+        receipt: parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(row.run)}, event ${JSON.stringify(row.event)})`),
+        variant: row.variant as number,
+        source: row.source as string,
+        origin: row.origin as string,
+        receivedAt: Number(row.received_at),
+      });
+    }
+    return { receipts, acks };
   }
 
   /** The highest committed seq (0 when there is none). */
@@ -636,7 +689,7 @@ export class PgStore {
   }
 
   /** Acknowledgements of partitions `parts` written after `afterSeq`, in seq order. */
-  async acksSince(afterSeq: number, parts: readonly number[]): Promise<{ seq: number; run: string; verdict: string; ackedAt: number; by: string | null; reason: string | null }[]> {
+  async acksSince(afterSeq: number, parts: readonly number[]): Promise<AckSince[]> {
     if (parts.length === 0) return [];
     const res = await this.pool.query({ name: 'ta_acks_since_v1', text: 'SELECT seq, run, verdict, acked_at, acked_by, reason FROM acks WHERE part = ANY($1::int[]) AND seq > $2 ORDER BY seq LIMIT 10000', values: [[...parts], afterSeq] });
     return res.rows.map((r: Row) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null }));
@@ -945,6 +998,47 @@ export class PgStore {
     });
   }
 
+  /**
+   * The renewal step of a coordinator (every ttl/5, at most 500 ms) in one statement and one round trip: heartbeat
+   * (as `heartbeat`), lease renewal (as `renewLeases`: the fence follows it) and the partitions of other instances at
+   * their live limit (as `fullPartitions`), from one snapshot. Readiness follows it as the heartbeat's.
+   */
+  async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[] }> {
+    let res;
+    try {
+      res = await this.pool.query({
+        name: 'ta_beat_v1',
+        text: `WITH up AS (
+           INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3, $4)
+           ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit, life = excluded.life
+           RETURNING id
+         ), forgotten AS (
+           DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
+         ), renewed AS (
+           UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
+           WHERE owner = $1 AND expires_at > now() RETURNING part, epoch
+         )
+         SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live,
+           (SELECT coalesce(json_agg(json_build_array(part, epoch)), '[]'::json) FROM renewed) AS held,
+           (SELECT coalesce(json_agg(l.part ORDER BY l.part), '[]'::json) FROM leases l JOIN instances i ON i.id = l.owner
+            WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1) AS full_parts`,
+        values: [this.instance, Math.round(ttlMs), full, this.life],
+      });
+    } catch (e) {
+      this.isHealthy = false; // readiness follows the store with no traffic too (issue 32)
+      throw e;
+    }
+    this.isHealthy = true;
+    const row = res.rows[0] as Row;
+    const held = new Set<number>();
+    for (const [part, epoch] of row.held as [number, number | string][]) {
+      held.add(part);
+      this.fence.set(part, Number(epoch));
+    }
+    for (const p of [...this.fence.keys()]) if (!held.has(p)) this.fence.delete(p);
+    return { liveInstances: Number(row.live), held: [...held].sort((a, b) => a - b), fullParts: row.full_parts as number[] };
+  }
+
   /** The partitions leased to another live instance that is at its live limit (ascending). */
   async fullPartitions(): Promise<number[]> {
     const res = await this.pool.query({
@@ -1209,7 +1303,7 @@ export class PgStore {
     if (p.count === 0) return [];
     try {
       const res = await this.pool.query({
-        name: 'ta_append_fast_v2',
+        name: 'ta_append_fast_v3',
         text: writeRowsSql(`(SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)`, 'CASE WHEN n = $7::bigint THEN n ELSE n / (n - n) END'),
         values: [p.rows, p.spans, this.instance, this.life, p.pins, p.contracts, p.receipts],
       });
