@@ -4,133 +4,17 @@
  * contracts/supervisor-workers.yaml (or a swarm contract): a conforming run is healthy, a run calling an agent
  * the contract does not allow is forbidden_edge, and no prompt text reaches any byte of the data directory.
  */
-import { readdirSync, readFileSync, statSync, writeFileSync, copyFileSync, mkdirSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { context as otelContext, trace as otelTrace } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { BasicTracerProvider, BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
-import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runFunctionalSupervisor, runHierarchicalTeams, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
+import { getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { CONTENT_MARKER as LG_MARKER, instrumentLangChain, runSupervisor, runSwarm } from './fixtures/frameworks/langgraph.js';
 import { until } from './helpers/wait.js';
 import { delegateAndReturn } from './helpers/framework-runs.js';
+import { allBytes, contractsDir, edgesOf, expectNothingUnmapped, newRuns, otlpProvider, sentText } from './helpers/framework-apps.js';
 
-const SWARM_CONTRACT = `contract: helpdesk-swarm
-version: "1"
-owner: triage
-agents: [triage, billing, refunds]
-allow:
-  - triage -> billing : handoff
-phases:
-  help:
-    outcome: optional
-    expect:
-      - triage -> billing : handoff
-        within: 10m
-`;
-
-/** Hierarchical teams: each team node enters its lead, the lead delegates to its workers; `publisher` is not allowed. */
-const TEAMS_CONTRACT = `contract: teams
-version: "1"
-owner: supervisor
-agents: [supervisor, research_team, research_lead, researcher, writing_team, writing_lead, writer, publisher]
-allow:
-  - supervisor -> research_team : delegate
-  - research_team -> supervisor : return
-  - supervisor -> writing_team : delegate
-  - writing_team -> supervisor : return
-  - research_team -> research_lead : delegate
-  - research_lead -> research_team : return
-  - research_lead -> researcher : delegate
-  - researcher -> research_lead : return
-  - writing_team -> writing_lead : delegate
-  - writing_lead -> writing_team : return
-  - writing_lead -> writer : delegate
-  - writer -> writing_lead : return
-phases:
-  work:
-    outcome: optional
-    expect:
-      - research_lead -> researcher : delegate
-      - writing_lead -> writer : delegate
-        within: 30m
-`;
-
-function contractsDir(): string {
-  const dir = tempDir('ta-fw-contracts-');
-  mkdirSync(dir, { recursive: true });
-  copyFileSync(join(ROOT, 'contracts', 'supervisor-workers.yaml'), join(dir, 'supervisor-workers.yaml'));
-  writeFileSync(join(dir, 'helpdesk-swarm.yaml'), SWARM_CONTRACT);
-  writeFileSync(join(dir, 'teams.yaml'), TEAMS_CONTRACT);
-  return dir;
-}
-
-/** Every byte under `dir` (the database, its WAL and journal files). */
-function allBytes(dir: string): Buffer {
-  const parts: Buffer[] = [];
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) parts.push(allBytes(p));
-    else parts.push(readFileSync(p));
-  }
-  return Buffer.concat(parts);
-}
-
-/** Everything exported, as the app's SDK saw it: proves that the content really was in the spans sent. */
-const sentAttributes: string[] = [];
-const sent: SpanExporter = {
-  export(spans, done) {
-    for (const s of spans) sentAttributes.push(JSON.stringify(s.attributes));
-    done({ code: 0 });
-  },
-  async shutdown() {},
-};
-const sentText = () => sentAttributes.join('\n');
-
-export function otlpProvider(server: ServerProcess): BasicTracerProvider {
-  const exporter = new OTLPTraceExporter({ url: `${server.otlpHttp}/v1/traces` });
-  return new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 20, maxExportBatchSize: 16 }), new SimpleSpanProcessor(sent)] });
-}
-
-
-interface RunRow {
-  run: string;
-  verdict: string;
-}
-
-/** The runs the server holds that are not in `seen`, once there are `n` of them with a settled-enough verdict. */
-async function newRuns(server: ServerProcess, seen: Set<string>, n: number, accept: (verdicts: string[]) => boolean): Promise<RunRow[]> {
-  return until(`${n} new run(s)`, async () => {
-    const { body } = await getJson<{ runs: RunRow[] }>(`${server.api}/api/v1/runs?limit=1000`);
-    const fresh = body.runs.filter((r) => !seen.has(r.run));
-    if (fresh.length < n || !accept(fresh.map((r) => r.verdict))) return null;
-    for (const r of fresh) seen.add(r.run);
-    return fresh;
-  });
-}
-
-async function edgesOf(server: ServerProcess, run: string): Promise<string[]> {
-  const { body } = await getJson<{ receipts: { type: string; from?: string; to?: string; kind?: string; reason?: string }[] }>(`${server.api}/api/v1/runs/${encodeURIComponent(run)}`);
-  return body.receipts.map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : `${r.type} ${r.reason ?? ''}`.trim()));
-}
-
-/**
- * No false alarm: once the server has judged every trace it followed (none left, at least `traces` judged as having an
- * agent signal), no trace is listed at GET /api/v1/ingest/unmapped and topology_unmapped_traces_total counted none: every
- * one of these LangGraph traces gave receipts.
- */
-async function expectNothingUnmapped(server: ServerProcess, traces: number): Promise<void> {
-  await until(`${traces} traces judged`, async () => {
-    const { body: u } = await getJson<{ following: number }>(`${server.api}/api/v1/ingest/unmapped`);
-    const { body: c } = await getJson<{ traces: { withSignal: number }; following: number }>(`${server.api}/api/v1/ingest/coverage`);
-    return u.following === 0 && c.following === 0 && c.traces.withSignal >= traces ? true : null;
-  });
-  const { body } = await getJson<{ traces: unknown[]; totals: unknown[] }>(`${server.api}/api/v1/ingest/unmapped`);
-  expect(body.traces).toEqual([]);
-  expect(body.totals).toEqual([]);
-  const metrics = await (await fetch(`${server.api}/metrics`)).text();
-  expect(metrics).not.toMatch(/^topology_unmapped_traces_total\{[^}]*\} [1-9]/m);
-}
 
 describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
   let sup: ServerProcess;
@@ -199,83 +83,6 @@ describe('LangGraph.js + OpenInference (createSupervisor, swarm)', () => {
   it('no false alarm: the supervisor and swarm traces that gave receipts are never listed as unmapped nor counted', async () => {
     await expectNothingUnmapped(sup, 2);
     await expectNothingUnmapped(swarm, 2);
-  }, 60_000);
-});
-
-describe('LangGraph.js functional API and nested graphs: edges from evidence only', () => {
-  let sup: ServerProcess;
-  let teams: ServerProcess;
-  const seenSup = new Set<string>();
-  const seenTeams = new Set<string>();
-  beforeAll(async () => {
-    const dir = contractsDir();
-    [sup, teams] = await Promise.all([
-      startServerProcess({ contracts: dir, args: ['--contract', 'supervisor-workers', '--parent-wait', '2s'] }),
-      startServerProcess({ contracts: dir, args: ['--contract', 'teams', '--parent-wait', '2s'] }),
-    ]);
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all([sup?.stop(), teams?.stop()]);
-  });
-
-  it('an entrypoint calling a task per agent: supervisor -> each worker and back, never a handoff between siblings; a call to publisher is forbidden_edge', async () => {
-    const provider = otlpProvider(sup);
-    instrumentLangChain(provider);
-    await runFunctionalSupervisor({ calls: ['researcher', 'writer'] });
-    await provider.forceFlush();
-    const [ok] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'healthy');
-    expect(await edgesOf(sup, ok.run)).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
-    await runFunctionalSupervisor({ calls: ['researcher', 'publisher'] });
-    await provider.forceFlush();
-    const [bad] = await newRuns(sup, seenSup, 1, (v) => v[0] === 'forbidden_edge');
-    const edges = await edgesOf(sup, bad.run);
-    expect(edges).toEqual(['supervisor -> researcher : delegate', 'researcher -> supervisor : return', 'supervisor -> publisher : delegate', 'publisher -> supervisor : return']);
-    expect(edges.some((e) => e.includes(': handoff'))).toBe(false);
-    const { body } = await getJson<{ findings: { verdict: string; edge: string }[] }>(`${sup.api}/api/v1/runs/${bad.run}`);
-    expect(body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge)).toContain('supervisor -> publisher : delegate');
-    expect(allBytes(sup.dataDir).includes(Buffer.from(LG_MARKER))).toBe(false);
-    await provider.shutdown();
-  }, 60_000);
-
-  it('hierarchical teams (a supervisor graph inside a node): inner routes are the inner agents\' edges under the team node; healthy, then forbidden_edge naming the inner route', async () => {
-    const provider = otlpProvider(teams);
-    instrumentLangChain(provider);
-    const topScript = [{ tool: 'transfer_to_research_team' }, { tool: 'transfer_to_writing_team' }, { text: `done ${LG_MARKER}` }];
-    await runHierarchicalTeams({ topScript, researchLeadScript: [{ tool: 'transfer_to_researcher' }, { text: 'ok' }], writingLeadScript: [{ tool: 'transfer_to_writer' }, { text: 'ok' }] });
-    await provider.forceFlush();
-    const [ok] = await newRuns(teams, seenTeams, 1, (v) => v[0] === 'healthy');
-    expect((await edgesOf(teams, ok.run)).sort()).toEqual(
-      [
-        'supervisor -> research_team : delegate',
-        'research_team -> research_lead : delegate',
-        'research_lead -> researcher : delegate',
-        'researcher -> research_lead : return',
-        'research_lead -> research_team : return',
-        'research_team -> supervisor : return',
-        'supervisor -> writing_team : delegate',
-        'writing_team -> writing_lead : delegate',
-        'writing_lead -> writer : delegate',
-        'writer -> writing_lead : return',
-        'writing_lead -> writing_team : return',
-        'writing_team -> supervisor : return',
-      ].sort(),
-    );
-    await runHierarchicalTeams({ topScript, researchLeadScript: [{ tool: 'transfer_to_researcher' }, { text: 'ok' }], writingLeadScript: [{ tool: 'transfer_to_publisher' }, { text: 'ok' }] });
-    await provider.forceFlush();
-    const [bad] = await newRuns(teams, seenTeams, 1, (v) => v.length === 1 && v[0] !== 'waiting');
-    expect(bad.verdict).toBe('forbidden_edge');
-    const edges = await edgesOf(teams, bad.run);
-    expect(edges).toContain('writing_lead -> publisher : delegate');
-    expect(edges.filter((e) => !e.includes(' -> '))).toEqual([]); // no gap: every inner route was read
-    const { body } = await getJson<{ findings: { verdict: string; edge: string }[] }>(`${teams.api}/api/v1/runs/${bad.run}`);
-    expect(body.findings.filter((f) => f.verdict === 'forbidden_edge').map((f) => f.edge).sort()).toEqual(['publisher -> writing_lead : return', 'writing_lead -> publisher : delegate']);
-    expect(allBytes(teams.dataDir).includes(Buffer.from(LG_MARKER))).toBe(false);
-    await provider.shutdown();
-  }, 60_000);
-
-  it('no false alarm: the functional-API and nested-graph traces that gave receipts are never listed as unmapped nor counted', async () => {
-    await expectNothingUnmapped(sup, 2);
-    await expectNothingUnmapped(teams, 2);
   }, 60_000);
 });
 

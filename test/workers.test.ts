@@ -25,17 +25,9 @@ function exporterOf(t: Sent, srv: ServerProcess): SpanExporter {
   if (t === 'grpc-gzip') return new GrpcExporter({ url: srv.otlpGrpc, compression: 'gzip' as never });
   return exporterFor(t, srv);
 }
+import { until } from './helpers/wait.js';
 import { shiftedDrift } from './helpers/drift.js';
 
-async function waitFor<T>(fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** One OTLP/HTTP request on a connection of its own: status, content type and body text. */
 function postHttp(base: string, body: Uint8Array, headers: Record<string, string>): Promise<{ status: number; type: string; body: string; retryAfter?: string }> {
@@ -142,7 +134,7 @@ describe('serve --workers: decode workers beside the single writer', () => {
       const want = all.filter((x) => x.run === run).length;
       const [a, b] = await Promise.all(
         [single, pooled].map((srv) =>
-          waitFor(async () => {
+          until(`${run} stored whole`, async () => {
             const r = await getJson(`${srv.api}/api/v1/runs/${run}`);
             return r.status === 200 && r.body.receipts.length === want ? r.body : undefined;
           }),
@@ -190,7 +182,7 @@ describe('serve --workers: decode workers beside the single writer', () => {
     const provider = providerFor(exporterFor('grpc', pooled));
     await emitReceiptsAsSpans(provider, shiftedDrift('w-after-bad').filter((r) => r.run.endsWith('drift-current')));
     await provider.shutdown();
-    const r = await waitFor(async () => {
+    const r = await until('the run after the bad bodies', async () => {
       const x = await getJson(`${pooled.api}/api/v1/runs/w-after-bad-drift-current`);
       return x.status === 200 ? x : undefined;
     });

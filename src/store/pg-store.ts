@@ -256,6 +256,30 @@ const FENCE_CTE = `mine AS (
 /** A span_log row as the span-log readers return it. */
 const spanLogEntry = (r: Row): { seq: number; traceId: string; origin: string; body: string } => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string });
 
+/** A tailed receipt row (seq, run, event, variant, body, source, origin, received_at) as the tail answers it. */
+function tailedReceiptOf(row: Row): TailedReceipt {
+  return {
+    seq: Number(row.seq),
+    receipt: parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(row.run)}, event ${JSON.stringify(row.event)})`),
+    variant: row.variant as number,
+    source: row.source as string,
+    origin: row.origin as string,
+    receivedAt: Number(row.received_at),
+  };
+}
+
+/**
+ * The heartbeat as CTEs (`up`, `forgotten`) of one statement: this instance ($1) alive for $2 ms by the database
+ * clock, at its live limit or not ($3), in its life $4; instances silent for a day forgotten. Used by heartbeat and beat.
+ */
+const HEARTBEAT_CTE = `up AS (
+         INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3, $4)
+         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit, life = excluded.life
+         RETURNING id
+       ), forgotten AS (
+         DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
+       )`;
+
 /**
  * The hash partition of a run or trace id: FNV-1a (32 bit) over its UTF-8 bytes, modulo `partitions`. Stable across
  * instances, builds and platforms (a lone surrogate hashes as U+FFFD, as TextEncoder encodes it).
@@ -479,14 +503,7 @@ export class PgStore {
       text: `SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $2`,
       values,
     });
-    return res.rows.map((row: Row) => ({
-      seq: Number(row.seq),
-      receipt: parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(row.run)}, event ${JSON.stringify(row.event)})`),
-      variant: row.variant as number,
-      source: row.source as string,
-      origin: row.origin as string,
-      receivedAt: Number(row.received_at),
-    }));
+    return res.rows.map(tailedReceiptOf);
   }
 
   /**
@@ -512,17 +529,7 @@ export class PgStore {
     const rows = res.rows as Row[];
     const acks = ((rows[0]?.acks ?? []) as Row[]).map((r) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null }));
     const receipts: TailedReceipt[] = [];
-    for (const row of rows) {
-      if (row.seq === null || row.seq === undefined) continue;
-      receipts.push({
-        seq: Number(row.seq),
-        receipt: parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(row.run)}, event ${JSON.stringify(row.event)})`),
-        variant: row.variant as number,
-        source: row.source as string,
-        origin: row.origin as string,
-        receivedAt: Number(row.received_at),
-      });
-    }
+    for (const row of rows) if (row.seq !== null && row.seq !== undefined) receipts.push(tailedReceiptOf(row));
     return { receipts, acks };
   }
 
@@ -950,13 +957,7 @@ export class PgStore {
     try {
       res = await this.pool.query({
       name: 'ta_heartbeat_v1',
-      text: `WITH up AS (
-         INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3, $4)
-         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit, life = excluded.life
-         RETURNING id
-       ), forgotten AS (
-         DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
-       )
+      text: `WITH ${HEARTBEAT_CTE}
        SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
       values: [this.instance, Math.round(ttlMs), full, this.life],
       });
@@ -1008,13 +1009,7 @@ export class PgStore {
     try {
       res = await this.pool.query({
         name: 'ta_beat_v1',
-        text: `WITH up AS (
-           INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', $3, $4)
-           ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, at_limit = excluded.at_limit, life = excluded.life
-           RETURNING id
-         ), forgotten AS (
-           DELETE FROM instances WHERE expires_at < now() - interval '1 day' AND id <> $1
-         ), renewed AS (
+        text: `WITH ${HEARTBEAT_CTE}, renewed AS (
            UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
            WHERE owner = $1 AND expires_at > now() RETURNING part, epoch
          )
