@@ -151,6 +151,11 @@ ALTER TABLE leases ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
     version: 6,
     sql: `ALTER TABLE runs ADD COLUMN listed text;`,
   },
+  {
+    // The run lists' order (first receipt, then run id) read from the index, with no sort of the runs (issue 32).
+    version: 7,
+    sql: `CREATE INDEX runs_by_first_at_run ON runs (first_at, run); DROP INDEX runs_by_first_at;`,
+  },
 ];
 
 /** The newest schema version this build knows. */
