@@ -372,11 +372,16 @@ export class AuditEngine extends EventEmitter {
           digests[i] = DeliveredDigests.digest(receipts[i]);
         });
       }
+      // The stored forms are in the store now: let them go before the fold and the evaluations allocate (a large
+      // batch's bodies kept to the end outlive two scavenges and are promoted: old-space garbage, peak RSS).
+      items.length = 0;
+      bodies.length = 0;
       // The reservation holds until the new runs are live: the fold below yields to the event loop in slices. A run
       // with a stored conflict is read back by its fold (cluster mode: read ahead).
       const results = res.results;
       const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && (!this.opts.owns || this.opts.owns(r.run))).map((r) => r.run);
       await this.ahead.around(conflicted, () => this.fold(receipts, results, digests, perType, touched, now));
+      digests.length = 0;
       // The pins the append wrote (or found in force): held by their live runs, so the pin step persists nothing.
       if (res.pins) {
         for (const [run, record] of res.pins) {
