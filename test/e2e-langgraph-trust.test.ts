@@ -53,9 +53,10 @@ const edgesOf = (receipts: any[]) => receipts.filter((r) => r.type === 'edge').m
  */
 function graph(t: Tracer, run: string, worker: string, transferTo = worker) {
   const base = Date.now() - 60_000;
-  const attrs = (node: string | null, kind: string): Attributes => ({
+  // LangGraph's supersteps: each node of this sequence runs in its own (one step would mean parallel nodes).
+  const attrs = (node: string | null, kind: string, step = 1): Attributes => ({
     'openinference.span.kind': kind,
-    metadata: JSON.stringify(node === null ? { thread_id: 't-1' } : { langgraph_node: node, langgraph_step: 1 }),
+    metadata: JSON.stringify(node === null ? { thread_id: 't-1' } : { langgraph_node: node, langgraph_step: step }),
     'topology.run.id': run,
   });
   const under = (parent: Span, name: string, a: Attributes, start: number) => t.startSpan(name, { attributes: a, startTime: base + start }, trace.setSpan(context.active(), parent));
@@ -64,9 +65,9 @@ function graph(t: Tracer, run: string, worker: string, transferTo = worker) {
   const xfer = under(n1, `transfer_to_${transferTo}`, attrs('tools', 'TOOL'), 5);
   xfer.end(base + 6);
   n1.end(base + 10);
-  const n2 = under(root, worker, attrs(worker, 'CHAIN'), 11);
+  const n2 = under(root, worker, attrs(worker, 'CHAIN', 2), 11);
   n2.end(base + 20);
-  const n3 = under(root, 'orchestrator', attrs('orchestrator', 'CHAIN'), 21);
+  const n3 = under(root, 'orchestrator', attrs('orchestrator', 'CHAIN', 3), 21);
   n3.end(base + 30);
   return { root, end: () => root.end(base + 31), n1, xfer, n2, n3 };
 }

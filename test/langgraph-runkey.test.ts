@@ -28,13 +28,13 @@ function exported(metadata: string, scope = '@arizeai/openinference-instrumentat
 }
 const JSONTraceBytes = (spans: Parameters<typeof JsonTraceSerializer.serializeRequest>[0]) => JsonTraceSerializer.serializeRequest(spans)!;
 
-describe('metadata: only langgraph_node is kept', () => {
+describe('metadata: only langgraph_node (with its namespace and step) is kept', () => {
   it('keeps the node (protobuf and JSON, from the real serializers) and nothing else of the metadata', () => {
     const meta = JSON.stringify({ thread_id: SECRET, langgraph_step: 3, checkpoint_ns: `x|${SECRET}`, nested: { langgraph_node: 'evil' }, langgraph_node: 'researcher', tags: [SECRET] });
     const { pb, json } = exported(meta);
     for (const d of [decodeExportTraceRequest(pb), decodeExportTraceJson(json)]) {
-      expect(d.spans[0].attrs).toMatchObject({ 'metadata.langgraph_node': 'researcher', 'openinference.span.kind': 'CHAIN' });
-      expect(Object.keys(d.spans[0].attrs).sort()).toEqual(['metadata.langgraph_node', 'openinference.span.kind']); // service.name is not kept either
+      expect(d.spans[0].attrs).toMatchObject({ 'metadata.langgraph_node': 'researcher', 'metadata.langgraph_step': 3, 'openinference.span.kind': 'CHAIN' });
+      expect(Object.keys(d.spans[0].attrs).sort()).toEqual(['metadata.langgraph_node', 'metadata.langgraph_step', 'openinference.span.kind']); // service.name is not kept either
       expect(d.spans[0].scope).toBe('@arizeai/openinference-instrumentation-langchain');
       expect(JSON.stringify(d.spans)).not.toContain(SECRET);
     }

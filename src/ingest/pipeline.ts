@@ -5,7 +5,7 @@ import { CallerResolver, UNNAMED_AGENT, type AgentSpan, type CallerResolverOptio
 import { DIALECTS, type Dialect } from './dialects.js';
 import { explicitReceiptsOf, type ExtractResult } from './extract.js';
 import { idReason, withEvidence } from './trust.js';
-import { INVALID_NAME, isLangGraphSpan, isTaskPath, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
+import { INVALID_NAME, isLangGraphSpan, isStep, isTaskPath, isRootCandidate, LangGraphAssembler, LANGGRAPH_DIALECT, lgSpanOf, type LgSpan } from './dialects/langgraph.js';
 import { DEFAULT_RUN_KEY, withRun, type RunKeyPart } from './runkey.js';
 import { frameworkMarker, UnmappedTracker } from './unmapped.js';
 import { CoverageTracker } from './coverage.js';
@@ -64,6 +64,8 @@ export interface LoggedSpan {
   xfer?: string | null;
   /** langgraph: the node's checkpoint namespace (node names and task ids only, isTaskPath), when it has one */
   ns?: string;
+  /** langgraph: the node's superstep (metadata.langgraph_step), when it has one */
+  stp?: number;
 }
 
 /** One trace's spans of one batch, as logged while the trace holds pending work. */
@@ -136,8 +138,10 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
   }
   if (x.op === 'langgraph') {
     if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer) || !(x.ns === undefined || isTaskPath(x.ns))) return null;
+    if (!(x.stp === undefined || isStep(x.stp))) return null;
     const out: LoggedSpan = { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
     if (x.ns !== undefined) out.ns = x.ns;
+    if (x.stp !== undefined) out.stp = x.stp;
     return out;
   }
   if (x.op === 'lgroot') {
@@ -150,6 +154,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
 function logLangGraph(traceId: string, spanId: string, l: LgSpan): LoggedSpan {
   const out: LoggedSpan = { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
   if (l.ns) out.ns = l.ns;
+  if (l.step !== undefined) out.stp = l.step;
   return out;
 }
 
@@ -422,7 +427,9 @@ export class SpanPipeline {
       } else if (l.op === 'relay') relays.push(places[i]);
       else if (l.op === 'langgraph') {
         // The trace waits for its graph root again, with the sources that sent its spans.
-        this.langgraph.keep(l.t, l.s, { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, ns: l.ns ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src }, now);
+        const lg: LgSpan = { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, ns: l.ns ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src };
+        if (l.stp !== undefined) lg.step = l.stp;
+        this.langgraph.keep(l.t, l.s, lg, now);
       }
     });
     // A forwarded root waits for the next read of the shared span log like one that arrived here (readLangGraphRoots);

@@ -10,7 +10,7 @@
 import { OtlpDecodeError } from './errors.js';
 import { isKeptAttributeKey } from './types.js';
 import { agentLikeKey, frameworkScopeOf, libraryOf } from './keys.js';
-import { langgraphFieldsOfString, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
+import { langgraphFieldsOfString, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 
 type Attrs = Record<string, AttrValue>;
@@ -238,11 +238,12 @@ function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agent
     }
     const key = kv.key;
     if (key === METADATA_ATTRIBUTE) {
-      // Only the `langgraph_node` and `langgraph_checkpoint_ns` fields of the JSON string are read (src/otlp/metadata.ts).
+      // Only the `langgraph_node`, `langgraph_checkpoint_ns` and `langgraph_step` fields of the JSON string are read (src/otlp/metadata.ts).
       const f = isObject(kv.value) && typeof kv.value.stringValue === 'string' ? langgraphFieldsOfString(kv.value.stringValue) : null;
       if (f !== null && f.node !== null) {
         (attrs ??= {})[LANGGRAPH_NODE_ATTRIBUTE] = f.node;
         if (f.ns !== null) attrs[LANGGRAPH_NS_ATTRIBUTE] = f.ns;
+        if (f.step !== null) attrs[LANGGRAPH_STEP_ATTRIBUTE] = f.step;
       }
       continue;
     }

@@ -1,10 +1,11 @@
 /**
  * OpenInference's `metadata` attribute is a JSON object serialised into one string (LangChain run metadata:
  * the LangGraph node, step, checkpoint, thread id, and whatever the application put there, content
- * included). The decoder keeps exactly two fields of it, `langgraph_node` and `langgraph_checkpoint_ns`, as the
- * derived attributes `metadata.langgraph_node` and `metadata.langgraph_checkpoint_ns`: this scanner walks the JSON bytes without decoding them, compares top-level
- * keys byte by byte, and turns only those keys' string values into JS strings (bounded in length). Every
- * other key and value, and the metadata string itself, never becomes a JS value.
+ * included). The decoder keeps exactly three fields of it, `langgraph_node`, `langgraph_checkpoint_ns` and
+ * `langgraph_step`, as the derived attributes `metadata.langgraph_node`, `metadata.langgraph_checkpoint_ns` and
+ * `metadata.langgraph_step`: this scanner walks the JSON bytes without decoding them, compares top-level keys byte by
+ * byte, and turns only those keys' values into JS values (strings bounded in length, the step a small integer).
+ * Every other key and value, and the metadata string itself, never becomes a JS value.
  */
 
 /** The derived attribute the decoder stores. */
@@ -15,6 +16,14 @@ export const LANGGRAPH_NODE_ATTRIBUTE = 'metadata.langgraph_node';
  * when it is plain (no escapes) and at most MAX_NS_BYTES; the dialect keeps it only when every segment is an id.
  */
 export const LANGGRAPH_NS_ATTRIBUTE = 'metadata.langgraph_checkpoint_ns';
+/**
+ * The third: `langgraph_step`, the superstep the node ran in (LangGraph's own counter, a non-negative integer). Nodes
+ * of one graph run in different supersteps ran one after the other whatever their span times say; nodes of one
+ * superstep ran in parallel. Kept only as plain digits up to MAX_STEP.
+ */
+export const LANGGRAPH_STEP_ATTRIBUTE = 'metadata.langgraph_step';
+/** Largest step kept (a graph's recursion limit is far below it). */
+export const MAX_STEP = 1_000_000_000;
 /** Longest checkpoint namespace kept (bytes). */
 export const MAX_NS_BYTES = 1024;
 /** The source attribute (OpenInference SemanticConventions.METADATA). */
@@ -24,6 +33,7 @@ export const MAX_NODE_BYTES = 256;
 
 const KEY = new TextEncoder().encode('langgraph_node');
 const NS_KEY = new TextEncoder().encode('langgraph_checkpoint_ns');
+const STEP_KEY = new TextEncoder().encode('langgraph_step');
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const decoder = new TextDecoder('utf-8', { fatal: false });
@@ -66,10 +76,11 @@ function skipValue(buf: Uint8Array, i: number, end: number): number {
   return j;
 }
 
-/** The LangGraph fields of a metadata JSON object: its node, and the checkpoint namespace of its task. */
+/** The LangGraph fields of a metadata JSON object: its node, the checkpoint namespace of its task, its superstep. */
 export interface LangGraphFields {
   node: string | null;
   ns: string | null;
+  step: number | null;
 }
 
 const keyIs = (buf: Uint8Array, start: number, end: number, key: Uint8Array) => end - start === key.length && key.every((c, k) => buf[start + k] === c);
@@ -85,13 +96,28 @@ function plainString(buf: Uint8Array, i: number, end: number, max: number): { va
   return { value: decoder.decode(buf.subarray(i + 1, vEnd - 1)), next: vEnd };
 }
 
+/** A plain non-negative integer at `i` (digits only, no sign, fraction or exponent) up to MAX_STEP, or null. */
+function plainStep(buf: Uint8Array, i: number, end: number): { value: number | null; next: number } {
+  const next = skipValue(buf, i, end);
+  if (next < 0) return { value: null, next };
+  const len = next - i;
+  if (len < 1 || len > 10) return { value: null, next };
+  let v = 0;
+  for (let k = i; k < next; k++) {
+    const d = buf[k] - 0x30;
+    if (d < 0 || d > 9) return { value: null, next };
+    v = v * 10 + d;
+  }
+  return { value: v <= MAX_STEP ? v : null, next };
+}
+
 /**
- * The top-level `langgraph_node` and `langgraph_checkpoint_ns` strings of the JSON object in `buf[start, end)`
+ * The top-level `langgraph_node` and `langgraph_checkpoint_ns` strings and `langgraph_step` integer of the JSON object in `buf[start, end)`
  * (each null when absent, not a plain string, escaped, empty or too long). Malformed JSON ends the scan: what was
  * read before it stands (as a scan that stops at the key it wants would have found it).
  */
 export function langgraphFieldsOf(buf: Uint8Array, start: number, end: number): LangGraphFields {
-  const out: LangGraphFields = { node: null, ns: null };
+  const out: LangGraphFields = { node: null, ns: null, step: null };
   let i = start;
   while (i < end && isSpace(buf[i])) i++;
   if (buf[i] !== 0x7b) return out;
@@ -105,6 +131,7 @@ export function langgraphFieldsOf(buf: Uint8Array, start: number, end: number): 
     if (keyEnd < 0) return out;
     const isNode = keyIs(buf, keyStart, keyEnd - 1, KEY);
     const isNs = !isNode && keyIs(buf, keyStart, keyEnd - 1, NS_KEY);
+    const isStep = !isNode && !isNs && keyIs(buf, keyStart, keyEnd - 1, STEP_KEY);
     i = keyEnd;
     while (i < end && isSpace(buf[i])) i++;
     if (buf[i] !== 0x3a) return out;
@@ -115,6 +142,13 @@ export function langgraphFieldsOf(buf: Uint8Array, start: number, end: number): 
       if (next < 0) return out;
       if (isNode) out.node = value;
       else out.ns = value;
+      i = next;
+      continue;
+    }
+    if (isStep) {
+      const { value, next } = plainStep(buf, i, end);
+      if (next < 0) return out;
+      out.step = value;
       i = next;
       continue;
     }
@@ -137,7 +171,7 @@ const encoder = new TextEncoder();
 /** Same, for a metadata value that the JSON transport already holds as a string. */
 export function langgraphFieldsOfString(s: string): LangGraphFields {
   // Cheap refusal before encoding: no key, no work.
-  if (!s.includes('"langgraph_')) return { node: null, ns: null };
+  if (!s.includes('"langgraph_')) return { node: null, ns: null, step: null };
   const bytes = encoder.encode(s);
   return langgraphFieldsOf(bytes, 0, bytes.length);
 }

@@ -23,7 +23,7 @@
  */
 import { OtlpDecodeError } from './errors.js';
 import { agentLikeKeyAt, keptKeyAt, libraryOf, metadataKeyAt, frameworkScopeAt } from './keys.js';
-import { langgraphFieldsOf, type LangGraphFields, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
+import { langgraphFieldsOf, type LangGraphFields, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 import {
   allZero,
@@ -73,6 +73,8 @@ interface KeptAttribute {
   value: AttrValue;
   /** With `metadata.langgraph_node`: the task's checkpoint namespace, when the metadata held a plain one. */
   ns?: string;
+  /** With `metadata.langgraph_node`: the node's superstep, when the metadata held a plain one. */
+  step?: number;
   /** A dropped key that looks agent-like (its key only, for coverage), when decodeKeptKeyValue returned false. */
   dropped?: string | null;
 }
@@ -253,10 +255,12 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
         r.expectWireType(tag, WIRE_LEN, 'Span.attributes');
         const len = r.length(end);
         kept.ns = undefined;
+        kept.step = undefined;
         kept.dropped = null;
         if (decodeKeptKeyValue(r, r.pos + len, kept)) {
           attrs[kept.key] = kept.value;
           if (kept.ns !== undefined) attrs[LANGGRAPH_NS_ATTRIBUTE] = kept.ns;
+          if (kept.step !== undefined) attrs[LANGGRAPH_STEP_ATTRIBUTE] = kept.step;
         } else if (kept.dropped && (agentKeys ??= []).length < 16 && !agentKeys.includes(kept.dropped)) agentKeys.push(kept.dropped);
         kept.dropped = undefined;
         break;
@@ -454,6 +458,7 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
     kept.key = LANGGRAPH_NODE_ATTRIBUTE;
     kept.value = f.node;
     if (f.ns !== null) kept.ns = f.ns;
+    if (f.step !== null) kept.step = f.step;
     return true;
   }
   const value = decodeScalarAnyValue(r, valueEnd);
@@ -466,7 +471,7 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
 
 /** The LangGraph fields of a `metadata` AnyValue's JSON string, scanned in place (never decoded whole). */
 function decodeLanggraphFields(r: WireReader, end: number): LangGraphFields {
-  let f: LangGraphFields = { node: null, ns: null };
+  let f: LangGraphFields = { node: null, ns: null, step: null };
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag === TAG_ANY_STRING) {
@@ -475,7 +480,7 @@ function decodeLanggraphFields(r: WireReader, end: number): LangGraphFields {
       r.pos += len;
     } else {
       const field = tag >>> 3;
-      if (field >= 1 && field <= 7) f = { node: null, ns: null };
+      if (field >= 1 && field <= 7) f = { node: null, ns: null, step: null };
       r.skip(tag & 7, end);
     }
   }

@@ -38,7 +38,7 @@
  */
 import { AGENT_ID_PATTERN } from '../../core/receipt.js';
 import type { EdgeKind, Receipt } from '../../core/types.js';
-import { LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE } from '../../otlp/metadata.js';
+import { LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, MAX_STEP } from '../../otlp/metadata.js';
 import type { SpanRecord } from '../../otlp/types.js';
 import { localStatus } from '../extract.js';
 import { withEvidence } from '../trust.js';
@@ -69,6 +69,12 @@ export interface LgSpan {
   /** Exact nanoseconds below the millisecond (from the decoder; not kept in the span log, like agent spans). */
   startNs?: number;
   endNs?: number;
+  /**
+   * The node's superstep (`metadata.langgraph_step`), when the metadata held one: nodes of one graph run in different
+   * supersteps ran one after the other whatever their span times say (an end recorded late by a background callback
+   * may overlap the next node's start); nodes of one superstep ran in parallel.
+   */
+  step?: number;
   status: number;
   /** The source that sent the span (binding evidence for the agent it names). */
   source: string;
@@ -153,7 +159,27 @@ export function lgSpanOf(s: SpanRecord, source: string): LgSpan {
   };
   if (s.startNs !== undefined) lg.startNs = s.startNs;
   if (s.endNs !== undefined) lg.endNs = s.endNs;
+  const step = s.attrs[LANGGRAPH_STEP_ATTRIBUTE];
+  if (isStep(step)) lg.step = step;
   return lg;
+}
+
+/** A superstep as the decoder keeps it: an integer in [0, MAX_STEP]. */
+export function isStep(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_STEP;
+}
+
+/**
+ * Do the nodes' supersteps order them? Every node (sorted by start) carries one and they never go back: one run of
+ * one graph. A graph run twice beneath the same task starts its steps again: then only the span times order them.
+ */
+export function orderedBySteps(nodes: readonly { s: { step?: number } }[]): boolean {
+  if (nodes.length < 2) return false;
+  for (let i = 0; i < nodes.length; i++) {
+    const step = nodes[i].s.step;
+    if (step === undefined || (i > 0 && step < nodes[i - 1].s.step!)) return false;
+  }
+  return true;
 }
 
 /** Does the trace hold a node span right beneath `spanId` (is `spanId` its graph root)? */
@@ -467,8 +493,10 @@ function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: s
   }
   function readSequence(owner: Task | null, nodes: Task[]): void {
     if (nodes.length === 0) return;
-    // Groups of nodes that overlap in time: the first of a group follows the node before it (it started after
-    // that one ended); the others are not ordered by anything (a gap each), nor is whatever follows the group.
+    // Groups of nodes that ran in parallel: one superstep's nodes where LangGraph's steps order them (see
+    // orderedBySteps), else nodes that overlap in time. The first of a group follows the node before it; the others
+    // are not ordered by anything (a gap each), nor is whatever follows the group.
+    const bySteps = orderedBySteps(nodes);
     const overlapped = new Set<Task>();
     const steps: { from: Task; to: Task; transfer: boolean }[] = [];
     let prev: Task | null = null;
@@ -476,7 +504,8 @@ function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: s
     for (let i = 0; i < nodes.length; ) {
       let j = i + 1;
       let end = nodes[i].s.endMs;
-      while (j < nodes.length && nodes[j].s.startMs < end) end = Math.max(end, nodes[j++].s.endMs);
+      if (bySteps) while (j < nodes.length && nodes[j].s.step === nodes[i].s.step) j++;
+      else while (j < nodes.length && nodes[j].s.startMs < end) end = Math.max(end, nodes[j++].s.endMs);
       const cur = nodes[i];
       if (prev !== null && !broken) steps.push({ from: prev, to: cur, transfer: (transfers.get(prev) ?? []).includes(cur.agent) });
       for (let k = i + 1; k < j; k++) {
