@@ -1207,7 +1207,7 @@ async function workersMain() {
           if (pool) await topUp(pool, t, s.client, Math.min(MAX_BATCHES / ROUNDS, Math.ceil(s.rate * roundSeconds * 1.5) + 2 * CONCURRENCY), PREBUILT_BYTES);
           const ph = await saturate(s.server, s.client, t, roundSeconds, MAX_BATCHES / ROUNDS, pool);
           s.phases.push(ph);
-          s.rate = Math.max(s.rate, ph.latencies.length / ph.wall);
+          s.rate = Math.max(s.rate, (ph.latencies.length / ph.wall) * 1.5);
           if (ph.exhausted) s.exhausted = (s.exhausted ?? 0) + 1;
           const r = summarise(ph);
           const left = round(os.availableParallelism() - r.loadgenCores - r.otherJobsCores, 2);
