@@ -52,9 +52,10 @@
 //
 // --workers-compare N (issue 35, item 2): `serve --workers 0` and `serve --workers N` side by side in alternating
 // rounds, per transport, with the load generator's and other jobs' cores, the main thread's CPU per 1000 spans, and
-// the transport + decode bound (also with the inflate output reused, as the decode workers do); see workersMain.
+// the transport + decode bound (also with the inflate output reused, as the decode workers do), and the cores left
+// for the server; the bodies of each round are built and gzipped before it (--prebuilt-mb, --no-prebuilt); see workersMain.
 //
-//   node bench/ingest.mjs --mix agentic --workers-compare 1 --seconds 16 --rounds 4     (~2.5 min)
+//   node bench/ingest.mjs --mix agentic --workers-compare 1 --seconds 16 --rounds 4     (~4.5 min)
 //
 // Diagnostics: --profile DIR writes a V8 CPU profile of the server (summarise it with bench/profile-summary.mjs); --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr);
