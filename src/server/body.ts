@@ -73,7 +73,7 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
 /**
  * With `inflate` false (`serve --workers`: a decode worker inflates it, with the same limit), a gzip or deflate body
  * is returned as received, with its encoding; an unsupported encoding is refused (415) all the same. `compressed`:
- * where such a body is read (the decode pool's shared buffers, DecodePool.lease: the worker reads it there, no second
+ * where such a body is read (the decode pool's shared buffers, DecodePool.take: the worker reads it there, no second
  * copy); `pool` otherwise.
  */
 export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyLeases | null, inflate: false, compressed?: BodyLeases): Promise<{ body: Buffer; release: () => void; encoding: BodyEncoding }>;
