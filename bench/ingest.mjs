@@ -52,9 +52,10 @@
 //
 // --workers-compare N (issue 35, item 2): `serve --workers 0` and `serve --workers N` side by side in alternating
 // rounds, per transport, with the load generator's and other jobs' cores, the main thread's CPU per 1000 spans, and
-// the transport + decode bound (also with the inflate output reused, as the decode workers do); see workersMain.
+// the transport + decode bound (also with the inflate output reused, as the decode workers do), and the cores left
+// for the server; the bodies of each round are built and gzipped before it (--prebuilt-mb, --no-prebuilt); see workersMain.
 //
-//   node bench/ingest.mjs --mix agentic --workers-compare 1 --seconds 16 --rounds 4     (~2.5 min)
+//   node bench/ingest.mjs --mix agentic --workers-compare 1 --seconds 16 --rounds 4     (~4.5 min)
 //
 // Diagnostics: --profile DIR writes a V8 CPU profile of the server (summarise it with bench/profile-summary.mjs); --server-node-args=... passes node flags to
 // the server (e.g. --perf-basic-prof-only-functions for `perf record -p <pid>`; the pid is printed on stderr);
@@ -124,6 +125,11 @@ const { values: args } = parseArgs({
     // The worker pool (serve --workers N) against --workers 0, side by side in one run (see workersMain); N empty:
     // serve's default (available cores - 1, at least 1).
     'workers-compare': { type: 'string' },
+    // --workers-compare: the bodies of each measured round are built and gzipped before it (a pool sized from the
+    // server's rate so far, 1.5x, at most this many MB of gzipped bodies), so that during the round the load generator
+    // only sends bytes; --no-prebuilt: built and gzipped on the fly, as before (the load generator then takes 0.5-0.9 core).
+    'prebuilt-mb': { type: 'string', default: '1500' },
+    'no-prebuilt': { type: 'boolean', default: false },
     // internal: run as the transport-floor receiver (see floorServerMain)
     'floor-server': { type: 'boolean', default: false },
     // internal: the floor receiver also reads (gunzips) and decodes each body, storing nothing (the direct bound)
@@ -133,6 +139,8 @@ const { values: args } = parseArgs({
 const SECONDS = Number(args.seconds);
 const HALF_SECONDS = Number(args['half-seconds']);
 const MAX_BATCHES = Number(args['max-batches']);
+const PREBUILT = !args['no-prebuilt'];
+const PREBUILT_BYTES = Number(args['prebuilt-mb']) * 1e6;
 const CONCURRENCY = Number(args.concurrency);
 const SPANS = Number(args.spans);
 const MIX = args.mix;
@@ -707,8 +715,9 @@ async function serverSnapshot(server) {
  * Closed loop: `concurrency` clients send back to back for `seconds` (or `maxBatches` batches). Returns the raw
  * tallies; `summarise` turns them into rates.
  */
-async function saturate(server, client, templates, seconds, maxBatches) {
+async function saturate(server, client, templates, seconds, maxBatches, prebuilt = null) {
   const latencies = [];
+  let exhausted = false;
   let spans = 0;
   let receipts = 0;
   let again = 0;
@@ -720,8 +729,19 @@ async function saturate(server, client, templates, seconds, maxBatches) {
   const deadline = t0 + seconds * 1000;
   const worker = async () => {
     while (performance.now() < deadline && issued < maxBatches) {
+      let b;
+      if (prebuilt) {
+        // Bodies built and gzipped before the window: during it the load generator only sends bytes. None left: the
+        // round ends early (its wall time is what was measured), never a body sent twice.
+        b = prebuilt.bodies.shift();
+        if (b === undefined) {
+          exhausted = true;
+          break;
+        }
+        prebuilt.bytes -= b.body.length;
+      }
       issued++;
-      const b = await nextBatch(templates, client);
+      if (!prebuilt) b = await nextBatch(templates, client);
       const s = performance.now();
       await client.send(b.body);
       latencies.push(performance.now() - s);
@@ -735,7 +755,31 @@ async function saturate(server, client, templates, seconds, maxBatches) {
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   const wall = (performance.now() - t0) / 1000;
   const after = await serverSnapshot(server);
-  return { latencies, spans, receipts, again, bytes, wire, wall, before, after };
+  return { latencies, spans, receipts, again, bytes, wire, wall, before, after, exhausted };
+}
+
+/**
+ * --workers-compare: a pool of bodies built (fresh ids: every one from its own send number, sent once) and gzipped
+ * before a measured round, topped up to `count` (at most `maxBytes` of bodies held); the round takes from it. Built
+ * on libuv's threads 4 at a time, outside the window. `built`, `peakBodies`, `peakBytes` and `buildSeconds` say what it cost.
+ */
+function prebuiltPool() {
+  return { bodies: [], bytes: 0, built: 0, peakBodies: 0, peakBytes: 0, buildSeconds: 0 };
+}
+async function topUp(pool, templates, client, count, maxBytes) {
+  const t0 = performance.now();
+  while (pool.bodies.length < count && pool.bytes < maxBytes) {
+    const n = Math.min(4, count - pool.bodies.length);
+    const made = await Promise.all(Array.from({ length: n }, () => nextBatch(templates, client)));
+    for (const b of made) {
+      pool.bodies.push(b);
+      pool.bytes += b.body.length;
+      pool.built++;
+    }
+    pool.peakBodies = Math.max(pool.peakBodies, pool.bodies.length);
+    pool.peakBytes = Math.max(pool.peakBytes, pool.bytes);
+  }
+  pool.buildSeconds += (performance.now() - t0) / 1000;
 }
 
 /** Open loop: one batch every 1/rate seconds regardless of answers, for `seconds`. */
@@ -1150,14 +1194,25 @@ async function workersMain() {
     try {
       for (const s of servers) s.client = spec.client(s.server.ports, CONCURRENCY);
       deliveries = spec.deliveries ?? 1;
-      for (const s of servers) summarise(await saturate(s.server, s.client, t, WARMUP_SECONDS, MAX_BATCHES));
+      for (const s of servers) {
+        const ph = await saturate(s.server, s.client, t, WARMUP_SECONDS, MAX_BATCHES);
+        summarise(ph);
+        // Batches per second so far (the warm-up's bodies were gzipped on the fly: the first round gets 3x that, 2 x 1.5).
+        s.rate = (ph.latencies.length / ph.wall) * (PREBUILT ? 2 : 1);
+      }
       decodeOnly(bodies, spec.encoding, 0.3);
+      const pool = PREBUILT ? prebuiltPool() : null;
+      const roundSeconds = SECONDS / ROUNDS;
       for (let i = 0; i < ROUNDS; i++) {
         for (const s of i % 2 === 0 ? servers : [...servers].reverse()) {
-          const ph = await saturate(s.server, s.client, t, SECONDS / ROUNDS, MAX_BATCHES / ROUNDS);
+          if (pool) await topUp(pool, t, s.client, Math.min(MAX_BATCHES / ROUNDS, Math.ceil(s.rate * roundSeconds * 1.5) + 2 * CONCURRENCY), PREBUILT_BYTES);
+          const ph = await saturate(s.server, s.client, t, roundSeconds, MAX_BATCHES / ROUNDS, pool);
           s.phases.push(ph);
+          s.rate = Math.max(s.rate, (ph.latencies.length / ph.wall) * 1.5);
+          if (ph.exhausted) s.exhausted = (s.exhausted ?? 0) + 1;
           const r = summarise(ph);
-          process.stderr.write(`${name} round ${i + 1} ${s.label}: ${r.spansPerSec} spans/s, ${r.serverCores} server cores (main ${round((ph.after.main - ph.before.main) / r.wallSeconds, 2)}), ${r.spansPerServerCpuSec} spans/srv-CPU-s, loadgen ${r.loadgenCores}, others ${r.otherJobsCores}\n`);
+          const left = round(os.availableParallelism() - r.loadgenCores - r.otherJobsCores, 2);
+          process.stderr.write(`${name} round ${i + 1} ${s.label}: ${r.spansPerSec} spans/s, ${r.serverCores} server cores (main ${round((ph.after.main - ph.before.main) / r.wallSeconds, 2)}; left for it ${left}), ${r.spansPerServerCpuSec} spans/srv-CPU-s, loadgen ${r.loadgenCores}, others ${r.otherJobsCores}${ph.exhausted ? `, prebuilt bodies ran out after ${r.wallSeconds} s` : ''}\n`);
         }
         decodes.push(decodeOnly(bodies, spec.encoding, DECODE_SECONDS / ROUNDS));
         reusedDecodes.push(decodeOnlyReused(bodies, spec.encoding, DECODE_SECONDS / ROUNDS));
@@ -1166,7 +1221,9 @@ async function workersMain() {
       const [single, pooled] = servers.map((s) => {
         const r = summarise(...s.phases);
         const main = s.phases.reduce((a, p) => a + p.after.main - p.before.main, 0);
-        return { ...r, mainThreadCores: round(main / r.wallSeconds, 2), mainThreadCpuMsPer1000Spans: round((main / r.spans) * 1e6, 2), peakRssMiB: round(memoryOf(s.server.pid).hwmMiB, 1) };
+        // The cores the machine had left for this server in its rounds: all of them minus the load generator's and the other jobs'.
+        const leftForServer = round(os.availableParallelism() - r.loadgenCores - r.otherJobsCores, 2);
+        return { ...r, leftForServerCores: leftForServer, mainThreadCores: round(main / r.wallSeconds, 2), mainThreadCpuMsPer1000Spans: round((main / r.spans) * 1e6, 2), peakRssMiB: round(memoryOf(s.server.pid).hwmMiB, 1), prebuiltRanOutRounds: s.exhausted ?? 0 };
       });
       // Per round pair: pool / single, spans per wall second and per server CPU-second.
       const pairs = servers[0].phases.map((p, i) => [summarise(p), summarise(servers[1].phases[i])]);
@@ -1185,6 +1242,7 @@ async function workersMain() {
         transportPlusDecodeSpansPerCpuSec: bound,
         decodeOnlyReusedOutputSpansPerCpuSec: Math.round(reused),
         transportPlusDecodeReusedOutputSpansPerCpuSec: strict,
+        ...(pool ? { prebuilt: { bodies: pool.built, peakBodies: pool.peakBodies, peakMB: round(pool.peakBytes / 1e6, 1), buildSeconds: round(pool.buildSeconds, 1) } } : {}),
       };
     } finally {
       for (const s of servers) {
@@ -1210,6 +1268,7 @@ async function workersMain() {
     ['rcpt/commit', 12, (name, r) => r.receiptsPerCommit],
     ['loadgen', 8, (name, r) => r.loadgenCores],
     ['others', 7, (name, r) => r.otherJobsCores],
+    ['left', 6, (name, r) => r.leftForServerCores],
     ['peak RSS', 9, (name, r) => `${Math.round(r.peakRssMiB)}MiB`],
   ];
   console.log(cols.map(([h, w], i) => (i === 0 ? h.padEnd(w) : h.padStart(w))).join(''));
@@ -1220,6 +1279,7 @@ async function workersMain() {
     }
     console.log(`${''.padEnd(13)}bound (transport ${r.transportOnlySpansPerCpuSec} + decode-only ${r.decodeOnlySpansPerCpuSec}): ${r.transportPlusDecodeSpansPerCpuSec} spans/CPU-s; with reused inflate output (decode-only ${r.decodeOnlyReusedOutputSpansPerCpuSec}): ${r.transportPlusDecodeReusedOutputSpansPerCpuSec}`);
     console.log(`${''.padEnd(13)}workers ${n} / workers 0 (median of round pairs): spans/s x${r.spansPerSecVsWorkers0}, spans per server CPU-s x${r.spansPerServerCpuSecVsWorkers0}`);
+    if (r.prebuilt) console.log(`${''.padEnd(13)}bodies built and gzipped before the rounds: ${r.prebuilt.bodies} (at most ${r.prebuilt.peakBodies} held, ${r.prebuilt.peakMB} MB; ${r.prebuilt.buildSeconds} s outside the windows); rounds that ran out of them: workers 0 ${r.workers0.prebuiltRanOutRounds}, workers ${n} ${r[`workers${n}`].prebuiltRanOutRounds}`);
   }
   console.log(`bench took ${round((performance.now() - started) / 1000, 1)} s`);
   console.log(JSON.stringify({ bench: 'ingest-workers', machine, workers: n, concurrency: CONCURRENCY, results }));

@@ -14,6 +14,7 @@ import { ConsumeError } from '../src/audit/consumer.js';
 import { DecodePool } from '../src/server/worker-pool.js';
 import { getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { OTLPTraceExporter as HttpProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { emitReceiptsAsSpans, exporterFor, providerFor, type Transport } from './helpers/otel.js';
@@ -109,7 +110,9 @@ describe('serve --workers: decode workers beside the single writer', () => {
   });
 
   it('stores the same receipts and verdicts as --workers 0 from the real HTTP/JSON, HTTP/protobuf and gRPC exporters (gzip too)', async () => {
-    const transports: Sent[] = ['http-json', 'http-protobuf', 'grpc', 'http-protobuf-gzip', 'grpc-gzip'];
+    // 'gzip-length': gzipped protobuf with a content-length (as collectors send it; the exporters' gzip is chunked):
+    // read straight into the decode pool's shared memory (DecodePool.take).
+    const transports: (Sent | 'gzip-length')[] = ['http-json', 'http-protobuf', 'grpc', 'http-protobuf-gzip', 'grpc-gzip', 'gzip-length'];
     const all: Receipt[] = [];
     for (const t of transports) {
       const receipts = shiftedDrift(`w-${t}`);
@@ -120,6 +123,14 @@ describe('serve --workers: decode workers beside the single writer', () => {
       await emitReceiptsAsSpans(recorder, receipts);
       const spans = memory.getFinishedSpans();
       for (const srv of [single, pooled]) {
+        if (t === 'gzip-length') {
+          for (let i = 0; i < spans.length; i += 7) {
+            const body = gzipSync(ProtobufTraceSerializer.serializeRequest(spans.slice(i, i + 7))!);
+            const r = await postHttp(srv.otlpHttp, body, { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' });
+            expect(r.status, r.body).toBe(200);
+          }
+          continue;
+        }
         const exporter = exporterOf(t, srv);
         for (let i = 0; i < spans.length; i += 7) {
           const result = await new Promise<{ code: number; error?: Error }>((resolve) => exporter.export(spans.slice(i, i + 7), resolve));
@@ -129,7 +140,7 @@ describe('serve --workers: decode workers beside the single writer', () => {
       }
     }
     const runs = [...new Set(all.map((r) => r.run))];
-    expect(runs).toHaveLength(45);
+    expect(runs).toHaveLength(54);
     for (const run of runs) {
       const want = all.filter((x) => x.run === run).length;
       const [a, b] = await Promise.all(
@@ -223,6 +234,40 @@ describe('DecodePool: a worker that dies', () => {
       // One decoding, two waiting, the fourth refused.
       expect(await Promise.all(jobs)).toEqual([20_000, 20_000, 20_000, 'saturated']);
       expect((await pool.decode('protobuf', 'identity', body, 1 << 30)).spanCount).toBe(20_000);
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('DecodePool: bodies read into its shared memory', () => {
+  it('decodes a body read into memory it lent exactly as a copied one, and takes that memory back only once answered', async () => {
+    const pool = new DecodePool(1, { maxQueued: 1 });
+    try {
+      const gz = gzipSync(manySpans(5_000));
+      const copied = await pool.decode('protobuf', 'gzip', gz, 1 << 30);
+      // Read into the pool's memory (as readBodyInto does with DecodePool.take), then decoded there.
+      const a = pool.take(gz.length);
+      gz.copy(a.buf);
+      const decoding = pool.decode('protobuf', 'gzip', a.buf, 1 << 30);
+      a.release(); // the job holds the memory now: this gives nothing back
+      const b = pool.take(gz.length);
+      expect(b.buf.buffer).not.toBe(a.buf.buffer);
+      b.release();
+      expect(await decoding).toEqual(copied);
+      // Answered: the memory is free again and lent once more (the pool reuses warm memory).
+      const c = pool.take(gz.length);
+      expect([a.buf.buffer, b.buf.buffer]).toContain(c.buf.buffer);
+      // Refused (the queue is full): the caller's release gives it back, and a later lease gets it.
+      const busy = [pool.decode('protobuf', 'gzip', gz, 1 << 30), pool.decode('protobuf', 'gzip', gz, 1 << 30)];
+      gz.copy(c.buf);
+      const refused = await pool.decode('protobuf', 'gzip', c.buf, 1 << 30).then(() => 'decoded', (e: ConsumeError) => e.kind);
+      expect(refused).toBe('saturated');
+      c.release();
+      await Promise.all(busy);
+      const d = pool.take(gz.length);
+      expect([a.buf.buffer, b.buf.buffer]).toContain(d.buf.buffer);
+      d.release();
     } finally {
       await pool.close();
     }

@@ -13,6 +13,11 @@ export { inflateOptions } from './inflate.js';
 /** A body's content-encoding as the readers accept it. */
 export type BodyEncoding = 'identity' | 'gzip' | 'deflate';
 
+/** Where a body with a declared length is read into: a buffer of exactly `size` bytes and the function that hands it back. */
+export interface BodyLeases {
+  take(size: number): { buf: Buffer; release: () => void };
+}
+
 /**
  * Reusable receive buffers for bodies that are read, decoded at once and dropped (OTLP export requests): a
  * multi-megabyte body is then copied chunk by chunk into memory that is already mapped and warm, instead of
@@ -20,7 +25,7 @@ export type BodyEncoding = 'identity' | 'gzip' | 'deflate';
  * bytes, page faults on the new pages, and garbage the collector must chase). Bounded: at most `maxPooled`
  * buffers of at most `maxPooledBytes` each are kept; larger or excess bodies get their own allocation.
  */
-export class BodyBuffers {
+export class BodyBuffers implements BodyLeases {
   private readonly free: Buffer[] = [];
 
   constructor(
@@ -64,13 +69,15 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
  * encoding it is read into a buffer from `pool`. The caller must call `release` once it no longer reads `body`
  * (and must keep no view of it: the memory is reused for a later request).
  */
-export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null): Promise<{ body: Buffer; release: () => void }>;
+export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyLeases | null): Promise<{ body: Buffer; release: () => void }>;
 /**
  * With `inflate` false (`serve --workers`: a decode worker inflates it, with the same limit), a gzip or deflate body
- * is returned as received, with its encoding; an unsupported encoding is refused (415) all the same.
+ * is returned as received, with its encoding; an unsupported encoding is refused (415) all the same. `compressed`:
+ * where such a body is read (the decode pool's shared buffers, DecodePool.take: the worker reads it there, no second
+ * copy); `pool` otherwise.
  */
-export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null, inflate: false): Promise<{ body: Buffer; release: () => void; encoding: BodyEncoding }>;
-export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyBuffers | null, inflate = true): Promise<{ body: Buffer; release: () => void; encoding?: BodyEncoding }> {
+export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyLeases | null, inflate: false, compressed?: BodyLeases): Promise<{ body: Buffer; release: () => void; encoding: BodyEncoding }>;
+export async function readBodyInto(req: IncomingMessage, limit: number, pool: BodyLeases | null, inflate = true, compressed?: BodyLeases): Promise<{ body: Buffer; release: () => void; encoding?: BodyEncoding }> {
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
@@ -84,9 +91,10 @@ export async function readBodyInto(req: IncomingMessage, limit: number, pool: Bo
   }
   let raw: Buffer;
   let release = () => {};
-  if (pool !== null && Number.isInteger(declared) && declared > 0) {
+  const into = !identity && !inflate && compressed ? compressed : pool;
+  if (into !== null && Number.isInteger(declared) && declared > 0) {
     // The HTTP parser delivers exactly the declared length (or the request fails), so the chunks fill the buffer.
-    const lease = pool.take(declared);
+    const lease = into.take(declared);
     let size = 0;
     try {
       for await (const chunk of req) {

@@ -88,7 +88,7 @@ export function otlpHttpHandler(consumer: Consumer, metrics: AuditMetrics, opts:
         throw ConsumeError.saturated();
       }
       const pool = opts.decodePool;
-      const { body, release: releaseBody, encoding } = pool ? await readBodyInto(req, opts.maxBodyBytes, bodies, false) : { ...(await readBodyInto(req, opts.maxBodyBytes, bodies)), encoding: 'identity' as const };
+      const { body, release: releaseBody, encoding } = pool ? await readBodyInto(req, opts.maxBodyBytes, bodies, false, pool) : { ...(await readBodyInto(req, opts.maxBodyBytes, bodies)), encoding: 'identity' as const };
       try {
         release = consumer.admit();
       } catch (e) {
@@ -99,7 +99,9 @@ export function otlpHttpHandler(consumer: Consumer, metrics: AuditMetrics, opts:
       if (pool && encoding !== 'identity') {
         // Compressed: inflated and decoded in a worker. An uncompressed body is decoded here: the decoder reads ~4 GB/s,
         // less than handing the body over and the records back would cost (docs/internals/performance.md).
-        // The pool copies the body before it returns: its memory goes back at once.
+        // A compressed body was read into one of the pool's shared buffers (pool.take): the worker reads it there and
+        // the pool takes it back once the worker answered; any other body is copied before decode returns. Either
+        // way releaseBody may be called at once.
         const decoding = decodeHttpBody(pool, format, encoding, body, opts.maxBodyBytes);
         releaseBody();
         decoded = await decoding;

@@ -143,6 +143,12 @@ export function defaultWorkers(cores: number): number {
   return Math.max(1, cores - 1);
 }
 
+/** A shared buffer the pool lent for a body to be read into (DecodePool.take): being read, or with a decode job. */
+interface Lease {
+  shared: SharedArrayBuffer;
+  state: 'reading' | 'job' | 'back';
+}
+
 export class DecodePool {
   private readonly slots: Slot[] = [];
   private readonly queue: Job[] = [];
@@ -153,6 +159,8 @@ export class DecodePool {
   private readonly maxQueued: number;
   private readonly maxQueuedBytes: number;
   private readonly buffers: SharedBuffers;
+  /** The shared buffers lent by take(), by their memory (a body read into one is decoded there, not copied). */
+  private readonly leases = new WeakMap<ArrayBufferLike, Lease>();
   /** Workers replaced after dying, since start. */
   replaced = 0;
 
@@ -174,8 +182,31 @@ export class DecodePool {
   }
 
   /**
-   * Inflate (unless `identity`) and decode `body` in a worker. The body is copied (into a reused shared buffer)
-   * before this returns: the caller may reuse its memory at once. Rejects with ConsumeError 'saturated' when the queue is full, DecodeFailure when the body
+   * A body of `size` bytes read straight into one of the pool's reused shared buffers (readBodyInto's `compressed`
+   * leases): decode() of it then hands that memory to the worker without copying it, and takes it back once the
+   * worker has answered. `release` gives it back unless decode() took it (then it does nothing), so the caller may
+   * call it as soon as decode() returned, whether it took the body or refused it.
+   */
+  take(size: number): { buf: Buffer; release: () => void } {
+    const shared = this.buffers.take(size);
+    const lease: Lease = { shared, state: 'reading' };
+    const buf = Buffer.from(shared, 0, size);
+    this.leases.set(shared, lease);
+    return {
+      buf,
+      release: () => {
+        if (lease.state !== 'reading') return;
+        lease.state = 'back';
+        this.leases.delete(shared);
+        this.buffers.give(shared);
+      },
+    };
+  }
+
+  /**
+   * Inflate (unless `identity`) and decode `body` in a worker. A body in memory lent by take() is decoded where it
+   * is; any other is copied (into a reused shared buffer) before this returns: the caller may reuse its memory at
+   * once. Rejects with ConsumeError 'saturated' when the queue is full, DecodeFailure when the body
    * cannot be inflated or decoded, ConsumeError 'worker_lost' when the worker died.
    */
   decode(format: BodyFormat, encoding: BodyEncoding, body: Uint8Array, limit: number): Promise<DecodedExport> {
@@ -184,8 +215,16 @@ export class DecodePool {
     if (!idle && this.queue.length > 0 && (this.queue.length >= this.maxQueued || this.queuedBytes + body.byteLength > this.maxQueuedBytes)) {
       return Promise.reject(ConsumeError.saturated());
     }
-    const shared = this.buffers.take(body.byteLength);
-    new Uint8Array(shared, 0, body.byteLength).set(body);
+    const lease = this.leases.get(body.buffer);
+    let shared: SharedArrayBuffer;
+    if (lease !== undefined && lease.state === 'reading' && body.byteOffset === 0) {
+      lease.state = 'job';
+      this.leases.delete(lease.shared);
+      shared = lease.shared;
+    } else {
+      shared = this.buffers.take(body.byteLength);
+      new Uint8Array(shared, 0, body.byteLength).set(body);
+    }
     return new Promise<DecodedExport>((resolve, reject) => {
       let answer!: () => void;
       const answered = new Promise<void>((r) => (answer = r));
