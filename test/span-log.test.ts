@@ -44,6 +44,14 @@ describe('span log entry body', () => {
     expect(key(decodeLoggedSpans(T, encodeLoggedSpans(spans))!)).toEqual(key(spans));
   });
 
+  it('a span id that is not lowercase hex is written as its record, and the entry refused on replay as in format 1', () => {
+    const spans: LoggedSpan[] = [MIXED[6], { ...MIXED[6], s: 'zzzzzzzzzzzzzzzz' }];
+    const body = JSON.parse(encodeLoggedSpans(spans));
+    expect(body.x).toContainEqual({ s: 'zzzzzzzzzzzzzzzz', p: MIXED[6].p, src: MIXED[6].src, op: 'span' });
+    expect(decodeLoggedSpans(T, JSON.stringify(body))).toBeNull();
+    expect(decodeLoggedSpans(T, JSON.stringify(spans))).toBeNull();
+  });
+
   it('refuses a tampered body: every field is validated', () => {
     const good = JSON.parse(encodeLoggedSpans(MIXED));
     const ids = Buffer.from('a1a2a3a4a5a6a7a8b1b2b3b4b5b6b7b8', 'hex').toString('base64');

@@ -23,36 +23,43 @@ const SPAN_HEX = /^[0-9a-f]{16}$/;
 const SOURCE = /^[A-Za-z0-9_.:-]{1,100}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
-interface Group {
-  parent: string | null;
-  src: number;
-  ids: string[];
-}
-
 /** The body of a span log entry of `spans` (all of one trace), in format 2. */
 export function encodeLoggedSpans(spans: readonly LoggedSpan[]): string {
   const sources: string[] = [];
-  const sourceIndex = new Map<string, number>();
-  const groups = new Map<string, Group>();
+  // Plain spans by parent ('' for none), then by source index: the group's span ids, hex, concatenated.
+  const groups = new Map<string, string[]>();
+  const parents = new Map<string, string | null>();
   const other: Omit<LoggedSpan, 't'>[] = [];
   for (const l of spans) {
-    if (l.op === 'span' && SPAN_HEX.test(l.s) && (l.p === null || SPAN_HEX.test(l.p))) {
-      let src = sourceIndex.get(l.src);
-      if (src === undefined) {
-        src = sources.length;
-        sources.push(l.src);
-        sourceIndex.set(l.src, src);
+    if (l.op === 'span' && l.s.length === 16) {
+      let src = sources.indexOf(l.src);
+      if (src < 0) src = sources.push(l.src) - 1;
+      const pk = l.p ?? '';
+      let bySrc = groups.get(pk);
+      if (bySrc === undefined) {
+        groups.set(pk, (bySrc = []));
+        parents.set(pk, l.p);
       }
-      const key = `${l.p ?? ''}:${src}`;
-      const g = groups.get(key);
-      if (g) g.ids.push(l.s);
-      else groups.set(key, { parent: l.p, src, ids: [l.s] });
+      bySrc[src] = bySrc[src] === undefined ? l.s : bySrc[src] + l.s;
       continue;
     }
     const { t: _t, ...rest } = l;
     other.push(rest);
   }
-  const g = [...groups.values()].map((x) => [x.parent, x.src, Buffer.from(x.ids.join(''), 'hex').toString('base64')]);
+  const g: [string | null, number, string][] = [];
+  for (const [pk, bySrc] of groups) {
+    for (let src = 0; src < bySrc.length; src++) {
+      const hex = bySrc[src];
+      if (hex === undefined) continue;
+      const bytes = Buffer.from(hex, 'hex');
+      if (bytes.length * 2 === hex.length) {
+        g.push([parents.get(pk)!, src, bytes.toString('base64')]);
+        continue;
+      }
+      // Not all lowercase hex (never from the decoders): each span as its record, validated (and refused) on replay.
+      for (let i = 0; i < hex.length; i += 16) other.push({ s: hex.slice(i, i + 16), p: parents.get(pk)!, src: sources[src], op: 'span' });
+    }
+  }
   return JSON.stringify(other.length ? { v: 2, src: sources, g, x: other } : { v: 2, src: sources, g });
 }
 
