@@ -242,6 +242,18 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     expect(newest.map(key)).not.toEqual(oldest.map(key));
   }, 200_000);
 
+  it('the tail position of an instance passes the rows it filters out (its own receipts): it reaches the store head without another instance writing (issue 35)', async () => {
+    const aParts = new Set((await getJson(`${a.api}/api/v1/cluster`)).body.ownedPartitions as number[]);
+    const runs: string[] = [];
+    for (let i = 0; runs.length < 4; i++) if (aParts.has(partitionOf(`own-tail-${i}`, PARTITIONS))) runs.push(`own-tail-${i}`);
+    const at = new Date().toISOString();
+    expect((await post(a, runs.map((run) => ({ run, event: 's', type: 'run.start', at, contract: 'research-publish' })))).accepted).toBe(runs.length);
+    const head = Number((await client.query('SELECT max(seq) AS head FROM receipts')).rows[0].head);
+    // Every row up to the head is a's own or folded already: a's next tail reads move its position there.
+    await until('a tail position at the head', async () => (await getJson(`${a.api}/api/v1/cluster`)).body.tailSeq >= head, 10_000);
+    for (const run of runs) expect((await getJson(`${a.api}/api/v1/runs/${run}`)).body?.run).toBe(run);
+  });
+
   it('SIGKILL of one instance: the other answers every run, takes receipts for its runs, turns its waiting run incomplete within lease expiry + 1 s, and loses no acknowledged receipt', async () => {
     // A run owned by A, waiting on a deadline 3 s from now, posted to B (the owner folds it from the shared store).
     const leases = async () => new Map((await client.query('SELECT part, owner, expires_at FROM leases')).rows.map((r) => [r.part as number, { owner: r.owner as string | null, expiresAt: (r.expires_at as Date | null)?.getTime() ?? 0 }]));

@@ -388,8 +388,8 @@ describe('PgStore: tail across instances', () => {
     const b = await open(url, 'b');
     const r0 = runIn(0, 8);
     const r5 = runIn(5, 8);
-    expect(await a.tailWithAcks(0, 10, [0, 5], 'a', 0)).toEqual({ receipts: [], acks: [] });
-    expect(await a.tailWithAcks(0, 10, [], 'a', 0)).toEqual({ receipts: [], acks: [] });
+    expect(await a.tailWithAcks(0, 10, [0, 5], 'a', 0)).toEqual({ receipts: [], acks: [], head: 0 });
+    expect(await a.tailWithAcks(0, 10, [], 'a', 0)).toEqual({ receipts: [], acks: [], head: 0 });
     await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r0 }), 'tok', 111)]);
     await b.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r5 }), 'tok2', 222)]);
     await b.append([delivery(edge('e2', 0, 'a -> c : delegate', { run: r0 }), 'tok2', 333)]);
@@ -399,12 +399,20 @@ describe('PgStore: tail across instances', () => {
       const both = await a.tailWithAcks(after, limit, parts, 'a', ackAfter);
       expect(both.receipts).toEqual(await a.tail(after, limit, parts, 'a'));
       expect(both.acks).toEqual(await a.acksSince(ackAfter, parts));
+      expect(both.head).toBe(await a.headSeq());
     }
     const both = await a.tailWithAcks(0, 10, [0, 5], 'a', 0);
     expect(both.receipts.map((r) => [r.receipt.run, r.receipt.event, r.origin, r.receivedAt])).toEqual([[r5, 'e1', 'b', 222], [r0, 'e2', 'b', 333]]);
     expect(both.acks.map((x) => [x.run, x.verdict, x.ackedAt, x.by, x.reason])).toEqual([[r5, 'forbidden_edge', 444, 'oncall', 'known'], [r0, 'working', 555, null, null]]);
     // Past every receipt and acknowledgement: nothing.
-    expect(await a.tailWithAcks(both.receipts[1].seq, 10, [0, 5], 'a', both.acks[1].seq)).toEqual({ receipts: [], acks: [] });
+    const head = await a.headSeq();
+    expect(await a.tailWithAcks(both.receipts[1].seq, 10, [0, 5], 'a', both.acks[1].seq)).toEqual({ receipts: [], acks: [], head });
+    // The head covers rows the tail filters out (a's own, other partitions'): a later one of a's own moves it, not the tail.
+    await a.append([delivery(edge('e3', 0, 'a -> b : delegate', { run: r0 }), 'tok', 666)]);
+    const after = await a.tailWithAcks(head, 10, [0, 5], 'a', both.acks[1].seq);
+    expect(after.receipts).toEqual([]);
+    expect(after.head).toBeGreaterThan(head);
+    expect(after.head).toBe(await a.headSeq());
   });
 });
 

@@ -4,7 +4,8 @@
  * queues). Every refusal is a ConsumeError.
  */
 import type { Receipt } from '../core/types.js';
-import { parseLoggedSpan, type LoggedSpan, type PendingTraceLog, type SpanPipeline } from '../ingest/pipeline.js';
+import type { LoggedSpan, PendingTraceLog, SpanPipeline } from '../ingest/pipeline.js';
+import { decodeLoggedSpans, encodeLoggedSpans } from '../ingest/span-log.js';
 import type { DecodedExport } from '../otlp/types.js';
 import { derivedBinding, evidenceOf, handoffParty, handoffPartiesOf, noteHandoffParties, runScope, UNBOUND, type HandoffParties, type RejectReason, type SourceAgents } from '../ingest/trust.js';
 import type { SpanLogEntry } from '../store/index.js';
@@ -14,7 +15,7 @@ import { ConsumeError, type Consumer, type IngestSource, type ReceiptIngestResul
 export type { Refusal, SourceBinding, SpanIngestResult } from './consumer.js';
 
 function toSpanLog(log: PendingTraceLog[], now: number, forwarded = false): SpanLogEntry[] {
-  return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: JSON.stringify(l.spans), ...(forwarded ? { forwarded } : {}) }));
+  return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: encodeLoggedSpans(l.spans), ...(forwarded ? { forwarded } : {}) }));
 }
 
 export interface IngestLimits {
@@ -259,20 +260,12 @@ export class Ingestor implements Consumer {
     if (entries.length === 0) return 0;
     for (const e of entries) {
       const now = this.clock();
-      // Every field is validated again: an entry that does not read as logged spans (e.g. an older format) is dropped.
+      // Every field is validated again: an entry that does not read as logged spans (format 1 or 2, src/ingest/span-log.ts) is dropped.
       let spans: LoggedSpan[] = [];
       try {
-        let body: unknown;
-        try {
-          body = JSON.parse(e.body);
-        } catch (err) {
-          throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
-        }
-        const parsed = Array.isArray(body) ? body.map(parseLoggedSpan) : [null];
-        if (parsed.every((x): x is LoggedSpan => x !== null)) spans = parsed;
+        spans = decodeLoggedSpans(e.traceId, e.body) ?? [];
       } catch (err) {
-        if ((err as Error).message.startsWith('store table span_log')) throw err;
-        spans = [];
+        throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
       }
       if (spans.length === 0) continue;
       const ex = this.pipeline.replay(spans, now);

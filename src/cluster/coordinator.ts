@@ -389,11 +389,15 @@ export class ClusterCoordinator {
     for (let page: TailedReceipt[] | null = first.receipts; ; page = null) {
       const rows = page ?? (await this.pg.tail(this.cursor, this.tailBatch, this.ownedParts(), this.pg.instance));
       if (!(await this.keepLeases())) return;
-      if (rows.length === 0) return;
-      const receipts = rows.map((r) => r.receipt);
-      await this.engine!.foldStored(receipts, this.hooks.clock());
-      this.cursor = rows[rows.length - 1].seq;
-      if (rows.length < this.tailBatch) return;
+      if (rows.length > 0) {
+        await this.engine!.foldStored(rows.map((r) => r.receipt), this.hooks.clock());
+        this.cursor = rows[rows.length - 1].seq;
+      }
+      if (rows.length < this.tailBatch) {
+        // The first page was not full: nothing up to its snapshot's head is left to fold here (tailWithAcks).
+        if (page !== null) this.cursor = Math.max(this.cursor, first.head);
+        return;
+      }
     }
   }
 

@@ -507,18 +507,28 @@ export class PgStore {
   }
 
   /**
-   * One round trip for an owner's tail read (ClusterCoordinator, every 100 ms): `acksSince(ackAfter, parts)` and
-   * `tail(afterSeq, limit, parts, excludeOrigin)` as one statement, answered from one snapshot (the acknowledgements
-   * as one JSON value on every row; a row with no receipt when none is new).
+   * One round trip for an owner's tail read (ClusterCoordinator, every 100 ms): `acksSince(ackAfter, parts)`,
+   * `tail(afterSeq, limit, parts, excludeOrigin)` and `headSeq()` as one statement, answered from one snapshot (the
+   * acknowledgements and the head as values on every row; a row with no receipt when none is new). When fewer than
+   * `limit` receipts come back, every receipt up to `head` that the tail would return is among them (same snapshot;
+   * every seq up to a committed head is final), so the tailer may move its position to `head`: the next read does not
+   * walk again over the rows it filtered out (its own, other partitions'). Without that, a lone instance's tail read
+   * every row it had stored since it started, ten times a second (issue 35, round 3).
    */
-  async tailWithAcks(afterSeq: number, limit: number, parts: readonly number[], excludeOrigin: string, ackAfter: number): Promise<{ receipts: TailedReceipt[]; acks: AckSince[] }> {
-    if (parts.length === 0) return { receipts: [], acks: [] };
+  async tailWithAcks(
+    afterSeq: number,
+    limit: number,
+    parts: readonly number[],
+    excludeOrigin: string,
+    ackAfter: number,
+  ): Promise<{ receipts: TailedReceipt[]; acks: AckSince[]; head: number }> {
+    if (parts.length === 0) return { receipts: [], acks: [], head: afterSeq };
     const res = await this.pool.query({
-      name: 'ta_tail_acks_v1',
-      text: `SELECT a.acks, r.seq, r.run, r.event, r.variant, r.body, r.source, r.origin, r.received_at
+      name: 'ta_tail_acks_v2',
+      text: `SELECT a.acks, a.head, r.seq, r.run, r.event, r.variant, r.body, r.source, r.origin, r.received_at
        FROM (SELECT coalesce((SELECT json_agg(x ORDER BY x.seq) FROM (
            SELECT seq, run, verdict, acked_at, acked_by, reason FROM acks WHERE part = ANY($3::int[]) AND seq > $5 ORDER BY seq LIMIT 10000
-         ) AS x), '[]'::json) AS acks) AS a
+         ) AS x), '[]'::json) AS acks, (SELECT coalesce(max(seq), 0) FROM receipts) AS head) AS a
        LEFT JOIN LATERAL (
          SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts
          WHERE seq > $1 AND part = ANY($3::int[]) AND origin <> $4 ORDER BY seq LIMIT $2
@@ -530,7 +540,7 @@ export class PgStore {
     const acks = ((rows[0]?.acks ?? []) as Row[]).map((r) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null }));
     const receipts: TailedReceipt[] = [];
     for (const row of rows) if (row.seq !== null && row.seq !== undefined) receipts.push(tailedReceiptOf(row));
-    return { receipts, acks };
+    return { receipts, acks, head: Number(rows[0].head) };
   }
 
   /** The highest committed seq (0 when there is none). */
