@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../src/otlp/index.js';
 import { langgraphFieldsOf, MAX_STEP } from '../src/otlp/metadata.js';
 import { parseLoggedSpan, SpanPipeline } from '../src/ingest/pipeline.js';
+import { decodeLoggedSpans, encodeLoggedSpans } from '../src/ingest/span-log.js';
 import type { SpanRecord } from '../src/otlp/types.js';
 
 const SECRET = 'SECRET-step-51c0';
@@ -111,6 +112,8 @@ describe('LangGraph reading: supersteps order the nodes', () => {
     expect(logged.map((l) => l.stp)).toEqual([1, 2]);
     const back = JSON.parse(JSON.stringify(logged)).map(parseLoggedSpan);
     expect(back).toEqual(logged);
+    // Through the span log entry's body as the stores keep it (format 2) and back.
+    expect(decodeLoggedSpans(t, encodeLoggedSpans(logged))).toEqual(logged);
     for (const bad of [-1, 1.5, '2', MAX_STEP + 1]) expect(parseLoggedSpan({ ...logged[0], stp: bad }), String(bad)).toBeNull();
     const fresh = new SpanPipeline({ waitMs: 1000, maxSpans: 1000 });
     expect(fresh.replay(back, 0).receipts).toEqual([]);
