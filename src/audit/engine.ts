@@ -99,6 +99,11 @@ export function sourceTag(source: string): string {
 /** A batch of more receipts is committed in chunks of this many (see AuditEngine.appendInChunks). */
 const APPEND_CHUNK = 2048;
 
+/** What ingest holds once a batch's stored forms and digests are let go (never written to). */
+const NONE_STORED: StoredReceipt[] = [];
+const NONE_BODIES: string[] = [];
+const NONE_DIGESTS: Digest[] = [];
+
 /** Yields to the event loop once ~8 ms of synchronous work passed since the last yield (see AuditEngine.fold). */
 class Slicer {
   private since = performance.now();
@@ -347,7 +352,8 @@ export class AuditEngine extends EventEmitter {
   async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
     const perType: PerType = new Map();
-    const { fresh, digests, bodies, known } = await this.unseen(receipts, perType);
+    // `let`: the bodies and digests are let go below (see there); no object holding them is kept.
+    let { fresh, digests, bodies, known } = await this.unseen(receipts, perType);
     receipts = fresh;
     if (limits) await this.admission.refuseForFullOwners(receipts);
     const release = limits ? this.admission.reserve(receipts, now) : () => {};
@@ -355,7 +361,7 @@ export class AuditEngine extends EventEmitter {
     const touched = new Set<string>();
     try {
       const scope = this.opts.sourceScopedEvents && source !== 'auditor' ? sourceTag(source) : undefined;
-      const items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
+      let items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
       let failure: unknown = null;
       ({ res, failure } = await this.appendInChunks(items, spanLog, this.firstPins(receipts)));
       if (res.results.length < receipts.length) {
@@ -373,15 +379,16 @@ export class AuditEngine extends EventEmitter {
         });
       }
       // The stored forms are in the store now: let them go before the fold and the evaluations allocate (a large
-      // batch's bodies kept to the end outlive two scavenges and are promoted: old-space garbage, peak RSS).
-      items.length = 0;
-      bodies.length = 0;
+      // batch's bodies kept to the end outlive two scavenges and are promoted: old-space garbage, peak RSS). The
+      // arrays are dropped, not emptied: the store was handed them.
+      items = NONE_STORED;
+      bodies = NONE_BODIES;
       // The reservation holds until the new runs are live: the fold below yields to the event loop in slices. A run
       // with a stored conflict is read back by its fold (cluster mode: read ahead).
       const results = res.results;
       const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && (!this.opts.owns || this.opts.owns(r.run))).map((r) => r.run);
       await this.ahead.around(conflicted, () => this.fold(receipts, results, digests, perType, touched, now));
-      digests.length = 0;
+      digests = NONE_DIGESTS;
       // The pins the append wrote (or found in force): held by their live runs, so the pin step persists nothing.
       if (res.pins) {
         for (const [run, record] of res.pins) {
