@@ -202,7 +202,7 @@ describe('serve --workers: decode workers beside the single writer', () => {
 });
 
 describe('DecodePool: a worker that dies', () => {
-  it('fails only the request it was decoding (retryable) and is replaced', async () => {
+  it('fails only the requests it had in flight (both, retryable) and is replaced', async () => {
     // A real worker with a small heap, given a real body whose decoded spans do not fit in it: V8 stops that worker
     // (ERR_WORKER_OUT_OF_MEMORY); nothing in the worker or the pool is there for the test.
     const lost: { exitCode: number; failed: boolean }[] = [];
@@ -211,11 +211,20 @@ describe('DecodePool: a worker that dies', () => {
       const small = manySpans(3);
       expect((await pool.decode('protobuf', 'identity', small, 1 << 30)).spanCount).toBe(3);
       const huge = manySpans(600_000);
-      const [killed, after] = await Promise.allSettled([pool.decode('protobuf', 'identity', huge, 1 << 30), pool.decode('protobuf', 'identity', small, 1 << 30)]);
-      expect(killed.status).toBe('rejected');
-      expect((killed as PromiseRejectedResult).reason).toBeInstanceOf(ConsumeError);
-      expect((killed as PromiseRejectedResult).reason.kind).toBe('worker_lost');
-      // The request queued behind it is decoded by the replacement.
+      // Two in flight on the one worker (the second a gzip body, inflating while the first is decoded), one queued.
+      const settled = Promise.allSettled([
+        pool.decode('protobuf', 'identity', huge, 1 << 30),
+        pool.decode('protobuf', 'gzip', gzipSync(small), 1 << 30),
+        pool.decode('protobuf', 'identity', small, 1 << 30),
+      ]);
+      expect(pool.queueDepth).toBe(1);
+      const [killed, second, after] = await settled;
+      for (const r of [killed, second]) {
+        expect(r.status).toBe('rejected');
+        expect((r as PromiseRejectedResult).reason).toBeInstanceOf(ConsumeError);
+        expect((r as PromiseRejectedResult).reason.kind).toBe('worker_lost');
+      }
+      // The request queued behind them is decoded by the replacement.
       expect(after.status).toBe('fulfilled');
       expect((after as PromiseFulfilledResult<{ spanCount: number }>).value.spanCount).toBe(3);
       expect(pool.replaced).toBe(1);
@@ -230,10 +239,49 @@ describe('DecodePool: a worker that dies', () => {
     const pool = new DecodePool(1, { maxQueued: 2 });
     try {
       const body = manySpans(20_000);
-      const jobs = Array.from({ length: 4 }, () => pool.decode('protobuf', 'identity', body, 1 << 30).then((d) => d.spanCount, (e: ConsumeError) => e.kind));
-      // One decoding, two waiting, the fourth refused.
-      expect(await Promise.all(jobs)).toEqual([20_000, 20_000, 20_000, 'saturated']);
+      const jobs = Array.from({ length: 5 }, () => pool.decode('protobuf', 'identity', body, 1 << 30).then((d) => d.spanCount, (e: ConsumeError) => e.kind));
+      // Two in flight on the worker, two waiting, the fifth refused.
+      expect(await Promise.all(jobs)).toEqual([20_000, 20_000, 20_000, 20_000, 'saturated']);
       expect((await pool.decode('protobuf', 'identity', body, 1 << 30)).spanCount).toBe(20_000);
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('DecodePool: two jobs in flight on one worker', () => {
+  it('answers them correctly and in the order posted, and refuses a gzip bomb among them as too large without harming the others', async () => {
+    const pool = new DecodePool(1);
+    try {
+      // A large body first, a small one second: the small one inflates sooner, but answers come in the order posted.
+      const large = gzipSync(manySpans(200_000));
+      const small = gzipSync(manySpans(7));
+      const bomb = gzipSync(Buffer.alloc(40 * 1024 * 1024)); // 40 MiB of zeros in ~40 KB
+      const alone = await pool.decode('protobuf', 'gzip', large, 1 << 30);
+      expect(alone.spanCount).toBe(200_000);
+      expect(await pool.decode('protobuf', 'gzip', small, 1 << 30)).toEqual(await pool.decode('protobuf', 'identity', manySpans(7), 1 << 30));
+      for (const second of [small, bomb]) {
+        const order: number[] = [];
+        const jobs = [large, second, small].map((b, i) =>
+          pool.decode('protobuf', 'gzip', b, 16 * 1024 * 1024).then(
+            (d) => (order.push(i), d),
+            (e: ConsumeError | Error) => (order.push(i), e),
+          ),
+        );
+        // Both first jobs are with the worker (none waits in the pool's queue), the third waits.
+        expect(pool.queueDepth).toBe(1);
+        const [a, b, c] = await Promise.all(jobs);
+        expect(order).toEqual([0, 1, 2]);
+        expect(a).toEqual(alone);
+        if (second === bomb) {
+          expect(b).toBeInstanceOf(Error);
+          expect((b as { kind?: string }).kind).toBe('too_large');
+        } else {
+          expect((b as { spanCount: number }).spanCount).toBe(7);
+        }
+        expect((c as { spanCount: number }).spanCount).toBe(7);
+      }
+      expect(pool.replaced).toBe(0);
     } finally {
       await pool.close();
     }
@@ -259,7 +307,8 @@ describe('DecodePool: bodies read into its shared memory', () => {
       const c = pool.take(gz.length);
       expect([a.buf.buffer, b.buf.buffer]).toContain(c.buf.buffer);
       // Refused (the queue is full): the caller's release gives it back, and a later lease gets it.
-      const busy = [pool.decode('protobuf', 'gzip', gz, 1 << 30), pool.decode('protobuf', 'gzip', gz, 1 << 30)];
+      // Two in flight on the worker, one queued.
+      const busy = [pool.decode('protobuf', 'gzip', gz, 1 << 30), pool.decode('protobuf', 'gzip', gz, 1 << 30), pool.decode('protobuf', 'gzip', gz, 1 << 30)];
       gz.copy(c.buf);
       const refused = await pool.decode('protobuf', 'gzip', c.buf, 1 << 30).then(() => 'decoded', (e: ConsumeError) => e.kind);
       expect(refused).toBe('saturated');

@@ -8,16 +8,18 @@
  * engine, the store's group commit and the acknowledgement after COMMIT — stays where it was, in arrival order
  * of decoded requests (a request is handed to Consumer.consumeSpans as soon as its decode is back).
  *
- * The worker inflates synchronously, into one output chunk of the right size (inflateOptions, src/server/inflate.ts)
- * held in memory it reuses job after job (decode-worker.ts inflateInto): ~17-20 ms of process CPU per 8.6 MB agentic
- * body through the pool, against ~45 ms into fresh memory (page faults) — and in a worker it blocks nobody else's
- * request. The store's group commit waits for the bodies being decoded (decoding(), ReceiptStore.setFlushGate).
+ * The worker inflates into one output chunk of the right size (inflateOptions, src/server/inflate.ts) held in
+ * memory it reuses job after job (decode-worker.ts inflateInto): ~17-20 ms of process CPU per 8.6 MB agentic body
+ * through the pool, against ~45 ms into fresh memory (page faults). Each worker has up to IN_FLIGHT (2) jobs: it
+ * inflates the next body on libuv's thread pool while its own thread decodes the previous one, and answers them in
+ * the order they were posted. The store's group commit waits for the bodies being decoded (decoding(),
+ * ReceiptStore.setFlushGate).
  *
  * Bounded: a job waits in a queue of at most `maxQueued` jobs and `maxQueuedBytes` bytes (a first job is always
  * taken); past it the request is refused as saturated (ConsumeError 'saturated': 429 / UNAVAILABLE with
- * Retry-After, as when admission refuses). Each worker decodes one job at a time, so a worker that dies (an
- * uncaught error, out of memory under `resourceLimits`) fails only the request it was decoding (ConsumeError
- * 'worker_lost': retryable, 503 / UNAVAILABLE) and is replaced at once.
+ * Retry-After, as when admission refuses). A worker that dies (an uncaught error, out of memory under
+ * `resourceLimits`) fails only the requests it had in flight (at most IN_FLIGHT; ConsumeError 'worker_lost':
+ * retryable, 503 / UNAVAILABLE) and is replaced at once; the queued ones go to the replacement.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -123,12 +125,18 @@ interface Job {
   answered?: Promise<void>;
 }
 
-/** Marks a slot whose worker is gone and not yet replaced (never resolved or rejected). */
-const DEAD_JOB: Job = { req: { id: 0, format: 'protobuf', encoding: 'identity', body: new SharedArrayBuffer(0), length: 0, limit: 0 }, resolve: () => {}, reject: () => {} };
+/**
+ * Jobs a worker holds at once: the one it decodes and the next, inflating meanwhile on libuv's thread pool (the
+ * third-round measurement: docs/internals/performance.md, "Worker pool, third round").
+ */
+export const IN_FLIGHT = 2;
 
 interface Slot {
   worker: Worker;
-  job: Job | null;
+  /** Posted to the worker and not yet answered, in the order posted (the worker answers in that order). */
+  jobs: Job[];
+  /** The worker is gone and no replacement could start yet: no jobs go to it. */
+  dead: boolean;
 }
 
 /** The worker's script: beside this module once built (dist/server); from the sources (tests), the built one. */
@@ -211,7 +219,7 @@ export class DecodePool {
    */
   decode(format: BodyFormat, encoding: BodyEncoding, body: Uint8Array, limit: number): Promise<DecodedExport> {
     if (this.closed) return Promise.reject(workerLost('the decode workers are stopping; retry later'));
-    const idle = this.slots.some((s) => s.job === null);
+    const idle = this.slots.some((s) => !s.dead && s.jobs.length < IN_FLIGHT);
     if (!idle && this.queue.length > 0 && (this.queue.length >= this.maxQueued || this.queuedBytes + body.byteLength > this.maxQueuedBytes)) {
       return Promise.reject(ConsumeError.saturated());
     }
@@ -246,48 +254,52 @@ export class DecodePool {
   /**
    * The bodies being decoded right now (not the queued ones): a promise that settles once each of them is answered,
    * or null when no worker is busy. The store's group commit waits for it (ReceiptStore.setFlushGate), so the
-   * requests whose decodes finish one by one share a commit instead of each taking one: a wait of at most one decode.
+   * requests whose decodes finish one by one share a commit instead of each taking one: a wait of at most the
+   * IN_FLIGHT decodes a worker holds (the second inflated while the first is decoded).
    */
   decoding(): Promise<void> | null {
     const busy: Promise<void>[] = [];
-    for (const s of this.slots) if (s.job?.answered) busy.push(s.job.answered);
+    for (const s of this.slots) for (const j of s.jobs) if (j.answered) busy.push(j.answered);
     return busy.length === 0 ? null : Promise.all(busy).then(() => {});
   }
 
+  /** Queued jobs to workers: every idle worker gets one before any gets a second. */
   private pump(): void {
-    for (const slot of this.slots) {
-      if (this.queue.length === 0) return;
-      if (slot.job !== null) continue;
-      const job = this.queue.shift()!;
-      this.queuedBytes -= job.req.length;
-      slot.job = job;
-      slot.worker.postMessage(job.req);
+    for (let depth = 0; depth < IN_FLIGHT; depth++) {
+      for (const slot of this.slots) {
+        if (this.queue.length === 0) return;
+        if (slot.dead || slot.jobs.length !== depth) continue;
+        const job = this.queue.shift()!;
+        this.queuedBytes -= job.req.length;
+        slot.jobs.push(job);
+        slot.worker.postMessage(job.req);
+      }
     }
   }
 
   private spawn(): Slot {
     const worker = new Worker(this.script, { resourceLimits: this.opts.resourceLimits });
-    const slot: Slot = { worker, job: null };
+    const slot: Slot = { worker, jobs: [], dead: false };
     worker.on('message', (reply: DecodeReply) => {
-      const job = slot.job;
-      if (!job || job.req.id !== reply.id) return;
-      slot.job = null;
+      const i = slot.jobs.findIndex((j) => j.req.id === reply.id);
+      if (i < 0) return;
+      const job = slot.jobs.splice(i, 1)[0];
       if (reply.failure) job.reject(new DecodeFailure(reply.failure.kind, reply.failure.message));
       else job.resolve(reply.json !== undefined ? (JSON.parse(reply.json) as DecodedExport) : reply.decoded!);
       this.pump();
     });
-    // An uncaught error in the worker: its 'exit' follows, which fails the job and replaces the worker.
+    // An uncaught error in the worker: its 'exit' follows, which fails its jobs and replaces the worker.
     worker.on('error', () => {});
     worker.on('exit', (exitCode) => {
-      const job = slot.job;
-      slot.job = null;
+      const jobs = slot.jobs.splice(0);
+      slot.dead = true;
       if (this.closed) {
-        job?.reject(workerLost('the decode workers are stopping; retry later'));
+        for (const job of jobs) job.reject(workerLost('the decode workers are stopping; retry later'));
         return;
       }
-      job?.reject(workerLost('the worker decoding this request stopped; retry'));
+      for (const job of jobs) job.reject(workerLost('the worker decoding this request stopped; retry'));
       this.replaced++;
-      this.opts.onWorkerLost?.({ exitCode, failed: job !== null });
+      this.opts.onWorkerLost?.({ exitCode, failed: jobs.length > 0 });
       this.replace(slot);
     });
     return slot;
@@ -301,15 +313,14 @@ export class DecodePool {
     try {
       this.slots[i] = this.spawn();
     } catch {
-      // The dead slot stays busy-looking (its job is null but its worker is gone): keep it out of pump() meanwhile.
-      dead.job = DEAD_JOB;
+      // The dead slot (marked dead on exit) stays out of pump() meanwhile.
       setTimeout(() => this.replace(dead), 1000).unref();
       return;
     }
     this.pump();
   }
 
-  /** Refuse new jobs, fail the waiting ones and stop the workers (a job being decoded fails as lost). */
+  /** Refuse new jobs, fail the waiting ones and stop the workers (the jobs in flight fail as lost). */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
