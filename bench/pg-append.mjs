@@ -12,6 +12,7 @@
 // INSERTs from unnest'ed typed arrays, no lock, no ON CONFLICT), synchronous_commit as the store has it (the server's
 // default, on). Two floors, each its own database: "floor-pk", tables with their primary keys only; "floor-key", the
 // receipts' unique (run, event, variant) key too, the one index a store that refuses a row twice cannot do without.
+// And "floor-commit": one durable commit of one small row (a PK-only table) per commit, the fixed cost of a commit.
 // Per span = per commit / 512 (a commit here is one of the cluster bench's 512-span batches).
 //
 //   npm run build && node bench/pg-append.mjs --baseline DIR [--rounds 6] [--commits 200] [--floor false]
@@ -45,6 +46,16 @@ async function buildOf(root) {
  * as the store's; `append` writes a group's rows in one autocommit statement (one round trip, one COMMIT).
  */
 async function floorStore(pool, key, { compactReceiptJson, partitionOf }) {
+  if (key === 'commit') {
+    await pool.query('CREATE TABLE commits (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, n integer NOT NULL)');
+    return {
+      async append(items) {
+        await pool.query({ name: 'floor_commit', text: 'INSERT INTO commits (n) VALUES ($1)', values: [items.length] });
+        return { accepted: items.length };
+      },
+      close: () => pool.end(),
+    };
+  }
   await pool.query(`
     CREATE TABLE receipts (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, run text NOT NULL, event text NOT NULL,
       variant integer NOT NULL, body text NOT NULL, source text NOT NULL, received_at bigint NOT NULL, origin text NOT NULL,
@@ -117,7 +128,7 @@ const stores = [];
 for (const [name, { PgStore, encode }] of builds) stores.push([name, await PgStore.open(await db.database(`append_${name}`), { instance: 'bench' }), encode]);
 if (FLOOR) {
   const pg = (await import(pathToFileURL(createRequire(join(ROOT, 'package.json')).resolve('pg')).href)).default;
-  for (const [name, key] of [['floor-pk', false], ['floor-key', true]]) {
+  for (const [name, key] of [['floor-pk', false], ['floor-key', true], ['floor-commit', 'commit']]) {
     const pool = new pg.Pool({ connectionString: await db.database(`append_${name.replace('-', '_')}`), max: 1 });
     stores.push([name, await floorStore(pool, key, builds[0][1]), builds[0][1].encode]);
   }
@@ -128,7 +139,7 @@ try {
     const order = round_ % 2 ? stores : [...stores].reverse();
     const r = { round: round_ };
     for (const [name, store, encode] of order) {
-      const groups = Array.from({ length: COMMITS }, (_, i) => group(name === 'floor-key' ? 'k' : name.slice(0, 1), round_ * 100_000 + i, encode));
+      const groups = Array.from({ length: COMMITS }, (_, i) => group(name === 'floor-key' ? 'k' : name === 'floor-commit' ? 'c' : name.slice(0, 1), round_ * 100_000 + i, encode));
       const spanLogBytes = groups.reduce((a, g) => a + g.spanLog.reduce((b, e) => b + e.body.length, 0), 0) / COMMITS;
       const pg0 = clusterCpuSeconds(postmaster).seconds;
       const me0 = process.cpuUsage();
@@ -150,7 +161,7 @@ try {
     }
     rows.push(r);
     console.log(`round ${round_}: PostgreSQL ms per commit this ${r.this.pgMsPerCommit} / baseline ${r.baseline.pgMsPerCommit} (${r.pgThisVsBaseline}); client ms per commit ${r.this.clientMsPerCommit} / ${r.baseline.clientMsPerCommit} (${r.clientThisVsBaseline}); commits/s ${r.this.commitsPerSec} / ${r.baseline.commitsPerSec}; span log bytes per commit ${r.this.spanLogBytesPerCommit} / ${r.baseline.spanLogBytesPerCommit}`);
-    if (FLOOR) console.log(`  PostgreSQL µs per span (commit / ${SPANS_PER_COMMIT}): this ${r.this.pgUsPerSpan}, baseline ${r.baseline.pgUsPerSpan}, floor-pk ${r['floor-pk'].pgUsPerSpan} (ms/commit ${r['floor-pk'].pgMsPerCommit}, commits/s ${r['floor-pk'].commitsPerSec}), floor-key ${r['floor-key'].pgUsPerSpan} (ms/commit ${r['floor-key'].pgMsPerCommit}, commits/s ${r['floor-key'].commitsPerSec})`);
+    if (FLOOR) console.log(`  PostgreSQL µs per span (commit / ${SPANS_PER_COMMIT}): this ${r.this.pgUsPerSpan}, baseline ${r.baseline.pgUsPerSpan}, floor-pk ${r['floor-pk'].pgUsPerSpan} (ms/commit ${r['floor-pk'].pgMsPerCommit}, commits/s ${r['floor-pk'].commitsPerSec}), floor-key ${r['floor-key'].pgUsPerSpan} (ms/commit ${r['floor-key'].pgMsPerCommit}, commits/s ${r['floor-key'].commitsPerSec}), floor-commit ${r['floor-commit'].pgUsPerSpan} (ms/commit ${r['floor-commit'].pgMsPerCommit}, commits/s ${r['floor-commit'].commitsPerSec})`);
   }
 } finally {
   for (const [, s] of stores) await s.close();
@@ -158,8 +169,11 @@ try {
 }
 const summary = { pgThisVsBaselineMedian: median(rows.map((r) => r.pgThisVsBaseline)), clientThisVsBaselineMedian: median(rows.map((r) => r.clientThisVsBaseline)) };
 if (FLOOR) {
-  for (const name of ['this', 'baseline', 'floor-pk', 'floor-key']) summary[`pgUsPerSpanMedian_${name}`] = median(rows.map((r) => r[name].pgUsPerSpan));
-  console.log(`median PostgreSQL µs per span: this ${summary['pgUsPerSpanMedian_this']}, baseline ${summary['pgUsPerSpanMedian_baseline']}, floor-pk ${summary['pgUsPerSpanMedian_floor-pk']}, floor-key ${summary['pgUsPerSpanMedian_floor-key']}`);
+  for (const name of ['this', 'baseline', 'floor-pk', 'floor-key', 'floor-commit']) {
+    summary[`pgUsPerSpanMedian_${name}`] = median(rows.map((r) => r[name].pgUsPerSpan));
+    summary[`pgMsPerCommitMedian_${name}`] = median(rows.map((r) => r[name].pgMsPerCommit));
+  }
+  console.log(`median PostgreSQL µs per span (ms per commit): ${['this', 'baseline', 'floor-pk', 'floor-key', 'floor-commit'].map((n) => `${n} ${summary[`pgUsPerSpanMedian_${n}`]} (${summary[`pgMsPerCommitMedian_${n}`]})`).join(', ')}`);
 }
 console.log(`median over ${ROUNDS} rounds, this build / baseline: PostgreSQL CPU per commit ${summary.pgThisVsBaselineMedian}, client CPU per commit ${summary.clientThisVsBaselineMedian}; load ${round(os.loadavg()[0], 2)}`);
 console.log(JSON.stringify({ bench: 'pg-append', commits: COMMITS, rounds: rows, ...summary, loadavg1m: round(os.loadavg()[0], 2) }));
