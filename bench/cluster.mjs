@@ -46,7 +46,7 @@ import http from 'node:http';
 import pg from 'pg';
 import { buildTemplates, checkTemplates, patched } from './ingest.mjs';
 import { CLK_TCK, cpuSecondsOf, getText, httpClient, mainThreadCpuSecondsOf, memoryOf, quantile, round, scrape, sleep, startServer } from './otlp-load.mjs';
-import { clusterCpuSeconds, loadPgCluster, postmasterPid } from './pg-cluster.mjs';
+import { clusterCpuSeconds, cpuByKind, loadPgCluster, postmasterPid } from './pg-cluster.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -417,7 +417,7 @@ function summarise(kind, label, servers, load, before, after, activity, idle, ch
       const cores = (s - (before.postgres.byPid.get(pid) ?? 0)) / wall;
       if (cores > busiest.cores) busiest = { pid, cores: round(cores, 2) };
     }
-    postgres = { cpuSeconds: round(cpu, 2), cores: round(cpu / wall, 2), idleCores: idle.postgres, busiestProcessCores: busiest.cores, activity };
+    postgres = { cpuSeconds: round(cpu, 2), cores: round(cpu / wall, 2), idleCores: idle.postgres, busiestProcessCores: busiest.cores, cpuSecondsByKind: cpuByKind(before.postgres, after.postgres), activity };
   }
   const pgCpu = postgres?.cpuSeconds ?? 0;
   const loadgen = after.loadgen - before.loadgen;

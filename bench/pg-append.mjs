@@ -130,6 +130,7 @@ if (FLOOR) {
   const pg = (await import(pathToFileURL(createRequire(join(ROOT, 'package.json')).resolve('pg')).href)).default;
   for (const [name, key] of [['floor-pk', false], ['floor-key', true], ['floor-commit', 'commit']]) {
     const pool = new pg.Pool({ connectionString: await db.database(`append_${name.replace('-', '_')}`), max: 1 });
+    pool.on('error', () => {}); // an idle connection ended by the cluster's stop
     stores.push([name, await floorStore(pool, key, builds[0][1]), builds[0][1].encode]);
   }
 }
