@@ -666,7 +666,7 @@ describe('PgStore: span log', () => {
   it('stores every body as given, in order, whether the append sends the bodies joined by newlines or (a body with a newline, or an empty one) as arrays', async () => {
     const url = await freshDb();
     const a = await open(url, 'a');
-    const bodies = (es: SpanLogEntry[]): string[] => es.map((e) => e.body);
+    const bodies = (es: readonly { body: string }[]): string[] => es.map((e) => e.body);
     const logged = ['[{"s":"1"}]', '{"v":2,"g":[["a",0,"AAAA"]]}', '[{"s":"quote \\" and \\\\ back"}]'];
     const withNewline = ['[{"s":"x"}]', '[\n{"s":"y"}\n]', '', '[{"s":"z"}]\n'];
     // Fast path, joined.
