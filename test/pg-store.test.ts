@@ -724,6 +724,21 @@ describe('PgStore: span log', () => {
     const a2 = await open(url, 'a');
     await a2.heartbeat(60_000);
     expect((await a2.orphanSpanLog([4, 7], 0, 100)).map((e) => e.seq)).toEqual(all.map((e) => e.seq));
+    // The page form (the coordinator's): the same entries, with the span log's head and the live processes of the same
+    // snapshot; `live` changes when a process stops being live.
+    const page = await a2.orphanSpanLogPage([4, 7], 0, 100);
+    expect(page.entries).toEqual(await a2.orphanSpanLog([4, 7], 0, 100));
+    expect(page.head).toBe(Math.max(...all.map((e) => e.seq)));
+    expect((await a2.orphanSpanLogPage([4, 7], page.head, 100)).entries).toEqual([]);
+    expect((await a2.orphanSpanLogPage([4, 7], 0, 2)).entries).toEqual(page.entries.slice(0, 2));
+    expect(await a2.orphanSpanLogPage([], 7, 100)).toEqual({ entries: [], head: 7, live: '' });
+    const liveBefore = page.live;
+    expect(liveBefore.split(',')).toHaveLength(2); // a2 and b2 (a, b first lives: never heartbeated or replaced)
+    await sql(url, `UPDATE instances SET expires_at = now() WHERE id = 'b'`);
+    const after = await a2.orphanSpanLogPage([4, 7], 0, 100);
+    expect(after.live).not.toBe(liveBefore);
+    expect(after.live.split(',')).toHaveLength(1);
+    expect(after.entries.map((e) => e.seq)).toEqual(all.map((e) => e.seq)); // no entry is a live process's
 
     // Older than 2500, of origin a, and t1 still pending: only t2 and t3 go (b's t1 entry is b's).
     expect(await a.pruneSpanLog(2_500, (t) => t === t1, 'a')).toBe(2);

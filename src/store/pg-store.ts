@@ -902,6 +902,36 @@ export class PgStore {
   }
 
   /**
+   * `orphanSpanLog` in one statement with, from the same snapshot, `head` (the highest span log seq, 0 when none) and
+   * `live` (the live processes, instance and life, as one text): every seq up to a committed head is final (span log
+   * rows are inserted by the append, under the ordering lock held to COMMIT), so a reader that got fewer than `limit`
+   * rows has seen every adoptable record up to `head`; a record up to it becomes adoptable later only when its holder
+   * stops being live, which changes `live` (issue 35, round 4: the adoption scan read every owned record twice a
+   * second).
+   */
+  async orphanSpanLogPage(parts: readonly number[], afterSeq: number, limit: number, anyHolder = false): Promise<{ entries: { seq: number; traceId: string; origin: string; body: string }[]; head: number; live: string }> {
+    if (parts.length === 0) return { entries: [], head: afterSeq, live: '' };
+    const res = await this.pool.query({
+      name: `ta_orphan_span_log_page_v1${anyHolder ? 'a' : ''}`,
+      text: `SELECT h.head, h.live, s.seq, s.trace_id, s.origin, s.body
+       FROM (SELECT (SELECT coalesce(max(seq), 0) FROM span_log) AS head,
+               (SELECT coalesce(string_agg(i.id || '/' || i.life, ',' ORDER BY i.id, i.life), '') FROM instances i WHERE i.expires_at > now()) AS live) AS h
+       LEFT JOIN LATERAL (
+         SELECT s.seq, s.trace_id, s.origin, s.body FROM span_log s
+         WHERE s.part = ANY($1::int[]) AND NOT s.forwarded AND s.seq > $2
+           AND NOT (s.origin = $4 AND s.life = $5)
+           ${anyHolder ? '' : 'AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = s.origin AND i.life = s.life AND i.expires_at > now())'}
+         ORDER BY s.seq LIMIT $3
+       ) AS s ON true
+       ORDER BY s.seq`,
+      values: [[...parts], afterSeq, limit, this.instance, this.life],
+    });
+    const rows = res.rows as Row[];
+    const entries = rows.filter((r) => r.seq !== null && r.seq !== undefined).map(spanLogEntry);
+    return { entries, head: Number(rows[0].head), live: rows[0].live as string };
+  }
+
+  /**
    * Span records forwarded (by any instance, this one included) to the owner of partitions `parts`, oldest first, at
    * most `limit`: the owner replays them into its own resolution, then deletes them.
    */
