@@ -46,7 +46,7 @@ import http from 'node:http';
 import pg from 'pg';
 import { buildTemplates, checkTemplates, patched } from './ingest.mjs';
 import { CLK_TCK, cpuSecondsOf, getText, httpClient, mainThreadCpuSecondsOf, memoryOf, quantile, round, scrape, sleep, startServer } from './otlp-load.mjs';
-import { clusterCpuSeconds, loadPgCluster, postmasterPid } from './pg-cluster.mjs';
+import { clusterCpuSeconds, cpuByKind, loadPgCluster, postmasterPid } from './pg-cluster.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -71,6 +71,10 @@ const { values: args } = parseArgs({
     // timed at the last instance, best of --list-repeat (issue 32: the list of a cluster instance beside SQLite's), with the CPU
     // per list of that instance and PostgreSQL (their idle cost subtracted). 0: skipped.
     'list-runs': { type: 'string', default: '10000' },
+    // PostgreSQL phases: the N statements of the phase's database that took the most execution time during the
+    // measured interval (pg_stat_statements, loaded for this; timing adds a little to PostgreSQL's CPU), with calls,
+    // ms, rows and µs per span. 0: not loaded.
+    'pg-statements': { type: 'string', default: '0' },
     // How many timed lists (best, median and CPU per list over them).
     'list-repeat': { type: 'string', default: '5' },
   },
@@ -84,6 +88,7 @@ const SAMPLE_MS = Number(args['sample-ms']);
 const IDLE_SECONDS = Number(args['idle-seconds']);
 const PHASES = args.phases.split(',');
 const LIST_RUNS = Number(args['list-runs']);
+const PG_STATEMENTS = Number(args['pg-statements']);
 const LIST_REPEAT = Math.max(1, Number(args['list-repeat']));
 const BASELINE = args.baseline ? resolve(args.baseline) : null;
 const INSTANCES = { S: 1, A: 1, B: 2, C: 3, S2: 2, S3: 3 };
@@ -342,6 +347,31 @@ async function listRuns(servers, label, idle, postmaster) {
   };
 }
 
+/**
+ * pg_stat_statements of one database over an interval: created in the cluster (postgres database) and reset now;
+ * `top(n)`: the n statements of `database` with the most execution time since, one line of text each.
+ */
+async function statementStats(adminUrl, database) {
+  const client = new pg.Client({ connectionString: adminUrl, application_name: 'bench-statements' });
+  await client.connect();
+  await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  await client.query('SELECT pg_stat_statements_reset()');
+  return {
+    async top(n) {
+      try {
+        const res = await client.query(
+          `SELECT s.calls, s.total_exec_time AS ms, s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110) AS query
+           FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY s.total_exec_time DESC LIMIT $2`,
+          [database, n],
+        );
+        return res.rows.map((r) => ({ calls: Number(r.calls), ms: round(Number(r.ms), 1), rows: Number(r.rows), query: r.query }));
+      } finally {
+        await client.end().catch(() => {});
+      }
+    },
+  };
+}
+
 async function runPhase(kind, label, templates, db, root) {
   const storeUrl = sqlite(kind) ? null : await db.database(label);
   const postmaster = sqlite(kind) ? null : postmasterPid(join(db.dir, 'data'));
@@ -360,9 +390,11 @@ async function runPhase(kind, label, templates, db, root) {
     const warmCheck = checkReceipts(label, 'warm-up', w0, before, warm.sent);
     const sampler = storeUrl ? activitySampler(await db.database('postgres'), label) : null;
     if (sampler) await sampler.start();
+    const statements = storeUrl && PG_STATEMENTS > 0 ? await statementStats(await db.database('postgres'), label) : null;
     const fromUs = Number(process.hrtime.bigint() / 1000n);
     const load = await drive(targets, templates, SECONDS);
     const after = await reading(servers, postmaster);
+    const topStatements = statements ? await statements.top(PG_STATEMENTS) : null;
     if (args['cpu-prof']) writeFileSync(join(args['cpu-prof'], `${label}.window.json`), JSON.stringify({ fromUs, toUs: Number(process.hrtime.bigint() / 1000n) }));
     const activity = sampler ? await sampler.stop() : null;
     const check = checkReceipts(label, 'measured', before, after, load.sent);
@@ -370,6 +402,11 @@ async function runPhase(kind, label, templates, db, root) {
     const fold = await folded(servers, runsSent, 30_000);
     if (fold.ms === null) failures.push(`${label}: the instances hold ${fold.live} live runs, ${runsSent} were sent`);
     result = summarise(kind, label, servers, load, before, after, activity, idle, { warmUp: warmCheck, measured: check, runsSent, foldMs: fold.ms, liveRuns: fold.live });
+    if (topStatements && result.postgres) {
+      const spans = result.spans;
+      result.postgres.statements = topStatements.map((t) => ({ ...t, usPerSpan: round((t.ms * 1000) / spans, 3) }));
+      for (const t of result.postgres.statements) process.stderr.write(`${label}: pg ${String(t.ms).padStart(8)} ms ${String(t.usPerSpan).padStart(6)} µs/span ${String(t.calls).padStart(6)} calls ${String(t.rows).padStart(7)} rows  ${t.query}\n`);
+    }
     if (LIST_RUNS > 0) result.list = await listRuns(servers, label, idle, postmaster);
   } finally {
     for (const t of targets) t.client.close();
@@ -417,7 +454,7 @@ function summarise(kind, label, servers, load, before, after, activity, idle, ch
       const cores = (s - (before.postgres.byPid.get(pid) ?? 0)) / wall;
       if (cores > busiest.cores) busiest = { pid, cores: round(cores, 2) };
     }
-    postgres = { cpuSeconds: round(cpu, 2), cores: round(cpu / wall, 2), idleCores: idle.postgres, busiestProcessCores: busiest.cores, activity };
+    postgres = { cpuSeconds: round(cpu, 2), cores: round(cpu / wall, 2), idleCores: idle.postgres, busiestProcessCores: busiest.cores, cpuSecondsByKind: cpuByKind(before.postgres, after.postgres), activity };
   }
   const pgCpu = postgres?.cpuSeconds ?? 0;
   const loadgen = after.loadgen - before.loadgen;
@@ -557,7 +594,7 @@ async function main() {
   checkTemplates(templates);
   const pb = templates.protobuf;
   const { startPgCluster } = await loadPgCluster();
-  const db = await startPgCluster();
+  const db = await startPgCluster(PG_STATEMENTS > 0 ? { settings: ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] } : {});
   const nproc = os.availableParallelism();
   const results = [];
   const ratios = [];

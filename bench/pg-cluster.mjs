@@ -45,6 +45,7 @@ export function postmasterPid(dataDir) {
 export function clusterCpuSeconds(postmaster) {
   const pm = procStat(`/proc/${postmaster}/stat`);
   const byPid = new Map([[postmaster, pm.user + pm.system]]);
+  const kindByPid = new Map([[postmaster, 'postmaster']]);
   let seconds = pm.user + pm.system + pm.childUser + pm.childSystem;
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || Number(entry) === postmaster) continue;
@@ -52,10 +53,45 @@ export function clusterCpuSeconds(postmaster) {
       const s = procStat(`/proc/${entry}/stat`);
       if (s.ppid !== postmaster) continue;
       byPid.set(Number(entry), s.user + s.system);
+      kindByPid.set(Number(entry), processKind(entry));
       seconds += s.user + s.system;
     } catch {
       // gone meanwhile
     }
   }
-  return { seconds, byPid };
+  return { seconds, byPid, kindByPid };
+}
+
+/** What a PostgreSQL child process is, by its process title: a backend (client connection) or the auxiliary's name. */
+function processKind(pid) {
+  let title = '';
+  try {
+    title = readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ').trim();
+  } catch {
+    return 'gone';
+  }
+  for (const kind of ['walwriter', 'checkpointer', 'background writer', 'autovacuum worker', 'autovacuum launcher', 'stats collector', 'logical replication launcher']) {
+    if (title.includes(kind)) return kind;
+  }
+  return 'backend';
+}
+
+/**
+ * PostgreSQL's CPU between two clusterCpuSeconds readings by kind of process: backends (the client connections,
+ * where the statements run), each auxiliary process, and `exited`: the postmaster's own and its children that exited
+ * meanwhile (autovacuum workers, closed connections). Seconds.
+ */
+export function cpuByKind(before, after) {
+  const out = {};
+  let live = 0;
+  for (const [pid, s] of after.byPid) {
+    if (after.kindByPid.get(pid) === 'postmaster') continue; // counted in `exited`
+    const d = s - (before.byPid.get(pid) ?? 0);
+    const kind = after.kindByPid.get(pid) ?? 'backend';
+    out[kind] = (out[kind] ?? 0) + d;
+    live += d;
+  }
+  out.exited = after.seconds - before.seconds - live;
+  for (const k of Object.keys(out)) out[k] = Math.round(out[k] * 100) / 100;
+  return out;
 }

@@ -154,6 +154,32 @@ describe('PgStore: schema and migrations', () => {
     expect(await s.listRuns({ limit: 10 })).toEqual([{ run: 'old-run', verdict: 'healthy', settled: true, firstAt: 1000, updatedAt: 2000, listed: null }]);
   });
 
+  it('migrates a version-7 database to 8 in place: receipts_by_run dropped, runs fillfactor 80, its receipts read by run as before', async () => {
+    const url = await freshDb();
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await migrate(c, 8, PG_MIGRATIONS.filter((m) => m.version < 8));
+      await c.query(`INSERT INTO runs (run, part, first_at, updated_at) VALUES ('old-run', 1, 1000, 2000)`);
+      for (const [event, seqBody] of [['e2', '{"n":1}'], ['e1', '{"n":2}'], ['e3', '{"n":3}']]) {
+        await c.query(`INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part) VALUES ('old-run', $1, 0, $2, 'tok', 1000, 'x', 1)`, [event, seqBody]);
+      }
+    } finally {
+      await c.end();
+    }
+    const indexesOf = async (): Promise<string[]> =>
+      (await sql<{ indexname: string }>(url, `SELECT indexname FROM pg_indexes WHERE tablename = 'receipts' ORDER BY indexname`)).map((r) => r.indexname);
+    expect(await indexesOf()).toContain('receipts_by_run');
+    const s = await open(url, 'a');
+    expect(PG_SCHEMA_VERSION).toBeGreaterThanOrEqual(8);
+    expect(await indexesOf()).toEqual(['receipts_by_part', 'receipts_pkey', 'receipts_run_event_variant_key']);
+    expect(await sql(url, `SELECT reloptions FROM pg_class WHERE relname = 'runs'`)).toEqual([{ reloptions: ['fillfactor=80'] }]);
+    // In seq order (not the unique key's event order), every read by run.
+    expect(await s.runReceipts('old-run')).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    expect((await s.receiptsOfRuns(['old-run'])).get('old-run')).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    expect((await s.runsWithReceipts(['old-run']))[0].receipts).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+  });
+
   it('refuses a database whose schema is newer than this build', async () => {
     const url = await freshDb();
     await open(url, 'a');
@@ -265,6 +291,24 @@ describe('PgStore: append', () => {
         { event: 'x1', variant: 1, source: 'token-3-c' },
       ]);
     });
+  });
+
+  it('keeps runs.first_at the least and updated_at the greatest receipt time; an append that changes neither leaves the row unwritten', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a');
+    const times = async (): Promise<unknown> => (await s.listRuns({ limit: 10 })).map((r) => [r.run, r.firstAt, r.updatedAt]);
+    const xmin = async (): Promise<string> => (await sql<{ xmin: string }>(url, `SELECT xmin::text FROM runs WHERE run = 'r'`))[0].xmin;
+    await s.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: 'r' }), 'tok', 2_000)]);
+    expect(await times()).toEqual([['r', 2_000, 2_000]]);
+    await s.append([delivery(edge('e2', 1, 'a -> b : delegate', { run: 'r' }), 'tok', 1_000)]);
+    expect(await times()).toEqual([['r', 1_000, 2_000]]);
+    await s.append([delivery(edge('e3', 2, 'a -> b : delegate', { run: 'r' }), 'tok', 3_000), delivery(edge('e4', 3, 'a -> b : delegate', { run: 'q' }), 'tok', 3_000)]);
+    expect(await times()).toEqual([['q', 3_000, 3_000], ['r', 1_000, 3_000]]);
+    const before = await xmin();
+    await s.append([delivery(edge('e5', 4, 'a -> b : delegate', { run: 'r' }), 'tok', 1_500)]);
+    expect(await times()).toEqual([['q', 3_000, 3_000], ['r', 1_000, 3_000]]);
+    expect(await xmin()).toBe(before);
+    expect(await s.runReceipts('r')).toHaveLength(4);
   });
 
   it('group commit: 50 concurrent appends share transactions and all resolve', async () => {
@@ -619,6 +663,25 @@ describe('PgStore: span log', () => {
     expect(row.method).toBe(server.v >= 140000 && server.lz4 ? 'lz4' : 'pglz');
   });
 
+  it('stores every body as given, in order, whether the append sends the bodies joined by newlines or (a body with a newline, or an empty one) as arrays', async () => {
+    const url = await freshDb();
+    const a = await open(url, 'a');
+    const bodies = (es: readonly { body: string }[]): string[] => es.map((e) => e.body);
+    const logged = ['[{"s":"1"}]', '{"v":2,"g":[["a",0,"AAAA"]]}', '[{"s":"quote \\" and \\\\ back"}]'];
+    const withNewline = ['[{"s":"x"}]', '[\n{"s":"y"}\n]', '', '[{"s":"z"}]\n'];
+    // Fast path, joined.
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: 'r' })), delivery(edge('e2', 1, 'b -> c : delegate', { run: 'q' }))], logged.map((body, i) => ({ traceId: `t${i}`, loggedAt: 1_000, body })));
+    // Fast path, arrays (bodies with newlines, an empty one).
+    await a.append([delivery(edge('e3', 2, 'c -> d : delegate', { run: 'r' }))], withNewline.map((body, i) => ({ traceId: `u${i}`, loggedAt: 2_000, body })));
+    // The transactional path (a redelivery in the group), both ways.
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: 'r' })), delivery(edge('e4', 3, 'd -> e : delegate', { run: 'r' }))], [{ traceId: 'v0', loggedAt: 3_000, body: logged[2] }]);
+    await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: 'r' })), delivery(edge('e5', 4, 'e -> f : delegate', { run: 'r' }))], [{ traceId: 'w0', loggedAt: 4_000, body: withNewline[1] }]);
+    const parts = Array.from({ length: a.partitions }, (_, i) => i);
+    expect(bodies(await a.spanLog(parts))).toEqual([...logged, ...withNewline, logged[2], withNewline[1]]);
+    expect((await a.runReceipts('r')).map((r) => r.event)).toEqual(['e1', 'e3', 'e4', 'e5']);
+    expect((await a.runReceipts('q')).map((r) => r.event)).toEqual(['e2']);
+  });
+
   it('commits span log entries with their append and reads, deletes and prunes them by partition and origin', async () => {
     const url = await freshDb();
     const a = await open(url, 'a', { partitions: 8 });
@@ -661,6 +724,21 @@ describe('PgStore: span log', () => {
     const a2 = await open(url, 'a');
     await a2.heartbeat(60_000);
     expect((await a2.orphanSpanLog([4, 7], 0, 100)).map((e) => e.seq)).toEqual(all.map((e) => e.seq));
+    // The page form (the coordinator's): the same entries, with the span log's head and the live processes of the same
+    // snapshot; `live` changes when a process stops being live.
+    const page = await a2.orphanSpanLogPage([4, 7], 0, 100);
+    expect(page.entries).toEqual(await a2.orphanSpanLog([4, 7], 0, 100));
+    expect(page.head).toBe(Math.max(...all.map((e) => e.seq)));
+    expect((await a2.orphanSpanLogPage([4, 7], page.head, 100)).entries).toEqual([]);
+    expect((await a2.orphanSpanLogPage([4, 7], 0, 2)).entries).toEqual(page.entries.slice(0, 2));
+    expect(await a2.orphanSpanLogPage([], 7, 100)).toEqual({ entries: [], head: 7, live: '' });
+    const liveBefore = page.live;
+    expect(liveBefore.split(',')).toHaveLength(2); // a2 and b2 (a, b first lives: never heartbeated or replaced)
+    await sql(url, `UPDATE instances SET expires_at = now() WHERE id = 'b'`);
+    const after = await a2.orphanSpanLogPage([4, 7], 0, 100);
+    expect(after.live).not.toBe(liveBefore);
+    expect(after.live.split(',')).toHaveLength(1);
+    expect(after.entries.map((e) => e.seq)).toEqual(all.map((e) => e.seq)); // no entry is a live process's
 
     // Older than 2500, of origin a, and t1 still pending: only t2 and t3 go (b's t1 entry is b's).
     expect(await a.pruneSpanLog(2_500, (t) => t === t1, 'a')).toBe(2);

@@ -26,6 +26,8 @@ import type { ClusterEngineStore } from './engine-store.js';
 const TAKEOVER_RUNS = 500;
 /** Span log entries of instances that died are adopted this many per query (see adoptSpanLog). */
 const SPAN_LOG_PAGE = 2000;
+/** adoptSpanLog reads the owned partitions' span log from the start at least this often (else from its cursor). */
+const ADOPT_RESCAN_MS = 30_000;
 /**
  * With `--span-routing any`, a LangGraph root is read no sooner than this after it arrived (and after a read of the
  * forwarded span log that began later): time for node spans a sender exported side by side with it (e.g. a
@@ -63,6 +65,12 @@ export class ClusterCoordinator {
   private readonly adopted = new Set<number>();
   private cursor = 0;
   private ackCursor = 0;
+  /**
+   * Where adoptSpanLog's last complete read ended: every record up to `from` of partitions `parts` whose holder was
+   * not live (`live`, as the database listed the live processes then) has been adopted. `fullAt`: its last read from
+   * the start (monotonic ms).
+   */
+  private adoptCursor: { parts: string; live: string; from: number; fullAt: number } | null = null;
   private engine: AuditEngine | null = null;
   /** Until when (monotonic clock, ms) the leases renewed last are surely still this instance's. */
   private leaseValidUntil = 0;
@@ -407,23 +415,60 @@ export class ClusterCoordinator {
    */
   private async adoptSpanLog(): Promise<void> {
     if (!this.replaySpanLog || this.owned.size === 0) return;
+    const parts = this.ownedParts();
+    const partsKey = parts.join(',');
+    const now = this.mono();
+    // From the last read's end while the owned partitions and the live processes are those it saw: a record up to it
+    // becomes adoptable only when its holder stops being live (which changes `live`). Otherwise, and every
+    // ADOPT_RESCAN_MS, from the start (issue 35: reading every owned record twice a second cost ~5 ms a read, growing).
+    const c = this.adoptCursor;
+    let base = c !== null && c.parts === partsKey && now - c.fullAt < ADOPT_RESCAN_MS ? c : null;
+    let fullAt = base ? base.fullAt : now;
+    let live0: string | null = null;
+    let steady = true;
     // A page at a time (each replayed, then deleted): bounded memory however much the instances that died had logged.
     let n = 0;
     let pages = 0;
-    for (let after = 0; ; ) {
+    for (let after = base ? base.from : 0; ; ) {
       // With `--span-routing any` only a partition's owner holds records of its traces: those held by any other process
       // (a live one that lost the partition too) are this owner's now.
-      const entries = await this.pg.orphanSpanLog(this.ownedParts(), after, SPAN_LOG_PAGE, this.opts.spanRouting === 'any');
-      if (!this.guard()) break;
-      if (entries.length === 0) break;
-      pages++;
-      this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
-      n += await this.replaySpanLog();
-      await this.store.sync();
-      if (!(await this.keepLeases())) break;
-      after = entries[entries.length - 1].seq;
-      if (entries.length < SPAN_LOG_PAGE) break;
+      const page = await this.pg.orphanSpanLogPage(parts, after, SPAN_LOG_PAGE, this.opts.spanRouting === 'any');
+      if (!this.guard()) {
+        this.adoptCursor = null;
+        break;
+      }
+      if (live0 === null) {
+        if (base !== null && page.live !== base.live) {
+          // A process started or stopped being live since the read the cursor came from: read from the start.
+          base = null;
+          fullAt = now;
+          after = 0;
+          continue;
+        }
+        live0 = page.live;
+      } else if (page.live !== live0) {
+        steady = false;
+      }
+      const entries = page.entries;
+      if (entries.length > 0) {
+        pages++;
+        this.store.setAdopted(entries.map((e) => ({ seq: e.seq, traceId: e.traceId, body: e.body })));
+        n += await this.replaySpanLog();
+        await this.store.sync();
+        if (!(await this.keepLeases())) {
+          this.adoptCursor = null;
+          break;
+        }
+        after = entries[entries.length - 1].seq;
+      }
+      if (entries.length < SPAN_LOG_PAGE) {
+        // Every adoptable record up to the page's head was among those read (same snapshot; seqs up to a committed head
+        // are final). A read that saw the live processes change between its pages starts from the start next time.
+        this.adoptCursor = steady ? { parts: partsKey, live: live0, from: Math.max(after, page.head), fullAt } : null;
+        break;
+      }
     }
     if (pages > 0) this.hooks.log('span_log_adopted', { entries: n });
   }
+
 }

@@ -19,6 +19,7 @@
  * acks (version 2): the verdict an operator acknowledged per run, at any instance; its owner applies it.
  * Version 5 (issue 32): forwarded span records, process lives, lease epochs (fencing); see the migration.
  * Version 6 (issue 32): runs.listed, the owner's last verdict with its findings (the list views read it).
+ * Version 8 (issue 35): receipts_by_run dropped (the unique key serves its queries), runs fillfactor 80.
  */
 export interface PgMigration {
   version: number;
@@ -155,6 +156,15 @@ ALTER TABLE leases ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
     // The run lists' order (first receipt, then run id) read from the index, with no sort of the runs (issue 32).
     version: 7,
     sql: `CREATE INDEX runs_by_first_at_run ON runs (first_at, run); DROP INDEX runs_by_first_at;`,
+  },
+  {
+    // Issue 35 (PostgreSQL's work per appended receipt). receipts_by_run (run, seq) was a fourth index written with
+    // every receipt row; every query that reads a run's receipts (runReceipts, receiptsOfRuns, runsWithReceipts,
+    // prune's delete) finds them by the unique (run, event, variant) key, whose leading column is run, and orders
+    // the run's few rows by seq. runs fillfactor 80: room left on each page, so the owner's verdict writes (verdict,
+    // listed; no indexed column changes) stay HOT updates, with no new entry in the runs' four indexes.
+    version: 8,
+    sql: `DROP INDEX receipts_by_run; ALTER TABLE runs SET (fillfactor = 80);`,
   },
 ];
 

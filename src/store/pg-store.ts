@@ -49,21 +49,27 @@ import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-sche
 /** An instance whose trust configuration differs from the live cluster's (PgStore.joinTrust). */
 
 /**
- * The one statement that stores a group's receipt rows ($1, JSON rows, inserted in order, ON CONFLICT DO NOTHING),
- * touches `runs` for the rows that went in (in run order, as setVerdictStates, so the two never wait on each other's row
- * locks in a cycle) and inserts the span log entries ($2); $3 the instance, $4 its life; the first pins the appends
- * carry ($5, in run order as setPins; ON CONFLICT DO NOTHING: the first pin written wins) and their contracts' content
- * ($6, by hash, first write wins). `gate` is a condition evaluated before the first row goes in (the fast path takes
- * the ordering lock there: before a receipt or a pin row goes in); `inserted` computes the answer from `n`, the number
- * of receipt rows that went in; `pinned` lists the runs whose pin went in. The JSON parameters are read as jsonb,
- * parsed once: as json, every `->>` parsed the element's text again (~18% of PostgreSQL's CPU with span log bodies of
- * ~14 KB; issue 35).
+ * The one statement that stores a group's receipt rows ($1-$7: run, event, variant, body, source, received_at, part,
+ * one typed array each, inserted in order, ON CONFLICT DO NOTHING), touches `runs` for the rows that went in (in run
+ * order, as setVerdictStates, so the two never wait on each other's row locks in a cycle; a run whose first_at and
+ * updated_at would not change is left as it is) and inserts the span log entries ($8-$12: trace_id, part, logged_at,
+ * body, forwarded); $13 the instance, $14 its life; the first pins the appends carry ($15, JSON, in run order as
+ * setPins; ON CONFLICT DO NOTHING: the first pin written wins) and their contracts' content ($16, JSON, by hash, first
+ * write wins). `gate` is a condition evaluated before the first row goes in (the fast path takes the ordering lock
+ * there: before a receipt or a pin row goes in); `inserted` computes the answer from `n`, the number of receipt rows
+ * that went in; `pinned` lists the runs whose pin went in. Rows and span log entries come as typed arrays (unnest):
+ * as one jsonb parameter, its parse (jsonb_in) was ~5% of PostgreSQL's CPU in the append (issue 35). The bodies ($4,
+ * $11) are compact JSON, which holds no raw newline: `joined`, each column comes as one text of the bodies joined by
+ * newlines (split by string_to_array; no escaping on either side); otherwise (a body with a newline: never one this
+ * build writes) as a text[].
  */
-function writeRowsSql(gate: string, inserted: string): string {
+function writeRowsSql(gate: string, inserted: string, joined: boolean): string {
+  const bodies = (n: number): string => (joined ? `string_to_array($${n}::text, E'\\n')` : `$${n}::text[]`);
   return `WITH ins AS (
      INSERT INTO receipts (run, event, variant, body, source, received_at, origin, part)
-     SELECT e.v->>0, e.v->>1, (e.v->>2)::int, e.v->>3, e.v->>4, (e.v->>5)::bigint, $3, (e.v->>6)::int
-     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(v, ord)
+     SELECT e.run, e.event, e.variant, e.body, e.source, e.received_at, $13, e.part
+     FROM unnest($1::text[], $2::text[], $3::int[], ${bodies(4)}, $5::text[], $6::bigint[], $7::int[])
+       WITH ORDINALITY AS e(run, event, variant, body, source, received_at, part, ord)
      WHERE ${gate}
      ORDER BY e.ord
      ON CONFLICT (run, event, variant) DO NOTHING
@@ -73,15 +79,17 @@ function writeRowsSql(gate: string, inserted: string): string {
      SELECT run, min(part), min(received_at), max(received_at) FROM ins GROUP BY run ORDER BY run
      ON CONFLICT (run) DO UPDATE SET first_at = LEAST(runs.first_at, excluded.first_at),
        updated_at = GREATEST(runs.updated_at, excluded.updated_at)
+     WHERE runs.first_at > excluded.first_at OR runs.updated_at < excluded.updated_at
    ), spans AS (
      INSERT INTO span_log (trace_id, part, origin, logged_at, body, forwarded, life)
-     SELECT s.v->>0, (s.v->>1)::int, $3, (s.v->>2)::bigint, s.v->>3, (s.v->>4)::boolean, $4
-     FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(v, ord)
+     SELECT s.trace_id, s.part, $13, s.logged_at, s.body, s.forwarded, $14
+     FROM unnest($8::text[], $9::int[], $10::bigint[], ${bodies(11)}, $12::boolean[])
+       WITH ORDINALITY AS s(trace_id, part, logged_at, body, forwarded, ord)
      ORDER BY s.ord
    ), pinned AS (
      INSERT INTO pins (run, contract, version, phase, contract_hash)
      SELECT p.v->>0, p.v->>1, p.v->>2, p.v->>3, p.v->>4
-     FROM jsonb_array_elements($5::jsonb) WITH ORDINALITY AS p(v, ord)
+     FROM jsonb_array_elements($15::jsonb) WITH ORDINALITY AS p(v, ord)
      WHERE ${gate}
      ORDER BY p.ord
      ON CONFLICT (run) DO NOTHING
@@ -89,7 +97,7 @@ function writeRowsSql(gate: string, inserted: string): string {
    ), pinned_contracts AS (
      INSERT INTO contracts (hash, contract, version, content)
      SELECT k.v->>0, k.v->>1, k.v->>2, k.v->>3
-     FROM jsonb_array_elements($6::jsonb) WITH ORDINALITY AS k(v, ord)
+     FROM jsonb_array_elements($16::jsonb) WITH ORDINALITY AS k(v, ord)
      WHERE ${gate}
      ORDER BY k.ord
      ON CONFLICT (hash) DO NOTHING
@@ -201,8 +209,9 @@ type Row = Record<string, unknown>;
 
 /** The parameters of writeRowsSql, made before the transaction opens (JSON texts). */
 interface WriteParams {
-  rows: string;
-  spans: string;
+  /** $1-$12 of writeRowsSql: the receipt rows' and the span log entries' columns (the bodies joined: `joined`). */
+  columns: unknown[];
+  joined: boolean;
   pins: string;
   contracts: string;
   /** Receipt rows, span log entries and pins to write (0: nothing to do). */
@@ -893,6 +902,36 @@ export class PgStore {
   }
 
   /**
+   * `orphanSpanLog` in one statement with, from the same snapshot, `head` (the highest span log seq, 0 when none) and
+   * `live` (the live processes, instance and life, as one text): every seq up to a committed head is final (span log
+   * rows are inserted by the append, under the ordering lock held to COMMIT), so a reader that got fewer than `limit`
+   * rows has seen every adoptable record up to `head`; a record up to it becomes adoptable later only when its holder
+   * stops being live, which changes `live` (issue 35, round 4: the adoption scan read every owned record twice a
+   * second).
+   */
+  async orphanSpanLogPage(parts: readonly number[], afterSeq: number, limit: number, anyHolder = false): Promise<{ entries: { seq: number; traceId: string; origin: string; body: string }[]; head: number; live: string }> {
+    if (parts.length === 0) return { entries: [], head: afterSeq, live: '' };
+    const res = await this.pool.query({
+      name: `ta_orphan_span_log_page_v1${anyHolder ? 'a' : ''}`,
+      text: `SELECT h.head, h.live, s.seq, s.trace_id, s.origin, s.body
+       FROM (SELECT (SELECT coalesce(max(seq), 0) FROM span_log) AS head,
+               (SELECT coalesce(string_agg(i.id || '/' || i.life, ',' ORDER BY i.id, i.life), '') FROM instances i WHERE i.expires_at > now()) AS live) AS h
+       LEFT JOIN LATERAL (
+         SELECT s.seq, s.trace_id, s.origin, s.body FROM span_log s
+         WHERE s.part = ANY($1::int[]) AND NOT s.forwarded AND s.seq > $2
+           AND NOT (s.origin = $4 AND s.life = $5)
+           ${anyHolder ? '' : 'AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = s.origin AND i.life = s.life AND i.expires_at > now())'}
+         ORDER BY s.seq LIMIT $3
+       ) AS s ON true
+       ORDER BY s.seq`,
+      values: [[...parts], afterSeq, limit, this.instance, this.life],
+    });
+    const rows = res.rows as Row[];
+    const entries = rows.filter((r) => r.seq !== null && r.seq !== undefined).map(spanLogEntry);
+    return { entries, head: Number(rows[0].head), live: rows[0].live as string };
+  }
+
+  /**
    * Span records forwarded (by any instance, this one included) to the owner of partitions `parts`, oldest first, at
    * most `limit`: the owner replays them into its own resolution, then deletes them.
    */
@@ -1308,9 +1347,9 @@ export class PgStore {
     if (p.count === 0) return [];
     try {
       const res = await this.pool.query({
-        name: 'ta_append_fast_v3',
-        text: writeRowsSql(`(SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)`, 'CASE WHEN n = $7::bigint THEN n ELSE n / (n - n) END'),
-        values: [p.rows, p.spans, this.instance, this.life, p.pins, p.contracts, p.receipts],
+        name: p.joined ? 'ta_append_fast_v4j' : 'ta_append_fast_v4a',
+        text: writeRowsSql(`(SELECT true FROM (SELECT pg_advisory_xact_lock(${LOG_LOCK})) AS ordering_lock)`, 'CASE WHEN n = $17::bigint THEN n ELSE n / (n - n) END', p.joined),
+        values: [...p.columns, this.instance, this.life, p.pins, p.contracts, p.receipts],
       });
       return res.rows[0].pinned as string[];
     } catch (e) {
@@ -1408,14 +1447,32 @@ export class PgStore {
   }
 
   /**
-   * The parameters of writeRows as two JSON texts (rows, span log entries), made before the transaction opens: a group
-   * of 20,000 receipts takes a while to serialise, and the ordering lock must not be held, idle, meanwhile.
+   * The parameters of writeRows: the rows' and the span log entries' columns, one array each, made before the
+   * transaction opens (the driver serialises them before it sends the statement, not between its round trips).
    */
   private writeParams(rows: readonly NewRow[], spans: readonly SpanLogEntry[], pins: GroupPins): WriteParams {
+    const n = rows.length;
+    const [run, event, variant, body, source, receivedAt, part] = [new Array<string>(n), new Array<string>(n), new Array<number>(n), new Array<string>(n), new Array<string>(n), new Array<number>(n), new Array<number>(n)];
+    for (let i = 0; i < n; i++) {
+      const r = rows[i];
+      run[i] = r.receipt.run;
+      event[i] = r.receipt.event;
+      variant[i] = r.variant;
+      body[i] = r.body;
+      source[i] = r.source;
+      receivedAt[i] = r.receivedAt;
+      part[i] = this.partitionOf(r.receipt.run);
+    }
+    const spanBody = spans.map((e) => e.body);
+    const joinable = (list: readonly string[]): boolean => list.every((b) => b.length > 0 && !b.includes('\n'));
+    const joined = joinable(body) && joinable(spanBody);
     return {
-      receipts: rows.length,
-      rows: JSON.stringify(rows.map((r) => [r.receipt.run, r.receipt.event, r.variant, r.body, r.source, r.receivedAt, this.partitionOf(r.receipt.run)])),
-      spans: JSON.stringify(spans.map((e) => [e.traceId, this.partitionOf(e.traceId), e.loggedAt, e.body, e.forwarded === true])),
+      receipts: n,
+      joined,
+      columns: [
+        run, event, variant, joined ? body.join('\n') : body, source, receivedAt, part,
+        spans.map((e) => e.traceId), spans.map((e) => this.partitionOf(e.traceId)), spans.map((e) => e.loggedAt), joined ? spanBody.join('\n') : spanBody, spans.map((e) => e.forwarded === true),
+      ],
       pins: pins.pins,
       contracts: pins.contracts,
       count: rows.length + spans.length + pins.byRun.size,
@@ -1430,8 +1487,8 @@ export class PgStore {
   private async writeRows(client: PoolClient, p: WriteParams): Promise<{ inserted: number; pinned: string[] }> {
     if (p.count === 0) return { inserted: 0, pinned: [] };
     const res = await client.query(
-      writeRowsSql('true', 'n'),
-      [p.rows, p.spans, this.instance, this.life, p.pins, p.contracts],
+      writeRowsSql('true', 'n', p.joined),
+      [...p.columns, this.instance, this.life, p.pins, p.contracts],
     );
     return { inserted: Number(res.rows[0].inserted), pinned: res.rows[0].pinned as string[] };
   }

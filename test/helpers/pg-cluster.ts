@@ -156,8 +156,11 @@ async function connectable(url: string): Promise<boolean> {
   }
 }
 
-/** Starts a throwaway cluster. `fsync` (default true): the server's fsync setting. */
-export async function startPgCluster(opts: { fsync?: boolean } = {}): Promise<PgCluster> {
+/**
+ * Starts a throwaway cluster. `fsync` (default true): the server's fsync setting. `settings`: more server settings
+ * (`name=value`, each passed as `-c`), e.g. for a benchmark's statement statistics.
+ */
+export async function startPgCluster(opts: { fsync?: boolean; settings?: readonly string[] } = {}): Promise<PgCluster> {
   const bin = pgBinDir();
   if (bin === null) {
     throw new Error(`pg-cluster: PostgreSQL server binaries not found (looked in ${VERSIONS_DIR}/*/bin and \`pg_config --bindir\`); install Debian's postgresql package`);
@@ -194,6 +197,7 @@ export async function startPgCluster(opts: { fsync?: boolean } = {}): Promise<Pg
       '-c', 'log_min_messages=warning',
       // After a crash, recovery first fsyncs the data dir: one syncfs() instead of one fsync per file (PostgreSQL 14+).
       ...(serverMajor(bin) >= 14 ? ['-c', 'recovery_init_sync_method=syncfs'] : []),
+      ...(opts.settings ?? []).flatMap((setting) => ['-c', setting]),
     ], { ...ids, cwd: dir, env, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
     proc.stderr!.setEncoding('utf8');
     proc.stderr!.on('data', (chunk: string) => {
