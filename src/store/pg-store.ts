@@ -887,18 +887,7 @@ export class PgStore {
    * After `afterSeq`, oldest first, at most `limit`. What a partition's owner adopts.
    */
   async orphanSpanLog(parts: readonly number[], afterSeq: number, limit: number, anyHolder = false): Promise<{ seq: number; traceId: string; origin: string; body: string }[]> {
-    if (parts.length === 0) return [];
-    // anyHolder (`--span-routing any`, where only a partition's owner holds its traces' records): every other process's
-    // records are adopted, a live instance's that lost the partition too.
-    const res = await this.pool.query(
-      `SELECT s.seq, s.trace_id, s.origin, s.body FROM span_log s
-       WHERE s.part = ANY($1::int[]) AND NOT s.forwarded AND s.seq > $2
-         AND NOT (s.origin = $4 AND s.life = $5)
-         ${anyHolder ? '' : 'AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = s.origin AND i.life = s.life AND i.expires_at > now())'}
-       ORDER BY s.seq LIMIT $3`,
-      [[...parts], afterSeq, limit, this.instance, this.life],
-    );
-    return res.rows.map(spanLogEntry);
+    return (await this.orphanSpanLogPage(parts, afterSeq, limit, anyHolder)).entries;
   }
 
   /**
@@ -911,6 +900,8 @@ export class PgStore {
    */
   async orphanSpanLogPage(parts: readonly number[], afterSeq: number, limit: number, anyHolder = false): Promise<{ entries: { seq: number; traceId: string; origin: string; body: string }[]; head: number; live: string }> {
     if (parts.length === 0) return { entries: [], head: afterSeq, live: '' };
+    // anyHolder (`--span-routing any`, where only a partition's owner holds its traces' records): every other process's
+    // records are adopted, a live instance's that lost the partition too.
     const res = await this.pool.query({
       name: `ta_orphan_span_log_page_v1${anyHolder ? 'a' : ''}`,
       text: `SELECT h.head, h.live, s.seq, s.trace_id, s.origin, s.body
