@@ -145,3 +145,29 @@ describe('contract loading', () => {
     expect(err).toMatch(/c\.yaml:\d+:\d+: phases\.main\.expect\[0\]: warning: /);
   });
 });
+
+describe('a run.start timed after the stall (issue 48)', () => {
+  // progress_within 90s; the first expected edge at 10:00:00, the run's own run.start at 10:01:31: the window from the
+  // edge ends at 10:01:30, and the start (progress, rule 9) is timed after it, so the stall is shown passed (2a): the
+  // run is incomplete (no_progress since 10:01:30) at any now, before 10:01:30 as well as at it.
+  const registry = registryOf(contract('    progress_within: 90s'));
+  const D = '2026-11-30T10:';
+  const rs = [
+    receipt({ run: 'r1', event: 'start', type: 'run.start', at: `${D}01:31Z`, contract: 's' }),
+    receipt({ run: 'r1', event: 'd', type: 'edge', at: `${D}00:00Z`, from: 'o', to: 'a', kind: 'delegate' }),
+  ];
+  for (const at of ['00:00Z', '01:00Z', '01:29.999999999Z', '01:30Z']) {
+    it(`incomplete with no_progress since 10:01:30 at now = 10:${at}`, () => {
+      const v = classify(rs, parseInstant(`${D}${at}`), registry);
+      expect(v.verdict).toBe('incomplete');
+      expect(finding(v, 'no_progress')).toMatchObject({ settled: true, since: `${D}01:30.000Z` });
+      expect(v.settled).toBe(true);
+    });
+  }
+  it('a run.start timed before the stall does not show it passed: working until 10:01:30', () => {
+    const early = [receipt({ run: 'r1', event: 'start', type: 'run.start', at: `${D}00:00Z`, contract: 's' }), rs[1]];
+    const v = classify(early, parseInstant(`${D}01:29.999Z`), registry);
+    expect(v.verdict).toBe('working');
+    expect(codes(v)).not.toContain('no_progress');
+  });
+});

@@ -22,10 +22,12 @@ export function stallRules(ctx: EvalContext, out: Collector): void {
   /**
    * Does a receipt timed after (t, tNs) show the run got past it unfinished (2a: "a plan finished, or progress made,
    * only by a receipt timed after the cap or the stall is late like an expected edge: the finding holds at any
-   * now")? Progress (an expected edge's first observation) after it, or the verified outcome that finished the plan
+   * now")? Progress (the run's `run.start` or an expected edge's first observation) after it, or the verified outcome that finished the plan
    * after it. Other receipts timed after it do not move the clock (as for a missed deadline).
    */
   const shownPast = (t: number, tNs: number): boolean => {
+    // The run's start is progress too (rule 9): a `run.start` timed after the stall shows the run got past it.
+    if (ctx.first !== null && !atOrBefore(startAt, startNs, t, tNs)) return true;
     for (const o of obs) if (o !== null && !atOrBefore(o.at, o.ns, t, tNs)) return true;
     return vo !== null && ctx.absent.length === 0 && phase.outcome !== 'optional' && byEnd(vo.at, vo.ns) && !atOrBefore(vo.at, vo.ns, t, tNs);
   };
