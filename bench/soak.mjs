@@ -26,6 +26,8 @@
 // bounds over minutes 10..end: healthz < 1 s, event-loop max < 250 ms, RSS and database size within 10% between
 // minute 10 and the last.
 //
+// --node-args '...': node flags for the servers (e.g. --trace-gc with SOAK_SERVER_LOG=FILE, which gets their output).
+//
 // --kill-at MIN: at minute MIN the (first) server is killed with SIGKILL and started again on the same data (or
 // store); the time until /healthz answers is printed. Exports in flight then fail (not acknowledged, not checked).
 //
@@ -35,7 +37,7 @@
 //   node bench/soak.mjs --minutes 3 --rate-traces 100 --kill-at 2
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -54,6 +56,7 @@ const { values: args } = parseArgs({
     cluster: { type: 'boolean', default: false },
     'kill-at': { type: 'string' },
     'server-args': { type: 'string', default: '' },
+    'node-args': { type: 'string', default: '' },
   },
 });
 const MINUTES = Number(args.minutes);
@@ -61,6 +64,7 @@ const CLIENTS = Number(args.clients);
 const SPANS_PER_REQUEST = Number(args['spans-per-request']);
 const KILL_AT = args['kill-at'] !== undefined ? Number(args['kill-at']) : null;
 const EXTRA = args['server-args'] ? args['server-args'].split(' ').filter(Boolean) : [];
+const NODE_ARGS = args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [];
 if (!(MINUTES > 0) || !(CLIENTS > 0)) throw new Error('--minutes and --clients must be positive');
 
 // ---- traffic -----------------------------------------------------------------------------------------------------
@@ -197,10 +201,13 @@ async function startServe(opts) {
   const args = [join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0'];
   if (opts.store) args.push('--store', opts.store, '--instance', opts.instance);
   else args.push('--data', opts.dataDir);
-  const child = spawn(process.execPath, [...args, ...EXTRA], { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
+  const child = spawn(process.execPath, [...NODE_ARGS, ...args, ...EXTRA], { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
   let out = '';
   let err = '';
-  child.stdout.on('data', (d) => (out += d));
+  // SOAK_SERVER_LOG=FILE: the server's output appended there (e.g. with --node-args=--trace-gc).
+  const log = process.env.SOAK_SERVER_LOG ? createWriteStream(process.env.SOAK_SERVER_LOG, { flags: 'a' }) : null;
+  if (log) (child.stdout.on('data', (d) => log.write(d)), child.stderr.on('data', (d) => log.write(d)));
+  child.stdout.on('data', (d) => (out = (out + d).slice(-100_000)));
   child.stderr.on('data', (d) => (err = (err + d).slice(-20_000)));
   const ports = await new Promise((res, rej) => {
     const t = setTimeout(() => rej(new Error(`server did not start: ${err}`)), 120_000);
@@ -291,6 +298,7 @@ function drive(targets, rate, until, onResult) {
       const r = await request(t[k % t.length].ports.otlpHttp, 'POST', '/v1/traces', req.payload);
       const ok = r.status === 200;
       traffic.settle(req.runs, ok);
+      req.status = r.status === 0 ? r.text.slice(0, 40) : r.status;
       onResult(ok, r.ms, req);
       if (!ok && r.status === 0) await sleep(200);
     }
@@ -341,10 +349,11 @@ async function main() {
   console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  rss_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces');
 
   const endAt = Date.now() + MINUTES * 60_000;
+  const errorsByStatus = {};
   let minute = { acks: [], errors: 0, traces: 0, healthMax: 0, healthFailures: 0 };
   const { traffic, done } = drive(() => servers, rate, () => Date.now() > endAt, (ok, ms, req) => {
     if (ok) (minute.acks.push(ms), (minute.traces += req.traces));
-    else minute.errors++;
+    else (minute.errors++, (errorsByStatus[req.status] = (errorsByStatus[req.status] ?? 0) + 1));
   });
   // One /healthz a second at each server: the slowest of the minute.
   let healthStop = false;
@@ -429,6 +438,19 @@ async function main() {
     errors: rows.reduce((a, r) => a + r.errors, 0),
   };
   console.log(JSON.stringify(summary));
+  // Per periodic task, over the whole soak: slices over budget and the largest slice bucket reached.
+  for (const s of servers) {
+    const { text } = await request(s.ports.api, 'GET', '/metrics', null, 30_000);
+    const tasks = {};
+    for (const m of text.matchAll(/^topology_periodic_slices_over_budget_total\{task="([^"]+)"\} (\S+)$/gm)) tasks[m[1]] = { overBudget: Number(m[2]) };
+    for (const m of text.matchAll(/^topology_periodic_slice_seconds_bucket\{task="([^"]+)",le="([^"]+)"\} (\S+)$/gm)) {
+      const t = (tasks[m[1]] ??= {});
+      const total = Number(new RegExp(`^topology_periodic_slice_seconds_count\\{task="${m[1]}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+      t.slices = total;
+      if (t.maxLe === undefined && Number(m[3]) === total) t.maxLe = m[2];
+    }
+    console.log(JSON.stringify({ instance: s.instance ?? 'single', errorsByStatus, periodic: tasks }));
+  }
 
   for (const s of servers) {
     const t0 = performance.now();

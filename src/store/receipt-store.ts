@@ -599,7 +599,9 @@ export class ReceiptStore {
       if (n < PRUNE_RUNS_BATCH) break;
       if (slicer.due()) await slicer.pause();
     }
-    if (total > 0 && !this.closed) this.scrubWal();
+    if (total === 0) return 0;
+    await slicer.pause(); // the scrub in a slice of its own
+    if (!this.closed) this.scrubWal();
     return total;
   }
 
@@ -638,7 +640,10 @@ export class ReceiptStore {
    */
   async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, slicer?: Slicer): Promise<number> {
     const n = await this.spanLogPruner.prune(before, stillPending, slicer);
-    if (n > 0 && !this.closed) this.scrubWal();
+    if (n === 0) return 0;
+    // The scrub (a checkpoint that copies the WAL into the database) in a slice of its own.
+    if (slicer) await slicer.pause();
+    if (!this.closed) this.scrubWal();
     return n;
   }
 

@@ -5,7 +5,7 @@
  * The span log is appended in `seq` order (SQLite: the rowid; PostgreSQL: an identity) at about the time each row is
  * logged, so a cursor walks it by its primary key: each pass reads the rows logged since the cursor that are now older
  * than the cut (it stops at the first younger one), in pages. A row whose trace is done is deleted (by seq, set-based:
- * one statement per page); a row whose trace is still pending is *held*: remembered in memory by trace, so a later pass
+ * one statement per slice, at most PRUNE_DELETE_ROWS rows); a row whose trace is still pending is *held*: remembered in memory by trace, so a later pass
  * deletes it once its trace is done without reading the table again. A pass costs the rows aged since the last one plus
  * the traces held (at most the pending traces, bounded by --max-pending-spans), and runs in slices that yield.
  *
@@ -48,6 +48,8 @@ export interface SpanLogRows {
 
 /** Rows read per page (one statement each); a slice reads pages until its budget is spent. */
 export const PRUNE_PAGE_ROWS = 512;
+/** Most rows one DELETE removes; otherwise one DELETE per slice (each is a commit, an fsync on SQLite). */
+export const PRUNE_DELETE_ROWS = 8192;
 
 interface Held {
   seqs: number[];
@@ -112,7 +114,7 @@ export class SpanLogPruner {
       });
       if (young.seqs.length) this.held.set(traceId, young);
       else this.held.delete(traceId);
-      if (doomed.length >= PRUNE_PAGE_ROWS) await flush();
+      if (doomed.length >= PRUNE_DELETE_ROWS) await flush();
       if (slicer.due()) {
         await flush();
         await slicer.pause();
@@ -137,10 +139,15 @@ export class SpanLogPruner {
         if (h) (h.seqs.push(row.seq), h.loggedAt.push(row.loggedAt));
         else this.held.set(row.traceId, { seqs: [row.seq], loggedAt: [row.loggedAt] });
       }
-      await flush();
       if (aged < page.length || page.length < PRUNE_PAGE_ROWS) break;
-      if (slicer.due()) await slicer.pause();
+      // One DELETE (one commit: an fsync) per slice, or per PRUNE_DELETE_ROWS rows, not per page.
+      if (doomed.length >= PRUNE_DELETE_ROWS) await flush();
+      if (slicer.due()) {
+        await flush();
+        await slicer.pause();
+      }
     }
+    await flush();
     return deleted;
   }
 }
