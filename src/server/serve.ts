@@ -541,6 +541,21 @@ function periodicTasks(p: Parts): PeriodicTask[] {
   let summary = { at: Date.now(), base: metrics.ingestTotals() };
   /** The skeleton's eviction counts already added to topology_pending_parent_spans_evicted_total. */
   let evictedSeen = { total: 0, trace: 0 };
+  // The gauges of live state: every tick, and at once after the retention prune forgot runs (a job on a turn of its own).
+  const runsGauge = () => metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
+  const liveGauges = () => {
+    metrics.setLiveRuns(engine.liveRuns);
+    resources.setLiveReceipts(engine.liveReceipts);
+    const cs = pipeline.callers.stats();
+    metrics.setPendingParentSpans(cs.pending);
+    metrics.setSkeletonSpans(cs.indexed);
+    if (cs.evicted > evictedSeen.total) metrics.pendingParentEvicted(cs.evicted - evictedSeen.total, 'total');
+    if (cs.evictedPerTrace > evictedSeen.trace) metrics.pendingParentEvicted(cs.evictedPerTrace - evictedSeen.trace, 'trace');
+    evictedSeen = { total: cs.evicted, trace: cs.evictedPerTrace };
+    metrics.setIngestQueueDepth(ingestor.queueDepth);
+    metrics.setIngestSaturated(ingestor.saturated);
+    metrics.setStoreHealthy(store.healthy());
+  };
   const tasks: (PeriodicTask | false)[] = [
     { name: 'event_loop_probe', everyMs: 0, run: () => p.loop.probe() },
     cluster !== null && { name: 'cluster_guard', everyMs: 0, run: () => cluster.guard() },
@@ -566,10 +581,13 @@ function periodicTasks(p: Parts): PeriodicTask[] {
       everyMs: Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2)),
       run: async (now, slicer) => {
         if (engineStore instanceof ReceiptStore) await engineStore.pruneSliced(cfg.retentionMs, now, slicer);
-        engine.prune(now);
+        if (engine.prune(now) > 0) {
+          runsGauge();
+          liveGauges();
+        }
       },
     },
-    { name: 'runs_gauge', everyMs: 0, run: () => metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count }))) },
+    { name: 'runs_gauge', everyMs: 0, run: () => runsGauge() },
     {
       // The alerting gauges move in seconds (window, stall): once a second is enough.
       name: 'alerting',
@@ -591,23 +609,7 @@ function periodicTasks(p: Parts): PeriodicTask[] {
         summary = { at: now, base: cur };
       },
     },
-    {
-      name: 'live_gauges',
-      everyMs: 0,
-      run: () => {
-        metrics.setLiveRuns(engine.liveRuns);
-        resources.setLiveReceipts(engine.liveReceipts);
-        const cs = pipeline.callers.stats();
-        metrics.setPendingParentSpans(cs.pending);
-        metrics.setSkeletonSpans(cs.indexed);
-        if (cs.evicted > evictedSeen.total) metrics.pendingParentEvicted(cs.evicted - evictedSeen.total, 'total');
-        if (cs.evictedPerTrace > evictedSeen.trace) metrics.pendingParentEvicted(cs.evictedPerTrace - evictedSeen.trace, 'trace');
-        evictedSeen = { total: cs.evicted, trace: cs.evictedPerTrace };
-        metrics.setIngestQueueDepth(ingestor.queueDepth);
-        metrics.setIngestSaturated(ingestor.saturated);
-        metrics.setStoreHealthy(store.healthy());
-      },
-    },
+    { name: 'live_gauges', everyMs: 0, run: () => liveGauges() },
   ];
   return tasks.filter((t): t is PeriodicTask => t !== false);
 }
