@@ -563,8 +563,10 @@ function periodicTasks(p: Parts): PeriodicTask[] {
     engineStore instanceof ClusterEngineStore && { name: 'cluster_flush', everyMs: 0, run: () => void engineStore.flush() },
     cluster !== null && { name: 'cluster_partitions_gauge', everyMs: 0, run: () => metrics.setClusterPartitions(cluster.stats().owned) },
     {
+      // Walks the waiting spans and the followed traces (skeleton, unmapped, coverage): every min(1 s, parent-wait / 10),
+      // not every tick; a wait ends at most that much later than its parent wait.
       name: 'caller_expiry',
-      everyMs: 0,
+      everyMs: Math.max(cfg.tickMs, Math.min(1_000, cfg.parentWaitMs / 10)),
       run: (now) => {
         const gaps = pipeline.expire(now);
         if (gaps.length === 0) return;
