@@ -12,7 +12,7 @@ import { classify, groupByRun, parseReceiptFile, type Receipt, type RunVerdict }
 import { loadContractDir } from '../src/audit/contracts-dir.js';
 import { STALLED_RULE, VERDICT_RULES, alertKey, runAlert, type Alert, type AlertingRun } from '../src/alerting/alert.js';
 import { RunAlerts } from '../src/alerting/run-alerts.js';
-import { Notifier } from '../src/alerting/notifier.js';
+import { Notifier, dropOldest } from '../src/alerting/notifier.js';
 import { AlertmanagerClient } from '../src/alerting/client.js';
 import { silenceMatches } from '../src/alerting/silences.js';
 import { alertingConfig } from '../src/alerting/config.js';
@@ -221,5 +221,14 @@ describe('serve and ack refuse alerting settings that cannot work', () => {
     expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('--alertmanager-bearer-token-file: cannot read /nonexistent/token: ENOENT')]);
     const ack = await runCli(['ack', 'run-1', '--silence', '1h']);
     expect([ack.code, ack.stderr]).toEqual([2, expect.stringContaining('--silence needs --by NAME')]);
+  });
+
+  it('drops an overflow of the queue in one walk: the newest alerts stay, in order, each drop counted once (issue 44)', () => {
+    const m = new Map(Array.from({ length: 200_000 }, (_, i) => [`k${i}`, i] as const));
+    expect(dropOldest(m, 199_900)).toBe(199_900);
+    expect([...m.values()]).toEqual(Array.from({ length: 100 }, (_, i) => 199_900 + i));
+    expect(dropOldest(m, 0)).toBe(0);
+    expect(dropOldest(m, 1_000)).toBe(100);
+    expect(m.size).toBe(0);
   });
 });

@@ -57,7 +57,7 @@ describe('receipt store at rest', () => {
     expect(holds(dir, TRACE).length).toBeGreaterThan(0);
 
     expect(store.prune(1000, 10_000)).toBe(1);
-    expect(store.pruneSpanLog(10_000, () => false)).toBe(1);
+    expect(await store.pruneSpanLog(10_000, () => false)).toBe(1);
     expect(holds(dir, RUN)).toEqual([]);
     expect(holds(dir, TRACE)).toEqual([]);
     expect(holds(dir, KEEP)).not.toEqual([]); // what is live stays

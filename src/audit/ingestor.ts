@@ -8,7 +8,7 @@ import type { LoggedSpan, PendingTraceLog, SpanPipeline } from '../ingest/pipeli
 import { decodeLoggedSpans, encodeLoggedSpans } from '../ingest/span-log.js';
 import type { DecodedExport } from '../otlp/types.js';
 import { derivedBinding, evidenceOf, handoffParty, handoffPartiesOf, noteHandoffParties, runScope, UNBOUND, type HandoffParties, type RejectReason, type SourceAgents } from '../ingest/trust.js';
-import type { SpanLogEntry } from '../store/index.js';
+import type { Slicer, SpanLogEntry } from '../store/index.js';
 import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
 import { ConsumeError, type Consumer, type IngestSource, type ReceiptIngestResult, type Refusal, type SourceBinding, type SpanIngestResult } from './consumer.js';
 
@@ -297,8 +297,8 @@ export class Ingestor implements Consumer {
    * Forget logged spans of traces the pipeline no longer keeps: no pending work (resolved, or expired into gap
    * receipts) and a skeleton forgotten (quiet past the parent wait) or evicted.
    */
-  pruneSpanLog(now: number, olderThanMs: number): number {
-    return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => this.pipeline.keepsTrace(t));
+  pruneSpanLog(now: number, olderThanMs: number, slicer?: Slicer): Promise<number> {
+    return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => this.pipeline.keepsTrace(t), slicer);
   }
 
   /** Derived receipts produced by the timer (e.g. gap receipts of unresolved callers). */

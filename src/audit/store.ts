@@ -5,7 +5,7 @@
  * RemoteRuns.
  */
 import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { AppendPin, AppendResult, LiveRun as StoredRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
+import type { AppendPin, AppendResult, LiveRun as StoredRun, PinRecord, Slicer, SpanLogEntry, StoredReceipt } from '../store/index.js';
 
 /**
  * Appends a batch; resolves only after its COMMIT (an acknowledged receipt is never lost), rejects if none. `pins`:
@@ -63,7 +63,8 @@ export interface RunRows {
 export interface SpanLogStore {
   spanLog(): { seq: number; traceId: string; body: string }[];
   deleteSpanLogUpTo(seq: number): void;
-  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number;
+  /** Resolves with the count pruned; pauses when `slicer`'s budget is spent (src/store/span-log-prune.ts). */
+  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, slicer?: Slicer): Promise<number>;
 }
 
 export type EngineStore = ReceiptAppender & ReceiptReader & Partial<SyncReceiptReader> & PinStore & RunRows & SpanLogStore;

@@ -11,7 +11,7 @@
 import type { Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import { listedJson } from '../audit/listing.js';
 import { sharedPin } from '../core/registry.js';
-import type { AppendPin, AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../store/index.js';
+import type { AppendPin, AppendResult, LiveRun, PinRecord, Slicer, SpanLogEntry, StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { EngineStore } from '../audit/engine.js';
 
@@ -201,9 +201,9 @@ export class ClusterEngineStore implements EngineStore {
     }
   }
 
-  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number {
-    void this.track(this.pg.pruneSpanLog(before, stillPending, this.pg.instance), 'span_log_prune_failed');
-    return 0;
+  /** Awaited by the periodic job (one pass at a time), which logs and counts a failure (periodic_task_failed). */
+  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, slicer?: Slicer): Promise<number> {
+    return this.pg.pruneSpanLog(before, stillPending, this.pg.instance, slicer);
   }
 
   /** Background writes that failed since start (each is logged). */

@@ -581,8 +581,16 @@ export class MetricsRegistry {
     return this.families.map((f) => f.name);
   }
 
+  private readonly collectors: (() => void)[] = [];
+
+  /** Runs `collect` at the start of every render: gauges read at scrape time (e.g. the event loop's delay). */
+  onCollect(collect: () => void): void {
+    this.collectors.push(collect);
+  }
+
   /** The exposition, in the given format (OpenMetrics ends with `# EOF`). */
   render(format: ExpositionFormat = 'prometheus'): string {
+    for (const collect of this.collectors) collect();
     const out: string[] = [];
     for (const f of this.families) f.render(out, format);
     if (format === 'openmetrics') out.push('# EOF\n');

@@ -32,6 +32,7 @@ import { startGrpcH2 } from './otlp-grpc-h2.js';
 import { DecodePool } from './worker-pool.js';
 import { createListener, grpcServerCredentials, type Listener, type TlsMaterial } from './tls.js';
 import { startPeriodic, type PeriodicTask, type Scheduler } from './periodic.js';
+import { createLoopMetrics } from './loop-metrics.js';
 
 export interface ServeConfig {
   host: string;
@@ -331,6 +332,8 @@ interface Parts extends Stores {
   stopping: { now: boolean };
   /** `--workers N`: the decode workers of OTLP/HTTP and the node:http2 gRPC receiver; null: decode on the main thread. */
   decodePool: DecodePool | null;
+  /** The event-loop delay probe (src/server/loop-metrics.ts), set once its metrics exist. */
+  loop: { probe(): void };
 }
 
 async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
@@ -385,9 +388,13 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     // A group commit waits for the bodies being decoded at that moment (at most one decode): their receipts ride in it.
     if (stores.store instanceof ReceiptStore) stores.store.setFlushGate(() => decodePool.decoding());
   }
-  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, decodePool };
+  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, decodePool, loop: { probe: () => {} } };
   const listeners = await startListeners(parts, cleanup);
-  const scheduler = startPeriodic(periodicTasks(parts), cfg.tickMs, cfg.log);
+  const tasks = periodicTasks(parts);
+  const loop = createLoopMetrics(metrics, tasks.map((t) => t.name));
+  parts.loop.probe = loop.probe;
+  cleanup.push(() => loop.stop());
+  const scheduler = startPeriodic(tasks, cfg.tickMs, cfg.log, Date.now, { observer: loop.periodic });
   return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
 }
 
@@ -534,14 +541,32 @@ function periodicTasks(p: Parts): PeriodicTask[] {
   let summary = { at: Date.now(), base: metrics.ingestTotals() };
   /** The skeleton's eviction counts already added to topology_pending_parent_spans_evicted_total. */
   let evictedSeen = { total: 0, trace: 0 };
+  // The gauges of live state: every tick, and at once after the retention prune forgot runs (a job on a turn of its own).
+  const runsGauge = () => metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count })));
+  const liveGauges = () => {
+    metrics.setLiveRuns(engine.liveRuns);
+    resources.setLiveReceipts(engine.liveReceipts);
+    const cs = pipeline.callers.stats();
+    metrics.setPendingParentSpans(cs.pending);
+    metrics.setSkeletonSpans(cs.indexed);
+    if (cs.evicted > evictedSeen.total) metrics.pendingParentEvicted(cs.evicted - evictedSeen.total, 'total');
+    if (cs.evictedPerTrace > evictedSeen.trace) metrics.pendingParentEvicted(cs.evictedPerTrace - evictedSeen.trace, 'trace');
+    evictedSeen = { total: cs.evicted, trace: cs.evictedPerTrace };
+    metrics.setIngestQueueDepth(ingestor.queueDepth);
+    metrics.setIngestSaturated(ingestor.saturated);
+    metrics.setStoreHealthy(store.healthy());
+  };
   const tasks: (PeriodicTask | false)[] = [
+    { name: 'event_loop_probe', everyMs: 0, run: () => p.loop.probe() },
     cluster !== null && { name: 'cluster_guard', everyMs: 0, run: () => cluster.guard() },
     { name: 'engine_deadlines', everyMs: 0, run: (now) => engine.tick(now) },
     engineStore instanceof ClusterEngineStore && { name: 'cluster_flush', everyMs: 0, run: () => void engineStore.flush() },
     cluster !== null && { name: 'cluster_partitions_gauge', everyMs: 0, run: () => metrics.setClusterPartitions(cluster.stats().owned) },
     {
+      // Walks the waiting spans and the followed traces (skeleton, unmapped, coverage): every min(1 s, parent-wait / 10),
+      // not every tick; a wait ends at most that much later than its parent wait.
       name: 'caller_expiry',
-      everyMs: 0,
+      everyMs: Math.max(cfg.tickMs, Math.min(1_000, cfg.parentWaitMs / 10)),
       run: (now) => {
         const gaps = pipeline.expire(now);
         if (gaps.length === 0) return;
@@ -549,20 +574,22 @@ function periodicTasks(p: Parts): PeriodicTask[] {
         ingestor.internal(gaps).catch((e) => cfg.log('gap_commit_failed', { error: (e as Error).message }));
       },
     },
+    // Sliced jobs (src/server/periodic.ts): each pass costs what changed since the last, in slices that yield.
+    { name: 'span_log_prune', job: true, everyMs: Math.max(cfg.tickMs, Math.min(5_000, cfg.parentWaitMs / 2)), run: (now, slicer) => ingestor.pruneSpanLog(now, cfg.parentWaitMs, slicer) },
+    // Prune at least every minute, and often enough for short retentions: the store in batches first, then memory.
     {
-      name: 'span_log_prune',
-      everyMs: Math.max(cfg.tickMs, Math.min(5_000, cfg.parentWaitMs / 2)),
-      run: (now) => {
-        try {
-          ingestor.pruneSpanLog(now, cfg.parentWaitMs);
-        } catch (e) {
-          cfg.log('span_log_prune_failed', { error: (e as Error).message });
+      name: 'retention_prune',
+      job: true,
+      everyMs: Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2)),
+      run: async (now, slicer) => {
+        if (engineStore instanceof ReceiptStore) await engineStore.pruneSliced(cfg.retentionMs, now, slicer);
+        if (engine.prune(now) > 0) {
+          runsGauge();
+          liveGauges();
         }
       },
     },
-    // Prune at least every minute, and often enough for short retentions.
-    { name: 'retention_prune', everyMs: Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2)), run: (now) => engine.prune(now) },
-    { name: 'runs_gauge', everyMs: 0, run: () => metrics.setRunsGauge(engine.gauge().map((g) => ({ contract: g.contract, version: g.version, verdict: g.verdict, runs: g.count }))) },
+    { name: 'runs_gauge', everyMs: 0, run: () => runsGauge() },
     {
       // The alerting gauges move in seconds (window, stall): once a second is enough.
       name: 'alerting',
@@ -584,23 +611,7 @@ function periodicTasks(p: Parts): PeriodicTask[] {
         summary = { at: now, base: cur };
       },
     },
-    {
-      name: 'live_gauges',
-      everyMs: 0,
-      run: () => {
-        metrics.setLiveRuns(engine.liveRuns);
-        resources.setLiveReceipts(engine.liveReceipts);
-        const cs = pipeline.callers.stats();
-        metrics.setPendingParentSpans(cs.pending);
-        metrics.setSkeletonSpans(cs.indexed);
-        if (cs.evicted > evictedSeen.total) metrics.pendingParentEvicted(cs.evicted - evictedSeen.total, 'total');
-        if (cs.evictedPerTrace > evictedSeen.trace) metrics.pendingParentEvicted(cs.evictedPerTrace - evictedSeen.trace, 'trace');
-        evictedSeen = { total: cs.evicted, trace: cs.evictedPerTrace };
-        metrics.setIngestQueueDepth(ingestor.queueDepth);
-        metrics.setIngestSaturated(ingestor.saturated);
-        metrics.setStoreHealthy(store.healthy());
-      },
-    },
+    { name: 'live_gauges', everyMs: 0, run: () => liveGauges() },
   ];
   return tasks.filter((t): t is PeriodicTask => t !== false);
 }
@@ -622,7 +633,8 @@ function closer(p: Parts, l: Listeners, scheduler: Scheduler, lock: { release():
     });
   return async () => {
     p.stopping.now = true;
-    scheduler.stop();
+    // A job in flight ends at its next pause (a slice, ~20 ms): what it deleted so far stays deleted.
+    const jobsStopped = scheduler.stop();
     alerting?.close();
     const graceful = Promise.all([closeHttp(l.otlpHttp), closeHttp(l.api), new Promise<void>((resolve) => l.grpcServer.server.tryShutdown(() => resolve()))]);
     let graceTimer: NodeJS.Timeout | undefined;
@@ -635,6 +647,7 @@ function closer(p: Parts, l: Listeners, scheduler: Scheduler, lock: { release():
       await graceful;
     }
     clearTimeout(graceTimer);
+    await jobsStopped;
     await p.decodePool?.close();
     try {
       await store.sync();

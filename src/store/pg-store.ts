@@ -45,6 +45,7 @@ import {
   type StoredReceipt,
 } from './receipt-store.js';
 import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-schema.js';
+import { SpanLogPruner, type Slicer, type SpanLogRows } from './span-log-prune.js';
 
 /** An instance whose trust configuration differs from the live cluster's (PgStore.joinTrust). */
 
@@ -250,6 +251,8 @@ function groupPins(group: readonly QueuedAppend[], stored: ReadonlySet<string>):
   };
 }
 
+/** The span-log prune starts again from the first row every this many passes (about a minute at one pass in 5 s). */
+const SPAN_LOG_RESCAN_PASSES = 12;
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
 
@@ -379,6 +382,8 @@ export class PgStore {
    */
   /** Prune only held span records of partitions whose lease this store holds (the coordinator, `--span-routing any`). */
   pruneHeldOfOwnedOnly = false;
+  /** The span-log prune's cursor and held traces, per origin (this process's instance id). */
+  private readonly spanLogPruners = new Map<string, SpanLogPruner>();
   onVerdictWrite: { taken(runs: readonly string[]): unknown; landed(token: unknown, written: ReadonlySet<string> | null): void } | null = null;
 
   private readonly pool: pg.Pool;
@@ -951,25 +956,47 @@ export class PgStore {
 
   /**
    * Forgets the held span records this process logged, older than `before`, whose trace holds no pending work any
-   * more. Forwarded records are never pruned here: only their reader deletes them. Returns the count.
+   * more. Forwarded records are never pruned here: only their reader deletes them. Returns the count. A cursor walk by
+   * seq in pages (src/store/span-log-prune.ts), set-based deletes by seq, pausing when `slicer`'s budget is spent; it
+   * rescans from the start every SPAN_LOG_RESCAN_PASSES passes (rows of concurrent transactions may commit out of seq
+   * order), which costs the rows left then: the pending ones.
    */
-  async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, origin: string): Promise<number> {
+  async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, origin: string, slicer?: Slicer): Promise<number> {
+    let pruner = this.spanLogPruners.get(origin);
+    if (pruner === undefined) {
+      if (this.spanLogPruners.size >= 16) this.spanLogPruners.clear();
+      this.spanLogPruners.set(origin, (pruner = new SpanLogPruner(this.spanLogRowsOf(origin), SPAN_LOG_RESCAN_PASSES)));
+    }
+    return pruner.prune(before, stillPending, slicer);
+  }
+
+  /** The prune's two statements over this process's own held records (with pruneHeldOfOwnedOnly: of owned partitions). */
+  private spanLogRowsOf(origin: string): SpanLogRows {
     // With pruneHeldOfOwnedOnly, only records of partitions this store holds leases of: those of a partition it lost
     // are adopted by the new owner, never pruned unread here.
-    const owned = this.pruneHeldOfOwnedOnly ? [...this.fence.keys()] : null;
-    if (owned !== null && owned.length === 0) return 0;
-    const onlyOwned = owned !== null ? 'AND part = ANY($4::int[])' : '';
-    const res = await this.pool.query(
-      `SELECT DISTINCT trace_id FROM span_log WHERE logged_at < $1 AND origin = $2 AND life = $3 AND NOT forwarded ${onlyOwned}`,
-      owned !== null ? [before, origin, this.life, owned] : [before, origin, this.life],
-    );
-    const done = res.rows.map((r: Row) => r.trace_id as string).filter((t) => !stillPending(t));
-    if (done.length === 0) return 0;
-    const del = await this.pool.query(
-      `DELETE FROM span_log WHERE trace_id = ANY($1::text[]) AND logged_at < $2 AND origin = $3 AND life = $4 AND NOT forwarded ${onlyOwned.replace('$4', '$5')}`,
-      owned !== null ? [done, before, origin, this.life, owned] : [done, before, origin, this.life],
-    );
-    return del.rowCount ?? 0;
+    const owned = () => (this.pruneHeldOfOwnedOnly ? [...this.fence.keys()] : null);
+    return {
+      after: async (after, limit) => {
+        const parts = owned();
+        if (parts !== null && parts.length === 0) return [];
+        const res = await this.pool.query({
+          name: `ta_span_log_prune_page_v1${parts !== null ? 'o' : ''}`,
+          text: `SELECT seq, trace_id, logged_at FROM span_log WHERE seq > $1 AND origin = $2 AND life = $3 AND NOT forwarded ${parts !== null ? 'AND part = ANY($5::int[])' : ''} ORDER BY seq LIMIT $4`,
+          values: parts !== null ? [after, origin, this.life, limit, parts] : [after, origin, this.life, limit],
+        });
+        return res.rows.map((r: Row) => ({ seq: Number(r.seq), traceId: r.trace_id as string, loggedAt: Number(r.logged_at) }));
+      },
+      remove: async (seqs) => {
+        const parts = owned();
+        if (parts !== null && parts.length === 0) return 0;
+        const res = await this.pool.query({
+          name: `ta_span_log_prune_delete_v1${parts !== null ? 'o' : ''}`,
+          text: `DELETE FROM span_log WHERE seq = ANY($1::bigint[]) AND origin = $2 AND life = $3 AND NOT forwarded ${parts !== null ? 'AND part = ANY($4::int[])' : ''}`,
+          values: parts !== null ? [[...seqs], origin, this.life, parts] : [[...seqs], origin, this.life],
+        });
+        return res.rowCount ?? 0;
+      },
+    };
   }
 
   /** The leases held (partition -> epoch) as two arrays for FENCE_CTE. */

@@ -26,6 +26,7 @@ import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+import { SpanLogPruner, UNSLICED, type Slicer } from './span-log-prune.js';
 
 export interface StoredReceipt {
   receipt: Receipt;
@@ -212,6 +213,8 @@ interface RunTouch {
 }
 
 export const DATABASE_FILE = 'receipts.db';
+/** Runs deleted per transaction by the sliced retention prune. */
+const PRUNE_RUNS_BATCH = 200;
 
 type Row = Record<string, unknown>;
 
@@ -297,7 +300,7 @@ export class ReceiptStore {
     getContract: Database.Statement<[string], { content: string }>;
     runReceipts: Database.Statement<[string], { seq: number; event: string; body: string }>;
     liveRuns: Database.Statement<[], Row>;
-    prunable: Database.Statement<[number], { run: string }>;
+    prunable: Database.Statement<[number, number], { run: string }>;
     deleteReceipts: Database.Statement<[string]>;
     deletePin: Database.Statement<[string]>;
     deleteAck: Database.Statement<[string]>;
@@ -307,7 +310,11 @@ export class ReceiptStore {
     deleteRun: Database.Statement<[string]>;
     isNewRun: Database.Statement<[string], { one: number }>;
     insertSpanLog: Database.Statement<[string, number, string]>;
+    spanLogAfter: Database.Statement<[number, number], { seq: number; trace_id: string; logged_at: number }>;
+    deleteSpanLogSeqs: Database.Statement<[string]>;
+    spanLogLast: Database.Statement<[], { seq: number | null }>;
   };
+  private readonly spanLogPruner: SpanLogPruner;
   private readonly commitGroup: (group: QueuedGroup) => { results: AppendResult[]; newRuns: number; created: string[] };
   /**
    * Runs whose `runs` row a commit created and that have no pin since: getPin answers null for them without a
@@ -352,7 +359,7 @@ export class ReceiptStore {
         `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled,
                 p.contract, p.version, p.phase, p.contract_hash
          FROM runs r LEFT JOIN pins p ON p.run = r.run ORDER BY r.first_at, r.run`),
-      prunable: db.prepare('SELECT run FROM runs WHERE settled = 1 AND updated_at < ?'),
+      prunable: db.prepare('SELECT run FROM runs WHERE settled = 1 AND updated_at < ? ORDER BY settled, updated_at LIMIT ?'),
       deleteReceipts: db.prepare('DELETE FROM receipts WHERE run = ?'),
       deletePin: db.prepare('DELETE FROM pins WHERE run = ?'),
       deleteAck: db.prepare('DELETE FROM acks WHERE run = ?'),
@@ -362,7 +369,16 @@ export class ReceiptStore {
       deleteRun: db.prepare('DELETE FROM runs WHERE run = ?'),
       isNewRun: db.prepare('SELECT 1 AS one FROM runs WHERE run = ?'),
       insertSpanLog: db.prepare('INSERT INTO span_log (trace_id, logged_at, body) VALUES (?, ?, ?)'),
+      spanLogAfter: db.prepare('SELECT seq, trace_id, logged_at FROM span_log WHERE seq > ? ORDER BY seq LIMIT ?'),
+      deleteSpanLogSeqs: db.prepare('DELETE FROM span_log WHERE seq IN (SELECT value FROM json_each(?))'),
+      spanLogLast: db.prepare('SELECT max(seq) AS seq FROM span_log'),
     };
+    // The span-log prune walks the table by its primary key from a cursor (src/store/span-log-prune.ts).
+    this.spanLogPruner = new SpanLogPruner({
+      after: (after, limit) => this.closed ? [] : this.stmt.spanLogAfter.all(after, limit).map((r) => ({ seq: r.seq, traceId: r.trace_id, loggedAt: r.logged_at })),
+      remove: (seqs) => (this.closed ? 0 : this.stmt.deleteSpanLogSeqs.run(JSON.stringify(seqs)).changes),
+      lastSeq: () => (this.closed ? 0 : (this.stmt.spanLogLast.get()?.seq ?? 0)),
+    });
 
     this.commitGroup = db.transaction(({ appends, pins, verdicts, contracts }: QueuedGroup) => {
       const touched = new Map<string, RunTouch>();
@@ -563,25 +579,30 @@ export class ReceiptStore {
     return this.pendingContracts.get(hash)?.content ?? this.stmt.getContract.get(hash)?.content ?? null;
   }
 
-  /** Deletes settled runs (receipts, pin, state) last updated before `now - olderThanMs`. Returns how many. */
+  /** Deletes settled runs (receipts, pin, acknowledgement, state) last updated before `now - olderThanMs`. Returns how many. */
   prune(olderThanMs: number, now: number): number {
-    this.flush();
-    const cutoff = now - olderThanMs;
-    const pruned = this.db.transaction(() => {
-      let receipts = 0;
-      const runs = this.stmt.prunable.all(cutoff).map((r) => r.run);
-      for (const run of runs) {
-        receipts += this.stmt.deleteReceipts.run(run).changes;
-        this.stmt.deletePin.run(run);
-        this.stmt.deleteAck.run(run);
-        this.stmt.deleteRun.run(run);
-      }
-      return { runs: runs.length, receipts };
-    })();
-    this.receiptCount -= pruned.receipts;
-    this.runCount -= pruned.runs;
-    if (pruned.runs > 0) this.scrubWal();
-    return pruned.runs;
+    const n = this.pruneBatch(now - olderThanMs, Number.MAX_SAFE_INTEGER);
+    if (n > 0) this.scrubWal();
+    return n;
+  }
+
+  /**
+   * The retention prune in slices: batches of PRUNE_RUNS_BATCH runs (one transaction each), pausing when `slicer`'s
+   * budget is spent; one WAL scrub at the end. Costs the runs that passed the retention since the last call.
+   */
+  async pruneSliced(olderThanMs: number, now: number, slicer: Slicer = UNSLICED): Promise<number> {
+    let total = 0;
+    for (;;) {
+      if (this.closed) break;
+      const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH);
+      total += n;
+      if (n < PRUNE_RUNS_BATCH) break;
+      if (slicer.due()) await slicer.pause();
+    }
+    if (total === 0) return 0;
+    await slicer.pause(); // the scrub in a slice of its own
+    if (!this.closed) this.scrubWal();
+    return total;
   }
 
   /** Committed rows: receipts (conflicting versions included) and live runs. */
@@ -609,18 +630,26 @@ export class ReceiptStore {
   deleteSpanLogUpTo(seq: number): void {
     this.flush();
     if (this.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq).changes > 0) this.scrubWal();
+    this.spanLogPruner.forget(seq);
   }
 
-  /** Forget span log entries older than `before` whose trace holds no pending work any more. Returns the count. */
-  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): number {
-    const traces = this.db.prepare('SELECT DISTINCT trace_id FROM span_log WHERE logged_at < ?').all(before) as { trace_id: string }[];
-    const del = this.db.prepare('DELETE FROM span_log WHERE trace_id = ? AND logged_at < ?');
-    let n = 0;
-    this.db.transaction(() => {
-      for (const { trace_id } of traces) if (!stillPending(trace_id)) n += del.run(trace_id, before).changes;
-    })();
-    if (n > 0) this.scrubWal();
+  /**
+   * Forget span log entries older than `before` whose trace holds no pending work any more. Returns the count. Costs
+   * the rows aged since the last call (and the traces held pending), in slices of `slicer`'s budget: see
+   * src/store/span-log-prune.ts.
+   */
+  async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, slicer?: Slicer): Promise<number> {
+    const n = await this.spanLogPruner.prune(before, stillPending, slicer);
+    if (n === 0) return 0;
+    // The scrub (a checkpoint that copies the WAL into the database) in a slice of its own.
+    if (slicer) await slicer.pause();
+    if (!this.closed) this.scrubWal();
     return n;
+  }
+
+  /** Span-log rows the prune passed over because their trace was pending (the job list's gauge). */
+  spanLogHeld(): { traces: number; rows: number } {
+    return this.spanLogPruner.heldCount();
   }
 
   healthy(): boolean {
@@ -644,6 +673,25 @@ export class ReceiptStore {
     const file = join(dir, DATABASE_FILE);
     if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
     for (const name of readdirSync(dir)) if (name.startsWith(DATABASE_FILE)) chmodSync(join(dir, name), 0o600);
+  }
+
+  /** One transaction: at most `limit` settled runs updated before `cutoff`, oldest first (the runs_by_settled_age index). */
+  private pruneBatch(cutoff: number, limit: number): number {
+    this.flush();
+    const pruned = this.db.transaction(() => {
+      let receipts = 0;
+      const runs = this.stmt.prunable.all(cutoff, limit).map((r) => r.run);
+      for (const run of runs) {
+        receipts += this.stmt.deleteReceipts.run(run).changes;
+        this.stmt.deletePin.run(run);
+        this.stmt.deleteAck.run(run);
+        this.stmt.deleteRun.run(run);
+      }
+      return { runs: runs.length, receipts };
+    })();
+    this.receiptCount -= pruned.receipts;
+    this.runCount -= pruned.runs;
+    return pruned.runs;
   }
 
   /**

@@ -1,0 +1,468 @@
+#!/usr/bin/env node
+// Soak benchmark (issue 44): does the auditor run for weeks under real traffic? It measures the capacity first (a
+// throwaway server at full speed for --capacity-seconds), then sends a fraction of it (--fraction, default 0.5; or
+// --rate-traces N traces/s) to a fresh server for --minutes, and prints one line per minute:
+//
+//   min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  rss_mib  db_mib  span_log_rows  skeleton_spans
+//        ack_p99_ms  errors  traces
+//
+// healthz_max_ms: the slowest of one GET /healthz per second per server; healthz_failed: those not answered 200
+// within 5 s (a killed server's, with --kill-at); loop_p99/max: the server's
+// nodejs_eventloop_lag_p99/max_seconds over that minute (the histogram is reset at each scrape, one per minute);
+// rss: process_resident_memory_bytes; db: the SQLite files (receipts.db + -wal) or pg_database_size; span_log_rows:
+// rows of span_log; skeleton_spans: topology_span_skeleton_spans; ack_p99: client-side latency of the exports
+// acknowledged that minute; errors: exports not acknowledged (non-200 or failed requests). In --cluster mode
+// (two instances on a throwaway PostgreSQL, clients split between them) the server columns are the worse (max) or
+// the sum (rss, skeleton) of the two.
+//
+// Traffic: realistic multi-agent traces of 5-40 spans: an `invoke_agent` supervisor (the run's root, with
+// topology.run.id and a pinned contract), `invoke_agent` sub-agents under it, chat spans with 1-4 KB of content and
+// tool spans under each agent. About one trace in five is split over two or three requests, and in some of those the
+// children are sent before their parents. Each request carries whole traces or parts until about --spans-per-request
+// spans. Sent as OTLP/HTTP JSON (the same pipeline as protobuf after decoding).
+//
+// At the end: every run whose every export was acknowledged is looked up (GET /api/v1/runs/{run}) and must be listed
+// with a verdict; the count missing is printed and the exit code is 1 when any is. Also the pass/fail of the issue's
+// bounds over minutes 10..end: healthz < 1 s, event-loop max < 250 ms, RSS and database size within 10% between
+// minute 10 and the last.
+//
+// --node-args '...': node flags for the servers (e.g. --trace-gc with SOAK_SERVER_LOG=FILE, which gets their output).
+//
+// --kill-at MIN: at minute MIN the (first) server is killed with SIGKILL and started again on the same data (or
+// store); the time until /healthz answers is printed. Exports in flight then fail (not acknowledged, not checked).
+//
+// Usage (under the bench lock; the lead runs the 30-minute soaks):
+//   flock /work/wt/bench.lock node bench/soak.mjs --minutes 30
+//   flock /work/wt/bench.lock node bench/soak.mjs --minutes 30 --cluster
+//   node bench/soak.mjs --minutes 3 --rate-traces 100 --kill-at 2
+import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createRequire } from 'node:module';
+import { ROOT, quantile, round, sleep } from './otlp-load.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '30' },
+    fraction: { type: 'string', default: '0.5' },
+    'rate-traces': { type: 'string' },
+    'capacity-seconds': { type: 'string', default: '20' },
+    clients: { type: 'string', default: '4' },
+    'spans-per-request': { type: 'string', default: '400' },
+    cluster: { type: 'boolean', default: false },
+    'kill-at': { type: 'string' },
+    'server-args': { type: 'string', default: '' },
+    'node-args': { type: 'string', default: '' },
+  },
+});
+const MINUTES = Number(args.minutes);
+const CLIENTS = Number(args.clients);
+const SPANS_PER_REQUEST = Number(args['spans-per-request']);
+const KILL_AT = args['kill-at'] !== undefined ? Number(args['kill-at']) : null;
+const EXTRA = args['server-args'] ? args['server-args'].split(' ').filter(Boolean) : [];
+const NODE_ARGS = args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [];
+if (!(MINUTES > 0) || !(CLIENTS > 0)) throw new Error('--minutes and --clients must be positive');
+
+// ---- traffic -----------------------------------------------------------------------------------------------------
+
+const WORDS = 'the agent should review the quarterly report and summarise risks for the board then draft an email'.split(' ');
+const words = (bytes) => {
+  let s = '';
+  while (s.length < bytes) s += WORDS[(Math.random() * WORDS.length) | 0] + ' ';
+  return s;
+};
+const hex = (n) => randomBytes(n).toString('hex');
+const str = (key, v) => ({ key, value: { stringValue: v } });
+const int = (key, v) => ({ key, value: { intValue: String(v) } });
+const SUBAGENTS = ['researcher', 'writer', 'critic', 'planner'];
+
+/** One multi-agent trace: 5-40 spans, its run id, and its spans in the order an exporter would send them. */
+function multiAgentTrace() {
+  const traceId = hex(16);
+  const run = `soak-${hex(8)}`;
+  const t0 = BigInt(Date.now()) * 1_000_000n;
+  const spans = [];
+  const span = (name, parent, attributes, offsetMs, kind = 1) => {
+    const s = { traceId, spanId: hex(8), ...(parent ? { parentSpanId: parent.spanId } : {}), name, kind, startTimeUnixNano: String(t0 + BigInt(offsetMs) * 1_000_000n), endTimeUnixNano: String(t0 + BigInt(offsetMs + 5) * 1_000_000n), attributes };
+    spans.push(s);
+    return s;
+  };
+  const root = span('invoke_agent orchestrator', null, [
+    str('gen_ai.operation.name', 'invoke_agent'), str('gen_ai.agent.name', 'orchestrator'), str('gen_ai.agent.id', 'agent-orchestrator'),
+    str('topology.run.id', run), str('topology.event.type', 'run.start'), str('topology.contract.id', 'research-pipeline'), str('topology.contract.version', '3'), str('topology.phase', 'execute'),
+  ], 0);
+  const total = 5 + ((Math.random() * 36) | 0);
+  let agent = root;
+  for (let i = 1; spans.length < total; i++) {
+    const r = Math.random();
+    if (r < 0.15 || i === 1) {
+      const name = SUBAGENTS[(Math.random() * SUBAGENTS.length) | 0];
+      agent = span(`invoke_agent ${name}`, root, [
+        str('gen_ai.operation.name', 'invoke_agent'), str('gen_ai.agent.name', name), str('gen_ai.agent.id', `agent-${name}`), str('gen_ai.conversation.id', run),
+        str('topology.run.id', run), str('topology.edge.from', 'orchestrator'), str('topology.edge.to', name), str('topology.edge.kind', 'delegate'),
+      ], i * 20);
+    } else if (r < 0.7) {
+      const bytes = 1024 + ((Math.random() * 3072) | 0);
+      span('chat gpt-4o', agent, [
+        str('gen_ai.operation.name', 'chat'), str('gen_ai.request.model', 'gpt-4o'), int('gen_ai.usage.input_tokens', 1000), int('gen_ai.usage.output_tokens', 200),
+        str('gen_ai.input.messages', JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: words(bytes) }] }])),
+      ], i * 20, 3);
+    } else {
+      span('execute_tool web_search', agent, [
+        str('gen_ai.operation.name', 'execute_tool'), str('gen_ai.tool.name', 'web_search'), str('gen_ai.tool.call.id', `call_${i}`),
+        str('gen_ai.tool.call.arguments', JSON.stringify({ query: words(120) })),
+      ], i * 20);
+    }
+  }
+  // About one in five is split over two or three requests; in half of those the children go first.
+  if (Math.random() >= 0.2) return { run, parts: [spans] };
+  const n = 2 + ((Math.random() * 2) | 0);
+  const parts = Array.from({ length: n }, () => []);
+  spans.forEach((s, i) => parts[Math.min(n - 1, Math.floor((i * n) / spans.length))].push(s));
+  if (Math.random() < 0.5) parts.reverse();
+  return { run, parts: parts.filter((p) => p.length) };
+}
+
+const body = (spans) => JSON.stringify({ resourceSpans: [{ resource: { attributes: [str('service.name', 'soak-agents')] }, scopeSpans: [{ scope: { name: 'soak' }, spans }] }] });
+
+/**
+ * The traffic's bookkeeping: parts of split traces wait for a later request; a run counts as acknowledged once every
+ * request that carried a part of it was acknowledged.
+ */
+class Traffic {
+  constructor() {
+    this.later = []; // parts still to send: { run, spans }
+    this.outstanding = new Map(); // run -> requests not yet acknowledged
+    this.failed = new Set(); // runs with a part not acknowledged
+    this.acked = []; // runs fully acknowledged
+    this.traces = 0;
+  }
+  /** The next request: earlier parts first, then new traces, up to about SPANS_PER_REQUEST spans. */
+  next() {
+    const spans = [];
+    const runs = new Set();
+    const take = (run, part) => {
+      spans.push(...part);
+      runs.add(run);
+      this.outstanding.set(run, (this.outstanding.get(run) ?? 0) + 1);
+    };
+    while (this.later.length && spans.length < SPANS_PER_REQUEST) {
+      const p = this.later.shift();
+      take(p.run, p.spans);
+    }
+    let traces = 0;
+    while (spans.length < SPANS_PER_REQUEST) {
+      const t = multiAgentTrace();
+      traces++;
+      take(t.run, t.parts[0]);
+      for (const p of t.parts.slice(1)) this.later.push({ run: t.run, spans: p });
+    }
+    this.traces += traces;
+    return { payload: body(spans), runs, traces, spans: spans.length };
+  }
+  settle(runs, ok) {
+    for (const run of runs) {
+      if (!ok) this.failed.add(run);
+      const left = this.outstanding.get(run) - 1;
+      if (left > 0) this.outstanding.set(run, left);
+      else {
+        this.outstanding.delete(run);
+        if (!this.failed.has(run) && !this.later.some((p) => p.run === run)) this.acked.push(run);
+      }
+    }
+  }
+}
+
+// ---- servers ---------------------------------------------------------------------------------------------------
+
+function request(port, method, path, payload, timeoutMs = 30_000) {
+  return new Promise((res) => {
+    const t0 = performance.now();
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}, timeout: timeoutMs }, (r) => {
+      let s = '';
+      r.setEncoding('utf8');
+      r.on('data', (d) => (s += d));
+      r.on('end', () => res({ status: r.statusCode, text: s, ms: performance.now() - t0 }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (e) => res({ status: 0, text: e.message, ms: performance.now() - t0 }));
+    if (payload) req.write(payload);
+    req.end();
+  });
+}
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+/** `topology-audit serve` on free loopback ports (data dir or --store), restartable on the same data. */
+async function startServe(opts) {
+  const args = [join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0'];
+  if (opts.store) args.push('--store', opts.store, '--instance', opts.instance);
+  else args.push('--data', opts.dataDir);
+  const child = spawn(process.execPath, [...NODE_ARGS, ...args, ...EXTRA], { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
+  let out = '';
+  let err = '';
+  // SOAK_SERVER_LOG=FILE: the server's output appended there (e.g. with --node-args=--trace-gc).
+  const log = process.env.SOAK_SERVER_LOG ? createWriteStream(process.env.SOAK_SERVER_LOG, { flags: 'a' }) : null;
+  if (log) (child.stdout.on('data', (d) => log.write(d)), child.stderr.on('data', (d) => log.write(d)));
+  child.stdout.on('data', (d) => (out = (out + d).slice(-100_000)));
+  child.stderr.on('data', (d) => (err = (err + d).slice(-20_000)));
+  const ports = await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error(`server did not start: ${err}`)), 120_000);
+    child.stdout.on('data', () => {
+      const line = out.split('\n').find((l) => l.startsWith('{"listening"'));
+      if (line) (clearTimeout(t), res(JSON.parse(line).listening));
+    });
+    child.once('exit', (code) => (clearTimeout(t), rej(new Error(`server exited with ${code}: ${err}`))));
+  });
+  const exited = new Promise((r) => child.once('exit', (code, signal) => r(code ?? signal)));
+  return { ...opts, child, pid: child.pid, ports, exited, stderr: () => err };
+}
+
+async function untilHealthy(port) {
+  for (let i = 0; i < 1200; i++) {
+    const r = await request(port, 'GET', '/healthz', null, 2_000);
+    if (r.status === 200) return;
+    await sleep(100);
+  }
+  throw new Error('server never answered /healthz');
+}
+
+/** The metrics the per-minute line reads (unlabelled samples). */
+async function scrapeOf(port) {
+  const { text } = await request(port, 'GET', '/metrics', null, 30_000);
+  const v = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { p99: v('nodejs_eventloop_lag_p99_seconds') * 1000, max: v('nodejs_eventloop_lag_max_seconds') * 1000, rss: v('process_resident_memory_bytes') / 2 ** 20, skeleton: v('topology_span_skeleton_spans') };
+}
+
+// ---- the database ----------------------------------------------------------------------------------------------
+
+const requireRoot = createRequire(join(ROOT, 'package.json'));
+function sqliteProbe(dataDir) {
+  const Database = requireRoot('better-sqlite3');
+  return {
+    async size() {
+      let bytes = 0;
+      for (const f of ['receipts.db', 'receipts.db-wal']) {
+        try {
+          bytes += statSync(join(dataDir, f)).size;
+        } catch {}
+      }
+      return bytes / 2 ** 20;
+    },
+    async spanLogRows() {
+      const db = new Database(join(dataDir, 'receipts.db'), { readonly: true, fileMustExist: true });
+      try {
+        db.pragma('busy_timeout = 5000');
+        return db.prepare('SELECT count(*) AS n FROM span_log').get().n;
+      } finally {
+        db.close();
+      }
+    },
+    close() {},
+  };
+}
+async function pgProbe(url) {
+  const pg = requireRoot('pg');
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  return {
+    size: async () => Number((await pool.query('SELECT pg_database_size(current_database()) AS n')).rows[0].n) / 2 ** 20,
+    spanLogRows: async () => Number((await pool.query('SELECT count(*) AS n FROM span_log')).rows[0].n),
+    close: () => pool.end(),
+  };
+}
+
+// ---- phases ----------------------------------------------------------------------------------------------------
+
+/**
+ * Sends traffic to `targets()` (client k to target k mod n) until `until()`; `rate` traces/s (null: full speed).
+ * Returns the traffic's bookkeeping and the per-request latencies and errors, bucketed by `bucket()`.
+ */
+function drive(targets, rate, until, onResult) {
+  const traffic = new Traffic();
+  const started = performance.now();
+  const clients = Array.from({ length: CLIENTS }, async (_, k) => {
+    while (!until()) {
+      if (rate !== null) {
+        // Paced: the traces sent so far may not run ahead of rate x elapsed.
+        const ahead = traffic.traces / rate - (performance.now() - started) / 1000;
+        if (ahead > 0) {
+          await sleep(Math.min(1000, ahead * 1000));
+          continue;
+        }
+      }
+      const t = targets();
+      const req = traffic.next();
+      const r = await request(t[k % t.length].ports.otlpHttp, 'POST', '/v1/traces', req.payload);
+      const ok = r.status === 200;
+      traffic.settle(req.runs, ok);
+      req.status = r.status === 0 ? r.text.slice(0, 40) : r.status;
+      onResult(ok, r.ms, req);
+      if (!ok && r.status === 0) await sleep(200);
+    }
+  });
+  return { traffic, done: Promise.all(clients) };
+}
+
+async function measureCapacity() {
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-soak-cap-'));
+  const s = await startServe({ dataDir });
+  const seconds = Number(args['capacity-seconds']);
+  const end = Date.now() + seconds * 1000;
+  let traces = 0;
+  const t0 = performance.now();
+  const { done } = drive(() => [s], null, () => Date.now() > end, (ok, _ms, req) => ok && (traces += req.traces));
+  await done;
+  const rate = traces / ((performance.now() - t0) / 1000);
+  s.child.kill('SIGTERM');
+  await s.exited;
+  rmSync(dataDir, { recursive: true, force: true });
+  return rate;
+}
+
+async function main() {
+  let rate;
+  if (args['rate-traces'] !== undefined) rate = Number(args['rate-traces']);
+  else {
+    const capacity = await measureCapacity();
+    rate = capacity * Number(args.fraction);
+    console.log(JSON.stringify({ capacityTracesPerSecond: round(capacity, 1), fraction: Number(args.fraction), rateTracesPerSecond: round(rate, 1) }));
+  }
+
+  let pgCluster = null;
+  let servers;
+  let probe;
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-soak-'));
+  if (args.cluster) {
+    const { loadPgCluster } = await import('./pg-cluster.mjs');
+    const { startPgCluster } = await loadPgCluster();
+    pgCluster = await startPgCluster();
+    servers = [await startServe({ store: pgCluster.url, instance: 'soak-1' }), await startServe({ store: pgCluster.url, instance: 'soak-2' })];
+    probe = await pgProbe(pgCluster.url);
+  } else {
+    servers = [await startServe({ dataDir })];
+    probe = sqliteProbe(dataDir);
+  }
+  console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST }));
+  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  rss_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces');
+
+  const endAt = Date.now() + MINUTES * 60_000;
+  const errorsByStatus = {};
+  let minute = { acks: [], errors: 0, traces: 0, healthMax: 0, healthFailures: 0 };
+  const { traffic, done } = drive(() => servers, rate, () => Date.now() > endAt, (ok, ms, req) => {
+    if (ok) (minute.acks.push(ms), (minute.traces += req.traces));
+    else (minute.errors++, (errorsByStatus[req.status] = (errorsByStatus[req.status] ?? 0) + 1));
+  });
+  // One /healthz a second at each server: the slowest of the minute.
+  let healthStop = false;
+  const health = (async () => {
+    while (!healthStop) {
+      for (const s of servers) {
+        const r = await request(s.ports.api, 'GET', '/healthz', null, 5_000);
+        if (r.status === 200) minute.healthMax = Math.max(minute.healthMax, r.ms);
+        else minute.healthFailures++;
+      }
+      await sleep(1000);
+    }
+  })();
+
+  const rows = [];
+  for (let m = 1; m <= MINUTES; m++) {
+    await sleep(Math.max(0, endAt - (MINUTES - m) * 60_000 - Date.now()));
+    if (KILL_AT !== null && m === KILL_AT) {
+      const s = servers[0];
+      s.child.kill('SIGKILL');
+      await s.exited;
+      const t0 = performance.now();
+      const again = await startServe({ dataDir: s.dataDir, store: s.store, instance: s.instance });
+      await untilHealthy(again.ports.api);
+      servers = [again, ...servers.slice(1)];
+      console.log(JSON.stringify({ killedAtMinute: m, restartToHealthzMs: Math.round(performance.now() - t0) }));
+    }
+    const scrapes = await Promise.all(servers.map((s) => scrapeOf(s.ports.api)));
+    const cur = minute;
+    minute = { acks: [], errors: 0, traces: 0, healthMax: 0, healthFailures: 0 };
+    const row = {
+      min: m,
+      healthzMaxMs: round(cur.healthMax, 1),
+      healthzFailed: cur.healthFailures,
+      loopP99Ms: round(Math.max(...scrapes.map((x) => x.p99)), 1),
+      loopMaxMs: round(Math.max(...scrapes.map((x) => x.max)), 1),
+      rssMiB: round(scrapes.reduce((a, x) => a + x.rss, 0), 1),
+      dbMiB: round(await probe.size(), 1),
+      spanLogRows: await probe.spanLogRows(),
+      skeletonSpans: scrapes.reduce((a, x) => a + x.skeleton, 0),
+      ackP99Ms: round(quantile(cur.acks, 0.99), 1),
+      errors: cur.errors,
+      traces: cur.traces,
+    };
+    rows.push(row);
+    console.log(Object.values(row).map((v) => String(v).padStart(6)).join('  '));
+  }
+  await done;
+  healthStop = true;
+  await health;
+
+  // Every run whose every export was acknowledged is listed with a verdict.
+  const runs = traffic.acked;
+  let missing = 0;
+  let i = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (i < runs.length) {
+        const run = runs[i++];
+        const s = servers[i % servers.length];
+        const r = await request(s.ports.api, 'GET', `/api/v1/runs/${encodeURIComponent(run)}`, null, 30_000);
+        let verdict = null;
+        try {
+          verdict = JSON.parse(r.text).verdict ?? null;
+        } catch {}
+        if (r.status !== 200 || !verdict) missing++;
+      }
+    }),
+  );
+  const from = rows.find((r) => r.min === Math.min(10, MINUTES)) ?? rows[0];
+  const last = rows[rows.length - 1];
+  const tail = rows.filter((r) => r.min >= from.min);
+  const within = (a, b) => Math.abs(b - a) <= 0.1 * Math.max(a, b);
+  const summary = {
+    acknowledgedRuns: runs.length,
+    runsMissingAVerdict: missing,
+    fromMinute: from.min,
+    healthzUnder1s: tail.every((r) => r.healthzMaxMs < 1000 && (r.healthzFailed === 0 || r.min === KILL_AT)),
+    loopMaxUnder250ms: tail.every((r) => r.loopMaxMs < 250),
+    rssWithin10pct: within(from.rssMiB, last.rssMiB),
+    dbWithin10pct: within(from.dbMiB, last.dbMiB),
+    errors: rows.reduce((a, r) => a + r.errors, 0),
+  };
+  console.log(JSON.stringify(summary));
+  // Per periodic task, over the whole soak: slices over budget and the largest slice bucket reached.
+  for (const s of servers) {
+    const { text } = await request(s.ports.api, 'GET', '/metrics', null, 30_000);
+    const tasks = {};
+    for (const m of text.matchAll(/^topology_periodic_slices_over_budget_total\{task="([^"]+)"\} (\S+)$/gm)) tasks[m[1]] = { overBudget: Number(m[2]) };
+    for (const m of text.matchAll(/^topology_periodic_slice_seconds_bucket\{task="([^"]+)",le="([^"]+)"\} (\S+)$/gm)) {
+      const t = (tasks[m[1]] ??= {});
+      const total = Number(new RegExp(`^topology_periodic_slice_seconds_count\\{task="${m[1]}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+      t.slices = total;
+      if (t.maxLe === undefined && Number(m[3]) === total) t.maxLe = m[2];
+    }
+    console.log(JSON.stringify({ instance: s.instance ?? 'single', errorsByStatus, periodic: tasks }));
+  }
+
+  for (const s of servers) {
+    const t0 = performance.now();
+    s.child.kill('SIGTERM');
+    const code = await s.exited;
+    console.log(JSON.stringify({ instance: s.instance ?? 'single', sigtermExit: code, sigtermMs: Math.round(performance.now() - t0) }));
+  }
+  await probe.close();
+  if (pgCluster) await pgCluster.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+  agent.destroy();
+  process.exitCode = missing > 0 ? 1 : 0;
+}
+
+await main();
