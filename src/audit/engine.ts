@@ -766,11 +766,14 @@ export class AuditEngine extends EventEmitter {
     return due.length;
   }
 
-  /** Prune settled runs idle for longer than the retention; memory is bounded by live runs. */
+  /**
+   * Prune settled runs idle for longer than the retention; memory is bounded by live runs. A run in any state is
+   * handled: one created by an ingest's fold and not evaluated yet (verdict null) is not settled, so it stays.
+   */
   prune(now: number): number {
     let n = 0;
     for (const [run, live] of this.runs) {
-      if (live.verdict.settled && now - live.updatedAt > this.opts.retentionMs) {
+      if (live.verdict?.settled && now - live.updatedAt > this.opts.retentionMs) {
         this.forget(run, live);
         n++;
       }
@@ -839,6 +842,7 @@ export class AuditEngine extends EventEmitter {
     const now = filter.now ?? Date.now();
     for (const live of this.runs.values()) {
       const v = live.verdict;
+      if (!v) continue; // created by an ingest's fold, not evaluated yet
       if (filter.verdict && v.verdict !== filter.verdict) continue;
       if (filter.contract && v.pin?.contract !== filter.contract) continue;
       const alert = this.alertStateOf(live.state.run, now, filter.windowMs, filter.stallMs);
