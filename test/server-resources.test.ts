@@ -209,17 +209,21 @@ describe('event streams', () => {
 });
 
 describe('live-state caps', () => {
-  it('--max-live-runs refuses receipts of new runs with 503 + Retry-After and a metric; known runs still ingest', async () => {
+  it('--max-live-runs refuses the receipts of new runs per run (the rest of the request is stored) and counts it; known runs still ingest', async () => {
     const srv = await serve(['--max-live-runs', '3']);
     expect((await postNdjson(srv.api, startLine('a') + startLine('b') + startLine('c'))).status).toBe(200);
-    const refused = await postNdjson(srv.api, startLine('d'));
-    expect(refused.status).toBe(503);
-    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect((await refused.json()).error).toMatch(/--max-live-runs/);
-    expect((await postNdjson(srv.api, line({ run: 'a', event: 'e2', type: 'edge', at: new Date().toISOString(), version: '3', from: 'researcher', to: 'publisher', kind: 'delegate' }))).status).toBe(200);
+    // one request: a receipt of the known run a and the first of a new run d; d is refused by line, a is stored
+    const known = line({ run: 'a', event: 'e2', type: 'edge', at: new Date().toISOString(), version: '3', from: 'researcher', to: 'publisher', kind: 'delegate' });
+    const refused = await postNdjson(srv.api, known + startLine('d'));
+    expect(refused.status).toBe(200);
+    const body = (await refused.json()) as { accepted: number; rejectedCount: number; rejected: { line: number; error: string }[] };
+    expect(body.accepted).toBe(1);
+    expect(body.rejectedCount).toBe(1);
+    expect(body.rejected[0].line).toBe(2);
+    expect(body.rejected[0].error).toMatch(/--max-live-runs/);
     expect((await fetch(`${srv.api}/api/v1/runs/d`)).status).toBe(404);
+    expect(((await (await fetch(`${srv.api}/api/v1/runs/a`)).json()) as { receipts: unknown[] }).receipts).toHaveLength(2);
     expect(await metric(srv, /^topology_live_limit_refusals_total\{limit="runs",transport="ndjson"\} (\d+)$/m)).toBe(1);
-    expect(await metric(srv, /^topology_ingest_rejected_requests_total\{transport="ndjson",reason="live_limit"\} (\d+)$/m)).toBe(1);
     expect((await fetch(`${srv.api}/healthz`)).status).toBe(200);
   }, 60_000);
 });

@@ -208,16 +208,19 @@ export class Ingestor implements Consumer {
     spans: { producing: number; dropped: number; rejected: string[] },
     spanLog: SpanLogEntry[],
   ): Promise<SpanIngestResult> {
-    await this.commit(receipts, source, spanLog);
-    const { producing, dropped, rejected } = spans;
+    const out = await this.commit(receipts, source, spanLog);
+    const { dropped, rejected } = spans;
+    // The receipts of runs refused by a live cap: one per span that made them (a span makes at most one receipt).
+    const limited = Math.min(out.refused?.receipts ?? 0, Math.max(0, spans.producing));
+    const producing = spans.producing - limited;
     this.metrics.otlpSpans(transport, 'receipt', Math.max(0, producing));
     this.metrics.otlpSpans(transport, 'dropped', dropped);
-    if (rejected.length) this.metrics.otlpSpans(transport, 'rejected', rejected.length);
-    if (rejected.length === 0) return { rejectedSpans: 0 };
-    return {
-      rejectedSpans: rejected.length,
-      errorMessage: `${rejected.length} span(s) could not become valid receipts; first: ${rejected[0]}`,
-    };
+    if (rejected.length + limited) this.metrics.otlpSpans(transport, 'rejected', rejected.length + limited);
+    if (rejected.length === 0 && limited === 0) return { rejectedSpans: 0 };
+    const why: string[] = [];
+    if (limited) why.push(out.refused!.message);
+    if (rejected.length) why.push(`${rejected.length} span(s) could not become valid receipts; first: ${rejected[0]}`);
+    return { rejectedSpans: rejected.length + limited, errorMessage: why.join('; '), ...(limited ? { liveLimit: out.refused!.limit } : {}) };
   }
 
   /**
@@ -246,7 +249,16 @@ export class Ingestor implements Consumer {
     for (const f of refused) refusedIndexes.push({ index: validIndex[f.index], reason: f.reason });
     if (refused.length) refusedIndexes.sort((a, b) => a.index - b.index);
     const out = await this.commit(kept, from.source);
-    return { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, refused: refusedIndexes };
+    if (out.refused) {
+      // Runs refused by a live cap: each of their receipts is refused by line, the rest was committed.
+      const trustRefused = new Set(refused.map((f) => f.index));
+      valid.forEach((r, i) => {
+        if (trustRefused.has(i)) return;
+        if (out.refused!.runs.has(r.run)) refusedIndexes.push({ index: validIndex[i], reason: out.refused!.message });
+      });
+      refusedIndexes.sort((a, b) => a.index - b.index);
+    }
+    return { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, refused: refusedIndexes, ...(out.refused ? { liveLimit: out.refused.limit } : {}) };
   }
 
   /**

@@ -275,7 +275,10 @@ function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: Aud
     maxLiveReceipts: cfg.maxLiveReceipts,
     // With ingest tokens, one source's receipt never masks another's under the same event id (docs/security.md).
     sourceScopedEvents: cfg.ingestTokens !== undefined,
+    // With ingest tokens, the live-run cap is shared fairly among the sources (docs/security.md, the live cap).
+    fairSources: cfg.ingestTokens !== undefined,
     idleEvictMs: cfg.idleEvictMs,
+    alertWindowMs: cfg.alertWindowMs ?? DEFAULTS.alertWindowMs,
     hooks: {
       idleEvicted: (n) => metrics.liveRunsIdleEvicted(n),
       verdictEntered: (run, contract, version, verdict, previous) => {
