@@ -18,6 +18,9 @@ function toSpanLog(log: PendingTraceLog[], now: number, forwarded = false): Span
   return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: encodeLoggedSpans(l.spans), ...(forwarded ? { forwarded } : {}) }));
 }
 
+/** Span log entries replayed per commit after a restart (see Ingestor.replaySpanLog). */
+export const REPLAY_BATCH = 500;
+
 export interface IngestLimits {
   /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */
   maxPendingReceipts: number;
@@ -43,6 +46,7 @@ export class Ingestor implements Consumer {
   forwardTrace: ((traceId: string) => boolean) | null = null;
   private inflight = 0;
   private pendingReceipts = 0;
+  private replaying: { done: number; total: number } | null = null;
 
   constructor(
     readonly engine: AuditEngine,
@@ -264,30 +268,50 @@ export class Ingestor implements Consumer {
   /**
    * Replay the span log after a restart: the logged spans go through the pipeline again (receipts they yield are
    * duplicates of stored ones, or new when their callers resolve among themselves); traces still pending are logged
-   * anew, then the old entries are dropped. Returns how many entries were replayed.
+   * anew, then the old entries are dropped. Entries are replayed in batches of `batch`, one commit per batch (not
+   * one per entry), yielding to the event loop between batches so the listeners serve meanwhile; `replayProgress`
+   * says how far it is (readiness). Returns how many entries were replayed.
    */
-  async replaySpanLog(): Promise<number> {
+  async replaySpanLog(batch = REPLAY_BATCH): Promise<number> {
     const store = this.engine.store;
     const entries = store.spanLog();
     if (entries.length === 0) return 0;
-    for (const e of entries) {
-      const now = this.clock();
-      // Every field is validated again: an entry that does not read as logged spans (format 1 or 2, src/ingest/span-log.ts) is dropped.
-      let spans: LoggedSpan[] = [];
-      try {
-        spans = decodeLoggedSpans(e.traceId, e.body) ?? [];
-      } catch (err) {
-        throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
+    this.replaying = { done: 0, total: entries.length };
+    try {
+      for (let lo = 0; lo < entries.length; lo += batch) {
+        const now = this.clock();
+        const receipts: Receipt[] = [];
+        const pending: PendingTraceLog[] = [];
+        for (const e of entries.slice(lo, lo + batch)) {
+          // Every field is validated again: an entry that does not read as logged spans (format 1 or 2, src/ingest/span-log.ts) is dropped.
+          let spans: LoggedSpan[] = [];
+          try {
+            spans = decodeLoggedSpans(e.traceId, e.body) ?? [];
+          } catch (err) {
+            throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
+          }
+          if (spans.length === 0) continue;
+          const ex = this.pipeline.replay(spans, now);
+          for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
+          for (const r of ex.receipts) receipts.push(r);
+          for (const l of ex.pendingLog) pending.push(l);
+        }
+        // Resolved receipts keep the binding of the sources that sent their spans before the restart.
+        const { kept } = this.trust(receipts, 'auditor');
+        await this.commit(kept, 'auditor', toSpanLog(pending, now), false);
+        this.replaying.done = Math.min(lo + batch, entries.length);
+        await new Promise<void>((r) => setImmediate(r));
       }
-      if (spans.length === 0) continue;
-      const ex = this.pipeline.replay(spans, now);
-      for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
-      // Resolved receipts keep the binding of the sources that sent their spans before the restart.
-      const { kept } = this.trust(ex.receipts, 'auditor');
-      await this.commit(kept, 'auditor', toSpanLog(ex.pendingLog, now), false);
+      store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
+    } finally {
+      this.replaying = null;
     }
-    store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
     return entries.length;
+  }
+
+  /** The span log replay under way (entries replayed of all), or null when none is. */
+  get replayProgress(): { done: number; total: number } | null {
+    return this.replaying ? { ...this.replaying } : null;
   }
 
   /**
@@ -310,6 +334,8 @@ export class Ingestor implements Consumer {
    * receipts) and a skeleton forgotten (quiet past the parent wait) or evicted.
    */
   pruneSpanLog(now: number, olderThanMs: number): number {
+    // Not while the span log is replayed: entries not replayed yet belong to no pending trace of the pipeline so far.
+    if (this.replaying) return 0;
     return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => this.pipeline.keepsTrace(t));
   }
 
