@@ -215,7 +215,8 @@ export class AuditEngine extends EventEmitter {
     this.receiptSource = this.ahead.source;
     this.pinner = new Pinner(registry, store, opts.defaultContract);
     this.runListeners.push(this.gauges);
-    this.retires = !opts.owns && !opts.remote && this.ahead.synchronous && typeof store.listRuns === 'function' && typeof store.runVerdict === 'function';
+    // With shadow candidates, settled runs stay (the shadow summary counts them; an evaluation mode, not a soak).
+    this.retires = !opts.owns && !opts.remote && !opts.shadow?.length && this.ahead.synchronous && typeof store.listRuns === 'function' && typeof store.runVerdict === 'function';
     const runs = this.runs;
     const engine = this;
     this.admission = new Admission(
@@ -1075,7 +1076,9 @@ export class AuditEngine extends EventEmitter {
         const t = Date.parse(r.at);
         if (t < firstAt) firstAt = t;
       }
-      row = { verdict: v.verdict, updatedAt: v.updatedAt, firstAt, alert: null };
+      // Left live memory settled: past its alert window (or never alerting), never stalled.
+      const ack = this.store.getAck!(run);
+      row = { verdict: v.verdict, updatedAt: v.updatedAt, firstAt, alert: { acked: ack?.verdict === v.verdict.verdict, alerting: false, stalled: false } };
     }
     if (filter.verdict && row.verdict.verdict !== filter.verdict) return null;
     if (filter.contract && row.verdict.pin?.contract !== filter.contract) return null;
@@ -1170,6 +1173,15 @@ export class AuditEngine extends EventEmitter {
   /** Acknowledge a run's current verdict: it leaves the alerting series until it enters another verdict. */
   ack(run: string, now: number, who: AckWho = {}): { acked: boolean; at: string; record: AckRecord } | null {
     const live = this.runs.get(run);
+    if (!live && this.retires) {
+      // A run that left live memory (settled): its verdict from the store, its acknowledgement stored by the caller.
+      const v = this.verdictOf(run);
+      if (!v) return null;
+      const stored = this.store.getAck!(run);
+      if (stored?.verdict === v.verdict) return { acked: false, at: new Date(stored.at).toISOString(), record: stored };
+      const record: AckRecord = { verdict: v.verdict, by: who.by ?? null, at: now, reason: who.reason ?? null };
+      return { acked: true, at: new Date(now).toISOString(), record };
+    }
     const res = live ? ackRun(live, now, who) : null;
     if (res?.acked) for (const l of this.runListeners) l.runAcked(live!);
     return res;
@@ -1177,7 +1189,12 @@ export class AuditEngine extends EventEmitter {
 
   /** The latest acknowledgement of a live run (null when none); `current` when it covers the run's verdict now. */
   ackOf(run: string): (AckRecord & { current: boolean }) | null {
-    return ackOf(this.runs.get(run));
+    const live = this.runs.get(run);
+    if (!live && this.retires) {
+      const stored = this.store.getAck!(run);
+      return stored ? { ...stored, current: stored.verdict === this.verdictOf(run)?.verdict } : null;
+    }
+    return ackOf(live);
   }
 
   /** Cluster mode: an acknowledgement recorded in the shared store (at any instance), applied by the run's owner. */

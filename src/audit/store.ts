@@ -75,6 +75,8 @@ export interface RunListing {
   prunableRuns(olderThanMs: number, now: number): { run: string; verdict: Verdict | null; contract: string; version: string }[];
   listRuns(f: { verdict?: string; contract?: string; oldest?: boolean; after?: { firstAt: number; run: string }; limit: number }): StoredRun[];
   verdictCounts(f?: { contract?: string }): Record<string, number>;
+  /** The run's latest stored acknowledgement (a run that left live memory keeps it in the store). */
+  getAck(run: string): AckRecord | null;
 }
 
 export type EngineStore = ReceiptAppender & ReceiptReader & Partial<SyncReceiptReader> & PinStore & RunRows & SpanLogStore & Partial<RunListing>;
