@@ -24,12 +24,9 @@ export async function runsCommand(argv: string[], io: Io): Promise<number> {
   const base = (values.server as string).replace(/\/+$/, '');
   const limit = Number(values.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError('--limit: a whole number from 1 to 10000');
-  try {
-    await probeAuditor(base);
-  } catch (e) {
-    if (e instanceof ServerUnusable) throw new UsageError(e.message);
-    throw e;
-  }
+  await probeAuditor(base).catch((e: unknown) => {
+    throw e instanceof ServerUnusable ? new UsageError(e.message) : e;
+  });
   const token = values.token as string | undefined;
   const query = new URLSearchParams({ limit: String(limit) });
   for (const k of ['verdict', 'contract', 'order'] as const) if (values[k]) query.set(k, values[k] as string);
