@@ -700,7 +700,8 @@ export class AuditEngine extends EventEmitter {
         continue;
       }
       let live = this.runs.get(r.run);
-      if (!live && this.returning.has(r.run)) {
+      // Marked before the append, or retired while this batch was being committed (its state is in the store).
+      if (!live && (this.returning.has(r.run) || (this.retires && this.store.runVerdict!(r.run)?.verdict != null))) {
         // Back from the store with everything stored, this batch's receipts of the run included.
         live = this.reload(r.run, now, source);
         (reloaded ??= new Set()).add(r.run);

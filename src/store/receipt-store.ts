@@ -497,11 +497,14 @@ export class ReceiptStore {
     return this.stmt.liveRuns.all().map(liveRunOf);
   }
 
+  private runVerdictStmt?: Database.Statement<[string], { verdict: string | null; settled: number }>;
+
   /** A run's stored verdict state (the latest written wins), or null when the run is not stored (run lists, gauges). */
   runVerdict(run: string): { verdict: Verdict | null; settled: boolean } | null {
     const pending = this.pendingVerdicts.get(run);
     if (pending) return { verdict: pending.verdict, settled: pending.settled };
-    const row = this.db.prepare<[string], { verdict: string | null; settled: number }>('SELECT verdict, settled FROM runs WHERE run = ?').get(run);
+    this.runVerdictStmt ??= this.db.prepare<[string], { verdict: string | null; settled: number }>('SELECT verdict, settled FROM runs WHERE run = ?');
+    const row = this.runVerdictStmt.get(run);
     return row ? { verdict: row.verdict as Verdict | null, settled: row.settled === 1 } : null;
   }
 
