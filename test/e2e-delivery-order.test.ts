@@ -71,7 +71,7 @@ describe('the skeleton survives kill -9', () => {
     await first.stop();
     const second = await startServerProcess({ dataDir: first.dataDir, contracts, args });
     try {
-      expect(second.stderr()).toMatch(/"event":"span_log_replayed","entries":2,/);
+      await until('the span log replayed (while serving)', async () => /"event":"span_log_replayed","entries":2,/.test(second.stderr()) || null);
       const exp2 = exporterFor('grpc', second);
       for (const s of [researcher, coder, toolC]) await sendAlone(exp2, s);
       await exp2.shutdown();

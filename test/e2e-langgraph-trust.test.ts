@@ -98,7 +98,7 @@ describe('LangGraph spans: source binding, a restart while waiting for the root,
       for (const m of [MARK_NODE, MARK_XFER]) expect([m, filesHolding(first.dataDir, m)]).toEqual([m, []]);
 
       second = await startServerProcess({ dataDir: first.dataDir, args });
-      expect(second.stderr()).toMatch(/"event":"span_log_replayed","entries":[1-9]\d*,"pending":0,"langgraphWaiting":3/);
+      await until('the span log replayed (while serving)', async () => /"event":"span_log_replayed","entries":[1-9]\d*,"pending":0,"langgraphWaiting":3/.test(second!.stderr()) || null);
       for (const g of [honest, planted, marked]) g.end();
       await send(as(GRAPH, second), [honest.root, planted.root, marked.root]);
 

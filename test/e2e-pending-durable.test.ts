@@ -43,7 +43,7 @@ describe('an agent span waiting for its caller survives kill -9', () => {
 
     const second = await startServerProcess({ dataDir: first.dataDir, args });
     try {
-      expect(second.stderr()).toMatch(/"event":"span_log_replayed","entries":1,"pending":1/);
+      await until('the span log replayed (while serving)', async () => /"event":"span_log_replayed","entries":1,"pending":1/.test(second.stderr()) || null);
       // The parent ends now and is exported to the restarted server by a real exporter.
       const exporter2 = exporterFor('http-protobuf', second);
       parent.end();

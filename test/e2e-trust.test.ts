@@ -306,7 +306,7 @@ describe('source binding survives a restart (span-log replay)', () => {
 
     const second = await startServerProcess({ dataDir: first.dataDir, args });
     try {
-      expect(second.stderr()).toMatch(/"event":"span_log_replayed","entries":\d+,"pending":2/);
+      await until('the span log replayed (while serving)', async () => /"event":"span_log_replayed","entries":\d+,"pending":2/.test(second.stderr()) || null);
       p1.end();
       p2.end();
       await send(exporterFor('http-protobuf', second, { authorization: `Bearer ${ORCH}` }), [p1, p2]);

@@ -209,18 +209,63 @@ describe('event streams', () => {
 });
 
 describe('live-state caps', () => {
-  it('--max-live-runs refuses receipts of new runs with 503 + Retry-After and a metric; known runs still ingest', async () => {
+  it('--max-live-runs refuses the receipts of new runs per run (the rest of the request is stored) and counts it; known runs still ingest', async () => {
     const srv = await serve(['--max-live-runs', '3']);
     expect((await postNdjson(srv.api, startLine('a') + startLine('b') + startLine('c'))).status).toBe(200);
-    const refused = await postNdjson(srv.api, startLine('d'));
-    expect(refused.status).toBe(503);
-    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect((await refused.json()).error).toMatch(/--max-live-runs/);
-    expect((await postNdjson(srv.api, line({ run: 'a', event: 'e2', type: 'edge', at: new Date().toISOString(), version: '3', from: 'researcher', to: 'publisher', kind: 'delegate' }))).status).toBe(200);
+    // one request: a receipt of the known run a and the first of a new run d; d is refused by line, a is stored
+    const known = line({ run: 'a', event: 'e2', type: 'edge', at: new Date().toISOString(), version: '3', from: 'researcher', to: 'publisher', kind: 'delegate' });
+    const refused = await postNdjson(srv.api, known + startLine('d'));
+    expect(refused.status).toBe(200);
+    const body = (await refused.json()) as { accepted: number; rejectedCount: number; rejected: { line: number; error: string }[] };
+    expect(body.accepted).toBe(1);
+    expect(body.rejectedCount).toBe(1);
+    expect(body.rejected[0].line).toBe(2);
+    expect(body.rejected[0].error).toMatch(/--max-live-runs/);
     expect((await fetch(`${srv.api}/api/v1/runs/d`)).status).toBe(404);
+    expect(((await (await fetch(`${srv.api}/api/v1/runs/a`)).json()) as { receipts: unknown[] }).receipts).toHaveLength(2);
     expect(await metric(srv, /^topology_live_limit_refusals_total\{limit="runs",transport="ndjson"\} (\d+)$/m)).toBe(1);
-    expect(await metric(srv, /^topology_ingest_rejected_requests_total\{transport="ndjson",reason="live_limit"\} (\d+)$/m)).toBe(1);
     expect((await fetch(`${srv.api}/healthz`)).status).toBe(200);
+  }, 60_000);
+});
+
+describe('live caps over OTLP', () => {
+  /** One OTLP/JSON export: per run, an orchestrator invocation and a publisher invocation under it (delegate, return: allowed, the run goes on). */
+  const exportOf = (runs: string[], salt: number) => {
+    const ns = BigInt(Date.now() - 5_000) * 1_000_000n;
+    const attrs = (agent: string, run: string) => [
+      { key: 'gen_ai.operation.name', value: { stringValue: 'invoke_agent' } },
+      { key: 'gen_ai.agent.name', value: { stringValue: agent } },
+      { key: 'topology.run.id', value: { stringValue: run } },
+    ];
+    const spans = runs.flatMap((run, i) => {
+      const traceId = (salt * 1000 + i + 1).toString(16).padStart(32, '0');
+      const parent = (salt * 1000 + i + 1).toString(16).padStart(16, 'a');
+      const child = (salt * 1000 + i + 1).toString(16).padStart(16, 'b');
+      return [
+        { traceId, spanId: parent, name: 'invoke_agent orchestrator', kind: 1, startTimeUnixNano: String(ns), endTimeUnixNano: String(ns + 3_000_000n), attributes: attrs('orchestrator', run) },
+        { traceId, spanId: child, parentSpanId: parent, name: 'invoke_agent publisher', kind: 1, startTimeUnixNano: String(ns + 1_000_000n), endTimeUnixNano: String(ns + 2_000_000n), attributes: attrs('publisher', run) },
+      ];
+    });
+    return JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 'caps' }, spans }] }] });
+  };
+
+  it('a run past --max-live-runs is refused by a partial success (rejected spans, the reason); the other runs of the export are stored', async () => {
+    const srv = await serve(['--max-live-runs', '1', '--contract', 'research-publish']);
+    const post = async (body: string) => {
+      const r = await fetch(`${srv.otlpHttp}/v1/traces`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      return { status: r.status, body: (await r.json()) as { partialSuccess?: { rejectedSpans?: string | number; errorMessage?: string } } };
+    };
+    const first = await post(exportOf(['otlp-a'], 1));
+    expect(first.status).toBe(200);
+    expect(first.body.partialSuccess).toBeUndefined();
+    // one export: more of the live run otlp-a, and a new run otlp-b past the cap
+    const second = await post(exportOf(['otlp-a', 'otlp-b'], 2));
+    expect(second.status).toBe(200);
+    expect(Number(second.body.partialSuccess?.rejectedSpans)).toBeGreaterThanOrEqual(1);
+    expect(second.body.partialSuccess?.errorMessage).toMatch(/--max-live-runs/);
+    expect((await fetch(`${srv.api}/api/v1/runs/otlp-b`)).status).toBe(404);
+    expect((await fetch(`${srv.api}/api/v1/runs/otlp-a`)).status).toBe(200);
+    expect(await metric(srv, /^topology_live_limit_refusals_total\{limit="runs",transport="http"\} (\d+)$/m)).toBe(1);
   }, 60_000);
 });
 

@@ -27,6 +27,8 @@ export interface Refusal {
 export interface SpanIngestResult {
   rejectedSpans: number;
   errorMessage?: string;
+  /** Runs were refused by a live cap (their spans are among the rejected: the partial-success answer). */
+  liveLimit?: 'runs' | 'receipts';
 }
 
 /** NDJSON receipts that were committed, and the ones the trust rules refused (indexes into the batch). */
@@ -35,6 +37,8 @@ export interface ReceiptIngestResult {
   duplicates: number;
   conflicts: number;
   refused: Refusal[];
+  /** Runs were refused by a live cap (their receipts are among the refused). */
+  liveLimit?: 'runs' | 'receipts';
 }
 
 /**

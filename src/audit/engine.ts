@@ -24,7 +24,7 @@ import { Admission, LiveLimitError } from './admission.js';
 import { ackOf, ackRun, ackedAtOf, applyAck, type AckWho } from './acks.js';
 import { ClusterReads, type RunView } from './cluster-reads.js';
 import { RunGauges, type AlertRow, type GaugeRow, type StallRow } from './gauges.js';
-import { alertState, nextChange, verdictKey, type LiveRun, type RunListener } from './live-run.js';
+import { ALERT_VERDICTS, alertState, nextChange, verdictKey, type LiveRun, type RunListener } from './live-run.js';
 import type { ListFilter, ListedRun } from './listing.js';
 import { listOrder, matchesAlertFilter, sameListed } from './listing.js';
 import { Pinner } from './pinning.js';
@@ -85,7 +85,17 @@ export interface EngineOptions {
    * (LiveLimitError), as that instance would refuse them itself.
    */
   ownerFull?: { full(run: string): boolean; known(runs: readonly string[]): Promise<Set<string>> };
+  /**
+   * The alert window (serve's --alert-window, default 1h): a settled run in an alerting verdict stays in live memory
+   * until it passes (the alerting gauge and acknowledgements need it), then leaves like any settled run.
+   */
+  alertWindowMs?: number;
+  /** Fair live cap per source (with ingest tokens; see Admission.reserve). */
+  fairSources?: boolean;
 }
+
+/** serve's default --alert-window. */
+const DEFAULT_ALERT_WINDOW_MS = 60 * 60_000;
 
 /** A row of the store that cannot be read back, named by table and row. */
 export class RestoreError extends Error {}
@@ -95,6 +105,25 @@ export class RestoreError extends Error {}
 export function sourceTag(source: string): string {
   return source.replace(/^token-\d+-/, '').replace(/[^A-Za-z0-9_.:#+=-]/g, '-').slice(0, 40) || 'source';
 }
+
+/** The run list's cursor: the last row's first receipt time and run id, base64url (opaque to clients). */
+function cursorOf(c: { firstAt: number; run: string }): string {
+  return Buffer.from(JSON.stringify([c.firstAt, c.run])).toString('base64url');
+}
+
+/** A cursor back; a malformed one is the client's error (ListCursorError). */
+function parseCursor(s: string): { firstAt: number; run: string } {
+  try {
+    const v = JSON.parse(Buffer.from(s, 'base64url').toString()) as unknown;
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'number' && Number.isFinite(v[0]) && typeof v[1] === 'string') return { firstAt: v[0], run: v[1] };
+  } catch {
+    // below
+  }
+  throw new ListCursorError('after: not a cursor of this list (use the `next` of the page before)');
+}
+
+/** A run list cursor that is not one (`?after=`): the client's error. */
+export class ListCursorError extends Error {}
 
 /** A batch of more receipts is committed in chunks of this many (see AuditEngine.appendInChunks). */
 const APPEND_CHUNK = 2048;
@@ -118,6 +147,11 @@ export interface IngestOutcome {
   accepted: number;
   duplicates: number;
   conflicts: number;
+  /**
+   * Runs refused by the live caps (their receipts were not stored; the rest of the batch was): the partial-success
+   * answer of the request. `receipts`: how many receipts that left out.
+   */
+  refused?: { runs: ReadonlyMap<string, 'runs' | 'receipts'>; receipts: number; message: string; limit: 'runs' | 'receipts' };
 }
 
 type PerType = Map<string, { accepted: number; duplicate: number; conflict: number }>;
@@ -137,8 +171,20 @@ export class AuditEngine extends EventEmitter {
   private readonly runs = new Map<string, LiveRun>();
   private readonly deadlines = new DeadlineHeap();
   private heldReceipts = 0;
-  /** Runs that left live memory idle (see Admission): loaded again from the store on their next receipt or read. */
-  private readonly evicted = new Set<string>();
+  /**
+   * Runs of the batch being folded that are in the store but not in live memory (settled and retired, or left idle):
+   * loaded again from the store by their fold. Transient: a run is in it only between its batch's check and fold.
+   */
+  private readonly returning = new Set<string>();
+  /** Live runs by the server time of their latest receipt: idle eviction takes the longest idle first (no walk). */
+  private readonly idle = new DeadlineHeap();
+  /** Settled runs in an alerting verdict, by the end of their alert window: then they leave live memory. */
+  private readonly retireAt = new DeadlineHeap();
+  /**
+   * Whether settled runs leave live memory (see retireIfSettled): a single instance whose store reads synchronously
+   * and lists runs. A cluster's instance keeps its owned runs (the other instances read them through the store).
+   */
+  private readonly retires: boolean;
   /** Digests of stored receipts of live runs: a redelivery is recognised without the store (see DeliveredDigests). */
   private readonly delivered: DeliveredDigests;
   /** Told of every change of a live run (the gauges). */
@@ -169,22 +215,17 @@ export class AuditEngine extends EventEmitter {
     this.receiptSource = this.ahead.source;
     this.pinner = new Pinner(registry, store, opts.defaultContract);
     this.runListeners.push(this.gauges);
+    // With shadow candidates, settled runs stay (the shadow summary counts them; an evaluation mode, not a soak).
+    this.retires = !opts.owns && !opts.remote && !opts.shadow?.length && this.ahead.synchronous && typeof store.listRuns === 'function' && typeof store.runVerdict === 'function';
     const runs = this.runs;
     const engine = this;
     this.admission = new Admission(
       {
-        get runCount() {
-          return runs.size;
-        },
         get heldReceipts() {
           return engine.heldReceipts;
         },
         has: (run) => runs.has(run),
-        entries: () => runs.entries(),
-        evict: (run, live) => {
-          this.forget(run, live);
-          this.evicted.add(run);
-        },
+        evictIdle: (before, wantRuns, wantReceipts) => this.evictIdle(before, wantRuns, wantReceipts),
       },
       opts,
       opts.hooks?.idleEvicted,
@@ -211,21 +252,90 @@ export class AuditEngine extends EventEmitter {
     for (const l of this.runListeners) l.runChanged(live);
   }
 
-  /** Takes a run out of live memory (pruned, evicted, dropped): its held receipts, digests, deadline and gauge rows. */
-  private forget(run: string, live: LiveRun): void {
+  /**
+   * Takes a run out of live memory (pruned, evicted, dropped, retired): its held receipts, digests, deadline, idle
+   * entry and gauge rows (`retired`: a settled run stays counted in topology_runs, see RunGauges.runRetired).
+   */
+  private forget(run: string, live: LiveRun, retired = false): void {
     this.runs.delete(run);
-    for (const l of this.runListeners) l.runForgotten(live);
+    for (const l of this.runListeners) {
+      if (retired && l === this.gauges) this.gauges.runRetired(live);
+      else l.runForgotten(live);
+    }
     this.heldReceipts -= live.held;
     this.delivered.forget(run);
     this.deadlines.set(run, null);
+    this.idle.set(run, null);
+    this.retireAt.set(run, null);
+    this.admission.untrack(live);
   }
 
-  /** A new live run (not evaluated yet). */
-  private newLive(run: string, at: number, entered?: number): LiveRun {
+  /** A new live run (not evaluated yet); `source`: whose receipt brought it (the fair live cap counts per source). */
+  private newLive(run: string, at: number, entered?: number, source?: string): LiveRun {
     const live: LiveRun = { state: new RunState(run, this.receiptSource), verdict: null as unknown as RunVerdict, updatedAt: at, held: 0 };
     if (entered !== undefined) live.enteredAt = entered;
+    if (source !== undefined) live.source = source;
     this.runs.set(run, live);
+    this.admission.track(live);
     return live;
+  }
+
+  /** A live run received a receipt at server time `at` (idle eviction orders by it). */
+  private received(live: LiveRun, at: number): void {
+    live.receivedAt = at;
+    this.idle.set(live.state.run, at);
+  }
+
+  /**
+   * Idle eviction (Admission): runs with no receipt since `before` leave live memory, the longest idle first, popped
+   * from the time-ordered `idle` heap (O(log n) each, no walk), until `wantRuns` runs that could still change and
+   * `wantReceipts` held receipts are freed. A settled one is retired (it stays counted in topology_runs). They stay
+   * in the store; their next receipt (or a read) loads them again.
+   */
+  private evictIdle(before: number, wantRuns: number, wantReceipts: number): number {
+    if (!this.retires) return 0;
+    let n = 0;
+    let runs = 0;
+    let receipts = 0;
+    while (runs < wantRuns || receipts < wantReceipts) {
+      const [run] = this.idle.popDue(before, 1);
+      if (run === undefined) break;
+      const live = this.runs.get(run);
+      if (!live || !live.verdict) continue;
+      if (live.counted) runs++;
+      receipts += live.held;
+      this.forget(run, live, live.verdict.settled);
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * Memory holds what can still change: a settled run whose verdict no time can move (no next change) leaves live
+   * memory at once, and is loaded again on its next receipt; one in an alerting verdict, unacknowledged, stays until
+   * its alert window passed (the alerting gauge counts it meanwhile). It stays counted in topology_runs until pruned.
+   */
+  private retireIfSettled(run: string, live: LiveRun, now: number): void {
+    if (!this.retires || !live.verdict?.settled || nextChange(live) !== null) return;
+    const v = live.verdict.verdict;
+    if (ALERT_VERDICTS.has(v) && live.ackedVerdict !== v) {
+      const end = (live.enteredAt ?? live.updatedAt) + (this.opts.alertWindowMs ?? DEFAULT_ALERT_WINDOW_MS);
+      if (now <= end) {
+        this.retireAt.set(run, end + 1);
+        return;
+      }
+    }
+    this.forget(run, live, true);
+  }
+
+  /** Runs that can still change, held in memory (what --max-live-runs counts). */
+  get changeableRuns(): number {
+    return this.admission.changeableRuns;
+  }
+
+  /** Runs that can still change held for one source (the fair live cap). */
+  sourceRuns(source: string): number {
+    return this.admission.sourceRuns(source);
   }
 
   /**
@@ -242,6 +352,11 @@ export class AuditEngine extends EventEmitter {
           const current = this.registry.get(lr.pin.contract, lr.pin.version);
           if (current && current.hash !== lr.contractHash) changed.push(`${lr.pin.contract}@${lr.pin.version} (pinned by run ${lr.run})`);
           this.restoreContract(lr);
+        }
+        if (this.retires && lr.settled && lr.verdict !== null && !ALERT_VERDICTS.has(lr.verdict)) {
+          // Settled: it stays in the store only (counted in topology_runs until pruned; loaded on its next receipt).
+          this.gauges.retain(lr.pin?.contract ?? '', lr.pin?.version ?? '', lr.verdict);
+          continue;
         }
         receipts += this.restoreRun(lr, now);
       } catch (e) {
@@ -280,28 +395,59 @@ export class AuditEngine extends EventEmitter {
     const restored: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: lr.updatedAt, enteredAt: lr.updatedAt, held, receivedAt: lr.updatedAt };
     restored.verdict = this.evaluateRun(state, this.pinner.pin(state, undefined), now, restored);
     const replaced = this.runs.get(lr.run);
-    if (replaced) for (const l of this.runListeners) l.runForgotten(replaced);
+    if (replaced) {
+      for (const l of this.runListeners) l.runForgotten(replaced);
+      this.admission.untrack(replaced);
+    }
     this.runs.set(lr.run, restored);
     this.runChanged(restored);
     this.heldReceipts += held;
     this.deadlines.set(lr.run, nextChange(restored));
+    this.admission.track(restored);
+    this.idle.set(lr.run, lr.updatedAt);
     if (lr.verdict && lr.verdict !== restored.verdict.verdict) {
       restored.enteredAt = now;
       this.restoredChange(lr, restored.verdict, now);
     }
+    this.retireIfSettled(lr.run, restored, now);
     return receipts;
   }
 
-  /** A run that left live memory idle, loaded again from the store (its receipts, stored pin and verdict). */
-  private reload(run: string, now: number): LiveRun {
-    this.evicted.delete(run);
+  /**
+   * A run that left live memory (settled, or idle), loaded again from the store (its receipts, stored pin and
+   * verdict). A settled one leaves the count topology_runs kept for it (it is counted as live again).
+   */
+  private reload(run: string, now: number, source?: string): LiveRun {
+    this.returning.delete(run);
+    const stored = this.store.runVerdict?.(run);
+    const pin = stored?.verdict ? this.store.getPin(run)?.pin : undefined;
+    if (stored?.settled && stored.verdict) this.gauges.unretain(pin?.contract ?? '', pin?.version ?? '', stored.verdict);
     const state = new RunState(run, this.receiptSource);
     let held = 0;
     for (const r of this.syncReceipts(run)) if (state.add(r) !== 'duplicate') held++;
     const live: LiveRun = { state, verdict: null as unknown as RunVerdict, updatedAt: now, held, receivedAt: now };
+    // Its stored verdict stands for the previous one: loading a run again is no transition unless evaluation moves it.
+    if (stored?.verdict) live.previous = { contract: pin?.contract ?? '', version: pin?.version ?? '', verdict: stored.verdict };
+    this.idle.set(run, now);
+    if (source !== undefined) live.source = source;
     this.runs.set(run, live);
     this.heldReceipts += held;
+    this.admission.track(live);
     return live;
+  }
+
+  /**
+   * The runs of a batch that are stored but not in live memory (retired or left idle): marked to be loaded again by
+   * their fold. One indexed store read per run new to memory.
+   */
+  private markReturning(receipts: readonly Receipt[]): void {
+    if (!this.retires) return;
+    let seen: Set<string> | undefined;
+    for (const r of receipts) {
+      if (this.runs.has(r.run) || this.returning.has(r.run) || seen?.has(r.run)) continue;
+      (seen ??= new Set()).add(r.run);
+      if (this.store.runVerdict!(r.run) !== null) this.returning.add(r.run);
+    }
   }
 
   /**
@@ -311,11 +457,6 @@ export class AuditEngine extends EventEmitter {
   private syncReceipts(run: string): Receipt[] {
     if (!this.ahead.synchronous) throw new Error(`run ${run}: the store answers only asynchronously`);
     return this.ahead.receipts(run);
-  }
-
-  /** Whether a run left live memory idle (it is in the store; see Admission). */
-  isEvicted(run: string): boolean {
-    return this.evicted.has(run);
   }
 
   get liveReceipts(): number {
@@ -356,7 +497,20 @@ export class AuditEngine extends EventEmitter {
     let { fresh, digests, bodies, known } = await this.unseen(receipts, perType);
     receipts = fresh;
     if (limits) await this.admission.refuseForFullOwners(receipts);
-    const release = limits ? this.admission.reserve(receipts, now) : () => {};
+    const reservation = limits ? this.admission.reserve(receipts, now, source) : null;
+    const release = reservation ? reservation.release : () => {};
+    let refused: IngestOutcome['refused'];
+    if (reservation?.refused) {
+      // Refused per run (the live caps): the receipts of refused runs are not stored; the rest of the batch is.
+      const out = reservation.refused;
+      const keep = receipts.map((r) => !out.has(r.run));
+      const n = keep.filter((k) => !k).length;
+      receipts = receipts.filter((_, i) => keep[i]);
+      digests = digests.filter((_, i) => keep[i]);
+      bodies = bodies.filter((_, i) => keep[i]);
+      refused = { runs: out, receipts: n, message: reservation.message, limit: out.values().next().value! };
+    }
+    this.markReturning(receipts);
     let res;
     const touched = new Set<string>();
     try {
@@ -387,7 +541,7 @@ export class AuditEngine extends EventEmitter {
       // with a stored conflict is read back by its fold (cluster mode: read ahead).
       const results = res.results;
       const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && (!this.opts.owns || this.opts.owns(r.run))).map((r) => r.run);
-      await this.ahead.around(conflicted, () => this.fold(receipts, results, digests, perType, touched, now));
+      await this.ahead.around(conflicted, () => this.fold(receipts, results, digests, perType, touched, now, source));
       digests = NONE_DIGESTS;
       // The pins the append wrote (or found in force): held by their live runs, so the pin step persists nothing.
       if (res.pins) {
@@ -402,6 +556,7 @@ export class AuditEngine extends EventEmitter {
       }
     } finally {
       release();
+      if (this.returning.size) for (const r of receipts) this.returning.delete(r.run);
     }
     res.duplicates += known;
     for (const [type, t] of perType) {
@@ -416,7 +571,7 @@ export class AuditEngine extends EventEmitter {
       await slice.yieldIfDue();
     }
     if (waiting) await Promise.all(waiting);
-    return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts };
+    return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts, ...(refused ? { refused } : {}) };
   }
 
   /**
@@ -447,7 +602,7 @@ export class AuditEngine extends EventEmitter {
 
   /** Whether a run of a batch gets its first pin with the append (see firstPins). */
   private needsFirstPin(run: string): boolean {
-    if ((this.opts.owns && !this.opts.owns(run)) || this.evicted.has(run)) return false;
+    if ((this.opts.owns && !this.opts.owns(run)) || this.returning.has(run)) return false;
     const live = this.runs.get(run);
     if (!live) return true;
     if (live.pin) return false;
@@ -532,7 +687,7 @@ export class AuditEngine extends EventEmitter {
    * or 100,000 new runs) is folded in slices of at most ~8 ms that yield to the event loop, so health checks and
    * other clients are answered meanwhile.
    */
-  private async fold(receipts: readonly Receipt[], results: readonly ('accepted' | 'duplicate' | 'conflict')[], digests: readonly Digest[], perType: PerType, touched: Set<string>, now: number): Promise<void> {
+  private async fold(receipts: readonly Receipt[], results: readonly ('accepted' | 'duplicate' | 'conflict')[], digests: readonly Digest[], perType: PerType, touched: Set<string>, now: number, source?: string): Promise<void> {
     const owns = this.opts.owns;
     const slice = new Slicer();
     let reloaded: Set<string> | undefined;
@@ -545,16 +700,17 @@ export class AuditEngine extends EventEmitter {
         continue;
       }
       let live = this.runs.get(r.run);
-      if (!live && this.evicted.has(r.run)) {
+      // Marked before the append, or retired while this batch was being committed (its state is in the store).
+      if (!live && (this.returning.has(r.run) || (this.retires && this.store.runVerdict!(r.run)?.verdict != null))) {
         // Back from the store with everything stored, this batch's receipts of the run included.
-        live = this.reload(r.run, now);
+        live = this.reload(r.run, now, source);
         (reloaded ??= new Set()).add(r.run);
       }
-      live ??= this.newLive(r.run, now);
-      live.receivedAt = now;
+      live ??= this.newLive(r.run, now, undefined, source);
+      if (live.receivedAt !== now) this.received(live, now);
       if (reloaded?.has(r.run)) {
         countType(perType, r.type, results[i]);
-        if (results[i] !== 'duplicate') touched.add(r.run);
+        touched.add(r.run); // evaluated again (and, settled, it leaves memory again)
         continue;
       }
       let result = this.add(live, r, results[i]);
@@ -608,7 +764,8 @@ export class AuditEngine extends EventEmitter {
       }
     }
     const a = verdictKey(after);
-    const b = before ? verdictKey(before) : null;
+    const b = before ? verdictKey(before) : (live.previous ?? null);
+    live.previous = undefined;
     if (!b || a.verdict !== b.verdict || a.contract !== b.contract || a.version !== b.version) {
       live.enteredAt = now;
       this.opts.hooks?.verdictEntered?.(run, a.contract, a.version, a.verdict, b);
@@ -619,7 +776,9 @@ export class AuditEngine extends EventEmitter {
       if (listed) live.listedFirstAt = live.state.firstAt;
       this.store.setVerdictState(run, after.verdict, after.settled, now, { verdict: after, firstAt: live.state.firstAt });
     }
+    this.admission.track(live);
     this.emit('run', run, after);
+    this.retireIfSettled(run, live, now);
     return undefined;
   }
 
@@ -713,6 +872,7 @@ export class AuditEngine extends EventEmitter {
     if (live.state.size === 0 && live.state.conflicts.size === 0) {
       this.runs.delete(stored.run);
       for (const l of this.runListeners) l.runForgotten(live);
+      this.admission.untrack(live);
       return;
     }
     if (live.verdict === null && stored.verdict) {
@@ -720,6 +880,7 @@ export class AuditEngine extends EventEmitter {
       const previous = this.evaluateRun(live.state, this.pinRun(live), now, live);
       if (previous.verdict === stored.verdict) {
         live.verdict = previous;
+        this.admission.track(live);
         this.runChanged(live);
         this.deadlines.set(stored.run, nextChange(live));
         // Not a transition; the list views' row is written again (its findings may have moved, or never been written), its
@@ -763,16 +924,35 @@ export class AuditEngine extends EventEmitter {
   tick(now: number): number {
     const due = this.deadlines.popDue(now);
     for (const run of due) this.reevaluate(run, now);
+    for (const run of this.retireAt.popDue(now)) {
+      const live = this.runs.get(run);
+      if (live) this.retireIfSettled(run, live, now);
+    }
     return due.length;
   }
 
-  /** Prune settled runs idle for longer than the retention; memory is bounded by live runs. */
+  /**
+   * Prune settled runs idle for longer than the retention; memory is bounded by live runs. A run in any state is
+   * handled: one created by an ingest's fold and not evaluated yet (verdict null) is not settled, so it stays.
+   */
   prune(now: number): number {
     let n = 0;
-    for (const [run, live] of this.runs) {
-      if (live.verdict.settled && now - live.updatedAt > this.opts.retentionMs) {
-        this.forget(run, live);
-        n++;
+    if (!this.retires) {
+      for (const [run, live] of this.runs) {
+        if (live.verdict?.settled && now - live.updatedAt > this.opts.retentionMs) {
+          this.forget(run, live);
+          n++;
+        }
+      }
+    } else {
+      // Retired runs (not in memory) leave the topology_runs count they kept when the store deletes them.
+      // A run still held that the store deletes leaves memory with it (the lists read the store).
+      for (const p of this.store.prunableRuns!(this.opts.retentionMs, now)) {
+        const live = this.runs.get(p.run);
+        if (live) {
+          this.forget(p.run, live);
+          n++;
+        } else if (p.verdict !== null) this.gauges.unretain(p.contract, p.version, p.verdict);
       }
     }
     this.store.prune(this.opts.retentionMs, now);
@@ -785,7 +965,7 @@ export class AuditEngine extends EventEmitter {
    */
   get(run: string): RunView | null {
     const live = this.runs.get(run);
-    if (!live) return this.evicted.has(run) ? this.getEvicted(run) : null;
+    if (!live) return this.retires ? this.getEvicted(run) : null;
     // A store that answers only asynchronously (cluster mode): the receipts are read by view().
     return this.viewOf(live, this.store.runReceipts ? this.store.runReceipts(run) : []);
   }
@@ -821,17 +1001,20 @@ export class AuditEngine extends EventEmitter {
   }
 
   /** A run that left live memory idle, read from the store and evaluated now (it stays out of live memory). */
-  private getEvicted(run: string): RunView | null {
+  private getEvicted(run: string, now = Date.now(), updatedAt = now): RunView | null {
     const receipts = this.syncReceipts(run);
     if (receipts.length === 0) return null;
     const record = this.store.getPin(run);
     const content = record ? this.store.getContractContent(record.contractHash) : null;
-    const d: DetachedRun = { run, pin: record ?? null, contractContent: content ?? null, receipts, updatedAt: Date.now() };
-    return { verdict: this.pinner.evaluateDetached(d, Date.now()), receipts, updatedAt: d.updatedAt };
+    const d: DetachedRun = { run, pin: record ?? null, contractContent: content ?? null, receipts, updatedAt };
+    return { verdict: this.pinner.evaluateDetached(d, now), receipts, updatedAt };
   }
 
+  /** A run's verdict: held in memory, else (a run that left it) evaluated from the store. */
   verdictOf(run: string): RunVerdict | null {
-    return this.runs.get(run)?.verdict ?? null;
+    const live = this.runs.get(run);
+    if (live) return live.verdict ?? null;
+    return this.retires ? (this.getEvicted(run)?.verdict ?? null) : null;
   }
 
   list(filter: ListFilter): ListedRun[] {
@@ -839,6 +1022,7 @@ export class AuditEngine extends EventEmitter {
     const now = filter.now ?? Date.now();
     for (const live of this.runs.values()) {
       const v = live.verdict;
+      if (!v) continue; // created by an ingest's fold, not evaluated yet
       if (filter.verdict && v.verdict !== filter.verdict) continue;
       if (filter.contract && v.pin?.contract !== filter.contract) continue;
       const alert = this.alertStateOf(live.state.run, now, filter.windowMs, filter.stallMs);
@@ -847,6 +1031,77 @@ export class AuditEngine extends EventEmitter {
     }
     out.sort(listOrder(filter));
     return out.slice(0, filter.limit ?? 100);
+  }
+
+  /**
+   * A page of the run list, after the cursor `after` (the `next` of the page before; null: the last page). A single
+   * instance lists the store (settled runs are not in memory) in keyset order, newest first by first receipt (server
+   * time); held runs show their live verdict and alert state, the others their verdict evaluated from the store. A
+   * filter on an alert state being true lists held runs only (only they can have one). A cluster lists as listAll
+   * (one page).
+   */
+  async listPage(filter: ListFilter & { after?: string }, now: number): Promise<{ runs: ListedRun[]; next: string | null }> {
+    const limit = Math.max(1, filter.limit ?? 100);
+    const after = filter.after ? parseCursor(filter.after) : undefined;
+    if (!this.retires) return { runs: await this.listAll({ ...filter, limit }, now), next: null };
+    if (filter.acked || filter.alerting || filter.stalled) return this.heldPage(filter, limit, after, now);
+    const out: ListedRun[] = [];
+    let cursor = after;
+    // Rows filtered out by an alert state (false) are skipped: read on, a bounded number of store pages.
+    for (let pages = 0; pages < 64 && out.length < limit; pages++) {
+      const want = limit - out.length;
+      const rows = this.store.listRuns!({ verdict: filter.verdict, contract: filter.contract, oldest: filter.oldest, after: cursor, limit: want });
+      for (const row of rows) {
+        cursor = { firstAt: row.firstAt, run: row.run };
+        const listed = this.listedOf(row.run, row.updatedAt, filter, now);
+        if (listed) out.push(listed);
+      }
+      if (rows.length < want) return { runs: out, next: null };
+    }
+    const more = cursor && this.store.listRuns!({ verdict: filter.verdict, contract: filter.contract, oldest: filter.oldest, after: cursor, limit: 1 }).length > 0;
+    return { runs: out, next: more ? cursorOf(cursor!) : null };
+  }
+
+  /** A stored run as the run list shows it (null: it does not pass the filter). */
+  private listedOf(run: string, updatedAt: number, filter: ListFilter, now: number): ListedRun | null {
+    const live = this.runs.get(run);
+    let row: ListedRun;
+    if (live) {
+      if (!live.verdict) return null;
+      row = { verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: this.alertStateOf(run, now, filter.windowMs, filter.stallMs) };
+    } else {
+      const v = this.getEvicted(run, now, updatedAt);
+      if (!v) return null;
+      let firstAt = Infinity;
+      for (const r of v.receipts) {
+        const t = Date.parse(r.at);
+        if (t < firstAt) firstAt = t;
+      }
+      // Left live memory settled: past its alert window (or never alerting), never stalled.
+      const ack = this.store.getAck!(run);
+      row = { verdict: v.verdict, updatedAt: v.updatedAt, firstAt, alert: { acked: ack?.verdict === v.verdict.verdict, alerting: false, stalled: false } };
+    }
+    if (filter.verdict && row.verdict.verdict !== filter.verdict) return null;
+    if (filter.contract && row.verdict.pin?.contract !== filter.contract) return null;
+    return matchesAlertFilter(row.alert, filter) ? row : null;
+  }
+
+  /** A page of the held runs (an alert-state filter), in list order, after the cursor. */
+  private heldPage(filter: ListFilter, limit: number, after: { firstAt: number; run: string } | undefined, now: number): { runs: ListedRun[]; next: string | null } {
+    const order = listOrder(filter);
+    let all = this.list({ ...filter, now, limit: Number.MAX_SAFE_INTEGER });
+    if (after) {
+      const mark: ListedRun = { verdict: { run: after.run } as RunVerdict, firstAt: after.firstAt, updatedAt: 0, alert: null };
+      all = all.filter((r) => order(r, mark) > 0);
+    }
+    const runs = all.slice(0, limit);
+    const last = runs[runs.length - 1];
+    return { runs, next: all.length > limit && last ? cursorOf({ firstAt: last.firstAt, run: last.verdict.run }) : null };
+  }
+
+  /** Stored runs per verdict (a single instance; null: the store does not count, see listAll's counts). */
+  verdictCounts(filter: { contract?: string }): Record<string, number> | null {
+    return this.retires ? this.store.verdictCounts!(filter) : null;
   }
 
   /** The candidates shadow-evaluated by this engine. */
@@ -919,6 +1174,15 @@ export class AuditEngine extends EventEmitter {
   /** Acknowledge a run's current verdict: it leaves the alerting series until it enters another verdict. */
   ack(run: string, now: number, who: AckWho = {}): { acked: boolean; at: string; record: AckRecord } | null {
     const live = this.runs.get(run);
+    if (!live && this.retires) {
+      // A run that left live memory (settled): its verdict from the store, its acknowledgement stored by the caller.
+      const v = this.verdictOf(run);
+      if (!v) return null;
+      const stored = this.store.getAck!(run);
+      if (stored?.verdict === v.verdict) return { acked: false, at: new Date(stored.at).toISOString(), record: stored };
+      const record: AckRecord = { verdict: v.verdict, by: who.by ?? null, at: now, reason: who.reason ?? null };
+      return { acked: true, at: new Date(now).toISOString(), record };
+    }
     const res = live ? ackRun(live, now, who) : null;
     if (res?.acked) for (const l of this.runListeners) l.runAcked(live!);
     return res;
@@ -926,7 +1190,12 @@ export class AuditEngine extends EventEmitter {
 
   /** The latest acknowledgement of a live run (null when none); `current` when it covers the run's verdict now. */
   ackOf(run: string): (AckRecord & { current: boolean }) | null {
-    return ackOf(this.runs.get(run));
+    const live = this.runs.get(run);
+    if (!live && this.retires) {
+      const stored = this.store.getAck!(run);
+      return stored ? { ...stored, current: stored.verdict === this.verdictOf(run)?.verdict } : null;
+    }
+    return ackOf(live);
   }
 
   /** Cluster mode: an acknowledgement recorded in the shared store (at any instance), applied by the run's owner. */
@@ -966,6 +1235,11 @@ export class AuditEngine extends EventEmitter {
 
   get liveRuns(): number {
     return this.runs.size;
+  }
+
+  /** Runs retired or evicted are looked up in the store (tests: nothing per run is kept for them). */
+  get returningRuns(): number {
+    return this.returning.size;
   }
 
   get scheduledDeadlines(): number {

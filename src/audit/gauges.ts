@@ -49,6 +49,38 @@ export class RunGauges implements RunListener {
   }
 
   /**
+   * A settled run left live memory (it can no longer change): it leaves the alerting and stalled rows, and stays
+   * counted in its topology_runs row until it is pruned from the store or loads again (`unretain`), with no memory
+   * of its own.
+   */
+  runRetired(live: LiveRun): void {
+    this.count(live);
+    this.gaugeDirty.delete(live);
+    live.gaugeId = undefined;
+    live.gaugeOf = undefined;
+    this.alertDirty.delete(live);
+    this.leaveAlertRows(live);
+    this.alertTimers.set(live.state.run, null);
+  }
+
+  /** `n` retired runs (see runRetired) of a (contract, version, verdict) row were pruned, or one loaded again. */
+  unretain(contract: string, version: string, verdict: Verdict, n = 1): void {
+    const id = `${contract}\u0000${version}\u0000${verdict}`;
+    const row = this.gaugeRows.get(id);
+    if (!row) return;
+    row.count -= Math.min(n, row.count);
+    if (row.count === 0) this.gaugeRows.delete(id);
+  }
+
+  /** `n` retired runs counted at start (restore: settled runs stay in the store only). */
+  retain(contract: string, version: string, verdict: Verdict, n = 1): void {
+    const id = `${contract}\u0000${version}\u0000${verdict}`;
+    const row = this.gaugeRows.get(id);
+    if (row) row.count += n;
+    else this.gaugeRows.set(id, { contract, version, verdict, count: n });
+  }
+
+  /**
    * Runs per (contract, version, verdict), for the topology_runs gauge (rows with at least one run). A run whose
    * verdict was set since the last call is recounted, a run forgotten leaves its row at once. Serve calls this every
    * tick; with 100,000 live runs a walk cost ~9 ms a tick.

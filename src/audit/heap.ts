@@ -46,10 +46,15 @@ export class DeadlineHeap {
     for (let i = (this.times.length >> 1) - 1; i >= 0; i--) this.down(i);
   }
 
-  /** Remove and return every key due at or before `now`. */
-  popDue(now: number): string[] {
+  /** When the key is scheduled (undefined: not). */
+  at(key: string): number | undefined {
+    return this.current.get(key);
+  }
+
+  /** Remove and return every key due at or before `now` (at most `limit`, the earliest first). */
+  popDue(now: number, limit = Infinity): string[] {
     const out: string[] = [];
-    while (this.times.length > 0 && this.times[0] <= now) {
+    while (out.length < limit && this.times.length > 0 && this.times[0] <= now) {
       const t = this.times[0];
       const k = this.keys[0];
       this.removeTop();

@@ -18,6 +18,9 @@ function toSpanLog(log: PendingTraceLog[], now: number, forwarded = false): Span
   return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: encodeLoggedSpans(l.spans), ...(forwarded ? { forwarded } : {}) }));
 }
 
+/** Span log entries replayed per commit after a restart (see Ingestor.replaySpanLog). */
+export const REPLAY_BATCH = 500;
+
 export interface IngestLimits {
   /** Receipts accepted but not yet committed, across requests, beyond which requests are refused as saturated. */
   maxPendingReceipts: number;
@@ -43,6 +46,7 @@ export class Ingestor implements Consumer {
   forwardTrace: ((traceId: string) => boolean) | null = null;
   private inflight = 0;
   private pendingReceipts = 0;
+  private replaying: { done: number; total: number } | null = null;
 
   constructor(
     readonly engine: AuditEngine,
@@ -208,16 +212,19 @@ export class Ingestor implements Consumer {
     spans: { producing: number; dropped: number; rejected: string[] },
     spanLog: SpanLogEntry[],
   ): Promise<SpanIngestResult> {
-    await this.commit(receipts, source, spanLog);
-    const { producing, dropped, rejected } = spans;
+    const out = await this.commit(receipts, source, spanLog);
+    const { dropped, rejected } = spans;
+    // The receipts of runs refused by a live cap: one per span that made them (a span makes at most one receipt).
+    const limited = Math.min(out.refused?.receipts ?? 0, Math.max(0, spans.producing));
+    const producing = spans.producing - limited;
     this.metrics.otlpSpans(transport, 'receipt', Math.max(0, producing));
     this.metrics.otlpSpans(transport, 'dropped', dropped);
-    if (rejected.length) this.metrics.otlpSpans(transport, 'rejected', rejected.length);
-    if (rejected.length === 0) return { rejectedSpans: 0 };
-    return {
-      rejectedSpans: rejected.length,
-      errorMessage: `${rejected.length} span(s) could not become valid receipts; first: ${rejected[0]}`,
-    };
+    if (rejected.length + limited) this.metrics.otlpSpans(transport, 'rejected', rejected.length + limited);
+    if (rejected.length === 0 && limited === 0) return { rejectedSpans: 0 };
+    const why: string[] = [];
+    if (limited) why.push(out.refused!.message);
+    if (rejected.length) why.push(`${rejected.length} span(s) could not become valid receipts; first: ${rejected[0]}`);
+    return { rejectedSpans: rejected.length + limited, errorMessage: why.join('; '), ...(limited ? { liveLimit: out.refused!.limit } : {}) };
   }
 
   /**
@@ -246,36 +253,65 @@ export class Ingestor implements Consumer {
     for (const f of refused) refusedIndexes.push({ index: validIndex[f.index], reason: f.reason });
     if (refused.length) refusedIndexes.sort((a, b) => a.index - b.index);
     const out = await this.commit(kept, from.source);
-    return { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, refused: refusedIndexes };
+    if (out.refused) {
+      // Runs refused by a live cap: each of their receipts is refused by line, the rest was committed.
+      const trustRefused = new Set(refused.map((f) => f.index));
+      valid.forEach((r, i) => {
+        if (trustRefused.has(i)) return;
+        if (out.refused!.runs.has(r.run)) refusedIndexes.push({ index: validIndex[i], reason: out.refused!.message });
+      });
+      refusedIndexes.sort((a, b) => a.index - b.index);
+    }
+    return { accepted: out.accepted, duplicates: out.duplicates, conflicts: out.conflicts, refused: refusedIndexes, ...(out.refused ? { liveLimit: out.refused.limit } : {}) };
   }
 
   /**
    * Replay the span log after a restart: the logged spans go through the pipeline again (receipts they yield are
    * duplicates of stored ones, or new when their callers resolve among themselves); traces still pending are logged
-   * anew, then the old entries are dropped. Returns how many entries were replayed.
+   * anew, then the old entries are dropped. Entries are replayed in batches of `batch`, one commit per batch (not
+   * one per entry), yielding to the event loop between batches so the listeners serve meanwhile; `replayProgress`
+   * says how far it is (readiness). Returns how many entries were replayed.
    */
-  async replaySpanLog(): Promise<number> {
+  async replaySpanLog(batch = REPLAY_BATCH): Promise<number> {
     const store = this.engine.store;
     const entries = store.spanLog();
     if (entries.length === 0) return 0;
-    for (const e of entries) {
-      const now = this.clock();
-      // Every field is validated again: an entry that does not read as logged spans (format 1 or 2, src/ingest/span-log.ts) is dropped.
-      let spans: LoggedSpan[] = [];
-      try {
-        spans = decodeLoggedSpans(e.traceId, e.body) ?? [];
-      } catch (err) {
-        throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
+    this.replaying = { done: 0, total: entries.length };
+    try {
+      for (let lo = 0; lo < entries.length; lo += batch) {
+        const now = this.clock();
+        const receipts: Receipt[] = [];
+        const pending: PendingTraceLog[] = [];
+        for (const e of entries.slice(lo, lo + batch)) {
+          // Every field is validated again: an entry that does not read as logged spans (format 1 or 2, src/ingest/span-log.ts) is dropped.
+          let spans: LoggedSpan[] = [];
+          try {
+            spans = decodeLoggedSpans(e.traceId, e.body) ?? [];
+          } catch (err) {
+            throw new Error(`store table span_log, row seq ${e.seq}: ${(err as Error).message}`);
+          }
+          if (spans.length === 0) continue;
+          const ex = this.pipeline.replay(spans, now);
+          for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
+          for (const r of ex.receipts) receipts.push(r);
+          for (const l of ex.pendingLog) pending.push(l);
+        }
+        // Resolved receipts keep the binding of the sources that sent their spans before the restart.
+        const { kept } = this.trust(receipts, 'auditor');
+        await this.commit(kept, 'auditor', toSpanLog(pending, now), false);
+        this.replaying.done = Math.min(lo + batch, entries.length);
+        await new Promise<void>((r) => setImmediate(r));
       }
-      if (spans.length === 0) continue;
-      const ex = this.pipeline.replay(spans, now);
-      for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
-      // Resolved receipts keep the binding of the sources that sent their spans before the restart.
-      const { kept } = this.trust(ex.receipts, 'auditor');
-      await this.commit(kept, 'auditor', toSpanLog(ex.pendingLog, now), false);
+      store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
+    } finally {
+      this.replaying = null;
     }
-    store.deleteSpanLogUpTo(entries[entries.length - 1].seq);
     return entries.length;
+  }
+
+  /** The span log replay under way (entries replayed of all), or null when none is. */
+  get replayProgress(): { done: number; total: number } | null {
+    return this.replaying ? { ...this.replaying } : null;
   }
 
   /**
@@ -298,6 +334,8 @@ export class Ingestor implements Consumer {
    * receipts) and a skeleton forgotten (quiet past the parent wait) or evicted.
    */
   pruneSpanLog(now: number, olderThanMs: number, slicer?: Slicer): Promise<number> {
+    // Not while the span log is replayed: entries not replayed yet belong to no pending trace of the pipeline so far.
+    if (this.replaying) return Promise.resolve(0);
     return this.engine.store.pruneSpanLog(now - olderThanMs, (t) => this.pipeline.keepsTrace(t), slicer);
   }
 

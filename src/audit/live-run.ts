@@ -35,6 +35,12 @@ export interface LiveRun {
   held: number;
   /** Server time of the run's latest receipt (idle eviction: a sender's `at` cannot make a run look busy). */
   receivedAt?: number;
+  /** The source whose receipt brought the run into live memory (the fair live cap counts per source). */
+  source?: string;
+  /** Counted among the runs that can still change (Admission.track). */
+  counted?: boolean;
+  /** A run loaded again from the store: its stored verdict, the previous one of its first evaluation. */
+  previous?: { contract: string; version: string; verdict: Verdict };
 }
 
 /** What listens to the live runs (the gauges): told of every change, acknowledgement and forgotten run. */

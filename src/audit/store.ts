@@ -67,7 +67,20 @@ export interface SpanLogStore {
   pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, slicer?: Slicer): Promise<number>;
 }
 
-export type EngineStore = ReceiptAppender & ReceiptReader & Partial<SyncReceiptReader> & PinStore & RunRows & SpanLogStore;
+/**
+ * The stored runs as the single instance lists them (SQLite): settled runs leave live memory, so the run lists, the
+ * gauges of retired runs and the pages read them from the store.
+ */
+export interface RunListing {
+  runVerdict(run: string): { verdict: Verdict | null; settled: boolean } | null;
+  prunableRuns(olderThanMs: number, now: number): { run: string; verdict: Verdict | null; contract: string; version: string }[];
+  listRuns(f: { verdict?: string; contract?: string; oldest?: boolean; after?: { firstAt: number; run: string }; limit: number }): StoredRun[];
+  verdictCounts(f?: { contract?: string }): Record<string, number>;
+  /** The run's latest stored acknowledgement (a run that left live memory keeps it in the store). */
+  getAck(run: string): AckRecord | null;
+}
+
+export type EngineStore = ReceiptAppender & ReceiptReader & Partial<SyncReceiptReader> & PinStore & RunRows & SpanLogStore & Partial<RunListing>;
 
 /** A run this instance does not hold, read from the shared store (cluster mode): what evaluating it needs. */
 export interface DetachedRun {

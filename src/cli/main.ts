@@ -18,6 +18,7 @@ const commands: Record<string, () => Promise<Command>> = {
   propose: async () => (await import('./propose.js')).proposeCommand,
   contract: async () => (await import('./contract.js')).contractCommand,
   ack: async () => (await import('./ack.js')).ackCommand,
+  runs: async () => (await import('./runs.js')).runsCommand,
   explain: async () => (await import('./explain.js')).explainCommand,
 };
 

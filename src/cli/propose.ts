@@ -46,13 +46,21 @@ async function fromServer(base: string, token: string | undefined, sinceMs: numb
     if (res.status !== 200) throw new UsageError(`unexpected answer ${res.status} from ${base}${path.slice(0, 80)}`);
     return (await res.json()) as any;
   };
-  const list = await get('/api/v1/runs?limit=10000');
-  if (!list || !Array.isArray(list.runs)) throw new UsageError(`${base} is not a topology-audit API (no runs list)`);
+  // Every run, page by page (cursor paging: `next` until null; bounded).
+  const listed: { run: string; startedAt: string | null }[] = [];
+  let after: string | null = null;
+  for (let page = 0; page < 10_000; page++) {
+    const list = await get(`/api/v1/runs?limit=10000${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+    if (!list || !Array.isArray(list.runs)) throw new UsageError(`${base} is not a topology-audit API (no runs list)`);
+    listed.push(...(list.runs as { run: string; startedAt: string | null }[]));
+    after = typeof list.next === 'string' ? list.next : null;
+    if (after === null) break;
+  }
   const cutoff = sinceMs === null ? -Infinity : Date.now() - sinceMs;
   const receipts: Receipt[] = [];
   const forbidden: ForbiddenObservation[] = [];
   let skipped = 0;
-  for (const row of list.runs as { run: string; startedAt: string | null }[]) {
+  for (const row of listed) {
     if (row.startedAt && millisOf(row.startedAt) < cutoff) continue;
     const run = await get(`/api/v1/runs/${encodeURIComponent(row.run)}`);
     forbidden.push(...forbiddenOf(row.run, { pin: run.pin ?? null, findings: Array.isArray(run.findings) ? run.findings : [] }));

@@ -184,6 +184,29 @@ registerSpec({
 });
 
 registerSpec({
+  name: 'runs',
+  summary: "list a server's runs, newest first, a page at a time (cursor paging)",
+  usage: ['runs [--server URL] [--token TOKEN] [--verdict V] [--contract ID] [--order newest|oldest] [--limit N] [--after CURSOR] [--all] [--json]'],
+  flags: [
+    serverFlag(),
+    tokenFlag(),
+    { name: 'verdict', type: 'string', value: 'V', help: 'only runs in this verdict' },
+    { name: 'contract', type: 'string', value: 'ID', help: 'only runs pinned to this contract' },
+    { name: 'order', type: 'string', value: 'ORDER', default: 'newest', help: 'newest or oldest first (by first receipt)' },
+    { name: 'limit', type: 'string', value: 'N', default: '100', help: 'runs per page (1-10000)' },
+    { name: 'after', type: 'string', value: 'CURSOR', help: 'the page after this cursor (the `next` a page answered)' },
+    { name: 'all', type: 'boolean', default: false, help: 'follow `next` to the last page' },
+    jsonFlag,
+  ],
+  notes: ['One line per run: run id, verdict, first receipt time. Without --all, the cursor of the next page is printed on\nstderr; with --json, each page is one line {runs, next} (next: null on the last page).'],
+  examples: ['topology-audit runs --server http://127.0.0.1:9464 --verdict forbidden_edge --all'],
+  exits: [
+    [0, 'listed'],
+    [2, 'usage error; server unreachable or not an auditor API'],
+  ],
+});
+
+registerSpec({
   name: 'diff',
   summary: "draw the pinned contract's graph with one run laid over it",
   usage: ['diff RUN|FILE [--contracts DIR] [--format mermaid|dot|svg] [--run ID] [--now RFC3339] [--server URL]'],

@@ -6,7 +6,7 @@ import { shadowJson } from '../core/shadow.js';
 import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
 import { ACK_BY, ackReasonProblem } from '../core/ack.js';
 import { contentTypeFor, type AuditMetrics } from '../metrics/index.js';
-import type { AuditEngine } from '../audit/engine.js';
+import { ListCursorError, type AuditEngine, type ListedRun } from '../audit/engine.js';
 import { ConsumeError, type Consumer, type IngestSource } from '../audit/consumer.js';
 import { handoffBoard } from '../handoff/board.js';
 import { parseDuration } from '../core/edge.js';
@@ -274,6 +274,7 @@ async function postReceipts(req: IncomingMessage, res: ServerResponse, consumer:
   try {
     const { receipts, lines, invalid, invalidCount } = await parseReceiptLines(body.toString('utf8'), metrics);
     const out = await consumer.consumeReceipts(receipts, auth);
+    if (out.liveLimit) opts.onLiveLimit?.(out.liveLimit);
     // The first MAX_LISTED_REJECTIONS rejected lines, unparsable or refused, in line order.
     const refused = out.refused.map((f) => ({ line: lines[f.index], error: f.reason }));
     const rejectedCount = invalidCount + refused.length;
@@ -353,11 +354,20 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     const order = q.get('order') ?? 'newest';
     if (order !== 'newest' && order !== 'oldest') return json(res, 400, { error: 'order: newest or oldest' });
     for (const k of ['acked', 'alerting', 'stalled']) if (q.has(k) && flag(q.get(k)) === undefined) return json(res, 400, { error: `${k}: true or false` });
-    const rows = await engine.listAll(
-      { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, oldest: order === 'oldest', acked: flag(q.get('acked')), alerting: flag(q.get('alerting')), stalled: flag(q.get('stalled')), ...opts.alertTimes },
-      Date.now(),
-    );
+    // Cursor paging: `after` is the `next` of the page before (null on the last page).
+    let page: { runs: ListedRun[]; next: string | null };
+    try {
+      page = await engine.listPage(
+        { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, oldest: order === 'oldest', acked: flag(q.get('acked')), alerting: flag(q.get('alerting')), stalled: flag(q.get('stalled')), after: q.get('after') || undefined, ...opts.alertTimes },
+        Date.now(),
+      );
+    } catch (e) {
+      if (e instanceof ListCursorError) return json(res, 400, { error: e.message });
+      throw e;
+    }
+    const rows = page.runs;
     return json(res, 200, {
+      next: page.next,
       runs: rows.map((r) => ({
         run: r.verdict.run,
         pin: r.verdict.pin,

@@ -310,6 +310,7 @@ export function startGrpcH2(
       decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
       const result = await ingesting;
       metrics.ingestRequest('grpc', 'OK');
+      if (result.liveLimit) opts.onLiveLimit?.(result.liveLimit);
       const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
       const reply = encodeExportTraceResponseProtobuf(partial);
       const framed = Buffer.allocUnsafe(5 + reply.length);

@@ -73,6 +73,7 @@ export function startGrpc(consumer: Consumer, metrics: AuditMetrics, host: strin
       ingesting.finally(release).then(
         (result) => {
           metrics.ingestRequest('grpc', 'OK');
+          if (result.liveLimit) opts.onLiveLimit?.(result.liveLimit);
           const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
           cb(null, Buffer.from(encodeExportTraceResponseProtobuf(partial)));
         },

@@ -118,6 +118,7 @@ export function otlpHttpHandler(consumer: Consumer, metrics: AuditMetrics, opts:
       decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
       const result = await ingesting;
       metrics.ingestRequest('http', 200);
+      if (result.liveLimit) opts.onLiveLimit?.(result.liveLimit);
       const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
       send(res, 200, format, format === 'protobuf' ? encodeExportTraceResponseProtobuf(partial) : encodeExportTraceResponseJson(partial));
     } catch (e) {

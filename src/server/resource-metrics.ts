@@ -31,7 +31,7 @@ export function createResourceMetrics(metrics: AuditMetrics): ResourceMetrics {
   const polls = r.gauge({ name: RESOURCE_METRIC_NAMES.longPolls, help: 'Verdict long-polls waiting (each holds one listener and one timer).' });
   const sse = r.gauge({ name: RESOURCE_METRIC_NAMES.sseClients, help: 'Open web-view event streams.' });
   const sseDropped = r.counter({ name: RESOURCE_METRIC_NAMES.sseDropped, help: 'Event streams refused (too_many) or closed because the reader fell too far behind (slow_reader).', labelNames: ['reason'] });
-  const limited = r.counter({ name: RESOURCE_METRIC_NAMES.liveLimited, help: 'Ingest requests refused (503) because --max-live-runs or --max-live-receipts was reached.', labelNames: ['limit', 'transport'] });
+  const limited = r.counter({ name: RESOURCE_METRIC_NAMES.liveLimited, help: 'Ingest requests with runs refused (per run: a partial success) because --max-live-runs or --max-live-receipts was reached.', labelNames: ['limit', 'transport'] });
   const liveReceipts = r.gauge({ name: RESOURCE_METRIC_NAMES.liveReceipts, help: 'Receipts held in memory by live runs.' });
   for (const l of LISTENERS) dropped.touch([l]);
   polls.set([], 0);

@@ -276,7 +276,10 @@ function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: Aud
     maxLiveReceipts: cfg.maxLiveReceipts,
     // With ingest tokens, one source's receipt never masks another's under the same event id (docs/security.md).
     sourceScopedEvents: cfg.ingestTokens !== undefined,
+    // With ingest tokens, the live-run cap is shared fairly among the sources (docs/security.md, the live cap).
+    fairSources: cfg.ingestTokens !== undefined,
     idleEvictMs: cfg.idleEvictMs,
+    alertWindowMs: cfg.alertWindowMs ?? DEFAULTS.alertWindowMs,
     hooks: {
       idleEvicted: (n) => metrics.liveRunsIdleEvicted(n),
       verdictEntered: (run, contract, version, verdict, previous) => {
@@ -330,6 +333,8 @@ interface Parts extends Stores {
   ingestor: Ingestor;
   /** Readiness (GET /readyz) reads it. */
   stopping: { now: boolean };
+  /** The span log replay after a restart (readiness): under way, or failed (the error; not ready until a restart). */
+  replay: { running: boolean; failed?: string };
   /** `--workers N`: the decode workers of OTLP/HTTP and the node:http2 gRPC receiver; null: decode on the main thread. */
   decodePool: DecodePool | null;
   /** The event-loop delay probe (src/server/loop-metrics.ts), set once its metrics exist. */
@@ -359,10 +364,6 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, maxTraceSpans: cfg.maxTraceSpans, runKey: cfg.runKey, deferLangGraphRoots: cluster !== null && cfg.spanRouting === 'any' });
   pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
   const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
-  // Agent spans that were waiting for their caller when the process stopped wait again (their exports were acknowledged).
-  // In a cluster, the owner of a trace's partition adopts the span log of an instance that is gone (ClusterCoordinator).
-  const replayed = cluster ? 0 : await ingestor.replaySpanLog();
-  if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending, langgraphWaiting: pipeline.langgraph.waiting });
   if (cluster) {
     const c = cluster;
     if (cfg.spanRouting === 'any') {
@@ -388,14 +389,35 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     // A group commit waits for the bodies being decoded at that moment (at most one decode): their receipts ride in it.
     if (stores.store instanceof ReceiptStore) stores.store.setFlushGate(() => decodePool.decoding());
   }
-  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, decodePool, loop: { probe: () => {} } };
+  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, replay: { running: false }, decodePool, loop: { probe: () => {} } };
   const listeners = await startListeners(parts, cleanup);
+  // Agent spans that were waiting for their caller when the process stopped wait again (their exports were
+  // acknowledged): replayed in batches while the listeners serve; /readyz answers 503 until it is done. In a cluster,
+  // the owner of a trace's partition adopts the span log of an instance that is gone (ClusterCoordinator).
+  if (!cluster) replayInBackground(parts);
   const tasks = periodicTasks(parts);
   const loop = createLoopMetrics(metrics, tasks.map((t) => t.name));
   parts.loop.probe = loop.probe;
   cleanup.push(() => loop.stop());
   const scheduler = startPeriodic(tasks, cfg.tickMs, cfg.log, Date.now, { observer: loop.periodic });
   return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
+}
+
+/** The span log replay after a restart, while serving (readiness: `replay.failed`, Ingestor.replayProgress). */
+function replayInBackground(p: Parts): void {
+  const { cfg, ingestor, pipeline } = p;
+  p.replay.running = true;
+  ingestor.replaySpanLog().then(
+    (replayed) => {
+      p.replay.running = false;
+      if (replayed) cfg.log('span_log_replayed', { entries: replayed, pending: pipeline.callers.stats().pending, langgraphWaiting: pipeline.langgraph.waiting });
+    },
+    (e: unknown) => {
+      p.replay.running = false;
+      p.replay.failed = (e as Error).message;
+      cfg.log('span_log_replay_failed', { error: (e as Error).message });
+    },
+  );
 }
 
 /** Bearer-token authentication of each listener (ingest tokens bind a source; API tokens, or the web view's cookie). */
@@ -427,6 +449,9 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
     if (p.stopping.now) reasons.push('shutting down');
     if (!store.healthy()) reasons.push('store cannot commit');
     if (ingestor.saturated) reasons.push('ingest saturated');
+    const replay = ingestor.replayProgress;
+    if (p.replay.running || replay) reasons.push(replay ? `replaying the span log (${replay.done} of ${replay.total} entries)` : 'replaying the span log');
+    if (p.replay.failed) reasons.push(`span log replay failed: ${p.replay.failed}`);
     return { ready: reasons.length === 0, reasons };
   };
   const acknowledge = acknowledger(engine, p);

@@ -513,6 +513,69 @@ export class ReceiptStore {
     return this.stmt.liveRuns.all().map(liveRunOf);
   }
 
+  private runVerdictStmt?: Database.Statement<[string], { verdict: string | null; settled: number }>;
+
+  /** A run's stored verdict state (the latest written wins), or null when the run is not stored (run lists, gauges). */
+  runVerdict(run: string): { verdict: Verdict | null; settled: boolean } | null {
+    const pending = this.pendingVerdicts.get(run);
+    if (pending) return { verdict: pending.verdict, settled: pending.settled };
+    this.runVerdictStmt ??= this.db.prepare<[string], { verdict: string | null; settled: number }>('SELECT verdict, settled FROM runs WHERE run = ?');
+    const row = this.runVerdictStmt.get(run);
+    return row ? { verdict: row.verdict as Verdict | null, settled: row.settled === 1 } : null;
+  }
+
+  /** The settled runs `prune(olderThanMs, now)` would delete, with their stored verdict and pin (the gauges count them). */
+  prunableRuns(olderThanMs: number, now: number): { run: string; verdict: Verdict | null; contract: string; version: string }[] {
+    this.flush();
+    return this.db
+      .prepare<[number], { run: string; verdict: Verdict | null; contract: string | null; version: string | null }>(
+        'SELECT r.run, r.verdict, p.contract, p.version FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.settled = 1 AND r.updated_at < ?',
+      )
+      .all(now - olderThanMs)
+      .map((r) => ({ run: r.run, verdict: r.verdict, contract: r.contract ?? '', version: r.version ?? '' }));
+  }
+
+  /**
+   * A page of the stored runs for the run lists: newest first by first receipt (server time; `oldest`: oldest first),
+   * then by run id, after the cursor `after`, optionally of one verdict or pinned contract (keyset paging on
+   * runs_by_first: a page costs its own rows, whatever the number of runs).
+   */
+  listRuns(f: { verdict?: string; contract?: string; oldest?: boolean; after?: { firstAt: number; run: string }; limit: number }): LiveRun[] {
+    this.flush();
+    const cmp = f.oldest ? '>' : '<';
+    const dir = f.oldest ? 'ASC' : 'DESC';
+    const where: string[] = [];
+    const args: (string | number)[] = [];
+    if (f.after) {
+      where.push(`(r.first_at ${cmp} ? OR (r.first_at = ? AND r.run ${cmp} ?))`);
+      args.push(f.after.firstAt, f.after.firstAt, f.after.run);
+    }
+    if (f.verdict) {
+      where.push('r.verdict = ?');
+      args.push(f.verdict);
+    }
+    if (f.contract) {
+      where.push('p.contract = ?');
+      args.push(f.contract);
+    }
+    args.push(f.limit);
+    const sql = `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+       ORDER BY r.first_at ${dir}, r.run ${dir} LIMIT ?`;
+    return this.db.prepare<(string | number)[], Row>(sql).all(...args).map(liveRunOf);
+  }
+
+  /** Stored runs per verdict (optionally of one pinned contract), for the run list's counts. */
+  verdictCounts(f: { contract?: string } = {}): Record<string, number> {
+    this.flush();
+    const rows = f.contract
+      ? this.db.prepare<[string], { verdict: string | null; n: number }>('SELECT r.verdict, count(*) AS n FROM runs r JOIN pins p ON p.run = r.run WHERE p.contract = ? GROUP BY r.verdict').all(f.contract)
+      : this.db.prepare<[], { verdict: string | null; n: number }>('SELECT verdict, count(*) AS n FROM runs GROUP BY verdict').all();
+    const out: Record<string, number> = {};
+    for (const r of rows) if (r.verdict !== null) out[r.verdict] = r.n;
+    return out;
+  }
+
   /** Pins a run; the first pin written wins and is never changed. Returns the pin in force. */
   setPin(run: string, pin: Pin, contractHash: string): PinRecord {
     const existing = this.getPin(run);

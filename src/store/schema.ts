@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS runs (
   settled INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS runs_by_settled_age ON runs (settled, updated_at);
+CREATE INDEX IF NOT EXISTS runs_by_first ON runs (first_at, run);
 CREATE TABLE IF NOT EXISTS pins (
   run TEXT PRIMARY KEY,
   contract TEXT NOT NULL,

@@ -9,7 +9,7 @@ import type { Server } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RunVerdict } from '../core/types.js';
-import type { AuditEngine } from '../audit/engine.js';
+import { ListCursorError, type AuditEngine } from '../audit/engine.js';
 import type { SilenceView } from '../alerting/silences.js';
 import { ICON_SVG, STYLE_CSS } from './style.js';
 import { handoffBoard } from '../handoff/board.js';
@@ -310,7 +310,13 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (resource === 'runs' && id === undefined) {
       const limit = Number(url.searchParams.get('limit') ?? 200) || 200;
-      sendJson(res, 200, { ...(await listRuns(engine, { verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit }, now())), now: new Date(now()).toISOString() });
+      try {
+        const after = url.searchParams.get('after') || undefined;
+        sendJson(res, 200, { ...(await listRuns(engine, { verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit, after }, now())), now: new Date(now()).toISOString() });
+      } catch (e) {
+        if (!(e instanceof ListCursorError)) throw e;
+        sendJson(res, 400, { error: e.message });
+      }
       return true;
     }
     if (resource === 'runs' && id !== undefined) {

@@ -58,6 +58,8 @@ export function rowOf(engine: AuditEngine, run: string): RunRow | null {
 
 export interface RunList {
   runs: RunRow[];
+  /** The cursor of the next page (`after`); null on the last page. */
+  next: string | null;
   /** Runs per verdict under the contract filter (all verdicts, zeros included). */
   counts: Record<Verdict, number>;
   total: number;
@@ -66,7 +68,7 @@ export interface RunList {
   meanings: Record<Verdict, string>;
 }
 
-export async function listRuns(engine: AuditEngine, filter: { verdict?: string; contract?: string; limit?: number }, now: number): Promise<RunList> {
+export async function listRuns(engine: AuditEngine, filter: { verdict?: string; contract?: string; limit?: number; after?: string }, now: number): Promise<RunList> {
   const limit = Math.min(Math.max(filter.limit ?? 200, 1), 5000);
   const counts = Object.fromEntries(VERDICTS.map((v) => [v, 0])) as Record<Verdict, number>;
   const remote = engine.remote;
@@ -79,13 +81,25 @@ export async function listRuns(engine: AuditEngine, filter: { verdict?: string; 
       if (v in counts) counts[v as Verdict] = n;
       total += n;
     }
-    return { runs: rows.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)), counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
+    return { runs: rows.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)), next: null, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
+  }
+  const stored = engine.verdictCounts({ contract: filter.contract });
+  if (stored) {
+    // A single instance: a page of the stored runs (cursor paging), the counts by the store.
+    let total = 0;
+    for (const [v, n] of Object.entries(stored)) {
+      if (v in counts) counts[v as Verdict] = n;
+      total += n;
+    }
+    const page = await engine.listPage({ verdict: filter.verdict, contract: filter.contract, limit, after: filter.after }, now);
+    return { runs: page.runs.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)), next: page.next, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
   }
   const all = engine.list({ contract: filter.contract, limit: Number.MAX_SAFE_INTEGER });
   for (const r of all) counts[r.verdict.verdict]++;
   const rows = (filter.verdict ? all.filter((r) => r.verdict.verdict === filter.verdict) : all).slice(0, limit);
   return {
     runs: rows.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)),
+    next: null,
     counts,
     total: all.length,
     contracts: engine.registry.ids(),

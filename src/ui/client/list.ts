@@ -10,6 +10,10 @@ import { agoEl, coalesce, contractHref, getJson, h, naiveBadge, runHref, verdict
 export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   let verdict = params.query.get('verdict') ?? '';
   let contract = params.query.get('contract') ?? '';
+  // Cursor paging: the page shown starts after `after` (the `next` of the page before); `before` the cursors of the
+  // pages before it, for Previous.
+  let after = params.query.get('after') ?? '';
+  const before: string[] = [];
   let disposed = false;
   const changed = new Set<string>();
   ctx.setTitle('Runs');
@@ -24,17 +28,39 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   const contractSelect = h('select', { id: 'filter-contract', name: 'contract' });
   const summary = h('span', { class: 'summary', role: 'status', 'aria-live': 'polite' });
   const body = h('div', { class: 'table-wrap' });
+  const prev = h('button', { type: 'button', id: 'page-prev', disabled: true }, 'Previous page');
+  const next = h('button', { type: 'button', id: 'page-next', disabled: true }, 'Next page');
+  const pager = h('nav', { class: 'filters pager', 'aria-label': 'Pages of runs' }, prev, next);
   const card = h(
     'section',
     { class: 'card', 'aria-labelledby': 'page-title' },
     h('div', { class: 'filters' }, h('label', { for: 'filter-verdict' }, 'Verdict', verdictSelect), h('label', { for: 'filter-contract' }, 'Contract', contractSelect), summary),
     body,
+    pager,
   );
+  let nextCursor: string | null = null;
+  const goTo = (cursor: string) => {
+    after = cursor;
+    const q = new URLSearchParams(location.search);
+    if (after) q.set('after', after);
+    else q.delete('after');
+    const qs = q.toString();
+    history.replaceState(null, '', qs ? `/?${qs}` : '/');
+    void load();
+  };
+  next.addEventListener('click', () => {
+    if (nextCursor === null) return;
+    before.push(after);
+    goTo(nextCursor);
+  });
+  prev.addEventListener('click', () => goTo(before.pop() ?? ''));
   ctx.main.append(head, chips, card);
 
   const setFilter = (v: string, c: string) => {
     verdict = v;
     contract = c;
+    after = '';
+    before.length = 0;
     const q = new URLSearchParams();
     if (verdict) q.set('verdict', verdict);
     if (contract) q.set('contract', contract);
@@ -115,9 +141,13 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
     const q = new URLSearchParams({ limit: '500' });
     if (verdict) q.set('verdict', verdict);
     if (contract) q.set('contract', contract);
+    if (after) q.set('after', after);
     try {
       const d = await getJson<RunList>(`/ui/api/runs?${q}`);
       if (disposed) return;
+      nextCursor = d.next ?? null;
+      next.disabled = nextCursor === null;
+      prev.disabled = after === '';
       renderFilters(d);
       renderRows(d);
       changed.clear();
