@@ -24,6 +24,11 @@ export interface AdmissionLimits {
    * FAIR_KEPT_SHARE of it is kept for sources with no run in flight (see Admission.reserve).
    */
   fairSources?: boolean;
+  /**
+   * Settled runs count against --max-live-runs too: where they stay in live memory until pruned (a cluster's
+   * instance, shadow mode), so the cap still bounds memory.
+   */
+  countSettled?: boolean;
 }
 
 /** The share of --max-live-runs one source may hold (fair live cap). */
@@ -92,7 +97,7 @@ export class Admission {
 
   /** Counts a live run (created, evaluated, reloaded) among the runs that can still change, or not. O(1). */
   track(live: CountedRun): void {
-    const counts = !live.verdict || !live.verdict.settled;
+    const counts = this.limits.countSettled === true || !live.verdict || !live.verdict.settled;
     if (counts === (live.counted === true)) return;
     live.counted = counts;
     this.count(live.source, counts ? 1 : -1);

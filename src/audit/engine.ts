@@ -227,7 +227,8 @@ export class AuditEngine extends EventEmitter {
         has: (run) => runs.has(run),
         evictIdle: (before, wantRuns, wantReceipts) => this.evictIdle(before, wantRuns, wantReceipts),
       },
-      opts,
+      // Where settled runs do not leave live memory, they count against the cap (it bounds memory).
+      { ...opts, countSettled: !this.retires },
       opts.hooks?.idleEvicted,
     );
     this.reads = new ClusterReads(

@@ -214,7 +214,8 @@ export class Ingestor implements Consumer {
   ): Promise<SpanIngestResult> {
     const out = await this.commit(receipts, source, spanLog);
     const { dropped, rejected } = spans;
-    // The receipts of runs refused by a live cap: one per span that made them (a span makes at most one receipt).
+    // The spans of runs refused by a live cap, counted as their receipts (a span can make two, an agent's delegate and
+    // return: an upper estimate), never more than the spans that made receipts.
     const limited = Math.min(out.refused?.receipts ?? 0, Math.max(0, spans.producing));
     const producing = spans.producing - limited;
     this.metrics.otlpSpans(transport, 'receipt', Math.max(0, producing));
