@@ -579,9 +579,12 @@ export class ReceiptStore {
     return this.pendingContracts.get(hash)?.content ?? this.stmt.getContract.get(hash)?.content ?? null;
   }
 
-  /** Deletes settled runs (receipts, pin, acknowledgement, state) last updated before `now - olderThanMs`. Returns how many. */
+  /**
+   * Deletes settled runs (receipts, pin, acknowledgement, state) last updated before `now - olderThanMs`, at most
+   * PRUNE_RUNS_BATCH of them, oldest first (one transaction; pruneSliced does the rest). Returns how many.
+   */
   prune(olderThanMs: number, now: number): number {
-    const n = this.pruneBatch(now - olderThanMs, Number.MAX_SAFE_INTEGER);
+    const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH);
     if (n > 0) this.scrubWal();
     return n;
   }
