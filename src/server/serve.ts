@@ -601,17 +601,18 @@ function periodicTasks(p: Parts): PeriodicTask[] {
     },
     // Sliced jobs (src/server/periodic.ts): each pass costs what changed since the last, in slices that yield.
     { name: 'span_log_prune', job: true, everyMs: Math.max(cfg.tickMs, Math.min(5_000, cfg.parentWaitMs / 2)), run: (now, slicer) => ingestor.pruneSpanLog(now, cfg.parentWaitMs, slicer) },
-    // Prune at least every minute, and often enough for short retentions: the store in batches first, then memory.
+    // Prune at least every minute, and often enough for short retentions: memory first (with the store's first batch),
+    // then the store's other batches, of runs memory no longer holds (a late receipt of one starts it anew in both).
     {
       name: 'retention_prune',
       job: true,
       everyMs: Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2)),
       run: async (now, slicer) => {
-        if (engineStore instanceof ReceiptStore) await engineStore.pruneSliced(cfg.retentionMs, now, slicer);
         if (engine.prune(now) > 0) {
           runsGauge();
           liveGauges();
         }
+        if (engineStore instanceof ReceiptStore) await engineStore.pruneSliced(cfg.retentionMs, now, slicer);
       },
     },
     { name: 'runs_gauge', everyMs: 0, run: () => runsGauge() },

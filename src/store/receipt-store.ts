@@ -213,6 +213,8 @@ interface RunTouch {
 }
 
 export const DATABASE_FILE = 'receipts.db';
+/** Least time between two WAL scrubs after sliced span-log prunes. */
+const SPAN_LOG_SCRUB_MS = 60_000;
 /** Runs deleted per transaction by the sliced retention prune. */
 const PRUNE_RUNS_BATCH = 200;
 
@@ -315,6 +317,7 @@ export class ReceiptStore {
     spanLogLast: Database.Statement<[], { seq: number | null }>;
   };
   private readonly spanLogPruner: SpanLogPruner;
+  private spanLogScrubbedAt = 0;
   private readonly commitGroup: (group: QueuedGroup) => { results: AppendResult[]; newRuns: number; created: string[] };
   /**
    * Runs whose `runs` row a commit created and that have no pin since: getPin answers null for them without a
@@ -642,9 +645,12 @@ export class ReceiptStore {
     return this.pendingContracts.get(hash)?.content ?? this.stmt.getContract.get(hash)?.content ?? null;
   }
 
-  /** Deletes settled runs (receipts, pin, acknowledgement, state) last updated before `now - olderThanMs`. Returns how many. */
+  /**
+   * Deletes settled runs (receipts, pin, acknowledgement, state) last updated before `now - olderThanMs`, at most
+   * PRUNE_RUNS_BATCH of them, oldest first (one transaction; pruneSliced does the rest). Returns how many.
+   */
   prune(olderThanMs: number, now: number): number {
-    const n = this.pruneBatch(now - olderThanMs, Number.MAX_SAFE_INTEGER);
+    const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH);
     if (n > 0) this.scrubWal();
     return n;
   }
@@ -704,9 +710,17 @@ export class ReceiptStore {
   async pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, slicer?: Slicer): Promise<number> {
     const n = await this.spanLogPruner.prune(before, stillPending, slicer);
     if (n === 0) return 0;
-    // The scrub (a checkpoint that copies the WAL into the database) in a slice of its own.
-    if (slicer) await slicer.pause();
-    if (!this.closed) this.scrubWal();
+    // The scrub (a checkpoint that copies the WAL into the database and truncates it, with fsyncs) in a slice of its
+    // own, and from the periodic job at most once a minute (the span log holds allow-listed fields only); the
+    // retention prune and close scrub every time.
+    if (slicer) {
+      if (Date.now() - this.spanLogScrubbedAt < SPAN_LOG_SCRUB_MS) return n;
+      await slicer.pause();
+    }
+    if (!this.closed) {
+      this.scrubWal();
+      this.spanLogScrubbedAt = Date.now();
+    }
     return n;
   }
 
