@@ -163,6 +163,7 @@ type AlertingFlags = {
   runbookUrl?: string;
   resend?: string;
   timeout?: string;
+  maxSilence?: string;
   queueCapacity?: string;
   caFile?: string;
   insecureSkipVerify: boolean;
@@ -193,6 +194,7 @@ function alertingArgs(f: AlertingFlags, defaultExternal: string | null): Alertin
       runbookUrl: f.runbookUrl,
       resendMs: f.resend !== undefined ? durationArg('--alertmanager-resend', f.resend, 0) : undefined,
       timeoutMs: f.timeout !== undefined ? durationArg('--alertmanager-timeout', f.timeout, 0) : undefined,
+      maxSilenceMs: f.maxSilence !== undefined ? durationArg('--alertmanager-max-silence', f.maxSilence, 0) : undefined,
       queueCapacity: positive('--alertmanager-queue-capacity', f.queueCapacity),
       caFile: f.caFile,
       insecureSkipVerify: f.insecureSkipVerify,
@@ -260,6 +262,7 @@ const SERVE_OPTIONS = {
   'runbook-url': { type: 'string' },
   'alertmanager-resend': { type: 'string' },
   'alertmanager-timeout': { type: 'string' },
+  'alertmanager-max-silence': { type: 'string' },
   'alertmanager-queue-capacity': { type: 'string' },
   'alertmanager-ca-file': { type: 'string' },
   'alertmanager-insecure-skip-verify': { type: 'boolean', default: false },
@@ -369,6 +372,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       runbookUrl: values['runbook-url'],
       resend: values['alertmanager-resend'],
       timeout: values['alertmanager-timeout'],
+      maxSilence: values['alertmanager-max-silence'],
       queueCapacity: values['alertmanager-queue-capacity'],
       caFile: values['alertmanager-ca-file'],
       insecureSkipVerify: values['alertmanager-insecure-skip-verify'] as boolean,

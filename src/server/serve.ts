@@ -22,7 +22,7 @@ import { SharedStoreRuns } from '../cluster/remote.js';
 import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
-import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
+import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry, type WriteAuth } from './auth.js';
 import { AuditEngine } from '../audit/engine.js';
 import type { Route } from './api.js';
 import { Ingestor } from '../audit/ingestor.js';
@@ -339,7 +339,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   let alerting: Alerting | null = null;
   if (cfg.alerting) {
     const am = createAlertmanagerMetrics(metrics);
-    const a = (alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, log: cfg.log }));
+    const a = (alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, silencesSkipped: am.silencesSkipped, log: cfg.log }));
     cleanup.push(() => a.close());
   }
   const stores = await openStores(cfg, metrics, cleanup);
@@ -391,6 +391,21 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
 }
 
+/**
+ * Who may acknowledge runs and create silences (writes on the API port): with --api-tokens, an API token of scope
+ * `write`; with only --ingest-tokens, an ingest token; with neither, anyone who reaches the port (loopback by
+ * default). A bearer token only: a cookie is sent by the browser on cross-site requests too. The writer acts as the
+ * token's name (an acknowledgement's `by`).
+ */
+export function apiWriter(cfg: Pick<ServeConfig, 'apiTokens' | 'ingestTokens'>, token: string | undefined): WriteAuth {
+  const tokens = cfg.apiTokens ?? cfg.ingestTokens;
+  if (!tokens) return { ok: true, name: null };
+  const e = matchToken(tokens, token);
+  if (!e) return { ok: false, status: 401, error: 'missing or invalid bearer token' };
+  if (e.scope !== 'write') return { ok: false, status: 403, error: 'this token may read, not write: acknowledging a run or creating a silence needs a token of scope write (--api-tokens: "TOKEN write NAME")' };
+  return { ok: true, name: e.name };
+}
+
 /** Bearer-token authentication of each listener (ingest tokens bind a source; API tokens, or the web view's cookie). */
 function authenticators(cfg: ServeConfig) {
   const ingest = (token: string | undefined) => {
@@ -401,6 +416,7 @@ function authenticators(cfg: ServeConfig) {
   const api = (req: IncomingMessage) => !cfg.apiTokens || matchToken(cfg.apiTokens, bearerOf(req.headers.authorization)) !== null;
   return {
     ingest,
+    writer: (req: IncomingMessage) => apiWriter(cfg, bearerOf(req.headers.authorization)),
     http: (req: IncomingMessage) => ingest(bearerOf(req.headers.authorization)),
     api,
     // The web view's browser requests (and its event stream, which cannot send headers) may carry the API token as a cookie.
@@ -431,6 +447,8 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
     maxLongPolls: cfg.maxLongPolls ?? DEFAULTS.maxLongPolls,
     authenticateIngest: auth.http,
     authenticateApi: auth.api,
+    authorizeWrite: auth.writer,
+    maxSilenceMs: alerting?.cfg.maxSilenceMs,
     extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
     ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
     runbooksHtml: cfg.runbooksHtml,
