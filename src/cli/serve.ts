@@ -222,6 +222,7 @@ const SERVE_OPTIONS = {
   port: { type: 'string' },
   host: { type: 'string', default: DEFAULTS.host },
   'max-body': { type: 'string' },
+  'max-body-total': { type: 'string' },
   'max-grpc-message': { type: 'string' },
   retention: { type: 'string' },
   'parent-wait': { type: 'string' },
@@ -332,6 +333,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     spanRouting: spanRoutingArg(values['span-routing'], values.store !== undefined),
     defaultContract: values.contract,
     maxBodyBytes: bytesArg('--max-body', values['max-body'], DEFAULTS.maxBodyBytes),
+    maxBodyTotalBytes: values['max-body-total'] !== undefined ? bytesArg('--max-body-total', values['max-body-total'], 0) : undefined,
     maxGrpcMessageBytes: bytesArg('--max-grpc-message', values['max-grpc-message'], DEFAULTS.maxGrpcMessageBytes),
     retentionMs: durationArg('--retention', values.retention, DEFAULTS.retentionMs),
     parentWaitMs: durationArg('--parent-wait', values['parent-wait'], DEFAULTS.parentWaitMs),
@@ -364,6 +366,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     stallAfterMs: durationArg('--stall-after', values['stall-after'], DEFAULTS.stallAfterMs),
     logIntervalMs: durationArg('--log-interval', values['log-interval'], DEFAULTS.logIntervalMs),
   };
+  if (cfg.maxBodyTotalBytes !== undefined && cfg.maxBodyTotalBytes < cfg.maxBodyBytes) throw new UsageError(`--max-body-total: at least --max-body (${cfg.maxBodyBytes} bytes), or no body of the largest size is ever read`);
   const apiPort = portArg('--port', values.port, DEFAULTS.port);
   cfg.alerting = alertingArgs(
     {

@@ -83,6 +83,7 @@ export const SERVE_SPEC = registerSpec({
     { name: 'max-skeleton-spans', type: 'string', value: 'N', default: '200000', help: 'spans of recent traces kept for caller resolution (span ids, parents, agent ids); past it the oldest traces go and their waiting spans become gaps' },
     { name: 'max-trace-spans', type: 'string', value: 'N', default: '10000', help: 'of those, spans one trace may keep (its oldest go first)' },
     { name: 'max-body', type: 'string', value: 'SIZE', default: '20MiB', help: 'largest HTTP request body' },
+    { name: 'max-body-total', type: 'string', value: 'SIZE', shown: '4 x --max-body, at least 64MiB', help: 'request bodies being read at once, across the HTTP listeners; past it 503 + Retry-After before reading' },
     { name: 'max-grpc-message', type: 'string', value: 'SIZE', default: '4MiB', help: 'largest gRPC message' },
     { name: 'max-pending-receipts', type: 'string', value: 'N', default: '200000', help: 'receipts queued before ingest answers 429' },
     { name: 'max-inflight', type: 'string', value: 'N', default: '256', help: 'concurrent ingest requests' },

@@ -11,7 +11,7 @@ import { ConsumeError, type Consumer, type IngestSource } from '../audit/consume
 import { handoffBoard } from '../handoff/board.js';
 import { parseDuration } from '../core/edge.js';
 import type { SilenceView } from '../alerting/index.js';
-import { readBody } from './body.js';
+import { readBody, withinBodyBudget, type BodyBudget } from './body.js';
 import { crossSiteProblem, type WriteAuth } from './auth.js';
 import { httpRefusal } from './refusal.js';
 
@@ -22,6 +22,8 @@ export interface ApiOptions {
   /** An unexpected failure answered 500 (e.g. the store failed a read): logged, content-free (its class and message). */
   onError?: (error: Error) => void;
   maxBodyBytes: number;
+  /** The bytes of bodies being read at once across listeners (--max-body-total); past it 503 + Retry-After before reading. */
+  bodyBudget?: BodyBudget;
   retryAfterSeconds: number;
   /** Longest long-poll a client may ask for. */
   maxWaitSeconds: number;
@@ -290,7 +292,7 @@ async function postReceipts(req: IncomingMessage, res: ServerResponse, consumer:
     req.resume();
     throw ConsumeError.saturated();
   }
-  const body = await readBody(req, opts.maxBodyBytes);
+  const body = await withinBodyBudget(req, opts.bodyBudget, opts.maxBodyBytes, () => readBody(req, opts.maxBodyBytes));
   const release = consumer.admit();
   try {
     const { receipts, lines, invalid, invalidCount } = await parseReceiptLines(body.toString('utf8'), metrics);

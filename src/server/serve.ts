@@ -27,6 +27,7 @@ import { AuditEngine } from '../audit/engine.js';
 import type { Route } from './api.js';
 import { Ingestor } from '../audit/ingestor.js';
 import { otlpHttpHandler } from './otlp-http.js';
+import { BodyBudget } from './body.js';
 import { startGrpc } from './otlp-grpc.js';
 import { startGrpcH2 } from './otlp-grpc-h2.js';
 import { DecodePool } from './worker-pool.js';
@@ -54,6 +55,8 @@ export interface ServeConfig {
   spanRouting?: 'trace' | 'any';
   defaultContract?: string;
   maxBodyBytes: number;
+  /** Bytes of request bodies being read at once across the HTTP listeners (`--max-body-total`; default 4 x maxBodyBytes, at least 64 MiB). */
+  maxBodyTotalBytes?: number;
   maxGrpcMessageBytes: number;
   retentionMs: number;
   parentWaitMs: number;
@@ -321,6 +324,8 @@ function acknowledger(engine: AuditEngine, { engineStore, cluster }: Stores) {
 /** What the listeners and the periodic tasks are built from. */
 interface Parts extends Stores {
   cfg: ServeConfig;
+  /** The bytes of request bodies being read at once, shared by the API and OTLP/HTTP listeners. */
+  bodyBudget: BodyBudget;
   metrics: AuditMetrics;
   resources: ResourceMetrics;
   alerting: Alerting | null;
@@ -385,7 +390,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     // A group commit waits for the bodies being decoded at that moment (at most one decode): their receipts ride in it.
     if (stores.store instanceof ReceiptStore) stores.store.setFlushGate(() => decodePool.decoding());
   }
-  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, decodePool };
+  const bodyBudget = new BodyBudget(cfg.maxBodyTotalBytes ?? Math.max(64 * 1024 * 1024, 4 * cfg.maxBodyBytes));
+  const parts: Parts = { ...stores, cfg, bodyBudget, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, decodePool };
   const listeners = await startListeners(parts, cleanup);
   const scheduler = startPeriodic(periodicTasks(parts), cfg.tickMs, cfg.log);
   return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
@@ -442,6 +448,7 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
   return apiHandler(engine, ingestor, metrics, {
     onError: (e) => cfg.log('api_error', { error: `${e?.name ?? 'Error'}: ${String(e?.message ?? e).slice(0, 200)}` }),
     maxBodyBytes: cfg.maxBodyBytes,
+    bodyBudget: p.bodyBudget,
     retryAfterSeconds: 1,
     maxWaitSeconds: 300,
     maxLongPolls: cfg.maxLongPolls ?? DEFAULTS.maxLongPolls,
@@ -483,7 +490,7 @@ async function startListeners(p: Parts, cleanup: (() => void | Promise<void>)[])
   const bound = { api: 0, otlpHttp: 0 };
   const listenerOptions = { connectionsCheckingInterval: Math.min(1000, cfg.headersTimeoutMs), ...(cfg.tls ? { handshakeTimeout: cfg.headersTimeoutMs } : {}) };
   const otlpHttp = createListener(
-    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http'), decodePool }, auth.http),
+    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, bodyBudget: p.bodyBudget, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http'), decodePool }, auth.http),
     cfg.tls,
     listenerOptions,
   );
