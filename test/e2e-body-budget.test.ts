@@ -9,32 +9,33 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServerProcess, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
 
-const MiB = 1024 * 1024;
+const BODY = 16 * 1024 * 1024;
 
 describe('a total byte budget for bodies being read', () => {
   let srv: ServerProcess;
   const sockets: Socket[] = [];
   beforeAll(async () => {
-    srv = await startServerProcess({ args: ['--max-body', '1MiB', '--max-body-total', '4MiB'] });
+    // --max-body-total is left at its default: 4 x --max-body (64 MiB here).
+    srv = await startServerProcess({ args: ['--max-body', '16MiB'] });
   });
   afterAll(async () => {
     for (const s of sockets) s.destroy();
     await srv?.stop();
   });
 
-  /** A POST that declares 1 MiB, sends all but the last byte, and waits. */
+  /** A POST that declares 16 MiB, sends all but the last byte, and waits. */
   const stall = (port: number) =>
     new Promise<Socket>((resolve, reject) => {
       const s = connect(port, '127.0.0.1', () => {
-        s.write(`POST /v1/traces HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${MiB}\r\n\r\n`);
-        s.write(Buffer.alloc(MiB - 1, 0x20), () => resolve(s));
+        s.write(`POST /v1/traces HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${BODY}\r\n\r\n`);
+        s.write(Buffer.alloc(BODY - 1, 0x20), () => resolve(s));
       });
       s.on('error', reject);
       sockets.push(s);
     });
   const small = (url: string, path: string, contentType: string, body: string) => fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': contentType }, body });
 
-  it('four stalled 1 MiB bodies hold the 4 MiB budget: the next body is refused 503 + Retry-After on both listeners, unread', async () => {
+  it('four stalled 16 MiB bodies hold the 64 MiB budget: the next body is refused 503 + Retry-After on both listeners, unread', async () => {
     for (let i = 0; i < 4; i++) await stall(srv.ports.otlpHttp);
     const refused = await until('a body refused by the budget', async () => {
       const r = await small(srv.otlpHttp, '/v1/traces', 'application/json', '{}');
