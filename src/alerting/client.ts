@@ -101,9 +101,10 @@ export class AlertmanagerClient {
     }
     if (this.authorization) headers.authorization = this.authorization;
     return new Promise<string>((resolve, reject) => {
+      let timedOut: AlertmanagerError | null = null;
       const req = request(
         url,
-        { method, headers, timeout: this.cfg.timeoutMs, ...(url.protocol === 'https:' ? { ca: this.ca, rejectUnauthorized: !this.cfg.tls.insecureSkipVerify } : {}) },
+        { method, headers, ...(url.protocol === 'https:' ? { ca: this.ca, rejectUnauthorized: !this.cfg.tls.insecureSkipVerify } : {}) },
         (res: IncomingMessage) => {
           const chunks: Buffer[] = [];
           let size = 0;
@@ -120,10 +121,13 @@ export class AlertmanagerClient {
             if (status < 200 || status > 299) return reject(new AlertmanagerError(`HTTP ${status}`));
             resolve(Buffer.concat(chunks).toString('utf8'));
           });
-          res.on('error', (e) => reject(new AlertmanagerError((e as NodeJS.ErrnoException).code ?? 'answer interrupted')));
+          res.on('error', (e) => reject(timedOut ?? new AlertmanagerError((e as NodeJS.ErrnoException).code ?? 'answer interrupted')));
         },
       );
-      req.on('timeout', () => req.destroy(new AlertmanagerError(`timeout after ${this.cfg.timeoutMs} ms`)));
+      // A total deadline, answer included: an Alertmanager that trickles a byte now and then cannot hold a call open.
+      const deadline = setTimeout(() => req.destroy((timedOut = new AlertmanagerError(`timeout after ${this.cfg.timeoutMs} ms`))), this.cfg.timeoutMs);
+      deadline.unref?.();
+      req.on('close', () => clearTimeout(deadline));
       req.on('error', (e) => reject(e instanceof AlertmanagerError ? e : new AlertmanagerError((e as NodeJS.ErrnoException).code ?? 'request failed')));
       req.end(body);
     });

@@ -21,6 +21,8 @@ export interface AlertingConfig {
   silenceCacheMs: number;
   /** Silences held from one read at most (the rest are ignored, and logged). */
   maxSilences: number;
+  /** Longest silence `ack --silence` may create (--alertmanager-max-silence). */
+  maxSilenceMs: number;
   tls: { caFile?: string; insecureSkipVerify: boolean };
   /** Bearer token file, or basic auth with a password file (as Prometheus' alertmanager_config). */
   auth?: { bearerTokenFile: string } | { username: string; passwordFile: string };
@@ -34,6 +36,7 @@ export const ALERTING_DEFAULTS = {
   maxBackoffMs: 10_000,
   silenceCacheMs: 5_000,
   maxSilences: 10_000,
+  maxSilenceMs: 7 * 86_400_000,
 } as const;
 
 /** A setting that cannot work; the message names it. */
@@ -50,6 +53,7 @@ export interface AlertingInput {
   maxBackoffMs?: number;
   silenceCacheMs?: number;
   maxSilences?: number;
+  maxSilenceMs?: number;
   caFile?: string;
   insecureSkipVerify?: boolean;
   bearerTokenFile?: string;
@@ -111,6 +115,7 @@ export function alertingConfig(input: AlertingInput): AlertingConfig {
     maxBackoffMs: positive('alertmanager backoff', input.maxBackoffMs, maxBackoffDefault),
     silenceCacheMs: positive('silence cache', input.silenceCacheMs, ALERTING_DEFAULTS.silenceCacheMs),
     maxSilences: positive('silence bound', input.maxSilences, ALERTING_DEFAULTS.maxSilences),
+    maxSilenceMs: positive('--alertmanager-max-silence', input.maxSilenceMs, ALERTING_DEFAULTS.maxSilenceMs, 1000),
     tls: { caFile: input.caFile, insecureSkipVerify: input.insecureSkipVerify ?? false },
     ...(auth ? { auth } : {}),
   };

@@ -9,15 +9,17 @@ import { AlertmanagerClient } from './client.js';
 import type { AlertingConfig } from './config.js';
 import { Notifier, type NotifierHooks } from './notifier.js';
 import { RunAlerts } from './run-alerts.js';
-import { SilenceCache, type SilenceView } from './silences.js';
+import { SilenceCache, type SilenceSkip, type SilenceView } from './silences.js';
 
 export { alertingConfig, AlertingConfigError, ALERTING_DEFAULTS, type AlertingConfig, type AlertingInput } from './config.js';
 export { VERDICT_RULES, STALLED_RULE, runAlert, type Alert, type AlertingRun } from './alert.js';
-export type { SilenceView } from './silences.js';
+export { SILENCE_SKIPS, type SilenceSkip, type SilenceView } from './silences.js';
 export { AlertmanagerError } from './client.js';
 
 export interface AlertingHooks extends Omit<NotifierHooks, 'failed'> {
   log: (event: string, fields: Record<string, unknown>) => void;
+  /** Silences of the last read from Alertmanager not used, per reason (malformed, matcher_unsupported, budget). */
+  silencesSkipped?: (counts: Record<SilenceSkip, number>) => void;
 }
 
 export class Alerting {
@@ -38,7 +40,7 @@ export class Alerting {
       failed: (alertmanager, reason, alerts, retryInMs) => hooks.log('alertmanager_send_failed', { alertmanager, reason, alerts, ...(retryInMs !== null ? { retryInMs } : {}) }),
     });
     this.runs = new RunAlerts({ externalUrl: cfg.externalUrl, runbookUrl: cfg.runbookUrl }, cfg.resendMs, (alerts) => this.notifier.enqueue(alerts));
-    this.silences = new SilenceCache(this.clients, { cacheMs: cfg.silenceCacheMs, maxSilences: cfg.maxSilences, clock, log: hooks.log });
+    this.silences = new SilenceCache(this.clients, { cacheMs: cfg.silenceCacheMs, maxSilences: cfg.maxSilences, clock, log: hooks.log, skipped: hooks.silencesSkipped });
   }
 
   /**
@@ -47,6 +49,7 @@ export class Alerting {
    */
   update(now: number, runs: Iterable<AlertingRun>, holds?: (run: string) => boolean): void {
     this.runs.update(now, runs, holds);
+    this.silences.refresh(); // in the background: run reads use what the last read brought
   }
 
   /** The active silence that matches the run's alert (as it fires now, else as its verdict's alert would be). */
@@ -70,7 +73,7 @@ export class Alerting {
     for (const c of this.clients) {
       try {
         const id = await c.createSilence(silence);
-        this.silences.invalidate();
+        this.silences.created({ ...silence, id, status: { state: 'active' } });
         return { id, endsAt: silence.endsAt, alertmanager: c.name };
       } catch (e) {
         last = e;

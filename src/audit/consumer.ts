@@ -59,7 +59,8 @@ export interface Consumer {
 /**
  * Why a request was refused. Each kind has one class:
  * - retryable: `saturated` (admission), `store_unavailable` (the store cannot commit or be read: nothing acknowledged),
- *   `worker_lost` (serve --workers: the decode worker of this request died, or the pool is stopping; nothing stored);
+ *   `worker_lost` (serve --workers: the decode worker of this request died, or the pool is stopping; nothing stored),
+ *   `body_budget` (the bodies being read on every listener hold --max-body-total: refused before reading);
  * - limit: `live_limit` (a live-state cap, --max-live-runs / --max-live-receipts), retry after `retryAfterSeconds`;
  * - permanent: `unauthenticated`, `too_large`, `bad_content_type`, `undecodable`, and `bad_request` (a malformed
  *   request that is not counted as a refused ingest request).
@@ -68,6 +69,7 @@ export const CONSUME_ERROR_CLASS = {
   saturated: 'retryable',
   store_unavailable: 'retryable',
   worker_lost: 'retryable',
+  body_budget: 'retryable',
   live_limit: 'limit',
   unauthenticated: 'permanent',
   too_large: 'permanent',

@@ -6,7 +6,7 @@
 import type { Receipt } from '../core/types.js';
 import type { LoggedSpan, PendingTraceLog, SpanPipeline } from '../ingest/pipeline.js';
 import { decodeLoggedSpans, encodeLoggedSpans } from '../ingest/span-log.js';
-import type { DecodedExport } from '../otlp/types.js';
+import type { DecodedExport, SpanRecord } from '../otlp/types.js';
 import { derivedBinding, evidenceOf, handoffParty, handoffPartiesOf, noteHandoffParties, runScope, UNBOUND, type HandoffParties, type RejectReason, type SourceAgents } from '../ingest/trust.js';
 import type { Slicer, SpanLogEntry } from '../store/index.js';
 import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
@@ -14,8 +14,26 @@ import { ConsumeError, type Consumer, type IngestSource, type ReceiptIngestResul
 
 export type { Refusal, SourceBinding, SpanIngestResult } from './consumer.js';
 
+/** Spans of whole traces the pipeline reads between two looks at the clock (a wide export is read in such slices). */
+export const SLICE_SPANS = 4096;
+const yieldNow = () => new Promise<void>((r) => setImmediate(r));
+
 function toSpanLog(log: PendingTraceLog[], now: number, forwarded = false): SpanLogEntry[] {
-  return log.map((l) => ({ traceId: l.traceId, loggedAt: now, body: encodeLoggedSpans(l.spans), ...(forwarded ? { forwarded } : {}) }));
+  return log.map((l) => spanLogEntry(l, now, forwarded));
+}
+
+const spanLogEntry = (l: PendingTraceLog, now: number, forwarded: boolean): SpanLogEntry => ({ traceId: l.traceId, loggedAt: now, body: encodeLoggedSpans(l.spans), ...(forwarded ? { forwarded } : {}) });
+
+/** toSpanLog of a wide export's log, encoded in slices that yield to the event loop (~8 ms each). */
+async function toSpanLogInSlices(log: PendingTraceLog[], now: number, out: SpanLogEntry[]): Promise<void> {
+  let started = performance.now();
+  for (let i = 0; i < log.length; i++) {
+    out.push(spanLogEntry(log[i], now, false));
+    if ((i & 255) === 255 && performance.now() - started > 8) {
+      await yieldNow();
+      started = performance.now();
+    }
+  }
 }
 
 /** Span log entries replayed per commit after a restart (see Ingestor.replaySpanLog). */
@@ -163,19 +181,23 @@ export class Ingestor implements Consumer {
    * batch's hundreds of span records die young instead of being carried through the collector's survivor
    * spaces into the old generation while the commit's fsync runs.
    */
-  consumeSpans(decoded: DecodedExport, transport: 'http' | 'grpc', from: IngestSource): Promise<SpanIngestResult> {
+  async consumeSpans(decoded: DecodedExport, transport: 'http' | 'grpc', from: IngestSource): Promise<SpanIngestResult> {
     const { source, bind } = from;
-    try {
+    {
       const now = this.clock();
       let local = decoded.spans;
+      const spanCount = decoded.spanCount; // the frame below must not hold the decoded spans while the commit waits
+      decoded = { spans: [], spanCount };
       let foreign: typeof local = [];
       if (this.forwardTrace) {
         // Cluster, spans not routed by trace id: traces another instance resolves are forwarded through the shared
         // span log (LangGraph's too: the resolver reads the graph).
+        const all = local;
         local = [];
-        for (const sp of decoded.spans) (this.forwardTrace(sp.traceId) ? foreign : local).push(sp);
+        for (const sp of all) (this.forwardTrace(sp.traceId) ? foreign : local).push(sp);
       }
-      const ex = this.pipeline.process(local, now, source);
+      const ex = local.length > SLICE_SPANS ? await this.processInSlices(local, now, source) : this.pipeline.process(local, now, source);
+      local = [];
       let forwardLog: PendingTraceLog[] = [];
       if (foreign.length) {
         const fw = this.pipeline.forward(foreign, source);
@@ -184,25 +206,65 @@ export class Ingestor implements Consumer {
         ex.dropped += fw.dropped;
         ex.agentIdsRefused += fw.agentIdsRefused;
         forwardLog = fw.forwardLog;
+        foreign = [];
       }
       const rejected = ex.rejected.map((r) => r.reason);
       for (const r of ex.rejected) this.metrics.ingestRefused(r.code);
       if (ex.agentIdsRefused) this.metrics.ingestRefused('agent_id_invalid', ex.agentIdsRefused);
-      const spanCount = decoded.spanCount; // the closure below must not hold the decoded spans
+      // A wide export's span log is encoded in slices first: the trust rules and the commit then run in one turn, as before.
+      const spanLog: SpanLogEntry[] = [];
+      if (ex.pendingLog.length > SLICE_SPANS) await toSpanLogInSlices(ex.pendingLog, now, spanLog);
+      else for (const e of toSpanLog(ex.pendingLog, now)) spanLog.push(e);
+      for (const e of toSpanLog(forwardLog, now, true)) spanLog.push(e);
       const finish = () => {
         const { kept: receipts, refused } = this.trust(ex.receipts, source, bind);
         for (const r of refused) rejected.push(r.reason);
         if (ex.rejected.length) this.metrics.receipt('invalid', 'rejected', ex.rejected.length);
         const producing = spanCount - ex.dropped - ex.rejected.length;
-        const spanLog = [...toSpanLog(ex.pendingLog, now), ...toSpanLog(forwardLog, now, true)];
         return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected }, spanLog);
       };
       // In a cluster with bound sources, the pins of runs held elsewhere are read before the trust rules run.
       if (this.sources !== UNBOUND && this.engine.remote) return this.prepareTrust(ex.receipts).then(finish);
       return finish();
-    } catch (e) {
-      return Promise.reject(e);
     }
+  }
+
+  /**
+   * A wide export (say 200,000 single-span traces in one body) through the pipeline in slices of about SLICE_SPANS
+   * spans of whole traces (a trace's spans are never split, and keep their order), yielding to the event loop between
+   * slices once ~8 ms have passed: health checks and other requests are answered meanwhile. Each slice is what one
+   * smaller export of those traces would be; the results are merged as one export's.
+   */
+  private async processInSlices(spans: readonly SpanRecord[], now: number, source: string): Promise<ReturnType<SpanPipeline['process']>> {
+    const byTrace = new Map<string, SpanRecord[]>();
+    for (const sp of spans) {
+      const list = byTrace.get(sp.traceId);
+      if (list) list.push(sp);
+      else byTrace.set(sp.traceId, [sp]);
+    }
+    const out: ReturnType<SpanPipeline['process']> = { receipts: [], rejected: [], dropped: 0, pendingLog: [], agentIdsRefused: 0 };
+    const run = (slice: SpanRecord[]) => {
+      const ex = this.pipeline.process(slice, now, source);
+      for (const r of ex.receipts) out.receipts.push(r);
+      for (const r of ex.rejected) out.rejected.push(r);
+      for (const l of ex.pendingLog) out.pendingLog.push(l);
+      out.dropped += ex.dropped;
+      out.agentIdsRefused += ex.agentIdsRefused;
+    };
+    let slice: SpanRecord[] = [];
+    let started = performance.now();
+    for (const list of byTrace.values()) {
+      for (const sp of list) slice.push(sp);
+      if (slice.length < SLICE_SPANS) continue;
+      run(slice);
+      slice = [];
+      if (performance.now() - started > 8) {
+        await yieldNow();
+        started = performance.now();
+      }
+    }
+    if (slice.length) run(slice);
+    return out;
   }
 
   private async spansCommitted(

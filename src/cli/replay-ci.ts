@@ -6,7 +6,7 @@
 import type { ContractRegistry } from '../core/registry.js';
 import { formatInstant } from '../core/time.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
-import { toMarkdown, type MarkdownSection } from '../render/markdown.js';
+import { mdCode, toMarkdown, type MarkdownSection } from '../render/markdown.js';
 import type { Report, ReportSuite } from '../render/report.js';
 import { reportText } from './ci-format.js';
 import { ContractLocator, expectationCase, expectationTable, receiptsByRun, runCase, verdictsMarkdown, type ExpectationResult } from './ci-report.js';
@@ -65,12 +65,12 @@ export async function replayMarkdown(input: ReplayCiInput): Promise<string> {
   const at = Number.isFinite(input.now) ? formatInstant(input.now, input.nowNs) : '-';
   const counts = new Map<string, number>();
   for (const v of input.verdicts) counts.set(v.verdict, (counts.get(v.verdict) ?? 0) + 1);
-  const lead = [`${input.verdicts.length} run(s) from ${input.files.map((f) => `\`${f.file}\``).join(', ')}, audited as of ${at}: ${[...counts].map(([k, n]) => `${k} ${n}`).join(', ') || 'no runs'}.`];
+  const lead = [`${input.verdicts.length} run(s) from ${input.files.map((f) => mdCode(f.file)).join(', ')}, audited as of ${at}: ${[...counts].map(([k, n]) => `${k} ${n}`).join(', ') || 'no runs'}.`];
   const extra: MarkdownSection[] = [];
   if (input.expect) {
     const results = expectationResults(input);
     const unmet = results.filter((x) => x.problems.length).length;
-    lead.push('', `Expectations (\`${input.expect.file}\`): ${results.length - unmet} of ${results.length} met.`);
+    lead.push('', `Expectations (${mdCode(input.expect.file)}): ${results.length - unmet} of ${results.length} met.`);
     extra.push({ heading: 'Expectations', text: expectationTable(results) });
   }
   return toMarkdown(verdictsMarkdown('topology-audit replay', lead, input.verdicts, input.now, await graphs(input), extra));

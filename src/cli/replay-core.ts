@@ -3,11 +3,14 @@
  * module so that `diff` and the CI formats use it without importing the command (no file cycle: replay -> replay-ci ->
  * diff -> replay).
  */
-import { groupByRun, resolvePin, evaluate, shadowEvaluate, VERDICTS, type Contract, type ContractRegistry, type Receipt, type RunVerdict, type ShadowVerdict, type Verdict } from '../core/index.js';
+import { groupByRun, resolvePin, evaluate, runIdError, shadowEvaluate, VERDICTS, type Contract, type ContractRegistry, type Receipt, type RunVerdict, type ShadowVerdict, type Verdict } from '../core/index.js';
 import { toInstant, type Instant } from '../core/time.js';
 import { UsageError } from './io.js';
 
 export type Expectation = { verdict?: Verdict; codes?: string[] };
+
+/** A finding code as an expectations file may name it (`forbidden_edge`). */
+const FINDING_CODE = /^[a-z][a-z0-9_]{0,63}$/;
 
 /** `{ "<run id>": "<verdict>" }`, or `{ "<run id>": { "verdict": ..., "codes": [...] } }` to also expect finding codes. */
 export function parseExpectFile(text: string, file: string): Map<string, Expectation> {
@@ -19,11 +22,15 @@ export function parseExpectFile(text: string, file: string): Map<string, Expecta
   }
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new UsageError(`${file}: expected a JSON object {"<run id>": "<verdict>"}`);
   const out = new Map<string, Expectation>();
+  // What the file says reaches stderr and CI annotations: only ids, verdicts and finding codes, quoted as JSON.
+  const quote = (x: unknown) => JSON.stringify(String(x).slice(0, 200));
   for (const [run, v] of Object.entries(raw as Record<string, unknown>)) {
+    const bad = runIdError(run);
+    if (bad) throw new UsageError(`${file}: run ${quote(run)}: not a run id (${bad})`);
     const e: Expectation = typeof v === 'string' ? { verdict: v as Verdict } : (v as Expectation);
     if (!e || typeof e !== 'object') throw new UsageError(`${file}: run "${run}": expected a verdict or {verdict, codes}`);
-    if (e.verdict !== undefined && !(VERDICTS as readonly string[]).includes(e.verdict)) throw new UsageError(`${file}: run "${run}": unknown verdict "${e.verdict}"`);
-    if (e.codes !== undefined && !(Array.isArray(e.codes) && e.codes.every((c) => typeof c === 'string'))) throw new UsageError(`${file}: run "${run}": codes must be a list of strings`);
+    if (e.verdict !== undefined && !(VERDICTS as readonly string[]).includes(e.verdict)) throw new UsageError(`${file}: run "${run}": unknown verdict ${quote(e.verdict)}`);
+    if (e.codes !== undefined && !(Array.isArray(e.codes) && e.codes.every((c) => typeof c === 'string' && FINDING_CODE.test(c)))) throw new UsageError(`${file}: run "${run}": codes must be a list of finding codes (a-z, 0-9, _)`);
     out.set(run, e);
   }
   return out;

@@ -60,7 +60,8 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   if (expect) {
     const problems = checkExpectations(verdicts, expect);
     if (problems.length) {
-      for (const p of problems) io.stderr(`expectation failed: ${p}\n`);
+      // One line each: a line break in a problem would start a line a CI runner reads as a command (`::error::…`).
+      for (const p of problems) io.stderr(`expectation failed: ${p.replace(/[\r\n\u2028\u2029]+/g, ' ')}\n`);
       return 1;
     }
     io.stderr(`all ${expect.size} expectation(s) met\n`);

@@ -163,6 +163,7 @@ type AlertingFlags = {
   runbookUrl?: string;
   resend?: string;
   timeout?: string;
+  maxSilence?: string;
   queueCapacity?: string;
   caFile?: string;
   insecureSkipVerify: boolean;
@@ -193,6 +194,7 @@ function alertingArgs(f: AlertingFlags, defaultExternal: string | null): Alertin
       runbookUrl: f.runbookUrl,
       resendMs: f.resend !== undefined ? durationArg('--alertmanager-resend', f.resend, 0) : undefined,
       timeoutMs: f.timeout !== undefined ? durationArg('--alertmanager-timeout', f.timeout, 0) : undefined,
+      maxSilenceMs: f.maxSilence !== undefined ? durationArg('--alertmanager-max-silence', f.maxSilence, 0) : undefined,
       queueCapacity: positive('--alertmanager-queue-capacity', f.queueCapacity),
       caFile: f.caFile,
       insecureSkipVerify: f.insecureSkipVerify,
@@ -220,6 +222,7 @@ const SERVE_OPTIONS = {
   port: { type: 'string' },
   host: { type: 'string', default: DEFAULTS.host },
   'max-body': { type: 'string' },
+  'max-body-total': { type: 'string' },
   'max-grpc-message': { type: 'string' },
   retention: { type: 'string' },
   'parent-wait': { type: 'string' },
@@ -260,6 +263,7 @@ const SERVE_OPTIONS = {
   'runbook-url': { type: 'string' },
   'alertmanager-resend': { type: 'string' },
   'alertmanager-timeout': { type: 'string' },
+  'alertmanager-max-silence': { type: 'string' },
   'alertmanager-queue-capacity': { type: 'string' },
   'alertmanager-ca-file': { type: 'string' },
   'alertmanager-insecure-skip-verify': { type: 'boolean', default: false },
@@ -329,6 +333,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     spanRouting: spanRoutingArg(values['span-routing'], values.store !== undefined),
     defaultContract: values.contract,
     maxBodyBytes: bytesArg('--max-body', values['max-body'], DEFAULTS.maxBodyBytes),
+    maxBodyTotalBytes: values['max-body-total'] !== undefined ? bytesArg('--max-body-total', values['max-body-total'], 0) : undefined,
     maxGrpcMessageBytes: bytesArg('--max-grpc-message', values['max-grpc-message'], DEFAULTS.maxGrpcMessageBytes),
     retentionMs: durationArg('--retention', values.retention, DEFAULTS.retentionMs),
     parentWaitMs: durationArg('--parent-wait', values['parent-wait'], DEFAULTS.parentWaitMs),
@@ -361,6 +366,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     stallAfterMs: durationArg('--stall-after', values['stall-after'], DEFAULTS.stallAfterMs),
     logIntervalMs: durationArg('--log-interval', values['log-interval'], DEFAULTS.logIntervalMs),
   };
+  if (cfg.maxBodyTotalBytes !== undefined && cfg.maxBodyTotalBytes < cfg.maxBodyBytes) throw new UsageError(`--max-body-total: at least --max-body (${cfg.maxBodyBytes} bytes), or no body of the largest size is ever read`);
   const apiPort = portArg('--port', values.port, DEFAULTS.port);
   cfg.alerting = alertingArgs(
     {
@@ -369,6 +375,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       runbookUrl: values['runbook-url'],
       resend: values['alertmanager-resend'],
       timeout: values['alertmanager-timeout'],
+      maxSilence: values['alertmanager-max-silence'],
       queueCapacity: values['alertmanager-queue-capacity'],
       caFile: values['alertmanager-ca-file'],
       insecureSkipVerify: values['alertmanager-insecure-skip-verify'] as boolean,

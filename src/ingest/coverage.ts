@@ -7,6 +7,7 @@
  * keys per scope; what falls outside the bounds is counted.
  */
 import type { SpanRecord } from '../otlp/types.js';
+import { InsertionOrder } from './unmapped.js';
 
 export interface ScopeCoverage {
   scope: string;
@@ -47,6 +48,8 @@ const keyOf = (lib: { name: string; version: string }) => `${lib.name}\u0000${li
 
 export class CoverageTracker {
   private readonly traces = new Map<string, TraceScopes>();
+  /** The oldest trace in O(1) (a Map's first key after many deletions is not: see InsertionOrder). */
+  private readonly order = new InsertionOrder<string, TraceScopes>();
   private readonly summary = new Map<string, { spans: number; traces: number; keys: Set<string> }>();
   private readonly maxTraces: number;
   private readonly maxScopes: number;
@@ -67,13 +70,14 @@ export class CoverageTracker {
     let t = this.traces.get(span.traceId);
     if (!t) {
       if (this.traces.size >= this.maxTraces) {
-        const first = this.traces.keys().next();
-        if (!first.done) {
-          this.traces.delete(first.value);
+        const first = this.order.shift(this.traces);
+        if (first !== undefined) {
+          this.traces.delete(first);
           this.evicted++;
         }
       }
       this.traces.set(span.traceId, (t = { signal: false, lastSeen: now, scopes: new Map() }));
+      this.order.push(span.traceId, t, this.traces);
     }
     t.lastSeen = now;
     if (signal) t.signal = true;

@@ -90,7 +90,7 @@ export interface UnmappedOptions {
  * costs O(deleted) per call (about 60 µs per span at 200,000 span ids). Entries are [key, value] as inserted; one
  * whose key was deleted (or deleted and set again: another value object) is stale and skipped.
  */
-class InsertionOrder<K, V> {
+export class InsertionOrder<K, V> {
   private order: [K, V][] = [];
   private head = 0;
 

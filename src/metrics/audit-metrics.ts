@@ -75,6 +75,7 @@ export const INGEST_REJECT_REASONS = [
   'saturated',
   'store_unavailable',
   'live_limit',
+  'body_budget',
 ] as const;
 export type IngestRejectReason = (typeof INGEST_REJECT_REASONS)[number];
 

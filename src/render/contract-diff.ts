@@ -121,7 +121,8 @@ export function contractVersionMermaid(c: Contract, other: Contract, side: 'from
   const otherAgents = new Set(other.agents);
   const gone: EdgeMark = side === 'from' ? 'removed' : 'added';
   const ids = new Map(c.agents.map((a, i) => [a, `n${i}`]));
-  const lines = ['flowchart LR', `  %% ${c.contract}@${c.version}${side === 'from' ? ' (from)' : ' (to)'}`];
+  // The version is any text: on one line (a line break would end the comment, or the Markdown fence around it).
+  const lines = ['flowchart LR', `  %% ${mermaidText(`${c.contract}@${c.version}`).replace(/[\r\n\u2028\u2029`]+/g, ' ')}${side === 'from' ? ' (from)' : ' (to)'}`];
   for (const a of c.agents) {
     const mark = otherAgents.has(a) ? '' : `<br/>${gone} agent`;
     lines.push(`  ${ids.get(a)}["${mermaidText(`${a}${a === c.owner ? ' (owner)' : ''}`)}${mark}"]${mark ? `:::${gone}` : ''}`);

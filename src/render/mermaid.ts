@@ -20,7 +20,7 @@ export function toMermaid(o: Overlay, opts: { now?: number; heading?: string } =
   const now = opts.now ?? o.now;
   const ids = new Map(o.nodes.map((node, i) => [node.id, `n${i}`]));
   const lines: string[] = ['flowchart LR'];
-  if (opts.heading) lines.push(`  %% ${opts.heading.replace(/\n/g, ' ')}`);
+  if (opts.heading) lines.push(`  %% ${mermaidText(opts.heading).replace(/[\r\n\u2028\u2029`]+/g, ' ')}`);
   for (const node of o.nodes) {
     const text = `${node.id}${node.owner ? ' (owner)' : ''}${node.known ? '' : '<br/>unknown agent'}`;
     lines.push(`  ${ids.get(node.id)}["${mermaidText(text).replace('#lt;br/#gt;', '<br/>')}"]${node.known ? '' : ':::unknown'}`);

@@ -11,7 +11,8 @@ import { ConsumeError, type Consumer, type IngestSource } from '../audit/consume
 import { handoffBoard } from '../handoff/board.js';
 import { parseDuration } from '../core/edge.js';
 import type { SilenceView } from '../alerting/index.js';
-import { readBody } from './body.js';
+import { readBody, withinBodyBudget, type BodyBudget } from './body.js';
+import { crossSiteProblem, type WriteAuth } from './auth.js';
 import { httpRefusal } from './refusal.js';
 
 /** A route a caller adds to the API server (the UI, composed by src/cli): true when it answered the request. */
@@ -21,6 +22,8 @@ export interface ApiOptions {
   /** An unexpected failure answered 500 (e.g. the store failed a read): logged, content-free (its class and message). */
   onError?: (error: Error) => void;
   maxBodyBytes: number;
+  /** The bytes of bodies being read at once across listeners (--max-body-total); past it 503 + Retry-After before reading. */
+  bodyBudget?: BodyBudget;
   retryAfterSeconds: number;
   /** Longest long-poll a client may ask for. */
   maxWaitSeconds: number;
@@ -30,6 +33,10 @@ export interface ApiOptions {
   authenticateIngest: (req: IncomingMessage) => IngestSource | null;
   /** Authenticates an API read. */
   authenticateApi: (req: IncomingMessage) => boolean;
+  /** Authorizes a write under /api/ (an acknowledgement, a silence) and names the writer; absent: anyone, as named by `by`. */
+  authorizeWrite?: (req: IncomingMessage) => WriteAuth;
+  /** Longest silence `ack --silence` may create (serve --alertmanager-max-silence). */
+  maxSilenceMs?: number;
   /** Extra routes (e.g. the web view); return true when handled. */
   extraRoutes?: Route;
   ready: () => { ready: boolean; reasons: string[] };
@@ -85,10 +92,13 @@ function silenceArgs(url: URL, by: string | null, opts: ApiOptions): { ms: numbe
   if (text === null) return null;
   const ms = parseDuration(text);
   if (ms === null || ms <= 0) return { status: 400, error: 'silence: a duration such as 30m, 4h or 2d' };
+  if (opts.maxSilenceMs !== undefined && ms > opts.maxSilenceMs) return { status: 400, error: `silence: at most ${formatDays(opts.maxSilenceMs)} (serve --alertmanager-max-silence)` };
   if (!opts.silence) return { status: 400, error: 'silence: no Alertmanager is configured on this server (serve --alertmanager-url)' };
   if (by === null) return { status: 400, error: 'silence: needs by=NAME (Alertmanager records who created a silence)' };
   return { ms };
 }
+
+const formatDays = (ms: number) => (ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : `${Math.ceil(ms / 1000)}s`);
 
 /** An acknowledgement as the API shows it (`current`: it covers the run's verdict now). */
 export function ackJson(a: AckRecord & { current?: boolean }) {
@@ -175,6 +185,14 @@ export function apiHandler(engine: AuditEngine, consumer: Consumer, metrics: Aud
     // Lets clients (gate, ack) recognise the auditor's API, and tell it from its OTLP port.
     res.setHeader('x-topology-audit', 'api');
     try {
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        // A page on another site may post a form here (a "simple" request, no preflight): refused before anything changes.
+        const crossSite = crossSiteProblem(req.headers);
+        if (crossSite) {
+          req.resume();
+          return json(res, 403, { error: crossSite });
+        }
+      }
       if (path === '/healthz') return json(res, 200, { status: 'ok', service: 'topology-audit', version: opts.version });
       if (path === '/readyz') {
         const r = opts.ready();
@@ -213,8 +231,13 @@ export function apiHandler(engine: AuditEngine, consumer: Consumer, metrics: Aud
         if (ackMatch && opts.ack) {
           if (req.method !== 'POST') return json(res, 405, { error: 'use POST' }, { allow: 'POST' });
           req.resume();
-          const by = url.searchParams.get('by');
-          if (by !== null && !ACK_BY.test(by)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
+          const writer = opts.authorizeWrite?.(req) ?? { ok: true, name: null };
+          if (!writer.ok) return json(res, writer.status, { error: writer.error }, writer.status === 401 ? { 'www-authenticate': 'Bearer' } : {});
+          const asked = url.searchParams.get('by');
+          if (asked !== null && !ACK_BY.test(asked)) return json(res, 400, { error: 'by: at most 64 of A-Z a-z 0-9 . _ @ -' });
+          // With tokens, the writer is the token's name: `by` may repeat it, never name someone else.
+          if (writer.name !== null && asked !== null && asked !== writer.name) return json(res, 400, { error: `by: this token acknowledges as ${writer.name}, not ${asked}` });
+          const by = writer.name ?? asked;
           const reason = url.searchParams.get('reason');
           const bad = reason === null ? null : ackReasonProblem(reason);
           if (bad) return json(res, 400, { error: `reason: ${bad}` });
@@ -269,7 +292,7 @@ async function postReceipts(req: IncomingMessage, res: ServerResponse, consumer:
     req.resume();
     throw ConsumeError.saturated();
   }
-  const body = await readBody(req, opts.maxBodyBytes);
+  const body = await withinBodyBudget(req, opts.bodyBudget, opts.maxBodyBytes, () => readBody(req, opts.maxBodyBytes));
   const release = consumer.admit();
   try {
     const { receipts, lines, invalid, invalidCount } = await parseReceiptLines(body.toString('utf8'), metrics);

@@ -13,21 +13,43 @@ export interface TokenEntry {
   /** A content-free name for the source: the token's position in its file and a short hash prefix. */
   source: string;
   agents: ReadonlySet<string> | null;
+  /**
+   * What an API token may do: `read` (GET under /api/) or `write` (also acknowledge runs and create silences).
+   * Ingest tokens are `write` (they guard everything that writes where no API tokens are configured).
+   */
+  scope: 'read' | 'write';
+  /** Who the token acts as: an acknowledgement's `by` when tokens are on (the line's NAME, else `source`). */
+  name: string;
 }
+
+/** A token's name, as `by` of an acknowledgement (the same rule as ACK_BY in src/core/ack.ts). */
+const TOKEN_NAME = /^[A-Za-z0-9._@-]{1,64}$/;
 
 const digest = (t: string) => createHash('sha256').update(t).digest();
 
 export function parseTokenFile(text: string, file: string, allowAgents: boolean): TokenEntry[] {
   const out: TokenEntry[] = [];
+  const lineOf = new Map<string, number>();
   text.split('\n').forEach((raw, i) => {
     const line = raw.trim();
     if (!line || line.startsWith('#')) return;
-    const [token, agents, ...rest] = line.split(/\s+/);
-    if (rest.length) throw new Error(`${file}:${i + 1}: expected "TOKEN [agent-a,agent-b]"`);
+    const [token, second, third, ...rest] = line.split(/\s+/);
+    if (allowAgents ? second !== undefined && third !== undefined : rest.length) throw new Error(`${file}:${i + 1}: expected ${allowAgents ? '"TOKEN [agent-a,agent-b]"' : '"TOKEN [read|write] [NAME]"'}`);
     if (token.length < 16) throw new Error(`${file}:${i + 1}: token too short (at least 16 characters)`);
-    if (agents && !allowAgents) throw new Error(`${file}:${i + 1}: API tokens take no agent list`);
+    const agents = allowAgents ? second : undefined;
+    let scope: 'read' | 'write' = allowAgents ? 'write' : 'read';
+    if (!allowAgents && second !== undefined) {
+      if (second !== 'read' && second !== 'write') throw new Error(`${file}:${i + 1}: API tokens take a scope ("read" or "write") and a name, no agent list`);
+      scope = second;
+    }
+    if (third !== undefined && !TOKEN_NAME.test(third)) throw new Error(`${file}:${i + 1}: a token's name is at most 64 of A-Z a-z 0-9 . _ @ -`);
     const d = digest(token);
-    out.push({ digest: d, source: `token-${i + 1}-${d.subarray(0, 4).toString('hex')}`, agents: agents ? new Set(agents.split(',').filter(Boolean)) : null });
+    // A token listed twice (bound on one line, unbound on another) would silently lose one of its bindings.
+    const first = lineOf.get(d.toString('hex'));
+    if (first !== undefined) throw new Error(`${file}:${i + 1}: this token is already listed on line ${first}; list each token once`);
+    lineOf.set(d.toString('hex'), i + 1);
+    const source = `token-${i + 1}-${d.subarray(0, 4).toString('hex')}`;
+    out.push({ digest: d, source, agents: agents ? new Set(agents.split(',').filter(Boolean)) : null, scope, name: third ?? source });
   });
   if (!out.length) throw new Error(`${file}: no tokens`);
   return out;
@@ -35,6 +57,33 @@ export function parseTokenFile(text: string, file: string, allowAgents: boolean)
 
 export function loadTokenFile(file: string, allowAgents: boolean): TokenEntry[] {
   return parseTokenFile(readFileSync(file, 'utf8'), file, allowAgents);
+}
+
+/** The answer to a write on the API port: the writer's name (null when no tokens are configured), or a refusal. */
+export type WriteAuth = { ok: true; name: string | null } | { ok: false; status: 401 | 403; error: string };
+
+/**
+ * A request a browser sent from another site (a form post, a fetch from another origin): refused before any state
+ * changes. `Sec-Fetch-Site` when the browser sends it (only `same-origin` and `none`, a user's own navigation, pass),
+ * else `Origin` against `Host`. Clients that are not browsers (the CLI, curl, exporters) send neither.
+ */
+export function crossSiteProblem(headers: { origin?: string; host?: string; 'sec-fetch-site'?: string | string[] }): string | null {
+  const site = headers['sec-fetch-site'];
+  if (site !== undefined) {
+    const v = (Array.isArray(site) ? site[0] : site).trim().toLowerCase();
+    if (v !== 'same-origin' && v !== 'none') return `a ${v} request from a browser may not change state here (Sec-Fetch-Site)`;
+  }
+  const origin = headers.origin;
+  if (origin !== undefined) {
+    let host: string | null = null;
+    try {
+      host = new URL(origin).host;
+    } catch {
+      host = null; // "null" (a sandboxed frame, a file page) or garbage: not this site
+    }
+    if (host === null || host !== (headers.host ?? '').toLowerCase()) return 'a request from another origin may not change state here (Origin)';
+  }
+  return null;
 }
 
 /** Constant-time lookup: every entry is compared, whatever matches. */

@@ -56,6 +56,59 @@ export class BodyBuffers implements BodyLeases {
 }
 
 /**
+ * The bytes of request bodies being read at once, across every HTTP listener (--max-body-total): a body takes its
+ * declared length (a body without one, the per-request limit) before a byte of it is read, and gives it back once it
+ * is read (or failed). Past the budget a request is refused at once, 503 + Retry-After, so connections that each
+ * send most of a large body and stall cannot grow memory by their sum.
+ */
+export class BodyBudget {
+  private used = 0;
+
+  constructor(readonly capacity: number) {}
+
+  /** Bytes taken by bodies being read now. */
+  get inUse(): number {
+    return this.used;
+  }
+
+  /**
+   * Takes what `req`'s body may need (its declared length, else `limit`); throws ConsumeError 'body_budget' when
+   * that is not free (the body is left unread: the caller drains or closes it). Returns the release, idempotent.
+   */
+  take(req: IncomingMessage, limit: number): () => void {
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    // A declared length past the limit is refused by the reader (413) without reading: it takes nothing here.
+    const size = Number.isInteger(declared) && declared >= 0 ? (declared > limit ? 0 : declared) : limit;
+    if (size > 0 && this.used + size > this.capacity) {
+      throw new ConsumeError('body_budget', `request bodies being read hold ${this.used} of ${this.capacity} bytes (--max-body-total); retry later`);
+    }
+    this.used += size;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.used -= size;
+    };
+  }
+}
+
+/** Reads a body with its share of `budget` taken first (refused, unread, when it is not free) and given back after. */
+export async function withinBodyBudget<T>(req: IncomingMessage, budget: BodyBudget | undefined, limit: number, read: () => Promise<T>): Promise<T> {
+  let giveBack: () => void;
+  try {
+    giveBack = budget ? budget.take(req, limit) : () => {};
+  } catch (e) {
+    req.resume(); // drained, never kept
+    throw e;
+  }
+  try {
+    return await read();
+  } finally {
+    giveBack();
+  }
+}
+
+/**
  * Read a request body, refusing more than `limit` bytes on the wire and, after decompression, more than `limit`
  * bytes of content (a gzip bomb stops at the limit: zlib's maxOutputLength, never an unbounded buffer).
  */

@@ -13,12 +13,14 @@ import {
   type DecodedExport,
 } from '../otlp/index.js';
 import { ConsumeError, type Consumer, type IngestSource } from '../audit/consumer.js';
-import { BodyBuffers, readBodyInto } from './body.js';
+import { BodyBuffers, readBodyInto, withinBodyBudget, type BodyBudget } from './body.js';
 import { httpRefusal } from './refusal.js';
 import { decodeHttpBody, type DecodePool } from './worker-pool.js';
 
 export interface OtlpHttpOptions {
   maxBodyBytes: number;
+  /** The bytes of bodies being read at once across listeners (--max-body-total); past it 503 + Retry-After before reading. */
+  bodyBudget?: BodyBudget;
   retryAfterSeconds: number;
   /** The API port, named in the 404 hint when a receipt POST or API call reaches the OTLP port. */
   apiPort?: () => number;
@@ -88,7 +90,9 @@ export function otlpHttpHandler(consumer: Consumer, metrics: AuditMetrics, opts:
         throw ConsumeError.saturated();
       }
       const pool = opts.decodePool;
-      const { body, release: releaseBody, encoding } = pool ? await readBodyInto(req, opts.maxBodyBytes, bodies, false, pool) : { ...(await readBodyInto(req, opts.maxBodyBytes, bodies)), encoding: 'identity' as const };
+      const { body, release: releaseBody, encoding } = await withinBodyBudget(req, opts.bodyBudget, opts.maxBodyBytes, () =>
+        pool ? readBodyInto(req, opts.maxBodyBytes, bodies, false, pool) : readBodyInto(req, opts.maxBodyBytes, bodies).then((r) => ({ ...r, encoding: 'identity' as const })),
+      );
       try {
         release = consumer.admit();
       } catch (e) {

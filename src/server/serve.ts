@@ -22,11 +22,12 @@ import { SharedStoreRuns } from '../cluster/remote.js';
 import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
-import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry } from './auth.js';
+import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry, type WriteAuth } from './auth.js';
 import { AuditEngine } from '../audit/engine.js';
 import type { Route } from './api.js';
 import { Ingestor } from '../audit/ingestor.js';
 import { otlpHttpHandler } from './otlp-http.js';
+import { BodyBudget } from './body.js';
 import { startGrpc } from './otlp-grpc.js';
 import { startGrpcH2 } from './otlp-grpc-h2.js';
 import { DecodePool } from './worker-pool.js';
@@ -55,6 +56,8 @@ export interface ServeConfig {
   spanRouting?: 'trace' | 'any';
   defaultContract?: string;
   maxBodyBytes: number;
+  /** Bytes of request bodies being read at once across the HTTP listeners (`--max-body-total`; default 4 x maxBodyBytes, at least 64 MiB). */
+  maxBodyTotalBytes?: number;
   maxGrpcMessageBytes: number;
   retentionMs: number;
   parentWaitMs: number;
@@ -325,6 +328,8 @@ function acknowledger(engine: AuditEngine, { engineStore, cluster }: Stores) {
 /** What the listeners and the periodic tasks are built from. */
 interface Parts extends Stores {
   cfg: ServeConfig;
+  /** The bytes of request bodies being read at once, shared by the API and OTLP/HTTP listeners. */
+  bodyBudget: BodyBudget;
   metrics: AuditMetrics;
   resources: ResourceMetrics;
   alerting: Alerting | null;
@@ -347,7 +352,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   let alerting: Alerting | null = null;
   if (cfg.alerting) {
     const am = createAlertmanagerMetrics(metrics);
-    const a = (alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, log: cfg.log }));
+    const a = (alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, silencesSkipped: am.silencesSkipped, log: cfg.log }));
     cleanup.push(() => a.close());
   }
   const stores = await openStores(cfg, metrics, cleanup);
@@ -389,7 +394,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     // A group commit waits for the bodies being decoded at that moment (at most one decode): their receipts ride in it.
     if (stores.store instanceof ReceiptStore) stores.store.setFlushGate(() => decodePool.decoding());
   }
-  const parts: Parts = { ...stores, cfg, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, replay: { running: false }, decodePool, loop: { probe: () => {} } };
+  const bodyBudget = new BodyBudget(cfg.maxBodyTotalBytes ?? Math.max(64 * 1024 * 1024, 4 * cfg.maxBodyBytes));
+  const parts: Parts = { ...stores, cfg, bodyBudget, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, replay: { running: false }, decodePool, loop: { probe: () => {} } };
   const listeners = await startListeners(parts, cleanup);
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were
   // acknowledged): replayed in batches while the listeners serve; /readyz answers 503 until it is done. In a cluster,
@@ -420,6 +426,21 @@ function replayInBackground(p: Parts): void {
   );
 }
 
+/**
+ * Who may acknowledge runs and create silences (writes on the API port): with --api-tokens, an API token of scope
+ * `write`; with only --ingest-tokens, an ingest token; with neither, anyone who reaches the port (loopback by
+ * default). A bearer token only: a cookie is sent by the browser on cross-site requests too. The writer acts as the
+ * token's name (an acknowledgement's `by`).
+ */
+export function apiWriter(cfg: Pick<ServeConfig, 'apiTokens' | 'ingestTokens'>, token: string | undefined): WriteAuth {
+  const tokens = cfg.apiTokens ?? cfg.ingestTokens;
+  if (!tokens) return { ok: true, name: null };
+  const e = matchToken(tokens, token);
+  if (!e) return { ok: false, status: 401, error: 'missing or invalid bearer token' };
+  if (e.scope !== 'write') return { ok: false, status: 403, error: 'this token may read, not write: acknowledging a run or creating a silence needs a token of scope write (--api-tokens: "TOKEN write NAME")' };
+  return { ok: true, name: e.name };
+}
+
 /** Bearer-token authentication of each listener (ingest tokens bind a source; API tokens, or the web view's cookie). */
 function authenticators(cfg: ServeConfig) {
   const ingest = (token: string | undefined) => {
@@ -430,6 +451,7 @@ function authenticators(cfg: ServeConfig) {
   const api = (req: IncomingMessage) => !cfg.apiTokens || matchToken(cfg.apiTokens, bearerOf(req.headers.authorization)) !== null;
   return {
     ingest,
+    writer: (req: IncomingMessage) => apiWriter(cfg, bearerOf(req.headers.authorization)),
     http: (req: IncomingMessage) => ingest(bearerOf(req.headers.authorization)),
     api,
     // The web view's browser requests (and its event stream, which cannot send headers) may carry the API token as a cookie.
@@ -458,11 +480,14 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
   return apiHandler(engine, ingestor, metrics, {
     onError: (e) => cfg.log('api_error', { error: `${e?.name ?? 'Error'}: ${String(e?.message ?? e).slice(0, 200)}` }),
     maxBodyBytes: cfg.maxBodyBytes,
+    bodyBudget: p.bodyBudget,
     retryAfterSeconds: 1,
     maxWaitSeconds: 300,
     maxLongPolls: cfg.maxLongPolls ?? DEFAULTS.maxLongPolls,
     authenticateIngest: auth.http,
     authenticateApi: auth.api,
+    authorizeWrite: auth.writer,
+    maxSilenceMs: alerting?.cfg.maxSilenceMs,
     extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
     ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
     runbooksHtml: cfg.runbooksHtml,
@@ -497,7 +522,7 @@ async function startListeners(p: Parts, cleanup: (() => void | Promise<void>)[])
   const bound = { api: 0, otlpHttp: 0 };
   const listenerOptions = { connectionsCheckingInterval: Math.min(1000, cfg.headersTimeoutMs), ...(cfg.tls ? { handshakeTimeout: cfg.headersTimeoutMs } : {}) };
   const otlpHttp = createListener(
-    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http'), decodePool }, auth.http),
+    otlpHttpHandler(ingestor, metrics, { maxBodyBytes: cfg.maxBodyBytes, bodyBudget: p.bodyBudget, retryAfterSeconds: 1, apiPort: () => bound.api, onLiveLimit: (l) => resources.liveLimited(l, 'http'), decodePool }, auth.http),
     cfg.tls,
     listenerOptions,
   );
