@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { explainSpans, explanationText } from '../src/ingest/explain.js';
 import { SpanPipeline } from '../src/ingest/pipeline.js';
 import { decodeExportTraceJson, decodeExportTraceRequest } from '../src/otlp/index.js';
+import { decodeLoggedSpans, encodeLoggedSpans } from '../src/ingest/span-log.js';
 import type { SpanRecord } from '../src/otlp/types.js';
 import { ROOT, getJson, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
@@ -268,6 +269,37 @@ describe('LangChain callback-handler metadata (`<ns>.observation.metadata.lc_age
   ] as const) {
     it(`namespace ${ns}, separator ${sep}: supervisor -> researcher/writer delegate + return; the agent's own spans give no edge`, () => {
       expect(edgesBoth([callbackTrace(ns, sep, ['researcher', 'writer'])])).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
+    });
+  }
+});
+
+// ---- a restart while a trace waits -------------------------------------------------------------------------------
+
+describe('the span log keeps what the new rules read', () => {
+  const shapes: [string, () => Node][] = [
+    ['createAgent through OpenInference (metadata.lc_agent_name on logged LangGraph spans)', () => createAgentTrace(['researcher', 'writer'])],
+    ['callback-handler metadata (agent spans that are their agent\'s own steps)', () => callbackTrace('acme', '.', ['researcher', 'writer'])],
+    ['typed agent spans', () => typedTrace(VOCABULARIES[1], ['researcher', 'writer'])],
+  ];
+  for (const [what, build] of shapes) {
+    it(`${what}: spans logged before a restart and replayed give the same edges once the root arrives`, () => {
+      const { protobuf } = decoded([build()]);
+      const root = protobuf.find((x) => x.parentSpanId === null)!;
+      const rest = protobuf.filter((x) => x !== root);
+      const p1 = new SpanPipeline({ waitMs: 10_000, maxSpans: 10_000 });
+      const now = root.endMs;
+      const out1 = p1.process(rest, now, 'tok');
+      const logged = out1.pendingLog.flatMap((e) => decodeLoggedSpans(root.traceId, encodeLoggedSpans(e.spans)) ?? []);
+      expect(logged.length).toBe(out1.pendingLog.reduce((n, e) => n + e.spans.length, 0));
+      const p2 = new SpanPipeline({ waitMs: 10_000, maxSpans: 10_000 });
+      const before = [...out1.receipts, ...p2.replay(logged, now).receipts];
+      const after = [...p2.process([root], now, 'tok').receipts, ...p2.expire(now + 100_000)];
+      // A receipt derived again on replay has the same event id (the store keeps one): dedupe as the store does.
+      const unique = [...new Map([...before, ...after].map((r) => [r.event, r])).values()];
+      const lines = unique
+        .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.event < b.event ? -1 : 1))
+        .map((r) => (r.type === 'edge' ? `${r.from} -> ${r.to} : ${r.kind}` : r.type));
+      expect(lines).toEqual(delegateAndReturn('supervisor', ['researcher', 'writer']));
     });
   }
 });
