@@ -70,9 +70,12 @@ export function typedRoleAt(buf: Uint8Array, start: number, length: number): Typ
   return null;
 }
 
-/** Same for a key the JSON transport holds as a string. */
+/** Same for a key the JSON transport holds as a string (read in place: most keys have no role, so nothing is encoded). */
 export function typedRoleOf(key: string): TypedRole | null {
-  if (key.length > MAX_KEY_BYTES) return null;
+  const n = key.length;
+  if (n === 0 || n > MAX_KEY_BYTES) return null;
+  const last = lower(key.charCodeAt(n - 1));
+  if (last !== 0x65 && last !== 0x64 && last !== 0x79) return null;
   const b = utf8.encode(key);
   return typedRoleAt(b, 0, b.length);
 }
