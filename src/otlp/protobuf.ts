@@ -69,6 +69,9 @@ const TAG_ANY_ARRAY = (5 << 3) | WIRE_LEN;
 const TAG_ANY_KVLIST = (6 << 3) | WIRE_LEN;
 const TAG_ANY_BYTES = (7 << 3) | WIRE_LEN;
 
+/** Every field present from the start: one hidden class for the decoder's hot loop. */
+const newKept = (): KeptAttribute => ({ key: '', value: '', ns: undefined, step: undefined, dropped: undefined, lcAgent: undefined, typed: undefined });
+
 /** The kept key and value of the last KeyValue decodeKeptKeyValue accepted. */
 interface KeptAttribute {
   key: string;
@@ -142,7 +145,7 @@ function decodeResourceSpans(r: WireReader, end: number, out: SpanRecord[]): voi
 }
 
 function decodeResource(r: WireReader, end: number, attrs: Attrs | null): Attrs | null {
-  const kept: KeptAttribute = { key: '', value: '' };
+  const kept: KeptAttribute = newKept();
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag >>> 3 === 1) {
@@ -224,7 +227,7 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   let typed: NonNullable<KeptAttribute['typed']>[] | undefined;
   const events: SpanEventRecord[] = [];
   const links: SpanLinkRecord[] = [];
-  const kept: KeptAttribute = { key: '', value: '' };
+  const kept: KeptAttribute = newKept();
   while (r.pos < end) {
     const tag = r.tag(end);
     switch (tag >>> 3) {
@@ -307,7 +310,7 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   }
   if (traceId === null) r.fail('span without trace_id', spanAt);
   if (spanId === null) r.fail('span without span_id', spanAt);
-  if (typed !== undefined) typedAttributes(r, typed, attrs);
+  if (typed !== undefined) typedAttributes(r, { start: spanAt, end }, typed, attrs);
   const keys = resource.keys;
   for (let i = 0; i < keys.length; i++) if (attrs[keys[i]] === undefined) attrs[keys[i]] = resource.values[i];
   const rec: SpanRecord = { traceId, spanId, parentSpanId, name, kind, startMs, endMs, startNs, endNs, statusCode, attrs, events, links };
@@ -457,7 +460,8 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
       if (key === null && kept.dropped === null) {
         kept.dropped = agentLikeKeyAt(buf, r.pos, len) ?? undefined;
         const role = typedRoleAt(buf, r.pos, len);
-        if (role !== null) kept.typed = { role, keyStart: r.pos, keyLen: len, valueStart: -1, valueEnd: -1 };
+        // id/name attributes matter only on a span typed agent (rare): found then by a second walk (typedAttributes).
+        if (role === 'type' || role === 'lc') kept.typed = { role, keyStart: r.pos, keyLen: len, valueStart: -1, valueEnd: -1 };
       }
       r.pos += len;
     } else if (tag === TAG_KEY_VALUE_VALUE) {
@@ -479,11 +483,14 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
     }
     t.valueStart = valueStart;
     t.valueEnd = valueEnd;
-    if (t.role === 'type' || t.role === 'lc') {
-      // Only these values are read: a type key kept only when it says `agent`, an `lc_agent_name` only when it is an id.
+    // Only these values are read: a type key kept only when it says `agent` (compared in place: nothing is decoded
+    // for `tool`, `chain`, ...), an `lc_agent_name` only when it is made of id characters.
+    if (t.role === 'type') {
+      if (isAgentStringAt(buf, valueStart, valueEnd)) t.value = 'agent';
+      else kept.typed = undefined;
+    } else {
       r.pos = valueStart;
-      const v = decodeScalarAnyValue(r, valueEnd);
-      const keep = t.role === 'type' ? (isAgentType(v) ? 'agent' : null) : lcAgentNameOf(v);
+      const keep = lcAgentNameOf(decodeScalarAnyValue(r, valueEnd));
       if (keep === null) kept.typed = undefined;
       else t.value = keep;
     }
@@ -511,12 +518,24 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
   return true;
 }
 
+const AGENT_BYTES = [0x61, 0x67, 0x65, 0x6e, 0x74]; // "agent"
+
+/** Is the AnyValue in `buf[start, end)` exactly the string `agent` in any case (its only field string_value, 5 bytes)? */
+function isAgentStringAt(buf: Uint8Array, start: number, end: number): boolean {
+  if (end - start !== 7 || buf[start] !== TAG_ANY_STRING || buf[start + 1] !== 5) return false;
+  for (let i = 0; i < 5; i++) {
+    const b = buf[start + 2 + i];
+    if ((b >= 0x41 && b <= 0x5a ? b | 0x20 : b) !== AGENT_BYTES[i]) return false;
+  }
+  return true;
+}
+
 /**
  * The agent-typing rule's attributes of a span (src/otlp/typed.ts): the first type key saying `agent`, the id/key and
  * name attributes of its namespace (their values read now, from where the span's bytes hold them), and the first
  * `lc_agent_name` that is an id.
  */
-function typedAttributes(r: WireReader, typed: NonNullable<KeptAttribute['typed']>[], attrs: Attrs): void {
+function typedAttributes(r: WireReader, span: { start: number; end: number }, typed: NonNullable<KeptAttribute['typed']>[], attrs: Attrs): void {
   const keyOf = (t: NonNullable<KeptAttribute['typed']>) => typedKeyText(utf8Text(r.buf, t.keyStart, t.keyStart + t.keyLen));
   const lc = typed.find((t) => t.role === 'lc' && t.value !== undefined);
   const lcKey = lc && keyOf(lc);
@@ -530,16 +549,41 @@ function typedAttributes(r: WireReader, typed: NonNullable<KeptAttribute['typed'
   attrs[TYPED_AGENT_KEY] = typeKey;
   const saved = r.pos;
   const candidates: TypedCandidate[] = keptTypedCandidates(attrs);
-  for (const t of typed) {
-    if (t.role !== 'id' && t.role !== 'name') continue;
-    const key = keyOf(t);
-    if (key === null) continue;
+  // The span typed agent: walk its attributes again for the id/key and name attributes of the type key's namespace.
+  r.pos = span.start;
+  while (r.pos < span.end && candidates.length < MAX_TYPED_CANDIDATES) {
+    const tag = r.tag(span.end);
+    if (tag >>> 3 !== 9 || (tag & 7) !== WIRE_LEN) {
+      r.skip(tag & 7, span.end);
+      continue;
+    }
+    const kvLen = r.length(span.end);
+    const kvEnd = r.pos + kvLen;
+    let keyStart = -1;
+    let keyLen = 0;
+    let valueStart = -1;
+    let valueEnd = -1;
+    while (r.pos < kvEnd) {
+      const t = r.tag(kvEnd);
+      if (t === TAG_KEY_VALUE_KEY || t === TAG_KEY_VALUE_VALUE) {
+        const len = r.length(kvEnd);
+        if (t === TAG_KEY_VALUE_KEY) [keyStart, keyLen] = [r.pos, len];
+        else [valueStart, valueEnd] = [r.pos, r.pos + len];
+        r.pos += len;
+      } else r.skip(t & 7, kvEnd);
+    }
+    r.pos = kvEnd;
+    const role = keyStart < 0 || valueStart < 0 ? null : typedRoleAt(r.buf, keyStart, keyLen);
+    if (role !== 'id' && role !== 'name') continue;
+    const key = typedKeyText(utf8Text(r.buf, keyStart, keyStart + keyLen));
+    if (key === null || keptKeyAt(r.buf, keyStart, keyLen) !== null) continue; // kept ones are in attrs already
+    const [vs, ve] = [valueStart, valueEnd];
     candidates.push({
       key,
-      role: t.role,
+      role,
       read: () => {
-        r.pos = t.valueStart;
-        return decodeScalarAnyValue(r, t.valueEnd);
+        r.pos = vs;
+        return decodeScalarAnyValue(r, ve);
       },
     });
   }
