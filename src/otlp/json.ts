@@ -151,7 +151,7 @@ function decodeSpan(span: JsonObject, trail: Trail, resourceAttrs: Attrs | null)
   const agentKeys: string[] = [];
   const typed: TypedJsonCandidate[] = [];
   const attrs = decodeKeptAttributes(span.attributes, trail, 'attributes', agentKeys, typed) ?? {};
-  if (typed.length > 0) typedJsonAttributes(typed, attrs);
+  if (typed.length > 0) typedJsonAttributes(typed, attrs, () => typedJsonCandidates(span.attributes));
   if (resourceAttrs !== null) {
     for (const key in resourceAttrs) if (attrs[key] === undefined) attrs[key] = resourceAttrs[key];
   }
@@ -228,6 +228,19 @@ function decodeLinks(value: unknown, trail: Trail): SpanLinkRecord[] {
  * all; a kept key whose value is not a scalar (array, kvlist, bytes, empty) is left out.
  */
 /** `agentKeys`: collects the keys (never values) of dropped attributes that look agent-like (at most 16). */
+/** The dropped id/key and name attributes of a span typed agent, with their string values (already parsed). */
+function typedJsonCandidates(list: unknown): TypedJsonCandidate[] {
+  const out: TypedJsonCandidate[] = [];
+  if (!Array.isArray(list)) return out;
+  for (const kv of list) {
+    if (out.length >= MAX_TYPED_CANDIDATES) break;
+    if (!isObject(kv) || typeof kv.key !== 'string' || isKeptAttributeKey(kv.key)) continue;
+    const role = typedRoleOf(kv.key);
+    if (role === 'id' || role === 'name') out.push({ key: kv.key, role, value: isObject(kv.value) ? kv.value.stringValue : undefined });
+  }
+  return out;
+}
+
 /** `typed`: collects the dropped keys with a role in the agent-typing rule (src/otlp/typed.ts), with their values. */
 function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agentKeys?: string[], typed?: TypedJsonCandidate[]): Attrs | null {
   const list = asArray(value, trail, field);
@@ -259,7 +272,8 @@ function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agent
       }
       if (typed !== undefined && typed.length < MAX_TYPED_CANDIDATES) {
         const role = typedRoleOf(key);
-        if (role !== null) typed.push({ key, role, value: isObject(kv.value) ? kv.value.stringValue : undefined });
+        // id/name attributes matter only on a span typed agent (rare): collected then (typedJsonCandidates).
+        if (role === 'type' || role === 'lc') typed.push({ key, role, value: isObject(kv.value) ? kv.value.stringValue : undefined });
       }
       continue;
     }

@@ -145,7 +145,7 @@ export interface TypedJsonCandidate {
 }
 
 /** The rule's attributes of a span decoded from OTLP/JSON (same result as the protobuf decoder's). */
-export function typedJsonAttributes(typed: readonly TypedJsonCandidate[], attrs: Record<string, AttrValue>): void {
+export function typedJsonAttributes(typed: readonly TypedJsonCandidate[], attrs: Record<string, AttrValue>, identityCandidates: () => readonly TypedJsonCandidate[]): void {
   const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
   for (const t of typed) {
     if (t.role !== 'lc') continue;
@@ -160,7 +160,7 @@ export function typedJsonAttributes(typed: readonly TypedJsonCandidate[], attrs:
   if (type === undefined) return;
   attrs[TYPED_AGENT_KEY] = type.key;
   const candidates: TypedCandidate[] = keptTypedCandidates(attrs);
-  for (const t of typed) if ((t.role === 'id' || t.role === 'name') && typedKeyText(t.key) !== null) candidates.push({ key: t.key, role: t.role, read: () => t.value as AttrValue | undefined });
+  for (const t of identityCandidates()) if ((t.role === 'id' || t.role === 'name') && typedKeyText(t.key) !== null) candidates.push({ key: t.key, role: t.role, read: () => t.value as AttrValue | undefined });
   setTypedIdentity(type.key, candidates, attrs);
 }
 
