@@ -62,7 +62,7 @@ class ModelTracker {
       this.traces.delete(traceId);
       if (t.receipts > 0 || t.marked === 0) continue;
       const reason = t.claimed === 0 ? 'no_dialect' : t.agents === 1 ? 'single_agent' : 'no_edges';
-      const r = { traceId, dialect: t.dialect, reason, spans: t.spans, marked: t.marked, claimed: t.claimed, agents: t.agents, at: new Date(now).toISOString() } as UnmappedTrace;
+      const r = { traceId, dialect: t.dialect, reason, spans: t.spans, marked: t.marked, claimed: t.claimed, agents: t.agents, keys: [], at: new Date(now).toISOString() } as UnmappedTrace;
       out.push(r);
       this.ring.push(r);
       if (this.ring.length > this.o.maxReports) this.ring.shift();

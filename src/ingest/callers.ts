@@ -46,9 +46,11 @@ export interface AgentSpan {
   aliases?: string[];
   /**
    * What the span yields once its caller is known: `call` (default) a delegate at its start and, unless it
-   * failed, a return at its end; `none` nothing (it only names an agent, for its descendants and as a handoff target).
+   * failed, a return at its end; `none` nothing (it only names an agent, for its descendants and as a handoff target);
+   * `step` as `call`, except beneath a span of the same agent, where it is that agent's own step (no edge: every span
+   * of a LangChain agent loop names its agent).
    */
-  edges?: 'call' | 'none';
+  edges?: 'call' | 'none' | 'step';
   /** Senders arrive through these links instead of the parent: each resolved sender yields a handoff to this agent. */
   links?: SpanLinkRecord[];
   /** The source that sent the span (binding evidence for this agent); absent: unchecked (the auditor itself). */
@@ -233,7 +235,7 @@ export class CallerResolver {
     // sent again must not lose its new link waits to the old one's).
     const evicted = this.evictedGaps();
     for (const a of agentSpans) {
-      if ((a.edges ?? 'call') === 'call' || a.links?.length) {
+      if ((a.edges ?? 'call') !== 'none' || a.links?.length) {
         const replaced = idx.agentByKey(keyOf(a.traceId, a.spanId));
         if (replaced?.links?.length) this.stopWaitingOnLinks(replaced);
         idx.addAgent(a);
@@ -413,6 +415,7 @@ export class CallerResolver {
     }
     if (c === 'entry') return []; // the entry agent
     if (c.id === UNNAMED_AGENT || a.agent === UNNAMED_AGENT) return [agentGap(a, 'caller_unidentified')];
+    if (a.edges === 'step' && c.names.includes(a.agent)) return []; // the agent's own step
     const pair = callPair(c, { id: a.agent, names, kind: a.kind }, (id) => this.sharedId(a.traceId, id));
     if (pair === null) return []; // the same invocation seen from client and server side
     return callReceipts(pair.to === a.agent ? a : { ...a, agent: pair.to }, pair.from, c.source);

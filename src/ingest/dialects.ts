@@ -13,10 +13,11 @@ import { openinferenceAgent, openinferenceGraph } from './dialects/openinference
 import { aiSdkCall } from './dialects/aisdk.js';
 import { openllmetryAgent, openllmetryHandoff } from './dialects/openllmetry.js';
 import { voltAgentOperation } from './dialects/voltagent.js';
+import { lcAgentLoop, typedAgent } from './dialects/typed.js';
 
 export type { Dialect, DialectResult } from './dialects/common.js';
 export { directEdge, targetGap } from './dialects/common.js';
-export { adkTransfer, aiSdkCall, genaiInvokeAgent, openinferenceAgent, genaiProposedHandoff, mafEdgeGroup, mafExecutor, mafMessageSend, openinferenceGraph, openllmetryAgent, openllmetryHandoff, voltAgentOperation };
+export { adkTransfer, aiSdkCall, genaiInvokeAgent, openinferenceAgent, genaiProposedHandoff, mafEdgeGroup, mafExecutor, mafMessageSend, openinferenceGraph, openllmetryAgent, openllmetryHandoff, voltAgentOperation, lcAgentLoop, typedAgent };
 
 /**
  * Tried in order; the first that recognises a span wins. Handoff attributes come first: the proposed GenAI
@@ -35,4 +36,7 @@ export const DIALECTS: Dialect[] = [
   mafExecutor,
   mafEdgeGroup,
   mafMessageSend,
+  // The general rules last: a named dialect's reading of a span always wins (docs/dialects.md "Agent recognition by rule").
+  lcAgentLoop,
+  typedAgent,
 ];

@@ -8,7 +8,9 @@ import { decodeExportTraceJson, decodeExportTraceRequest } from '../otlp/index.j
 import type { SpanRecord } from '../otlp/types.js';
 import { SpanPipeline, type SpanObservation } from './pipeline.js';
 import type { RunKeyPart } from './runkey.js';
-import { frameworkMarker, type UnmappedTrace } from './unmapped.js';
+import { agentSignal, type UnmappedTrace } from './unmapped.js';
+import { TYPED_DIALECT, typedIdentityOf } from './dialects/typed.js';
+import { LC_AGENT_NAME, LC_AGENT_NAME_KEY } from '../otlp/typed.js';
 import { isSharedId, type AgentIdentity } from './identity.js';
 
 /**
@@ -51,13 +53,24 @@ export interface SpanExplanation {
   why: string | null;
   /** For an agent span whose id attribute is shared by differently named agents in its trace: why its name is its identity. */
   identity?: string;
+  /** For a span read by the general rules (`typed`): which attribute typed it an agent and where its identity came from. */
+  rule?: string;
+}
+
+/** The general rules' reading of a span, for explain: the type key and the identity's source. */
+function ruleNote(span: SpanRecord): string | undefined {
+  const typed = typedIdentityOf(span);
+  if (typed !== null) return `agent by ${String(span.attrs['agent.typed.key'])} = agent; identity from ${typed.from}`;
+  if (typeof span.attrs[LC_AGENT_NAME] === 'string') return `agent loop span by ${String(span.attrs[LC_AGENT_NAME_KEY])}; identity from it`;
+  return undefined;
 }
 
 export interface TraceExplanation {
   traceId: string;
   runs: string[];
   receipts: number;
-  unmapped: { dialect: string; reason: string } | null;
+  /** `keys`: the agent-like keys seen in the trace (never values), when there were any. */
+  unmapped: { dialect: string; reason: string; keys?: string[] } | null;
 }
 
 export interface Explanation {
@@ -92,7 +105,10 @@ function whyNot(o: SpanObservation): string {
     if (o.agent) return `agent span (${o.claimedBy}) with no edge of its own: the entry agent, an agent named only for handoffs, or the target of a handoff recorded on the handoff span`;
     return `read by ${o.claimedBy} without an edge of its own`;
   }
-  const marker = frameworkMarker(o.span);
+  const marker = agentSignal(o.span);
+  if (marker === 'other' && o.span.agentKeys?.length) {
+    return `agent-like attribute keys (${o.span.agentKeys.join(', ')}) but no agent identity: no agent type (a key ending in type, kind or subtype = agent), gen_ai.*, OpenInference or other dialect attribute names an agent; dropped`;
+  }
   const kind = o.span.attrs['openinference.span.kind'];
   const op = o.span.attrs['gen_ai.operation.name'];
   if (marker !== null) {
@@ -126,8 +142,10 @@ export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunK
     const rej = rejected.get(o.span.spanId);
     const names = o.identity && o.identity.names.length > 1 ? shared.get(o.span.traceId)?.get(o.identity.id) : undefined;
     const identity = names ? { identity: identityNote(o, names) } : {};
+    const note = o.claimedBy === TYPED_DIALECT ? ruleNote(o.span) : undefined;
     return {
       ...identity,
+      ...(note !== undefined ? { rule: note } : {}),
       traceId: o.span.traceId,
       spanId: o.span.spanId,
       parentSpanId: o.span.parentSpanId,
@@ -148,7 +166,7 @@ export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunK
   }
   for (const u of reports) {
     const t = traces.get(u.traceId);
-    if (t) t.unmapped = { dialect: u.dialect, reason: u.reason };
+    if (t) t.unmapped = { dialect: u.dialect, reason: u.reason, ...(u.keys.length > 0 ? { keys: u.keys } : {}) };
   }
   return { spans: explained, traces: [...traces.values()] };
 }
@@ -157,10 +175,10 @@ export function explainSpans(spans: SpanRecord[], opts: { runKey?: readonly RunK
 export function explanationText(e: Explanation): string {
   const lines: string[] = [];
   for (const t of e.traces) {
-    lines.push(`trace ${t.traceId}: ${t.receipts} receipt(s)${t.runs.length ? ` in run ${t.runs.join(', ')}` : ''}${t.unmapped ? `; UNMAPPED (${t.unmapped.dialect}: ${t.unmapped.reason})` : ''}`);
+    lines.push(`trace ${t.traceId}: ${t.receipts} receipt(s)${t.runs.length ? ` in run ${t.runs.join(', ')}` : ''}${t.unmapped ? `; UNMAPPED (${t.unmapped.dialect}: ${t.unmapped.reason}${t.unmapped.keys ? `; keys seen: ${t.unmapped.keys.join(', ')}` : ''})` : ''}`);
     for (const s of e.spans.filter((x) => x.traceId === t.traceId)) {
       const head = `  span ${s.spanId}${s.parentSpanId ? ` (parent ${s.parentSpanId})` : ' (root)'} ${JSON.stringify(s.name)}: ${s.dialect ?? 'no dialect'}`;
-      const id = s.identity ? ` [identity: ${s.identity}]` : '';
+      const id = (s.identity ? ` [identity: ${s.identity}]` : '') + (s.rule ? ` [rule: ${s.rule}]` : '');
       if (s.receipts.length) lines.push(`${head}${id} -> ${s.receipts.join('; ')}`);
       else lines.push(`${head}${id}; none: ${s.why}`);
     }

@@ -52,7 +52,7 @@ export interface LoggedSpan {
   run?: string | null;
   agent?: string;
   aliases?: string[];
-  edges?: 'none';
+  edges?: 'none' | 'step';
   /** agent: its OTLP span kind (0-5), when known */
   k?: number;
   links?: { t: string; s: string }[];
@@ -66,6 +66,8 @@ export interface LoggedSpan {
   ns?: string;
   /** langgraph: the node's superstep (metadata.langgraph_step), when it has one */
   stp?: number;
+  /** langgraph: the prebuilt agent whose loop the span ran in (metadata.lc_agent_name), when it is an id */
+  lca?: string;
 }
 
 /** One trace's spans of one batch, as logged while the trace holds pending work. */
@@ -116,7 +118,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
   if (x.op === 'agent') {
     if (!isTime(x.en) || !isRunId(x.run) || !isAgentOrUnnamed(x.agent)) return null;
     if (x.aliases !== undefined && !(Array.isArray(x.aliases) && x.aliases.length <= 8 && x.aliases.every(isAgentId))) return null;
-    if (x.edges !== undefined && x.edges !== 'none') return null;
+    if (x.edges !== undefined && x.edges !== 'none' && x.edges !== 'step') return null;
     if (x.k !== undefined && !(Number.isInteger(x.k) && (x.k as number) >= 0 && (x.k as number) <= 5)) return null;
     if (x.links !== undefined) {
       if (!Array.isArray(x.links) || x.links.length > 1000) return null;
@@ -127,7 +129,7 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
     }
     const out: LoggedSpan = ns({ ...base, op: 'agent', st: x.st, en: x.en, sc: x.sc, run: x.run, agent: x.agent }, true);
     if (x.aliases !== undefined) out.aliases = x.aliases as string[];
-    if (x.edges === 'none') out.edges = 'none';
+    if (x.edges === 'none' || x.edges === 'step') out.edges = x.edges;
     if (x.k !== undefined) out.k = x.k as number;
     if (x.links !== undefined) out.links = (x.links as { t: string; s: string }[]).map((l) => ({ t: l.t, s: l.s }));
     return out;
@@ -138,10 +140,11 @@ export function parseLoggedSpan(v: unknown): LoggedSpan | null {
   }
   if (x.op === 'langgraph') {
     if (!isTime(x.en) || !lgName(x.node) || !lgName(x.xfer) || !(x.ns === undefined || isTaskPath(x.ns))) return null;
-    if (!(x.stp === undefined || isStep(x.stp))) return null;
+    if (!(x.stp === undefined || isStep(x.stp)) || !(x.lca === undefined || isAgentId(x.lca))) return null;
     const out: LoggedSpan = { ...base, op: 'langgraph', st: x.st, en: x.en, sc: x.sc, node: x.node, xfer: x.xfer };
     if (x.ns !== undefined) out.ns = x.ns;
     if (x.stp !== undefined) out.stp = x.stp;
+    if (x.lca !== undefined) out.lca = x.lca as string;
     return out;
   }
   if (x.op === 'lgroot') {
@@ -155,6 +158,7 @@ function logLangGraph(traceId: string, spanId: string, l: LgSpan): LoggedSpan {
   const out: LoggedSpan = { t: traceId, s: spanId, p: l.parent, src: l.source, op: 'langgraph', st: l.startMs, en: l.endMs, sc: l.status, node: l.node, xfer: l.transferTo };
   if (l.ns) out.ns = l.ns;
   if (l.step !== undefined) out.stp = l.step;
+  if (l.agentName !== undefined) out.lca = l.agentName;
   return out;
 }
 
@@ -171,7 +175,7 @@ function logAgent(a: AgentSpan, src: string): LoggedSpan {
   if (a.startNs !== undefined) l.stn = a.startNs;
   if (a.endNs !== undefined) l.enn = a.endNs;
   if (a.aliases?.length) l.aliases = a.aliases;
-  if (a.edges === 'none') l.edges = 'none';
+  if (a.edges === 'none' || a.edges === 'step') l.edges = a.edges;
   if (a.kind !== undefined) l.k = a.kind;
   if (a.links?.length) l.links = a.links.map((k) => ({ t: k.traceId, s: k.spanId }));
   return l;
@@ -429,6 +433,7 @@ export class SpanPipeline {
         // The trace waits for its graph root again, with the sources that sent its spans.
         const lg: LgSpan = { parent: l.p, node: l.node ?? null, transferTo: l.xfer ?? null, ns: l.ns ?? null, startMs: l.st!, endMs: l.en!, status: l.sc!, source: l.src };
         if (l.stp !== undefined) lg.step = l.stp;
+        if (l.lca !== undefined) lg.agentName = l.lca;
         this.langgraph.keep(l.t, l.s, lg, now);
       }
     });

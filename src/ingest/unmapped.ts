@@ -6,9 +6,10 @@
  */
 import { LANGGRAPH_NODE_ATTRIBUTE } from '../otlp/metadata.js';
 import type { SpanRecord } from '../otlp/types.js';
+import { LC_AGENT_NAME, LC_AGENT_NAME_KEY, TYPED_AGENT_KEY } from '../otlp/typed.js';
 
 /** Closed set of dialect families (metric label values). */
-export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'ai-sdk', 'voltagent', 'other'] as const;
+export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'ai-sdk', 'voltagent', 'typed', 'other'] as const;
 export type UnmappedDialect = (typeof UNMAPPED_DIALECTS)[number];
 
 /** Closed set of reasons (metric label values). */
@@ -33,8 +34,16 @@ export interface UnmappedTrace {
   claimed: number;
   /** Agent spans among them. */
   agents: number;
+  /**
+   * The agent-like signals seen, by key (never a value): dropped attribute keys that look agent-like (as the coverage
+   * report lists them) and the keys that typed a span an agent; at most MAX_REPORT_KEYS, sorted.
+   */
+  keys: string[];
   at: string;
 }
+
+/** Keys kept per reported trace. */
+export const MAX_REPORT_KEYS = 16;
 
 /** The marker family of a span, or null when it carries none. */
 export function frameworkMarker(span: SpanRecord): UnmappedDialect | null {
@@ -47,6 +56,7 @@ export function frameworkMarker(span: SpanRecord): UnmappedDialect | null {
   if (span.attrs['ai.operationId'] !== undefined) return 'ai-sdk';
   if (span.attrs['traceloop.span.kind'] !== undefined) return 'openllmetry';
   if (span.attrs['entity.type'] === 'agent' || scope === '@voltagent/core') return 'voltagent';
+  if (span.attrs[TYPED_AGENT_KEY] !== undefined || span.attrs[LC_AGENT_NAME] !== undefined) return 'typed';
   if (scope === undefined) return null;
   if (scope.includes('openinference')) return 'openinference';
   if (scope.includes('openai_agents') || scope.includes('openai-agents') || scope === '@openai/agents') return 'openai-agents';
@@ -54,6 +64,22 @@ export function frameworkMarker(span: SpanRecord): UnmappedDialect | null {
   if (scope === 'langsmith') return 'langsmith';
   if (scope === 'agent_framework') return 'maf';
   return 'other';
+}
+
+/**
+ * Any agent-like signal of a span (no silent drops): a framework marker, else `other` when a dropped key looks
+ * agent-like (the keys the coverage report lists), else null. A trace with one that yields no receipt is reported.
+ */
+export function agentSignal(span: SpanRecord): UnmappedDialect | null {
+  return frameworkMarker(span) ?? (span.agentKeys !== undefined && span.agentKeys.length > 0 ? 'other' : null);
+}
+
+/** The keys of a span's agent-like signals: its agent-like dropped keys and the keys that typed it an agent. */
+export function signalKeysOf(span: SpanRecord): string[] {
+  const out: string[] = [];
+  for (const k of [span.attrs[TYPED_AGENT_KEY], span.attrs[LC_AGENT_NAME_KEY]]) if (typeof k === 'string') out.push(k);
+  for (const k of span.agentKeys ?? []) out.push(k);
+  return out;
 }
 
 /** The family (metric label) of a dialect name as the pipeline reports it; null for none or `explicit`. */
@@ -70,6 +96,7 @@ interface Tracked {
   claimed: number;
   agents: number;
   receipts: number;
+  keys: Set<string>;
   lastSeen: number;
 }
 
@@ -152,7 +179,7 @@ export class UnmappedTracker {
    */
   span(span: SpanRecord, now: number, claimed: boolean, agent: boolean, dialect?: string): void {
     const family = dialectFamily(dialect);
-    const marker = family ?? frameworkMarker(span);
+    const marker = family ?? agentSignal(span);
     let t = this.traces.get(span.traceId);
     if (!t) {
       if (marker === null && !claimed) return;
@@ -163,7 +190,7 @@ export class UnmappedTracker {
           this.evicted++;
         }
       }
-      this.traces.set(span.traceId, (t = { dialect: marker ?? 'other', spans: 0, marked: 0, claimed: 0, agents: 0, receipts: 0, lastSeen: now }));
+      this.traces.set(span.traceId, (t = { dialect: marker ?? 'other', spans: 0, marked: 0, claimed: 0, agents: 0, receipts: 0, keys: new Set(), lastSeen: now }));
       this.traceOrder.push(span.traceId, t, this.traces);
     }
     if (t.dialect === 'other' && marker !== null) t.dialect = marker;
@@ -171,6 +198,7 @@ export class UnmappedTracker {
     if (family !== null && t.claimed === 0) t.dialect = family; // the first dialect that read a span names the trace
     t.spans++;
     if (marker !== null) t.marked++;
+    for (const k of signalKeysOf(span)) if (t.keys.size < MAX_REPORT_KEYS) t.keys.add(k);
     if (claimed) t.claimed++;
     if (agent) t.agents++;
     t.lastSeen = now;
@@ -204,7 +232,7 @@ export class UnmappedTracker {
       this.traces.delete(traceId);
       if (t.receipts > 0 || t.marked === 0) continue;
       const reason: UnmappedReason = t.claimed === 0 ? 'no_dialect' : t.agents === 1 ? 'single_agent' : 'no_edges';
-      const r: UnmappedTrace = { traceId, dialect: t.dialect, reason, spans: t.spans, marked: t.marked, claimed: t.claimed, agents: t.agents, at: new Date(now).toISOString() };
+      const r: UnmappedTrace = { traceId, dialect: t.dialect, reason, spans: t.spans, marked: t.marked, claimed: t.claimed, agents: t.agents, keys: [...t.keys].sort(), at: new Date(now).toISOString() };
       out.push(r);
       this.ring.push(r);
       if (this.ring.length > this.maxReports) this.ring.shift();

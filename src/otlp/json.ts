@@ -10,7 +10,8 @@
 import { OtlpDecodeError } from './errors.js';
 import { isKeptAttributeKey } from './types.js';
 import { agentLikeKey, frameworkScopeOf, libraryOf } from './keys.js';
-import { langgraphFieldsOfString, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
+import { MAX_TYPED_CANDIDATES, typedJsonAttributes, typedRoleOf, type TypedJsonCandidate } from './typed.js';
+import { LANGGRAPH_AGENT_ATTRIBUTE, langgraphFieldsOfString, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
 
 type Attrs = Record<string, AttrValue>;
@@ -148,7 +149,9 @@ function decodeResourceSpans(rs: JsonObject, trail: Trail, out: SpanRecord[]): v
 
 function decodeSpan(span: JsonObject, trail: Trail, resourceAttrs: Attrs | null): SpanRecord {
   const agentKeys: string[] = [];
-  const attrs = decodeKeptAttributes(span.attributes, trail, 'attributes', agentKeys) ?? {};
+  const typed: TypedJsonCandidate[] = [];
+  const attrs = decodeKeptAttributes(span.attributes, trail, 'attributes', agentKeys, typed) ?? {};
+  if (typed.length > 0) typedJsonAttributes(typed, attrs, () => typedJsonCandidates(span.attributes));
   if (resourceAttrs !== null) {
     for (const key in resourceAttrs) if (attrs[key] === undefined) attrs[key] = resourceAttrs[key];
   }
@@ -225,7 +228,21 @@ function decodeLinks(value: unknown, trail: Trail): SpanLinkRecord[] {
  * all; a kept key whose value is not a scalar (array, kvlist, bytes, empty) is left out.
  */
 /** `agentKeys`: collects the keys (never values) of dropped attributes that look agent-like (at most 16). */
-function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agentKeys?: string[]): Attrs | null {
+/** The dropped id/key and name attributes of a span typed agent, with their string values (already parsed). */
+function typedJsonCandidates(list: unknown): TypedJsonCandidate[] {
+  const out: TypedJsonCandidate[] = [];
+  if (!Array.isArray(list)) return out;
+  for (const kv of list) {
+    if (out.length >= MAX_TYPED_CANDIDATES) break;
+    if (!isObject(kv) || typeof kv.key !== 'string' || isKeptAttributeKey(kv.key)) continue;
+    const role = typedRoleOf(kv.key);
+    if (role === 'id' || role === 'name') out.push({ key: kv.key, role, value: isObject(kv.value) ? kv.value.stringValue : undefined });
+  }
+  return out;
+}
+
+/** `typed`: collects the dropped keys with a role in the agent-typing rule (src/otlp/typed.ts), with their values. */
+function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agentKeys?: string[], typed?: TypedJsonCandidate[]): Attrs | null {
   const list = asArray(value, trail, field);
   let attrs: Attrs | null = null;
   for (let i = 0; i < list.length; i++) {
@@ -244,6 +261,7 @@ function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agent
         (attrs ??= {})[LANGGRAPH_NODE_ATTRIBUTE] = f.node;
         if (f.ns !== null) attrs[LANGGRAPH_NS_ATTRIBUTE] = f.ns;
         if (f.step !== null) attrs[LANGGRAPH_STEP_ATTRIBUTE] = f.step;
+        if (f.agent !== null) attrs[LANGGRAPH_AGENT_ATTRIBUTE] = f.agent;
       }
       continue;
     }
@@ -251,6 +269,11 @@ function decodeKeptAttributes(value: unknown, trail: Trail, field: string, agent
       if (agentKeys !== undefined && agentKeys.length < 16) {
         const k = agentLikeKey(key);
         if (k !== null && !agentKeys.includes(k)) agentKeys.push(k);
+      }
+      if (typed !== undefined && typed.length < MAX_TYPED_CANDIDATES) {
+        const role = typedRoleOf(key);
+        // id/name attributes matter only on a span typed agent (rare): collected then (typedJsonCandidates).
+        if (role === 'type' || role === 'lc') typed.push({ key, role, value: isObject(kv.value) ? kv.value.stringValue : undefined });
       }
       continue;
     }

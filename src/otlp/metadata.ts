@@ -22,6 +22,11 @@ export const LANGGRAPH_NS_ATTRIBUTE = 'metadata.langgraph_checkpoint_ns';
  * superstep ran in parallel. Kept only as plain digits up to MAX_STEP.
  */
 export const LANGGRAPH_STEP_ATTRIBUTE = 'metadata.langgraph_step';
+/**
+ * The fourth: `lc_agent_name`, the name LangChain's agent factory (`createAgent({ name })`) gives the agent whose loop the
+ * span ran in. Kept only beside `langgraph_node`, plain, at most MAX_NODE_BYTES; the dialect uses it only when it is an id.
+ */
+export const LANGGRAPH_AGENT_ATTRIBUTE = 'metadata.lc_agent_name';
 /** Largest step kept (a graph's recursion limit is far below it). */
 export const MAX_STEP = 1_000_000_000;
 /** Longest checkpoint namespace kept (bytes). */
@@ -34,6 +39,7 @@ export const MAX_NODE_BYTES = 256;
 const KEY = new TextEncoder().encode('langgraph_node');
 const NS_KEY = new TextEncoder().encode('langgraph_checkpoint_ns');
 const STEP_KEY = new TextEncoder().encode('langgraph_step');
+const AGENT_KEY = new TextEncoder().encode('lc_agent_name');
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const decoder = new TextDecoder('utf-8', { fatal: false });
@@ -81,6 +87,8 @@ export interface LangGraphFields {
   node: string | null;
   ns: string | null;
   step: number | null;
+  /** `lc_agent_name`: the prebuilt agent whose loop the span ran in. */
+  agent: string | null;
 }
 
 const keyIs = (buf: Uint8Array, start: number, end: number, key: Uint8Array) => end - start === key.length && key.every((c, k) => buf[start + k] === c);
@@ -117,7 +125,7 @@ function plainStep(buf: Uint8Array, i: number, end: number): { value: number | n
  * read before it stands (as a scan that stops at the key it wants would have found it).
  */
 export function langgraphFieldsOf(buf: Uint8Array, start: number, end: number): LangGraphFields {
-  const out: LangGraphFields = { node: null, ns: null, step: null };
+  const out: LangGraphFields = { node: null, ns: null, step: null, agent: null };
   let i = start;
   while (i < end && isSpace(buf[i])) i++;
   if (buf[i] !== 0x7b) return out;
@@ -132,16 +140,18 @@ export function langgraphFieldsOf(buf: Uint8Array, start: number, end: number): 
     const isNode = keyIs(buf, keyStart, keyEnd - 1, KEY);
     const isNs = !isNode && keyIs(buf, keyStart, keyEnd - 1, NS_KEY);
     const isStep = !isNode && !isNs && keyIs(buf, keyStart, keyEnd - 1, STEP_KEY);
+    const isAgent = !isNode && !isNs && !isStep && keyIs(buf, keyStart, keyEnd - 1, AGENT_KEY);
     i = keyEnd;
     while (i < end && isSpace(buf[i])) i++;
     if (buf[i] !== 0x3a) return out;
     i++;
     while (i < end && isSpace(buf[i])) i++;
-    if (isNode || isNs) {
-      const { value, next } = plainString(buf, i, end, isNode ? MAX_NODE_BYTES : MAX_NS_BYTES);
+    if (isNode || isNs || isAgent) {
+      const { value, next } = plainString(buf, i, end, isNs ? MAX_NS_BYTES : MAX_NODE_BYTES);
       if (next < 0) return out;
       if (isNode) out.node = value;
-      else out.ns = value;
+      else if (isNs) out.ns = value;
+      else out.agent = value;
       i = next;
       continue;
     }
@@ -171,7 +181,7 @@ const encoder = new TextEncoder();
 /** Same, for a metadata value that the JSON transport already holds as a string. */
 export function langgraphFieldsOfString(s: string): LangGraphFields {
   // Cheap refusal before encoding: no key, no work.
-  if (!s.includes('"langgraph_')) return { node: null, ns: null, step: null };
+  if (!s.includes('"langgraph_')) return { node: null, ns: null, step: null, agent: null };
   const bytes = encoder.encode(s);
   return langgraphFieldsOf(bytes, 0, bytes.length);
 }

@@ -25,6 +25,8 @@ import { OtlpDecodeError } from './errors.js';
 import { agentLikeKeyAt, keptKeyAt, libraryOf, metadataKeyAt, frameworkScopeAt } from './keys.js';
 import { langgraphFieldsOf, type LangGraphFields, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, METADATA_ATTRIBUTE } from './metadata.js';
 import type { AttrValue, DecodedExport, SpanEventRecord, SpanLinkRecord, SpanRecord } from './types.js';
+import { isAgentType, keptTypedCandidates, lcAgentNameOf, LC_AGENT_NAME, LC_AGENT_NAME_KEY, MAX_TYPED_CANDIDATES, setTypedIdentity, TYPED_AGENT_KEY, typedKeyText, typedRoleAt, type TypedCandidate, type TypedRole } from './typed.js';
+import { LANGGRAPH_AGENT_ATTRIBUTE } from './metadata.js';
 import {
   allZero,
   hexOf,
@@ -67,6 +69,9 @@ const TAG_ANY_ARRAY = (5 << 3) | WIRE_LEN;
 const TAG_ANY_KVLIST = (6 << 3) | WIRE_LEN;
 const TAG_ANY_BYTES = (7 << 3) | WIRE_LEN;
 
+/** Every field present from the start: one hidden class for the decoder's hot loop. */
+const newKept = (): KeptAttribute => ({ key: '', value: '', ns: undefined, step: undefined, dropped: undefined, lcAgent: undefined, typed: undefined });
+
 /** The kept key and value of the last KeyValue decodeKeptKeyValue accepted. */
 interface KeptAttribute {
   key: string;
@@ -77,6 +82,13 @@ interface KeptAttribute {
   step?: number;
   /** A dropped key that looks agent-like (its key only, for coverage), when decodeKeptKeyValue returned false. */
   dropped?: string | null;
+  /** With `metadata.langgraph_node`: the metadata's `lc_agent_name`, when it held a plain one. */
+  lcAgent?: string;
+  /**
+   * A dropped key with a role in the agent-typing rule (src/otlp/typed.ts): where its key and value are; `value` only
+   * for a type key whose value is `agent` and an `lc_agent_name` that is an id (no other value is read here).
+   */
+  typed?: { role: TypedRole; keyStart: number; keyLen: number; valueStart: number; valueEnd: number; value?: string };
 }
 
 /**
@@ -133,7 +145,7 @@ function decodeResourceSpans(r: WireReader, end: number, out: SpanRecord[]): voi
 }
 
 function decodeResource(r: WireReader, end: number, attrs: Attrs | null): Attrs | null {
-  const kept: KeptAttribute = { key: '', value: '' };
+  const kept: KeptAttribute = newKept();
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag >>> 3 === 1) {
@@ -212,9 +224,10 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   let statusCode = 0;
   const attrs: Attrs = {};
   let agentKeys: string[] | undefined;
+  let typed: NonNullable<KeptAttribute['typed']>[] | undefined;
   const events: SpanEventRecord[] = [];
   const links: SpanLinkRecord[] = [];
-  const kept: KeptAttribute = { key: '', value: '' };
+  const kept: KeptAttribute = newKept();
   while (r.pos < end) {
     const tag = r.tag(end);
     switch (tag >>> 3) {
@@ -257,12 +270,19 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
         kept.ns = undefined;
         kept.step = undefined;
         kept.dropped = null;
+        kept.lcAgent = undefined;
+        kept.typed = undefined;
         if (decodeKeptKeyValue(r, r.pos + len, kept)) {
           attrs[kept.key] = kept.value;
           if (kept.ns !== undefined) attrs[LANGGRAPH_NS_ATTRIBUTE] = kept.ns;
           if (kept.step !== undefined) attrs[LANGGRAPH_STEP_ATTRIBUTE] = kept.step;
-        } else if (kept.dropped && (agentKeys ??= []).length < 16 && !agentKeys.includes(kept.dropped)) agentKeys.push(kept.dropped);
+          if (kept.lcAgent !== undefined) attrs[LANGGRAPH_AGENT_ATTRIBUTE] = kept.lcAgent;
+        } else {
+          if (kept.dropped && (agentKeys ??= []).length < 16 && !agentKeys.includes(kept.dropped)) agentKeys.push(kept.dropped);
+          if (kept.typed !== undefined && (typed ??= []).length < MAX_TYPED_CANDIDATES) typed.push(kept.typed);
+        }
         kept.dropped = undefined;
+        kept.typed = undefined;
         break;
       }
       case 11: {
@@ -290,6 +310,7 @@ function decodeSpan(r: WireReader, end: number, resource: ResourceAttrs, lastTra
   }
   if (traceId === null) r.fail('span without trace_id', spanAt);
   if (spanId === null) r.fail('span without span_id', spanAt);
+  if (typed !== undefined) typedAttributes(r, { start: spanAt, end }, typed, attrs);
   const keys = resource.keys;
   for (let i = 0; i < keys.length; i++) if (attrs[keys[i]] === undefined) attrs[keys[i]] = resource.values[i];
   const rec: SpanRecord = { traceId, spanId, parentSpanId, name, kind, startMs, endMs, startNs, endNs, statusCode, attrs, events, links };
@@ -436,7 +457,12 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
     if (tag === TAG_KEY_VALUE_KEY) {
       const len = r.length(end);
       key = keptKeyAt(buf, r.pos, len) ?? metadataKeyAt(buf, r.pos, len);
-      if (key === null && kept.dropped === null) kept.dropped = agentLikeKeyAt(buf, r.pos, len) ?? undefined;
+      if (key === null && kept.dropped === null) {
+        kept.dropped = agentLikeKeyAt(buf, r.pos, len) ?? undefined;
+        const role = typedRoleAt(buf, r.pos, len);
+        // id/name attributes matter only on a span typed agent (rare): found then by a second walk (typedAttributes).
+        if (role === 'type' || role === 'lc') kept.typed = { role, keyStart: r.pos, keyLen: len, valueStart: -1, valueEnd: -1 };
+      }
       r.pos += len;
     } else if (tag === TAG_KEY_VALUE_VALUE) {
       const len = r.length(end);
@@ -449,7 +475,29 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
       r.skip(tag & 7, end);
     }
   }
-  if (key === null || valueStart < 0) return false;
+  if (key === null) {
+    const t = kept.typed;
+    if (t === undefined || valueStart < 0) {
+      kept.typed = undefined;
+      return false;
+    }
+    t.valueStart = valueStart;
+    t.valueEnd = valueEnd;
+    // Only these values are read: a type key kept only when it says `agent` (compared in place: nothing is decoded
+    // for `tool`, `chain`, ...), an `lc_agent_name` only when it is made of id characters.
+    if (t.role === 'type') {
+      if (isAgentStringAt(buf, valueStart, valueEnd)) t.value = 'agent';
+      else kept.typed = undefined;
+    } else {
+      r.pos = valueStart;
+      const keep = lcAgentNameOf(decodeScalarAnyValue(r, valueEnd));
+      if (keep === null) kept.typed = undefined;
+      else t.value = keep;
+    }
+    r.pos = end;
+    return false;
+  }
+  if (valueStart < 0) return false;
   r.pos = valueStart;
   if (key === METADATA_ATTRIBUTE) {
     const f = decodeLanggraphFields(r, valueEnd);
@@ -459,6 +507,7 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
     kept.value = f.node;
     if (f.ns !== null) kept.ns = f.ns;
     if (f.step !== null) kept.step = f.step;
+    if (f.agent !== null) kept.lcAgent = f.agent;
     return true;
   }
   const value = decodeScalarAnyValue(r, valueEnd);
@@ -469,9 +518,82 @@ function decodeKeptKeyValue(r: WireReader, end: number, kept: KeptAttribute): bo
   return true;
 }
 
+const AGENT_BYTES = [0x61, 0x67, 0x65, 0x6e, 0x74]; // "agent"
+
+/** Is the AnyValue in `buf[start, end)` exactly the string `agent` in any case (its only field string_value, 5 bytes)? */
+function isAgentStringAt(buf: Uint8Array, start: number, end: number): boolean {
+  if (end - start !== 7 || buf[start] !== TAG_ANY_STRING || buf[start + 1] !== 5) return false;
+  for (let i = 0; i < 5; i++) {
+    const b = buf[start + 2 + i];
+    if ((b >= 0x41 && b <= 0x5a ? b | 0x20 : b) !== AGENT_BYTES[i]) return false;
+  }
+  return true;
+}
+
+/**
+ * The agent-typing rule's attributes of a span (src/otlp/typed.ts): the first type key saying `agent`, the id/key and
+ * name attributes of its namespace (their values read now, from where the span's bytes hold them), and the first
+ * `lc_agent_name` that is an id.
+ */
+function typedAttributes(r: WireReader, span: { start: number; end: number }, typed: NonNullable<KeptAttribute['typed']>[], attrs: Attrs): void {
+  const keyOf = (t: NonNullable<KeptAttribute['typed']>) => typedKeyText(utf8Text(r.buf, t.keyStart, t.keyStart + t.keyLen));
+  const lc = typed.find((t) => t.role === 'lc' && t.value !== undefined);
+  const lcKey = lc && keyOf(lc);
+  if (lc && lcKey) {
+    attrs[LC_AGENT_NAME] = lc.value!;
+    attrs[LC_AGENT_NAME_KEY] = lcKey;
+  }
+  const type = typed.find((t) => t.role === 'type' && t.value !== undefined);
+  const typeKey = type && keyOf(type);
+  if (!typeKey) return;
+  attrs[TYPED_AGENT_KEY] = typeKey;
+  const saved = r.pos;
+  const candidates: TypedCandidate[] = keptTypedCandidates(attrs);
+  // The span typed agent: walk its attributes again for the id/key and name attributes of the type key's namespace.
+  r.pos = span.start;
+  while (r.pos < span.end && candidates.length < MAX_TYPED_CANDIDATES) {
+    const tag = r.tag(span.end);
+    if (tag >>> 3 !== 9 || (tag & 7) !== WIRE_LEN) {
+      r.skip(tag & 7, span.end);
+      continue;
+    }
+    const kvLen = r.length(span.end);
+    const kvEnd = r.pos + kvLen;
+    let keyStart = -1;
+    let keyLen = 0;
+    let valueStart = -1;
+    let valueEnd = -1;
+    while (r.pos < kvEnd) {
+      const t = r.tag(kvEnd);
+      if (t === TAG_KEY_VALUE_KEY || t === TAG_KEY_VALUE_VALUE) {
+        const len = r.length(kvEnd);
+        if (t === TAG_KEY_VALUE_KEY) [keyStart, keyLen] = [r.pos, len];
+        else [valueStart, valueEnd] = [r.pos, r.pos + len];
+        r.pos += len;
+      } else r.skip(t & 7, kvEnd);
+    }
+    r.pos = kvEnd;
+    const role = keyStart < 0 || valueStart < 0 ? null : typedRoleAt(r.buf, keyStart, keyLen);
+    if (role !== 'id' && role !== 'name') continue;
+    const key = typedKeyText(utf8Text(r.buf, keyStart, keyStart + keyLen));
+    if (key === null || keptKeyAt(r.buf, keyStart, keyLen) !== null) continue; // kept ones are in attrs already
+    const [vs, ve] = [valueStart, valueEnd];
+    candidates.push({
+      key,
+      role,
+      read: () => {
+        r.pos = vs;
+        return decodeScalarAnyValue(r, ve);
+      },
+    });
+  }
+  setTypedIdentity(typeKey, candidates, attrs);
+  r.pos = saved;
+}
+
 /** The LangGraph fields of a `metadata` AnyValue's JSON string, scanned in place (never decoded whole). */
 function decodeLanggraphFields(r: WireReader, end: number): LangGraphFields {
-  let f: LangGraphFields = { node: null, ns: null, step: null };
+  let f: LangGraphFields = { node: null, ns: null, step: null, agent: null };
   while (r.pos < end) {
     const tag = r.tag(end);
     if (tag === TAG_ANY_STRING) {
@@ -480,7 +602,7 @@ function decodeLanggraphFields(r: WireReader, end: number): LangGraphFields {
       r.pos += len;
     } else {
       const field = tag >>> 3;
-      if (field >= 1 && field <= 7) f = { node: null, ns: null, step: null };
+      if (field >= 1 && field <= 7) f = { node: null, ns: null, step: null, agent: null };
       r.skip(tag & 7, end);
     }
   }

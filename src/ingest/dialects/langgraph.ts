@@ -38,7 +38,7 @@
  */
 import { AGENT_ID_PATTERN } from '../../core/receipt.js';
 import type { EdgeKind, Receipt } from '../../core/types.js';
-import { LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, MAX_STEP } from '../../otlp/metadata.js';
+import { LANGGRAPH_AGENT_ATTRIBUTE, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRIBUTE, LANGGRAPH_STEP_ATTRIBUTE, MAX_STEP } from '../../otlp/metadata.js';
 import type { SpanRecord } from '../../otlp/types.js';
 import { localStatus } from '../extract.js';
 import { withEvidence } from '../trust.js';
@@ -75,6 +75,11 @@ export interface LgSpan {
    * may overlap the next node's start); nodes of one superstep ran in parallel.
    */
   step?: number;
+  /**
+   * The prebuilt agent whose loop the span ran in (`metadata.lc_agent_name`, set by LangChain's `createAgent({ name })`),
+   * when it is an id: names the agent of a level made only of loop nodes.
+   */
+  agentName?: string;
   status: number;
   /** The source that sent the span (binding evidence for the agent it names). */
   source: string;
@@ -104,6 +109,8 @@ interface DeferredRoot {
   spanId: string;
   run: string;
   at: number;
+  /** The root span's name when it is an id (a root restored from the span log has none). */
+  name?: string;
 }
 
 /** What became of a trace's LangGraph spans, for explain and the unmapped report. */
@@ -161,6 +168,8 @@ export function lgSpanOf(s: SpanRecord, source: string): LgSpan {
   if (s.endNs !== undefined) lg.endNs = s.endNs;
   const step = s.attrs[LANGGRAPH_STEP_ATTRIBUTE];
   if (isStep(step)) lg.step = step;
+  const agentName = s.attrs[LANGGRAPH_AGENT_ATTRIBUTE];
+  if (typeof agentName === 'string' && isId(agentName)) lg.agentName = agentName;
   return lg;
 }
 
@@ -245,14 +254,14 @@ export class LangGraphAssembler {
       const t = this.traces.get(s.traceId);
       if (this.opts.deferRoots) {
         // Read later (readRoots); claimed now when the trace already waits for it.
-        this.deferRoot(s.traceId, s.spanId, runOf(s), now);
+        this.deferRoot(s.traceId, s.spanId, runOf(s), now, isId(s.name) ? s.name : undefined);
         if (t && hasNodeBeneath(t, s.spanId)) claimed.add(s);
         continue;
       }
       if (!t || !hasNodeBeneath(t, s.spanId)) continue;
       claimed.add(s);
       this.traces.delete(s.traceId);
-      const outcome = readGraph(s, t, runOf(s));
+      const outcome = readGraph({ traceId: s.traceId, spanId: s.spanId, status: s.statusCode, ...(isId(s.name) ? { name: s.name } : {}) }, t, runOf(s));
       this.lastOutcomes.push(outcome);
       receipts.push(...outcome.receipts);
     }
@@ -260,13 +269,13 @@ export class LangGraphAssembler {
   }
 
   /** deferRoots: a root candidate that arrived (directly, or forwarded by another instance) at `now`. */
-  deferRoot(traceId: string, spanId: string, run: string, now: number): void {
+  deferRoot(traceId: string, spanId: string, run: string, now: number, name?: string): void {
     if (this.roots.size >= this.maxTraces) {
       const first = this.roots.keys().next();
       if (!first.done) this.roots.delete(first.value);
     }
     this.roots.delete(spanId); // a repeat moves to the end
-    this.roots.set(spanId, { traceId, spanId, run, at: now });
+    this.roots.set(spanId, { traceId, spanId, run, at: now, ...(name !== undefined ? { name } : {}) });
   }
 
   /** Root candidates waiting for readRoots. */
@@ -360,6 +369,70 @@ interface Task {
   loop: boolean;
 }
 
+/** Depth of a task among tasks (0: a node of the root graph). */
+function depthOf(x: Task | null): number {
+  let d = 0;
+  for (let p = x; p !== null && d < 10_000; p = p.parent) d++;
+  return d;
+}
+
+/**
+ * Prebuilt agent loops named by their agent (LangChain's `createAgent({ name })`, whose graph holds only loop nodes such
+ * as `model_request` and `tools`): each run of such a loop (its nodes beneath one graph span) whose nodes all carry one
+ * `lc_agent_name`, or, at the top level with no name on any node, the graph root's name (when it is an id), becomes a
+ * task of that agent standing for the graph span. Inside another agent's loop (a sub-agent called from its `tools`
+ * node, i.e. an agent used as a tool) it is a call: `caller -> agent : delegate` at its start and `agent -> caller :
+ * return` at its end; at the top level it is the entry agent. Outer loops are named first. A loop named like the agent
+ * around it (LangChain metadata is inherited, so an unnamed sub-agent carries its caller's name), with no name, or with
+ * two, stays folded into the agent around it, as before.
+ */
+function namedLoops(
+  root: { spanId: string; name?: string; status?: number },
+  t: LgTrace,
+  children: Map<Task | null, Task[]>,
+  virtualOf: Map<Task, Task>,
+  agentOf: (x: Task | null) => Task | null,
+): Task[] {
+  const out: Task[] = [];
+  const levels = [...children].filter(([, list]) => list.some((x) => x.loop)).sort((a, b) => depthOf(a[0]) - depthOf(b[0]));
+  for (const [parent, list] of levels) {
+    const runs = new Map<string | null, Task[]>(); // by graph span
+    for (const x of list) {
+      if (!x.loop) continue;
+      const g = runs.get(x.s.parent);
+      if (g) g.push(x);
+      else runs.set(x.s.parent, [x]);
+    }
+    for (const [graph, loop] of runs) {
+      const names = new Set<string>();
+      for (const x of loop) if (x.s.agentName !== undefined) names.add(x.s.agentName);
+      const agent = names.size === 1 ? [...names][0] : names.size === 0 && parent === null ? root.name : undefined;
+      if (agent === undefined) continue;
+      const owner = agentOf(parent);
+      // The caller's own name (metadata is inherited: an unnamed sub-agent run from a tool carries its caller's): folded.
+      if (owner !== null && owner.agent === agent) continue;
+      const g = graph !== null ? t.spans.get(graph) : undefined;
+      const spanId = graph === root.spanId ? root.spanId : g !== undefined && g.node === null && graph !== null ? graph : loop[0].spanId;
+      const first = loop.reduce((a, b) => (b.s.startMs < a.s.startMs ? b : a));
+      const s: LgSpan = {
+        parent: graph,
+        node: agent,
+        transferTo: null,
+        startMs: g?.startMs ?? Math.min(...loop.map((x) => x.s.startMs)),
+        endMs: g?.endMs ?? Math.max(...loop.map((x) => x.s.endMs)),
+        status: g?.status ?? (graph === root.spanId ? (root.status ?? 0) : 0),
+        source: first.s.source,
+      };
+      if (g?.startNs !== undefined) s.startNs = g.startNs;
+      if (g?.endNs !== undefined) s.endNs = g.endNs;
+      const v: Task = { spanId, s, agent, parent: owner, inner: owner === null, loop: false };
+      for (const x of loop) virtualOf.set(x, v);
+      out.push(v);
+    }
+  }
+  return out;
+}
+
 /**
  * The graph under `root` -> receipts, read level by level. The evidence used, and nothing else:
  * - a node's task and the task it ran inside: the checkpoint namespace (`supervisor:…|researcher:…`: the
@@ -373,7 +446,7 @@ interface Task {
  * Over ~120 lines (about 170) on purpose: the walk helpers (beneath, enclosing) and the edge and gap writers are
  * closures over the one trace, its task index and the outcome being built, and so is the nested readSequence.
  */
-function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: string): LangGraphOutcome {
+function readGraph(root: { traceId: string; spanId: string; name?: string; status?: number }, t: LgTrace, run: string): LangGraphOutcome {
   const beneath = (spanId: string, ancestor: string): boolean => {
     let p = t.spans.get(spanId)?.parent ?? null;
     for (let hops = 0; p !== null && hops < 10_000; hops++) {
@@ -424,16 +497,25 @@ function readGraph(root: { traceId: string; spanId: string }, t: LgTrace, run: s
     const inner = list.filter((x) => x.inner);
     if (inner.length > 0 && inner.every((x) => AGENT_LOOP_NODES.has(x.agent))) for (const x of inner) x.loop = true;
   }
+  // A prebuilt agent's loop that names its agent (createAgent's `lc_agent_name` on its nodes, else, at the top level, the
+  // graph root's name) is that agent: a task of its own standing for the loop's graph span (see namedLoops).
+  const virtualOf = new Map<Task, Task>();
   const agentOf = (task: Task | null): Task | null => {
     let x = task;
-    for (let hops = 0; x !== null && (x.loop || isLoopDescendant(x)) && hops < 10_000; hops++) x = x.parent;
+    for (let hops = 0; x !== null && hops < 10_000; hops++) {
+      const v = virtualOf.get(x);
+      if (v !== undefined) return v;
+      if (!(x.loop || isLoopDescendant(x))) return x;
+      x = x.parent;
+    }
     return x;
   };
   function isLoopDescendant(x: Task): boolean {
     for (let p = x.parent, hops = 0; p !== null && hops < 10_000; p = p.parent, hops++) if (p.loop) return true;
     return false;
   }
-  const read = tasks.filter((x) => agentOf(x) === x);
+  const virtuals = namedLoops(root, t, children, virtualOf, agentOf);
+  const read = [...tasks, ...virtuals].filter((x) => agentOf(x) === x);
   const outcome: LangGraphOutcome = { traceId: root.traceId, run, receipts: [], nodes: read.map((n) => ({ spanId: n.spanId, agent: n.agent })) };
   const gapCount = new Map<string, number>();
   const gap = (spanId: string, atMs: number, reason: string, source: string, ends: { from?: string; to?: string } = {}) => {
