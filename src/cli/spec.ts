@@ -41,7 +41,7 @@ export interface CommandSpec {
 /** The one exit-code table (also in docs/cli.md; test/cli.test.ts keeps the two equal). */
 export const EXIT_CODES: [number, string][] = [
   [0, 'success: healthy verdict, valid input, expectations met'],
-  [1, 'a check failed: a settled non-healthy verdict (gate), an invalid contract (validate), an unmet expectation (replay --expect), a denied handoff'],
+  [1, 'a check failed: a settled non-healthy verdict (gate, replay), an invalid contract (validate), an unmet expectation (replay --expect), a denied handoff'],
   [2, 'usage error, bad input, or the server cannot be used (unreachable, not an auditor API, token refused)'],
   [66, 'gate: the run was never seen by the timeout (no receipts arrived)'],
   [75, 'gate: the run was seen but is still working, waiting or uncertain at the timeout (retry later)'],

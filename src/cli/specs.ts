@@ -134,12 +134,13 @@ export const SERVE_SPEC = registerSpec({
 registerSpec({
   name: 'replay',
   summary: 'audit NDJSON receipts offline and print one verdict per run',
-  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--format text|json|junit|github|markdown]'],
+  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--fail-on VERDICTS] [--format text|json|junit|github|markdown]'],
   flags: [
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
     { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
     { name: 'now', type: 'string', value: 'RFC3339', shown: "the file's latest receipt", help: 'audit as of this time' },
-    { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails' },
+    { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails (verdicts then fail only as asked below)' },
+    { name: 'fail-on', type: 'string', value: 'VERDICTS', shown: 'any settled non-healthy verdict', help: 'exit 1 when a run has one of these verdicts (comma-separated, settled or not), or none' },
     { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
     formatFlag(),
     jsonAlias,
@@ -147,7 +148,7 @@ registerSpec({
   notes: ['CI formats: junit has one test case per run (per expectation with --expect); github prints one workflow command\nper finding; markdown is a summary table with each non-healthy run\'s graph. The exit code is the same in every format.'],
   examples: [
     'topology-audit replay receipts/drift.ndjson --contracts contracts',
-    'topology-audit replay run.ndjson --expect expected.json --json',
+    'topology-audit replay receipts/drift.ndjson --fail-on forbidden_edge,unknown_agent --json',
     'topology-audit replay receipts/drift.ndjson --expect receipts/drift.expected.json --format junit > topology-audit.xml',
   ],
   exits: exit(0, 1, 2),
