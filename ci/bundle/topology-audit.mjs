@@ -6814,7 +6814,13 @@ var init_specs = __esmMin((() => {
 				name: "api-tokens",
 				type: "string",
 				value: "FILE",
-				help: "API bearer tokens"
+				help: "API bearer tokens (also open the web view: it asks for one once per browser session)"
+			},
+			{
+				name: "viewer-tokens",
+				type: "string",
+				value: "FILE",
+				help: "read-only tokens that open the web view only, never the API (needs --api-tokens)"
 			},
 			{
 				name: "insecure",

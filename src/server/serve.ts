@@ -74,6 +74,8 @@ export interface ServeConfig {
   maxDbBytes?: number;
   ingestTokens?: TokenEntry[];
   apiTokens?: TokenEntry[];
+  /** Tokens that open the web view only (its data and event stream under /ui), never the API (serve --viewer-tokens). */
+  viewerTokens?: TokenEntry[];
   /** Open connections per HTTP listener (API, OTLP/HTTP); more are closed at accept. */
   maxConnections: number;
   /** Long-polls waiting at once on the API port; past it 429 (ApiOptions.maxLongPolls). */
@@ -108,7 +110,7 @@ export interface ServeConfig {
    */
   workers?: number;
   /** Extra routes on the API port (e.g. the web view), given the engine (and the run's Alertmanager silence). */
-  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
+  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; tokensRequired: boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
   /** Per-run alerts to Alertmanager (serve --alertmanager-url ...), and silences read back. */
   alerting?: AlertingConfig;
   /** The runbook page served on GET /runbooks (the default runbook_url of per-run alerts). */
@@ -403,8 +405,13 @@ function authenticators(cfg: ServeConfig) {
     ingest,
     http: (req: IncomingMessage) => ingest(bearerOf(req.headers.authorization)),
     api,
-    // The web view's browser requests (and its event stream, which cannot send headers) may carry the API token as a cookie.
-    ui: (req: IncomingMessage) => api(req) || (!!cfg.apiTokens && matchToken(cfg.apiTokens, cookieToken(req.headers.cookie)) !== null),
+    // The web view's browser requests (and its event stream, which cannot send headers) carry an API or viewer token
+    // as the session cookie, or as a bearer when the page hands it over (POST /ui/session).
+    ui: (req: IncomingMessage) => {
+      if (api(req)) return true;
+      const viewer = [...(cfg.apiTokens ?? []), ...(cfg.viewerTokens ?? [])];
+      return matchToken(viewer, bearerOf(req.headers.authorization)) !== null || matchToken(viewer, cookieToken(req.headers.cookie)) !== null;
+    },
     grpc: (md: grpc.Metadata) => {
       const v = md.get('authorization')[0];
       return ingest(bearerOf(typeof v === 'string' ? v : v?.toString()));
@@ -431,7 +438,7 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
     maxLongPolls: cfg.maxLongPolls ?? DEFAULTS.maxLongPolls,
     authenticateIngest: auth.http,
     authenticateApi: auth.api,
-    extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
+    extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, tokensRequired: !!cfg.apiTokens, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
     ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
     runbooksHtml: cfg.runbooksHtml,
     ready,

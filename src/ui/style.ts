@@ -166,6 +166,13 @@ svg.topology-graph g.edge:focus-visible path,svg.topology-graph g.edge:hover pat
 .sr-only{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .stale-banner{background:#fef3c7;color:#78350f;border-bottom:1px solid #f59e0b;padding:10px 24px;font-weight:600;text-align:center}
 .stale-banner[hidden]{display:none}
+.live[data-state="signed-out"]::before{background:#ef4444}
+.signout{margin-left:10px;font:inherit;font-size:12.5px;background:transparent;color:#cbd5e1;border:1px solid #475569;border-radius:6px;padding:3px 9px;cursor:pointer}
+.signout[hidden]{display:none}
+.signin{max-width:520px;display:flex;flex-direction:column;gap:10px}
+.signin input{font:inherit;padding:8px 10px;border:1px solid #94a3b8;border-radius:6px;width:100%;box-sizing:border-box}
+.signin button{align-self:flex-start;font:inherit;font-weight:600;padding:8px 16px;border-radius:6px;border:0;background:#1d4ed8;color:#fff;cursor:pointer}
+.form-error{color:#b91c1c;font-weight:600;min-height:1.2em;margin:0}
 @media (max-width: 640px){
 .topbar-inner{padding:0 12px;gap:12px;height:auto;min-height:52px;flex-wrap:wrap}
 .topbar nav a{padding:6px 8px}

@@ -107,9 +107,13 @@ export class HttpError extends Error {
   }
 }
 
-/** GET JSON from the server (same origin only). */
+/** Dispatched on window when a data request is answered 401: the view asks for a token again (app.ts). */
+export const UNAUTHORIZED_EVENT = 'topology-audit:unauthorized';
+
+/** GET JSON from the server (same origin only; the session cookie holds the token behind --api-tokens). */
 export async function getJson<T>(url: string, signal?: AbortSignal): Promise<T> {
   const res = await fetch(url, { headers: { accept: 'application/json' }, signal, credentials: 'same-origin' });
+  if (res.status === 401) window.dispatchEvent(new Event(UNAUTHORIZED_EVENT));
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new HttpError(res.status, (body as { error?: string }).error ?? `HTTP ${res.status}`);
   const now = (body as { now?: string }).now;
