@@ -7255,7 +7255,7 @@ var init_specs = __esmMin((() => {
 	registerSpec({
 		name: "propose",
 		summary: "draft a candidate contract (YAML, candidate: true) from observed receipts, for review",
-		usage: ["propose FILE... [--contracts DIR] [--contract-id ID] [--min-share 0.05]", "propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]"],
+		usage: ["propose FILE... [--contracts DIR] [--contract ID] [--contract-id ID] [--min-share 0.05]", "propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]"],
 		flags: [
 			{
 				name: "server",
@@ -7271,6 +7271,13 @@ var init_specs = __esmMin((() => {
 				value: "DIR",
 				shown: "the package's contracts/ examples",
 				help: "contracts in force for files (edges they forbid are marked, not drafted); with --server, more versions to count the next one from"
+			},
+			{
+				name: "contract",
+				type: "string",
+				value: "ID",
+				shown: "--contract-id when DIR publishes it, else the only contract DIR publishes",
+				help: "files: the contract runs whose run.start names none are judged under (as serve --contract)"
 			},
 			{
 				name: "since",
@@ -7305,8 +7312,8 @@ var init_specs = __esmMin((() => {
 			},
 			tokenFlag()
 		],
-		notes: ["Every entry carries its evidence (# seen in 48 of 50 runs). An edge that made runs forbidden_edge under the\nversion in force is commented out and marked (# forbidden under research-publish@3 in 2 runs: review); it is\nnever in the plan. Review every edge against the intended design, then shadow-evaluate the draft\n(serve --shadow) before publishing it. docs/contracts.md"],
-		examples: ["topology-audit propose runs/*.ndjson --contract-id my-agents > contracts/my-agents.yaml", "topology-audit propose --server http://127.0.0.1:9464 --since 24h"],
+		notes: ["Every entry carries its evidence (# seen in 48 of 50 runs). An edge that made runs forbidden_edge under the\nversion in force is commented out and marked (# forbidden under research-publish@3 in 2 runs: review); it is\nnever in the plan. An entry some runs were judged ambiguous_route on keeps the max of the other runs and is\nmarked (# REVIEW: ambiguous_route under ...). Files are judged as serve judges them: runs with no run.start\n(OTLP) under --contract. Review every edge against the intended design, then shadow-evaluate the draft\n(serve --shadow) before publishing it. docs/contracts.md"],
+		examples: ["topology-audit propose receipts/drift.ndjson --contracts contracts --contract-id research-publish > draft.yaml", "topology-audit propose --server http://127.0.0.1:9464 --since 24h"],
 		exits: exit(0, 2)
 	});
 	registerSpec({

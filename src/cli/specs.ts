@@ -253,10 +253,11 @@ registerSpec({
 registerSpec({
   name: 'propose',
   summary: 'draft a candidate contract (YAML, candidate: true) from observed receipts, for review',
-  usage: ['propose FILE... [--contracts DIR] [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]'],
+  usage: ['propose FILE... [--contracts DIR] [--contract ID] [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]'],
   flags: [
     { name: 'server', short: 's', type: 'string', value: 'URL', help: "read the runs stored by this auditor's API instead of files" },
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'contracts in force for files (edges they forbid are marked, not drafted); with --server, more versions to count the next one from' },
+    { name: 'contract', type: 'string', value: 'ID', shown: '--contract-id when DIR publishes it, else the only contract DIR publishes', help: 'files: the contract runs whose run.start names none are judged under (as serve --contract)' },
     { name: 'since', type: 'string', value: 'DUR', help: 'with --server: only runs updated within this long (ms, s, m, h or d)' },
     { name: 'contract-id', type: 'string', value: 'ID', help: 'contract id of the draft (default: the contract the runs pinned, else "proposed")' },
     { name: 'version', type: 'string', value: 'V', help: 'version of the draft (default: one above the newest known version of that contract, "1" for a new one)' },
@@ -265,9 +266,9 @@ registerSpec({
     tokenFlag(),
   ],
   notes: [
-    'Every entry carries its evidence (# seen in 48 of 50 runs). An edge that made runs forbidden_edge under the\nversion in force is commented out and marked (# forbidden under research-publish@3 in 2 runs: review); it is\nnever in the plan. Review every edge against the intended design, then shadow-evaluate the draft\n(serve --shadow) before publishing it. docs/contracts.md',
+    'Every entry carries its evidence (# seen in 48 of 50 runs). An edge that made runs forbidden_edge under the\nversion in force is commented out and marked (# forbidden under research-publish@3 in 2 runs: review); it is\nnever in the plan. An entry some runs were judged ambiguous_route on keeps the max of the other runs and is\nmarked (# REVIEW: ambiguous_route under ...). Files are judged as serve judges them: runs with no run.start\n(OTLP) under --contract. Review every edge against the intended design, then shadow-evaluate the draft\n(serve --shadow) before publishing it. docs/contracts.md',
   ],
-  examples: ['topology-audit propose runs/*.ndjson --contract-id my-agents > contracts/my-agents.yaml', 'topology-audit propose --server http://127.0.0.1:9464 --since 24h'],
+  examples: ['topology-audit propose receipts/drift.ndjson --contracts contracts --contract-id research-publish > draft.yaml', 'topology-audit propose --server http://127.0.0.1:9464 --since 24h'],
   exits: exit(0, 2),
 });
 
