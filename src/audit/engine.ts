@@ -843,7 +843,7 @@ export class AuditEngine extends EventEmitter {
       if (filter.contract && v.pin?.contract !== filter.contract) continue;
       const alert = this.alertStateOf(live.state.run, now, filter.windowMs, filter.stallMs);
       if (!matchesAlertFilter(alert, filter)) continue;
-      out.push({ verdict: v, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert });
+      out.push({ verdict: v, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert, enteredAt: live.enteredAt ?? live.updatedAt });
     }
     out.sort(listOrder(filter));
     return out.slice(0, filter.limit ?? 100);
@@ -959,6 +959,12 @@ export class AuditEngine extends EventEmitter {
   }
 
   /** Whether a live run counts in the alerting / stalled gauges at `now` (the window and stall time last used, or the ones given). */
+  /** When a held run entered its current verdict (ms since epoch), or null for a run this instance does not hold. */
+  enteredAtOf(run: string): number | null {
+    const live = this.runs.get(run);
+    return live ? (live.enteredAt ?? live.updatedAt) : null;
+  }
+
   alertStateOf(run: string, now: number, windowMs?: number, stallMs?: number): { acked: boolean; alerting: boolean; stalled: boolean } | null {
     const live = this.runs.get(run);
     return live ? alertState(live, now, windowMs ?? this.gauges.windowMs, stallMs ?? this.gauges.stallMs) : null;

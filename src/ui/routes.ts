@@ -356,8 +356,21 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
     }
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (resource === 'runs' && id === undefined) {
-      const limit = Number(url.searchParams.get('limit') ?? 200) || 200;
-      sendJson(res, 200, { ...(await listRuns(engine, { verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit }, now())), now: new Date(now()).toISOString() });
+      const q = url.searchParams;
+      const limit = Number(q.get('limit') ?? 200) || 200;
+      // The alert state filters: true or false (absent: either).
+      const flags: Record<'acked' | 'alerting' | 'silenced', boolean | undefined> = { acked: undefined, alerting: undefined, silenced: undefined };
+      for (const k of ['acked', 'alerting', 'silenced'] as const) {
+        const v = q.get(k);
+        if (v === null || v === '') continue;
+        if (v !== 'true' && v !== 'false') {
+          sendJson(res, 400, { error: `${k}: true or false` });
+          return true;
+        }
+        flags[k] = v === 'true';
+      }
+      const list = await listRuns(engine, { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, ...flags }, now(), options.silenceOf);
+      sendJson(res, 200, { ...list, silences: !!options.silenceOf, now: new Date(now()).toISOString() });
       return true;
     }
     if (resource === 'runs' && id !== undefined) {

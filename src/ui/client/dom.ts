@@ -77,6 +77,21 @@ export const utc = (iso: string) => new Date(iso).toISOString().replace('T', ' '
 /** A relative time that stays current (refreshed by tick()). */
 export const agoEl = (iso: string | null) => h('time', { datetime: iso ?? undefined, title: iso ? utc(iso) : undefined, 'data-ago': iso ?? undefined }, ago(iso));
 
+/** "2026-01-15 10:12:05 UTC": a date and time anyone can place, whatever day it is now. */
+export const utcDateTime = (iso: string) => `${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+
+/** The browser's local time of an instant, with its zone, for the hover title. */
+const localDateTime = (iso: string) => {
+  const d = new Date(iso);
+  return `${d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' })} (your time)`;
+};
+
+/** An absolute time with its date (UTC; local on hover), and how long ago it was (kept current by tick()). */
+export const whenEl = (iso: string | null) =>
+  iso
+    ? h('time', { class: 'when', datetime: iso, title: localDateTime(iso) }, h('span', { class: 'abs' }, utcDateTime(iso)), ' ', h('span', { class: 'rel faint', 'data-ago': iso }, ago(iso)))
+    : h('span', { class: 'faint' }, '–');
+
 /** A countdown that stays current. */
 export const countdownEl = (deadlineIso: string) => {
   const ms = Date.parse(deadlineIso);
