@@ -6372,6 +6372,33 @@ var init_io = __esmMin((() => {
 	};
 	UsageError = class extends Error {};
 }));
+// dist/core/suggest.js
+/** "Did you mean": the known name nearest a misspelt one, for unknown fields and flags. Pure. */
+/** Edit distance (insert, delete, substitute, swap of neighbours) between two short strings. */
+function editDistance(a, b) {
+	const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...new Array(b.length).fill(0)]);
+	for (let j = 1; j <= b.length; j++) d[0][j] = j;
+	for (let i = 1; i <= a.length; i++) for (let j = 1; j <= b.length; j++) {
+		const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+		d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+		if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+	}
+	return d[a.length][b.length];
+}
+/** The known name closest to `word` within a third of its length (at least one edit), or undefined. */
+function closestName(word, known) {
+	const limit = Math.max(1, Math.floor(word.length / 3));
+	let best;
+	for (const name of known) {
+		const d = editDistance(word.toLowerCase(), name.toLowerCase());
+		if (d <= limit && (!best || d < best.d)) best = {
+			name,
+			d
+		};
+	}
+	return best?.name;
+}
+var init_suggest = __esmMin((() => {}));
 // dist/cli/spec.js
 /**
 * One table-driven help mechanism for every subcommand. A command registers a `CommandSpec` (usage lines, flags
@@ -6443,17 +6470,6 @@ function parseCommandArgs(spec, argv) {
 		throw new UsageError(`${message}${near ? `; did you mean --${near}?` : ""}; see topology-audit ${spec.name} --help`);
 	}
 }
-/** Edit distance (insert, delete, substitute, swap of neighbours) between two short strings. */
-function editDistance(a, b) {
-	const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...new Array(b.length).fill(0)]);
-	for (let j = 1; j <= b.length; j++) d[0][j] = j;
-	for (let i = 1; i <= a.length; i++) for (let j = 1; j <= b.length; j++) {
-		const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-		d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
-		if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
-	}
-	return d[a.length][b.length];
-}
 /** The known flag nearest to a mistyped one (at most 2 edits, or a unique prefix), or null. */
 function closestFlag(typed, names) {
 	const prefixed = names.filter((n) => n.startsWith(typed));
@@ -6495,6 +6511,7 @@ var EXIT_CODES, specs, HELP_FLAG, VERDICT_COLOR;
 var init_spec = __esmMin((() => {
 	init_edge();
 	init_io();
+	init_suggest();
 	EXIT_CODES = [
 		[0, "success: healthy verdict, valid input, expectations met"],
 		[1, "a check failed: a settled non-healthy verdict (gate, replay), an invalid contract (validate), an unmet expectation (replay --expect), a denied handoff"],
@@ -7092,7 +7109,7 @@ var init_specs = __esmMin((() => {
 		notes: ["CI formats: junit has one test suite per contract file; github prints one ::error per issue (::warning per\nwarning) with the file, line and column."],
 		examples: [
 			"topology-audit validate contracts/",
-			"topology-audit validate contracts/research-publish.v3.yaml",
+			"topology-audit validate contracts/research-publish.yaml",
 			"topology-audit validate contracts/ --format github"
 		],
 		exits: exit(0, 1, 2)
@@ -7200,7 +7217,7 @@ var init_specs = __esmMin((() => {
 				help: "compare: exit 1 when the disposition is one of these"
 			}
 		],
-		examples: ["topology-audit experiment compare experiments/manifest.yaml --markdown"],
+		examples: ["topology-audit experiment compare experiments/fieldops/experiment.yaml --markdown"],
 		exits: [
 			[0, "diff: only the declared slice changed; compare: a disposition was reached"],
 			[1, "diff: more changed or authority widened; compare: the disposition is in --fail-on"],
@@ -7245,11 +7262,11 @@ var init_specs = __esmMin((() => {
 			},
 			jsonFlag
 		],
-		examples: ["topology-audit handoff audit receipts/handoffs.ndjson --json", "topology-audit handoff board run-42 --server http://127.0.0.1:9464"],
+		examples: ["topology-audit handoff audit receipts/handoffs/ho-budget-copied.ndjson --json", "topology-audit handoff board run-42 --server http://127.0.0.1:9464"],
 		exits: [
 			[0, "admitted / aggregated / no handoff finding"],
 			[1, "denied / conflict escalated / findings"],
-			[2, "bad input or usage"]
+			[2, "bad input or usage; board: unknown run, server unreachable or token refused"]
 		]
 	});
 	registerSpec({
@@ -7361,7 +7378,7 @@ var init_specs = __esmMin((() => {
 			}
 		],
 		notes: ["FILE is an OTLP trace export request: protobuf, or JSON (one request, or one per line). Nothing is sent\nanywhere and nothing is stored; span names appear in the output (it is your own file)."],
-		examples: ["topology-audit explain dump.json", "topology-audit explain traces.pb --json --run-key explicit,conversation,trace"],
+		examples: ["topology-audit explain receipts/otlp-sample.json", "topology-audit explain receipts/otlp-sample.json --json --run-key explicit,conversation,trace"],
 		exits: [[0, "explained (also when no span became a receipt)"], [2, "usage error, unreadable file, or not an OTLP trace dump"]]
 	});
 }));
@@ -14247,10 +14264,15 @@ function parseContract(text, file = "<contract>") {
 	const expanded = expandAll(raw);
 	const parsed = ContractFileSchema.safeParse(expanded);
 	if (!parsed.success) {
-		const schemaPaths = parsed.error.issues.map((iss) => {
+		const schemaPaths = parsed.error.issues.flatMap((iss) => {
+			if (iss.code === "unrecognized_keys" && iss.path.length === 0) return iss.keys.map((k) => {
+				const near = closestName(k, Object.keys(ContractFileSchema.shape));
+				add([k], `unknown field "${k}"${near ? `: did you mean "${near}"?` : ""}`);
+				return [k];
+			});
 			const leaf = specificIssue(iss);
 			add(leaf.path, leaf.message);
-			return leaf.path;
+			return [leaf.path];
 		});
 		for (const s of semanticIssuesBeside(expanded, schemaPaths, phaseNames)) add(s.path, s.message);
 		throw new ContractError(dedupeIssues(issues).sort((a, b) => a.line - b.line || a.col - b.col));
@@ -14400,6 +14422,7 @@ function describeZodIssue(iss) {
 		}
 		return "expected an edge: \"from -> to : kind\", {edge: ...}, or {from, to, kind}";
 	}
+	if (iss.code === "invalid_type" && / received undefined$/.test(iss.message)) return "required field is missing";
 	return iss.message;
 }
 /**
@@ -14692,6 +14715,7 @@ function contractFromCanonical(canonical, file = "<pinned>") {
 var import_dist$1, Id, Agent, EdgeText, Max, durationTypeError, Duration, AllowEntrySchema, ExpectOptions, ExpectEntrySchema, PhaseSchema, ContractFileSchema, ContractError, pathKey;
 var init_contract$1 = __esmMin((() => {
 	init_sha256();
+	init_suggest();
 	import_dist$1 = require_dist();
 	init_zod();
 	init_types();
@@ -107667,6 +107691,15 @@ var init_replay = __esmMin((() => {
 init_io();
 init_spec();
 init_specs();
+/** For an unknown option: the nearest flag of the command ("did you mean --contracts?"), else where to look. */
+function flagHint(name, argv, e) {
+	if (e.code !== "ERR_PARSE_ARGS_UNKNOWN_OPTION") return "";
+	const m = /Unknown option '(-{1,2}[^']+)'/.exec(e.message);
+	const spec = specFor(argv[0] && specFor(`${name} ${argv[0]}`) ? `${name} ${argv[0]}` : name);
+	if (!m || !spec) return "";
+	const near = closestFlag(m[1].replace(/^-+/, "").replace(/=.*$/, ""), spec.flags.map((f) => f.name));
+	return near ? `; did you mean --${near}?` : `; see topology-audit ${spec.name} --help`;
+}
 /** Strip a leading "cmd: " the message already carries, so errors read "topology-audit gate: ...", never "gate: gate: ...". */
 function errorLine(name, message) {
 	let m = message;
@@ -107704,7 +107737,7 @@ async function dispatch(commands, argv, io = processIo) {
 		return await command(rest, io);
 	} catch (e) {
 		if (e instanceof UsageError || e.code?.startsWith("ERR_PARSE_ARGS") || (await Promise.resolve().then(() => (init_replay(), replay_exports))).isInputError(e)) {
-			io.stderr(errorLine(name, e.message));
+			io.stderr(errorLine(name, e.message + flagHint(name, rest, e)));
 			return 2;
 		}
 		throw e;
@@ -107953,7 +107986,10 @@ function expandInputs(args, io) {
 		let isDir = false;
 		try {
 			isDir = statSync(a).isDirectory();
-		} catch {}
+		} catch (e) {
+			const code = e.code;
+			throw new UsageError(`${a}: ${code === "ENOENT" ? "no such file or directory" : code === "EACCES" ? "permission denied" : e.message}`);
+		}
 		if (!isDir) {
 			files.push(a);
 			continue;

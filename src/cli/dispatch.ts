@@ -3,12 +3,22 @@
  * Its own module so that the CI bundle (src/cli/ci-main.ts) dispatches a smaller table without importing the rest.
  */
 import { type Io, processIo, UsageError } from './io.js';
-import { renderHelp, specFor, allSpecs, wantsHelp } from './spec.js';
+import { closestFlag, renderHelp, specFor, allSpecs, wantsHelp } from './spec.js';
 import { topUsage } from './specs.js';
 import { VERSION } from './version.js';
 
 export type Command = (argv: string[], io: Io) => Promise<number>;
 export type CommandTable = Record<string, () => Promise<Command>>;
+
+/** For an unknown option: the nearest flag of the command ("did you mean --contracts?"), else where to look. */
+export function flagHint(name: string, argv: string[], e: unknown): string {
+  if ((e as { code?: string }).code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return '';
+  const m = /Unknown option '(-{1,2}[^']+)'/.exec((e as Error).message);
+  const spec = specFor(argv[0] && specFor(`${name} ${argv[0]}`) ? `${name} ${argv[0]}` : name);
+  if (!m || !spec) return '';
+  const near = closestFlag(m[1].replace(/^-+/, '').replace(/=.*$/, ''), spec.flags.map((f) => f.name));
+  return near ? `; did you mean --${near}?` : `; see topology-audit ${spec.name} --help`;
+}
 
 /** Strip a leading "cmd: " the message already carries, so errors read "topology-audit gate: ...", never "gate: gate: ...". */
 export function errorLine(name: string, message: string): string {
@@ -50,7 +60,7 @@ export async function dispatch(commands: CommandTable, argv: string[], io: Io = 
     return await command(rest, io);
   } catch (e) {
     if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') || (await import('./replay.js')).isInputError(e)) {
-      io.stderr(errorLine(name, (e as Error).message));
+      io.stderr(errorLine(name, (e as Error).message + flagHint(name, rest, e)));
       return 2;
     }
     throw e;

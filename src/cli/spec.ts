@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../core/edge.js';
 import { UsageError } from './io.js';
+import { editDistance } from '../core/suggest.js';
 
 export interface FlagSpec {
   /** Long name without dashes, e.g. "timeout". */
@@ -114,19 +115,7 @@ export function parseCommandArgs(spec: CommandSpec, argv: string[]): Parsed {
   }
 }
 
-/** Edit distance (insert, delete, substitute, swap of neighbours) between two short strings. */
-export function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...new Array<number>(b.length).fill(0)]);
-  for (let j = 1; j <= b.length; j++) d[0][j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.length][b.length];
-}
+export { editDistance };
 
 /** The known flag nearest to a mistyped one (at most 2 edits, or a unique prefix), or null. */
 export function closestFlag(typed: string, names: readonly string[]): string | null {

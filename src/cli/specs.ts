@@ -161,7 +161,7 @@ registerSpec({
   usage: ['validate FILE|DIR... [--format text|json|junit|github|markdown]'],
   flags: [formatFlag(), jsonAlias],
   notes: ['CI formats: junit has one test suite per contract file; github prints one ::error per issue (::warning per\nwarning) with the file, line and column.'],
-  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.v3.yaml', 'topology-audit validate contracts/ --format github'],
+  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.yaml', 'topology-audit validate contracts/ --format github'],
   exits: exit(0, 1, 2),
 });
 
@@ -216,7 +216,7 @@ registerSpec({
   summary: 'compare a baseline and a candidate configuration (diff) or their paired case records (compare)',
   usage: ['experiment diff MANIFEST [--json]', 'experiment compare MANIFEST [--json | --markdown] [--fail-on DISPOSITION[,DISPOSITION]]'],
   flags: [jsonFlag, { name: 'markdown', type: 'boolean', default: false, help: 'compare: print Markdown' }, { name: 'fail-on', type: 'string', value: 'LIST', help: 'compare: exit 1 when the disposition is one of these' }],
-  examples: ['topology-audit experiment compare experiments/manifest.yaml --markdown'],
+  examples: ['topology-audit experiment compare experiments/fieldops/experiment.yaml --markdown'],
   exits: [
     [0, 'diff: only the declared slice changed; compare: a disposition was reached'],
     [1, 'diff: more changed or authority widened; compare: the disposition is in --fail-on'],
@@ -242,11 +242,11 @@ registerSpec({
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit: as of this time' },
     jsonFlag,
   ],
-  examples: ['topology-audit handoff audit receipts/handoffs.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
+  examples: ['topology-audit handoff audit receipts/handoffs/ho-budget-copied.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
   exits: [
     [0, 'admitted / aggregated / no handoff finding'],
     [1, 'denied / conflict escalated / findings'],
-    [2, 'bad input or usage'],
+    [2, 'bad input or usage; board: unknown run, server unreachable or token refused'],
   ],
 });
 
@@ -312,7 +312,7 @@ registerSpec({
   notes: [
     'FILE is an OTLP trace export request: protobuf, or JSON (one request, or one per line). Nothing is sent\nanywhere and nothing is stored; span names appear in the output (it is your own file).',
   ],
-  examples: ['topology-audit explain dump.json', 'topology-audit explain traces.pb --json --run-key explicit,conversation,trace'],
+  examples: ['topology-audit explain receipts/otlp-sample.json', 'topology-audit explain receipts/otlp-sample.json --json --run-key explicit,conversation,trace'],
   exits: [
     [0, 'explained (also when no span became a receipt)'],
     [2, 'usage error, unreadable file, or not an OTLP trace dump'],

@@ -172,9 +172,18 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** The serve flag that moves each listener, named when its port is taken. */
+const PORT_FLAG: Record<string, string> = { API: '--port', health: '--health-port', 'OTLP/HTTP': '--otlp-http-port', 'OTLP/gRPC': '--otlp-grpc-port' };
+/** "...: EADDRINUSE (port 9464 is in use: choose another with --port)". */
+export function listenProblem(name: string, host: string, port: number, code: string): string {
+  const flag = PORT_FLAG[name];
+  const hint = code === 'EADDRINUSE' && flag ? ` (port ${port} is in use: choose another with ${flag}, or stop what holds it)` : code === 'EADDRNOTAVAIL' ? ' (no such local address: check --host)' : '';
+  return `${name} listener cannot listen on ${host}:${port}: ${code}${hint}`;
+}
+
 const listen = (srv: Listener, name: string, host: string, port: number) =>
   new Promise<number>((resolve, reject) => {
-    const onError = (e: NodeJS.ErrnoException) => reject(new ListenerError(`${name} listener cannot listen on ${host}:${port}: ${e.code ?? e.message}`));
+    const onError = (e: NodeJS.ErrnoException) => reject(new ListenerError(listenProblem(name, host, port, e.code ?? e.message)));
     srv.once('error', onError);
     srv.listen(port, host, () => {
       srv.off('error', onError);
@@ -524,7 +533,7 @@ async function startGrpcListener(p: Parts, auth: ReturnType<typeof authenticator
       : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, handshakeTimeoutMs: cfg.headersTimeoutMs, maxConnections: cfg.maxConnections, onLiveLimit, decodePool: p.decodePool }, (v) => auth.ingest(bearerOf(v)));
   } catch (e) {
     const m = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(String((e as { errors?: unknown[] }).errors ?? '') + (e as Error).message);
-    throw new ListenerError(`OTLP/gRPC listener cannot listen on ${cfg.host}:${cfg.otlpGrpcPort}: ${m ? m[0] : (e as Error).message}`);
+    throw new ListenerError(listenProblem('OTLP/gRPC', cfg.host, cfg.otlpGrpcPort, m ? m[0] : (e as Error).message));
   }
 }
 
