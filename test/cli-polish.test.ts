@@ -76,6 +76,17 @@ describe('operator papercuts', () => {
     expect(r.stderr).toContain('owner: required field is missing');
   });
 
+  it('a pending edge says "useful work may continue" only on a working run, never beside forbidden_edge', async () => {
+    const r = await runCli(['replay', 'receipts/drift.ndjson', '--contracts', 'contracts', '--json', '--fail-on', 'none'], { cwd: ROOT });
+    expect(r.code, r.stderr).toBe(0);
+    const byRun = new Map(r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { run: string; verdict: string; findings: { code: string; message: string }[] }).map((v) => [v.run, v]));
+    const pendingOf = (run: string) => byRun.get(run)!.findings.find((f) => f.code === 'pending')!.message;
+    expect(byRun.get('drift-direct-route')!.verdict).toBe('forbidden_edge');
+    expect(pendingOf('drift-direct-route')).toMatch(/^researcher -> verifier : handoff is due since \S+$/);
+    expect(byRun.get('drift-current')!.verdict).toBe('working');
+    expect(pendingOf('drift-current')).toMatch(/: useful work may continue$/);
+  });
+
   it('serve suggests the flag meant for a typo', async () => {
     const r = await runCli(['serve', '--contrats', 'contracts']);
     expect(r.code).toBe(2);

@@ -16237,7 +16237,7 @@ function planRules(ctx, out) {
 				verdict: "working",
 				code: "pending",
 				edge: step.key,
-				message: `${step.key} is due since ${since}${deadline !== null ? `, deadline ${deadlineIso}` : ""}: useful work may continue`,
+				message: `${step.key} is due since ${since}${deadline !== null ? `, deadline ${deadlineIso}` : ""}${PENDING_GUIDANCE}`,
 				settled: false,
 				...deadline !== null ? { deadline: deadlineIso } : {},
 				since
@@ -16245,10 +16245,12 @@ function planRules(ctx, out) {
 		}
 	}
 }
+var PENDING_GUIDANCE;
 var init_plan = __esmMin((() => {
 	init_edge();
 	init_time();
 	init_context();
+	PENDING_GUIDANCE = ": useful work may continue";
 }));
 // dist/core/rules/waits.js
 function waitRules(ctx, out) {
@@ -17349,6 +17351,13 @@ function finish$1(state, pin, findings, nextChangeAt, planFinished) {
 		if (f.settled) settled = true;
 	}
 	const settledVerdict = verdict !== "working" && verdict !== "waiting" && verdict !== "uncertain";
+	if (verdict !== "working") for (let i = 0; i < findings.length; i++) {
+		const f = findings[i];
+		if (f.code === "pending" && f.message.endsWith(": useful work may continue")) findings[i] = {
+			...f,
+			message: f.message.slice(0, -PENDING_GUIDANCE.length)
+		};
+	}
 	return {
 		run: state.run,
 		pin,
