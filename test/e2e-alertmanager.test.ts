@@ -66,6 +66,7 @@ describe('per-run alerts on a real Alertmanager', () => {
     expect(alert.labels).toEqual({
       alertname: 'TopologyForbiddenEdge',
       severity: 'critical',
+      category: 'unsafe_topology',
       contract: 'research-publish',
       version: '3',
       verdict: 'forbidden_edge',
