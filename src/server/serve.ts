@@ -448,7 +448,7 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
     authenticateIngest: auth.http,
     authenticateApi: auth.api,
     extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, tokensRequired: !!cfg.apiTokens, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
-    ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
+    ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string, reason: string | null) => alerting.silenceRun(run, by, ms, Date.now(), verdict, reason) } : {}),
     runbooksHtml: cfg.runbooksHtml,
     ready,
     unmapped: () => pipeline.unmapped.snapshot(),
