@@ -87,6 +87,24 @@ describe('operator papercuts', () => {
     expect(pendingOf('drift-current')).toMatch(/: useful work may continue$/);
   });
 
+  it('replay says every invalid line of a receipts file in one run (bounded), not one error per run', async () => {
+    const dir = tempDir('ta-lines-');
+    const good = readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8').trim().split('\n');
+    const file = join(dir, 'b.ndjson');
+    writeFileSync(file, [good[0], '{"run":"x"}', good[1], 'nope', good[2]].join('\n') + '\n');
+    const r = await runCli(['replay', file]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain(`${file}:2: type:`);
+    expect(r.stderr).toContain(`${file}:4: invalid JSON`);
+    const many = join(dir, 'many.ndjson');
+    writeFileSync(many, Array.from({ length: 25 }, () => 'nope').join('\n') + '\n');
+    const m = await runCli(['replay', many]);
+    expect(m.code).toBe(2);
+    expect(m.stderr.split('\n').filter((l) => l.includes('invalid JSON'))).toHaveLength(20);
+    expect(m.stderr).toContain(`${many}: 5 more invalid line(s)`);
+  });
+
   it('serve suggests the flag meant for a typo', async () => {
     const r = await runCli(['serve', '--contrats', 'contracts']);
     expect(r.code).toBe(2);

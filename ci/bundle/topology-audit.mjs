@@ -6283,13 +6283,18 @@ function parseNdjson(text) {
 	}
 	return out;
 }
-/** For replay: the whole input is refused at the first invalid line. */
+/** For replay: the whole input is refused when a line is invalid, every invalid line said (up to MAX_LISTED_LINE_ERRORS). */
 function parseReceiptFile(text, file) {
 	const receipts = [];
-	for (const { line, result } of parseNdjson(text)) {
-		if (!result.ok) throw new ReceiptFileError(file, line, result.error);
-		receipts.push(result.receipt);
-	}
+	const bad = [];
+	let unlisted = 0;
+	for (const { line, result } of parseNdjson(text)) if (result.ok) receipts.push(result.receipt);
+	else if (bad.length < 20) bad.push({
+		line,
+		reason: result.error
+	});
+	else unlisted++;
+	if (bad.length) throw new ReceiptFileError(file, bad[0].line, bad[0].reason, bad.slice(1), unlisted);
 	return receipts;
 }
 /**
@@ -6309,11 +6314,20 @@ var init_receipt = __esmMin((() => {
 		file;
 		line;
 		reason;
-		constructor(file, line, reason) {
-			super(`${file}:${line}: ${reason}`);
+		others;
+		unlisted;
+		/** The first invalid line and its reason; `others` lists the next invalid lines (bounded), `unlisted` counts the rest. */
+		constructor(file, line, reason, others = [], unlisted = 0) {
+			super([
+				`${file}:${line}: ${reason}`,
+				...others.map((o) => `${file}:${o.line}: ${o.reason}`),
+				...unlisted ? [`${file}: ${unlisted} more invalid line(s)`] : []
+			].join("\n"));
 			this.file = file;
 			this.line = line;
 			this.reason = reason;
+			this.others = others;
+			this.unlisted = unlisted;
 		}
 	};
 	receiptCanon = canonicalReceiptJson;
