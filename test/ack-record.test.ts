@@ -5,7 +5,9 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { shiftedDrift } from './helpers/drift.js';
-import { getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT, getJson, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
 
 const REASON = 'known flaky search tool, ticket OPS-12';
@@ -80,5 +82,11 @@ describe('acks: who, when, why; durable', () => {
       const m = await (await fetch(`${srv!.api}/metrics`)).text();
       return /^topology_alerting_runs\{contract="research-publish",verdict="forbidden_edge"\} 1/m.test(m) && !/^topology_alerting_runs\{contract="research-publish",verdict="unknown_agent"\} [1-9]/m.test(m);
     });
+  });
+
+  it("docs/alerting.md says what this test shows: acknowledgements survive a restart (they are not held in memory)", () => {
+    const doc = readFileSync(join(ROOT, 'docs', 'alerting.md'), 'utf8');
+    expect(doc).not.toMatch(/acknowledgements are held in memory/i);
+    expect(doc).toContain('survive an auditor restart');
   });
 });

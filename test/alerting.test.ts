@@ -28,7 +28,7 @@ const links = { externalUrl: 'https://audit.example', runbookUrl: 'https://audit
 const alerting = (v: RunVerdict, over: Partial<AlertingRun> = {}): AlertingRun => ({ verdict: v, enteredAt: NOW - 5000, inWindow: true, stalledAt: null, lastAt: NOW - 6000, ...over });
 
 describe('the alert of a run', () => {
-  it('uses the alert names and severities of the shipped Prometheus rules', () => {
+  it('uses the alert names, severities and categories of the shipped Prometheus rules', () => {
     const rules = parse(readFileSync(join(ROOT, 'collector', 'prometheus', 'topology-audit.rules.yml'), 'utf8'));
     const byName = new Map<string, any>(rules.groups.flatMap((g: any) => g.rules).map((r: any) => [r.alert, r]));
     for (const [verdict, rule] of Object.entries(VERDICT_RULES)) {
@@ -36,8 +36,10 @@ describe('the alert of a run', () => {
       expect(shipped, rule!.alertname).toBeDefined();
       expect(shipped.expr).toContain(`verdict="${verdict}"`);
       expect(shipped.labels.severity).toBe(rule!.severity);
+      expect(shipped.labels.category, rule!.alertname).toBe(rule!.category);
     }
     expect(byName.get(STALLED_RULE.alertname).labels.severity).toBe(STALLED_RULE.severity);
+    expect(byName.get(STALLED_RULE.alertname).labels.category).toBe(STALLED_RULE.category);
     expect(byName.get(STALLED_RULE.alertname).expr).toContain('topology_stalled_runs');
   });
 
@@ -45,7 +47,7 @@ describe('the alert of a run', () => {
     const v = verdictOf('drift-direct-route');
     expect(v.verdict).toBe('forbidden_edge');
     const a = runAlert(alerting(v), links, NOW, 240_000)!;
-    expect(a.labels).toEqual({ alertname: 'TopologyForbiddenEdge', severity: 'critical', contract: 'research-publish', version: '3', verdict: 'forbidden_edge', run: 'drift-direct-route', edge: 'researcher -> publisher : delegate' });
+    expect(a.labels).toEqual({ alertname: 'TopologyForbiddenEdge', severity: 'critical', category: 'unsafe_topology', contract: 'research-publish', version: '3', verdict: 'forbidden_edge', run: 'drift-direct-route', edge: 'researcher -> publisher : delegate' });
     expect(a.annotations).toMatchObject({ run_url: 'https://audit.example/runs/drift-direct-route', runbook_url: 'https://audit.example/runbooks#TopologyForbiddenEdge' });
     expect(a.annotations.summary).toBe(v.findings.find((f) => f.verdict === 'forbidden_edge')!.message);
     expect(a.annotations.findings.split(',')).toContain('forbidden_edge');

@@ -2,8 +2,8 @@
  * The composite GitHub Action (action.yml) and the GitLab CI template (ci/topology-audit.gitlab-ci.yml), run here the
  * way their runners run them: each `run:` step with bash -eo pipefail, its `env:` expressions evaluated from the inputs
  * (defaults from action.yml), earlier steps' outputs ($GITHUB_OUTPUT) and github.action_path; GITHUB_STEP_SUMMARY,
- * GITHUB_OUTPUT and GITHUB_WORKSPACE set. The install step finds this checkout built (npm run build), so it does not
- * reinstall. The GitLab job's script lines run in one shell with the package installed as npm would (node_modules).
+ * GITHUB_OUTPUT and GITHUB_WORKSPACE set. Both run the committed CLI bundle (ci/bundle/topology-audit.mjs) with node
+ * alone; the GitLab job's script lines run in one shell, with this checkout as TOPOLOGY_AUDIT_HOME or fetched with git.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -125,6 +125,43 @@ describe('action.yml', () => {
     expect(r.summary).toContain('8 of 9 met');
   }, 120_000);
 
+  it('installs nothing: no npm, no registry package name, the committed bundle run with node', () => {
+    const scripts = action.runs.steps.map((x) => x.run).join('\n');
+    expect(scripts).not.toMatch(/\bnpm\b|\bnpx\b|topology-audit@/);
+    expect(action.inputs).not.toHaveProperty('version');
+    expect(scripts).toContain('ci/bundle/topology-audit.mjs');
+  });
+
+  it("expect: none fails the job beside a red report (settled non-healthy runs); fail-on picks the verdicts; errors are said once", async () => {
+    const red = await runAction({ receipts: 'receipts/drift.ndjson', contracts: 'contracts', expect: 'none', junit: join(tempDir('ta-junit-'), 'r.xml') });
+    expect(red.steps.map((x) => x.code)).toEqual([0, 0, 1]);
+    expect(red.outputs['exit-code']).toBe('1');
+    expect(xpath(readFileSync(red.outputs.junit, 'utf8'), 'count(//failure)')).toBe('6');
+    expect(red.steps[1].stderr.match(/6 of 9 run\(s\) fail/g)).toHaveLength(1);
+    const report = await runAction({ receipts: 'receipts/drift.ndjson', contracts: 'contracts', expect: 'none', 'fail-on': 'none', junit: join(tempDir('ta-junit-'), 'r.xml') });
+    expect(report.steps.map((x) => x.code)).toEqual([0, 0, 0]);
+    const one = await runAction({ receipts: 'receipts/drift.ndjson', contracts: 'contracts', expect: 'none', 'fail-on': 'uncertain', junit: join(tempDir('ta-junit-'), 'r.xml') });
+    expect(one.steps.map((x) => x.code)).toEqual([0, 0, 0]);
+    const bad = await runAction({ receipts: 'receipts/drift.ndjson', contracts: 'contracts', expect: 'none', 'fail-on': 'nope', junit: join(tempDir('ta-junit-'), 'r.xml') });
+    expect(bad.outputs['exit-code']).toBe('2');
+    expect(bad.steps[1].stderr.match(/unknown verdict "nope"/g)).toHaveLength(1);
+  }, 180_000);
+
+  it('expands glob patterns in receipts (one suite per matched file, in name order); a pattern matching nothing is an error', async () => {
+    const dir = tempDir('ta-glob-');
+    const lines = readFileSync(join(ROOT, 'receipts', 'drift.ndjson'), 'utf8').trim().split('\n');
+    const runOf = (l: string) => (JSON.parse(l) as { run: string }).run;
+    writeFileSync(join(dir, 'b.ndjson'), lines.filter((l) => runOf(l) !== 'drift-complete').join('\n') + '\n');
+    writeFileSync(join(dir, 'a.ndjson'), lines.filter((l) => runOf(l) === 'drift-complete').join('\n') + '\n');
+    const r = await runAction({ receipts: `${dir}/*.ndjson`, contracts: 'contracts', expect: 'receipts/drift.expected.json', junit: join(tempDir('ta-junit-'), 'r.xml') });
+    expect(r.steps.map((x) => x.code)).toEqual([0, 0, 0]);
+    const xml = readFileSync(r.outputs.junit, 'utf8');
+    expect(xpath(xml, 'count(//testcase)')).toBe('9');
+    const none = await runAction({ receipts: `${dir}/*.json`, contracts: 'contracts' });
+    expect(none.steps.map((x) => x.code)).toEqual([0, 2]);
+    expect(parseWorkflowCommands(none.steps[1].stdout)[0].message).toBe(`receipts: no file matches ${dir}/*.json`);
+  }, 120_000);
+
   it('rejects an unknown mode and a gate without a run (exit 2, said as an annotation)', async () => {
     const bad = await runAction({ mode: 'watch' });
     expect(bad.steps.map((s) => s.code)).toEqual([0, 2]);
@@ -178,17 +215,44 @@ describe('ci/topology-audit.gitlab-ci.yml', () => {
     expect(job.script.join('\n')).toContain('--format junit > "$TOPOLOGY_AUDIT_JUNIT"');
   });
 
-  async function runJob(variables: Record<string, string>) {
-    // The project directory after `npm install topology-audit` (the before_script): the package and its bin link.
-    const project = tempDir('ta-gitlab-');
-    mkdirSync(join(project, 'node_modules', '.bin'), { recursive: true });
-    symlinkSync(ROOT, join(project, 'node_modules', 'topology-audit'));
-    symlinkSync(join(ROOT, 'bin', 'topology-audit.js'), join(project, 'node_modules', '.bin', 'topology-audit'));
-    writeFileSync(join(project, 'package.json'), '{"name":"project","private":true}\n');
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME, npm_config_update_notifier: 'false', ...job.variables, ...variables };
-    const r = await sh((job.script as string[]).join('\n') + '\n', { env, cwd: project, args: ['-e'] });
-    return { ...r, project };
+  async function runJob(variables: Record<string, string>, cwd = tempDir('ta-gitlab-')) {
+    // A project directory with nothing installed: the job runs the bundle of TOPOLOGY_AUDIT_HOME (this checkout).
+    const env = { PATH: process.env.PATH, HOME: process.env.HOME, ...job.variables, TOPOLOGY_AUDIT_HOME: ROOT, ...variables };
+    const r = await sh((job.script as string[]).join('\n') + '\n', { env, cwd, args: ['-e'] });
+    return { ...r, project: cwd };
   }
+
+  it('installs nothing from a registry; without a home or a repository and ref it stops with exit 2 and says what to set', async () => {
+    const text = readFileSync(join(ROOT, 'ci', 'topology-audit.gitlab-ci.yml'), 'utf8');
+    expect(text).not.toMatch(/\bnpm (install|ci)\b|\bnpx\b|topology-audit@/);
+    expect(job.before_script).toBeUndefined();
+    const r = await runJob({ TOPOLOGY_AUDIT_HOME: '' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('set TOPOLOGY_AUDIT_REPO and TOPOLOGY_AUDIT_REF');
+  });
+
+  it('fetches TOPOLOGY_AUDIT_REPO at TOPOLOGY_AUDIT_REF and runs its bundle', async () => {
+    // A release of topology-audit as a git repository: the bundle, the package file, contracts and receipts.
+    const release = tempDir('ta-release-');
+    for (const d of ['ci/bundle', 'contracts', 'receipts']) mkdirSync(join(release, d), { recursive: true });
+    writeFileSync(join(release, 'ci/bundle/topology-audit.mjs'), readFileSync(join(ROOT, 'ci/bundle/topology-audit.mjs')));
+    writeFileSync(join(release, 'package.json'), readFileSync(join(ROOT, 'package.json')));
+    for (const d of ['contracts', 'receipts']) for (const f of readdirSync(join(ROOT, d))) if (/\.(ndjson|json|ya?ml)$/.test(f)) writeFileSync(join(release, d, f), readFileSync(join(ROOT, d, f)));
+    const genv = { PATH: process.env.PATH, HOME: process.env.HOME, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' };
+    const g = await sh("git init -q && git add -A && git commit -qm release && git tag v9.9.9\n", { env: genv, cwd: release });
+    expect(g.code, g.stderr).toBe(0);
+    const r = await runJob({ TOPOLOGY_AUDIT_HOME: '', TOPOLOGY_AUDIT_REPO: `file://${release}`, TOPOLOGY_AUDIT_REF: 'v9.9.9' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(xpath(readFileSync(join(r.project, 'topology-audit-junit.xml'), 'utf8'), 'count(//testcase)')).toBe('9');
+  }, 120_000);
+
+  it('fails on settled non-healthy runs without expectations; TOPOLOGY_AUDIT_FAIL_ON=none only reports', async () => {
+    const vars = { TOPOLOGY_AUDIT_RECEIPTS: join(ROOT, 'receipts', 'drift.ndjson'), TOPOLOGY_AUDIT_CONTRACTS: join(ROOT, 'contracts') };
+    const red = await runJob(vars);
+    expect(red.code).toBe(1);
+    expect(xpath(readFileSync(join(red.project, 'topology-audit-junit.xml'), 'utf8'), 'count(//failure)')).toBe('6');
+    expect((await runJob({ ...vars, TOPOLOGY_AUDIT_FAIL_ON: 'none' })).code).toBe(0);
+  }, 120_000);
 
   it('runs the packaged drift fixture: exit 0, a valid JUnit report with nine passing cases, the Markdown summary', async () => {
     const r = await runJob({});
@@ -219,11 +283,9 @@ describe("docs/ci.md's pull-request workflow", () => {
     const repo = tempDir('ta-pr-');
     const env = { PATH: process.env.PATH, HOME: process.env.HOME, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t', npm_config_update_notifier: 'false' };
     mkdirSync(join(repo, 'contracts'));
-    mkdirSync(join(repo, 'node_modules', '.bin'), { recursive: true });
-    symlinkSync(ROOT, join(repo, 'node_modules', 'topology-audit'));
-    symlinkSync(join(ROOT, 'bin', 'topology-audit.js'), join(repo, 'node_modules', '.bin', 'topology-audit'));
-    writeFileSync(join(repo, 'package.json'), '{"name":"project","private":true}\n');
-    writeFileSync(join(repo, '.gitignore'), 'node_modules\n');
+    // The checkout step of topology-audit at REF (path: .topology-audit): this repository.
+    symlinkSync(ROOT, join(repo, '.topology-audit'));
+    writeFileSync(join(repo, '.gitignore'), '.topology-audit\n');
     writeFileSync(join(repo, 'contracts', 'research-publish-v2.yaml'), readFileSync(join(ROOT, 'contracts', 'research-publish-v2.yaml')));
     const git = (...a: string[]) => sh(`git ${a.map((x) => `'${x}'`).join(' ')}\n`, { env, cwd: repo });
     for (const a of [['init', '-q'], ['add', '-A'], ['commit', '-qm', 'base']]) expect((await git(...a)).code).toBe(0);
@@ -252,20 +314,17 @@ describe("docs/ci.md's copy-paste blocks", () => {
     const section = doc.slice(start, end < 0 ? undefined : end);
     return [...section.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
   };
-  /** A project directory with the package installed as npm would, and the fixture's receipts and contracts copied in. */
+  /** A project directory with a checkout of topology-audit at .topology-audit (nothing installed), and the fixture's receipts and contracts copied in. */
   function project(): string {
     const dir = tempDir('ta-doc-');
-    mkdirSync(join(dir, 'node_modules', '.bin'), { recursive: true });
-    symlinkSync(ROOT, join(dir, 'node_modules', 'topology-audit'));
-    symlinkSync(join(ROOT, 'bin', 'topology-audit.js'), join(dir, 'node_modules', '.bin', 'topology-audit'));
-    writeFileSync(join(dir, 'package.json'), '{"name":"project","private":true}\n');
+    symlinkSync(ROOT, join(dir, '.topology-audit'));
     for (const d of ['receipts', 'contracts']) {
       mkdirSync(join(dir, d));
       for (const f of readdirSync(join(ROOT, d))) if (/\.(ndjson|json|ya?ml)$/.test(f)) writeFileSync(join(dir, d, f), readFileSync(join(ROOT, d, f)));
     }
     return dir;
   }
-  const env = () => ({ PATH: process.env.PATH, HOME: process.env.HOME, npm_config_update_notifier: 'false' });
+  const env = () => ({ PATH: process.env.PATH, HOME: process.env.HOME });
 
   it('any JUnit consumer: the sh block writes a valid JUnit report with the nine expectations and the summary, exit 0', async () => {
     const [script] = blocks('Any JUnit consumer (Jenkins, Buildkite, CircleCI, ...)', 'sh');
@@ -286,8 +345,10 @@ describe("docs/ci.md's copy-paste blocks", () => {
   }, 120_000);
 
   it('GitHub without the action: the two run steps give annotations and a summary with the graphs', async () => {
-    const [plain] = blocks('GitHub Actions', 'yaml').filter((b) => b.includes('--format markdown >> "$GITHUB_STEP_SUMMARY"'));
-    const steps = parse(plain.replace(/^ {6}/gm, '')) as { run: string; if?: string }[];
+    const [plain] = blocks('GitHub Actions', 'yaml').filter((b) => b.includes('--format markdown --fail-on none >> "$GITHUB_STEP_SUMMARY"'));
+    const all = parse(plain.replace(/^ {6}/gm, '')) as { run?: string; uses?: string; if?: string }[];
+    expect(all[0].uses).toBe('actions/checkout@v4');
+    const steps = all.filter((x): x is { run: string } => x.run !== undefined);
     expect(steps).toHaveLength(2);
     const dir = project();
     const summary = join(dir, 'summary.md');

@@ -46,13 +46,28 @@ describe('replay: the drift fixture through every format', () => {
     verdicts = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
   });
 
-  it('exits 0 in every format; --json is --format json; a report goes to stdout alone', async () => {
+  it('exits 1 in every format while a run is settled non-healthy (as conftest fails on a failed policy), 0 with --fail-on none; a report goes to stdout alone', async () => {
     for (const f of FORMATS) {
       const r = await cli('replay', DRIFT, '--contracts', CONTRACTS, '--format', f);
-      expect(r.code, `${f}: ${r.stderr}`).toBe(0);
-      expect(r.stderr, f).toBe('');
+      expect(r.code, `${f}: ${r.stderr}`).toBe(1);
+      expect(r.stderr, f).toBe('6 of 9 run(s) fail (settled and not healthy): forbidden_edge 1, incomplete 1, stale_contract 1, false_complete 1, unknown_agent 1, ambiguous_route 1; --fail-on none to only report\n');
       expect(r.stdout.length, f).toBeGreaterThan(0);
+      const quiet = await cli('replay', DRIFT, '--contracts', CONTRACTS, '--format', f, '--fail-on', 'none');
+      expect(quiet.code, f).toBe(0);
+      expect(quiet.stderr, f).toBe('');
+      expect(quiet.stdout, f).toBe(r.stdout);
     }
+    // --fail-on names verdicts, settled or not: the open working run fails too; healthy alone passes the fixture.
+    const working = await cli('replay', DRIFT, '--contracts', CONTRACTS, '--fail-on', 'working,waiting');
+    expect([working.code, working.stderr]).toEqual([1, '2 of 9 run(s) fail (--fail-on working,waiting): working 1, waiting 1; --fail-on none to only report\n']);
+    expect((await cli('replay', DRIFT, '--contracts', CONTRACTS, '--fail-on', 'forbidden_edge,unknown_agent')).code).toBe(1);
+    expect((await cli('replay', DRIFT, '--contracts', CONTRACTS, '--fail-on', 'uncertain')).code).toBe(0);
+    const typo = await cli('replay', DRIFT, '--contracts', CONTRACTS, '--fail-on', 'forbiden_edge');
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('unknown verdict "forbiden_edge"');
+    // --expect keeps its meaning: the expectations decide (all met: 0) unless --fail-on is given as well.
+    expect((await cli('replay', DRIFT, '--contracts', CONTRACTS, '--expect', EXPECTED)).code).toBe(0);
+    expect((await cli('replay', DRIFT, '--contracts', CONTRACTS, '--expect', EXPECTED, '--fail-on', 'forbidden_edge')).code).toBe(1);
     expect((await cli('replay', DRIFT, '--contracts', CONTRACTS, '--json')).stdout).toBe((await cli('replay', DRIFT, '--contracts', CONTRACTS, '-f', 'json')).stdout);
     expect(verdicts).toHaveLength(9);
     const bad = await cli('replay', DRIFT, '--contracts', CONTRACTS, '--format', 'xml');
@@ -93,7 +108,7 @@ describe('replay: the drift fixture through every format', () => {
     const fileB = join(dir, 'b.ndjson');
     writeFileSync(fileA, a.join('\n') + '\n');
     writeFileSync(fileB, b.join('\n') + '\n');
-    const r = await cli('replay', fileA, fileB, '--contracts', CONTRACTS, '--format', 'junit');
+    const r = await cli('replay', fileA, fileB, '--contracts', CONTRACTS, '--format', 'junit', '--fail-on', 'none');
     expect(r.code, r.stderr).toBe(0);
     expect(xmllintSchema(r.stdout).ok).toBe(true);
     expect(xpath(r.stdout, 'count(//testsuite)')).toBe('2');

@@ -258,7 +258,9 @@ describe('refusals name the file, line, column and field', () => {
 
   it('an unknown field at the top, in a phase, and in an entry', () => {
     const top = SHORTHAND + 'prompt: "summarise the secret plan"\n';
-    expect(issuesOf(top)[0]).toMatchObject({ field: '', message: 'unknown field(s): prompt' });
+    // At the top: one issue per field, at the field's own line, with the field meant when one is near.
+    expect(issuesOf(top)[0]).toMatchObject({ field: 'prompt', message: 'unknown field "prompt"', line: at(top, 'prompt:').line });
+    expect(issuesOf(SHORTHAND.replace(/^owner:/m, 'onwer:')).map((i) => i.message)).toContain('unknown field "onwer": did you mean "owner"?');
     const phase = SHORTHAND.replace('  main:\n', '  main:\n    owner: o\n');
     expect(issuesOf(phase)[0]).toMatchObject({ field: 'phases.main', message: 'unknown field(s): owner' });
     const entry = SHORTHAND.replace('    max: 2\n', '    max: 2\n    budget: 5\n');
@@ -360,10 +362,10 @@ describe('validate (CLI)', () => {
     expect(lineNos).toEqual([...lineNos].sort((a, b) => a - b));
   });
 
-  it('exits 1 for a file that cannot be read, and 2 without files', async () => {
+  it('exits 2 for a file that does not exist (no made-up position), and 2 without files', async () => {
     const c = capture();
-    expect(await main(['validate', join(tmp, 'missing.yaml')], c.io)).toBe(1);
-    expect(c.err()).toContain('missing.yaml:1:1');
+    expect(await main(['validate', join(tmp, 'missing.yaml')], c.io)).toBe(2);
+    expect(c.err()).toBe(`topology-audit validate: ${join(tmp, 'missing.yaml')}: no such file or directory\n`);
     expect(await main(['validate'], capture().io)).toBe(2);
   });
 });

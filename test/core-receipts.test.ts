@@ -199,7 +199,7 @@ describe('replay', () => {
 
   it('the drift fixture: nine runs, naive green on all nine, nine distinct verdicts as expected', async () => {
     const { code, runs } = await replayJson([DRIFT, '--contracts', CONTRACTS]);
-    expect(code).toBe(0);
+    expect(code).toBe(1); // six runs settled non-healthy
     expect(runs).toHaveLength(9);
     expect(runs.every((r) => r.naive === 'green')).toBe(true);
     const verdicts = Object.fromEntries(runs.map((r) => [r.run, r.verdict]));
@@ -283,7 +283,7 @@ describe('replay', () => {
 
   it('usage errors exit 2', async () => {
     // Without --contracts, replay uses the packaged example contracts (as serve does), so this is not a usage error.
-    expect(await main(['replay', DRIFT], capture().io)).toBe(0);
+    expect(await main(['replay', DRIFT, '--fail-on', 'none'], capture().io)).toBe(0);
     expect(await main(['replay', '--contracts', CONTRACTS], capture().io)).toBe(2);
     expect(await main(['replay', DRIFT, '--contracts', CONTRACTS, '--now', 'noon'], capture().io)).toBe(2);
     expect(await main(['replay', join(tmp, 'missing.ndjson'), '--contracts', CONTRACTS], capture().io)).toBe(2);

@@ -66,6 +66,7 @@ describe('per-run alerts on a real Alertmanager', () => {
     expect(alert.labels).toEqual({
       alertname: 'TopologyForbiddenEdge',
       severity: 'critical',
+      category: 'unsafe_topology',
       contract: 'research-publish',
       version: '3',
       verdict: 'forbidden_edge',
@@ -167,12 +168,14 @@ describe('per-run alerts on a real Alertmanager', () => {
     expect((await getJson(`${srv.api}/api/v1/runs/am-group-2`)).body.silence).toBeNull();
     await waitFor(async () => (await amAlerts()).get('am-group-1')?.status.state === 'suppressed', { what: 'Alertmanager suppresses the silenced alert' });
 
-    const ack = await runCli(['ack', 'am-group-0', '--server', srv.api, '--by', 'oncall', '--silence', '2h']);
+    const ack = await runCli(['ack', 'am-group-0', '--server', srv.api, '--by', 'oncall', '--reason', 'route contained, OPS-12', '--silence', '2h']);
     expect(ack.code, ack.stderr).toBe(0);
     expect(ack.stdout).toMatch(/silenced in Alertmanager until/);
     const silences = (await am.api('/api/v2/silences')) as any[];
     const mine = silences.find((s) => s.matchers.some((m: any) => m.name === 'run' && m.value === 'am-group-0'));
     expect(mine).toMatchObject({ createdBy: 'oncall', status: { state: 'active' } });
+    // The ack's reason is the silence's comment too (Alertmanager's UI shows it beside the silence).
+    expect(mine.comment).toBe('acknowledged with topology-audit ack (verdict forbidden_edge): route contained, OPS-12');
     expect((await getJson(`${srv.api}/api/v1/runs/am-group-0`)).body.silence.createdBy).toBe('oncall');
     // Without --by the server refuses the silence (Alertmanager records its author).
     const noBy = await fetch(`${srv.api}/api/v1/runs/am-group-2/ack?silence=1h`, { method: 'POST' });

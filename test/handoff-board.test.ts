@@ -281,7 +281,7 @@ describe('the board through the server API and the CLI', () => {
     expect(ui).toEqual(handoffBoard('ho-duplicate-active', byRun.get('ho-duplicate-active')!, Date.parse(ui.now)));
   }, 60_000);
 
-  it('handoff board RUN --server URL prints a readable table, --json the API body; exit 1 unknown run, 2 unreachable', async () => {
+  it('handoff board RUN --server URL prints a readable table, --json the API body; exit 2 unknown run (as ack and diff), 2 unreachable', async () => {
     let { out, cap } = io();
     expect(await main(['handoff', 'board', 'ho-duplicate-active', '--server', srv.api], cap)).toBe(0);
     expect(out.stdout).toMatch(/^run ho-duplicate-active {2}owner fieldops-main {2}final owner fieldops-main/);
@@ -297,7 +297,7 @@ describe('the board through the server API and the CLI', () => {
     expect(out.stdout).toMatch(/\*handoff-manual-07#1 .* RUNNING .*EXPIRED/);
     expect(out.stdout).toContain('remaining: branch handoff-manual-07#1 is RUNNING');
     ({ out, cap } = io());
-    expect(await main(['handoff', 'board', 'no-such-run', '--server', srv.api], cap)).toBe(1);
+    expect(await main(['handoff', 'board', 'no-such-run', '--server', srv.api], cap)).toBe(2);
     expect(out.stderr).toContain('no run no-such-run');
     ({ out, cap } = io());
     expect(await main(['handoff', 'board', 'x', '--server', 'http://127.0.0.1:1'], cap)).toBe(2);
@@ -321,7 +321,7 @@ describe('the board through the server API and the CLI', () => {
       expect(await main(['handoff', 'board', 'ho-happy', '--server', guarded.api], cap)).toBe(2);
       expect(out.stderr).toContain('refused the token (401)');
       ({ out, cap } = io());
-      expect(await main(['handoff', 'board', 'ho-happy', '--server', guarded.api, '--token', 'board-api-token-0123456789abcdef'], cap)).toBe(1);
+      expect(await main(['handoff', 'board', 'ho-happy', '--server', guarded.api, '--token', 'board-api-token-0123456789abcdef'], cap)).toBe(2);
       expect(out.stderr).toContain('no run ho-happy');
     } finally {
       expect(await guarded.stop()).toBe(0);

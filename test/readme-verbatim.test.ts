@@ -75,7 +75,9 @@ describe('README, verbatim', () => {
     expect(readdirSync(dir)).toContain(`topology-audit-${pkg.version}.tgz`);
     mirror = await sqliteMirror(dir);
     const [api, http, grpc] = [await freePort(), await freePort(), await freePort()];
-    const script = ['set -e', ...shBlocks(readme)]
+    // After the walk-through, the web view's data for its pages: a run with its graph, a contract page, the shadow page.
+    const pages = ['curl -sf http://127.0.0.1:9464/ui/api/runs/drift-direct-route -o page-run.json', 'curl -sf http://127.0.0.1:9464/ui/api/contracts/research-publish -o page-contract.json', 'curl -sf http://127.0.0.1:9464/ui/api/shadow -o page-shadow.json'];
+    const script = ['set -e', ...shBlocks(readme), ...pages]
       .join('\n')
       .replaceAll('127.0.0.1:9464', `127.0.0.1:${api}`)
       .replace(/topology-audit serve/g, `topology-audit serve --port ${api} --otlp-http-port ${http} --otlp-grpc-port ${grpc}`);
@@ -108,6 +110,15 @@ describe('README, verbatim', () => {
     expect(second).toMatchObject({ contract: 'my-agents', version: '2', candidate: true });
     expect(readFileSync(join(dir, 'contracts', 'my-agents.yaml'), 'utf8')).toContain('# forbidden under research-publish@3 in 1 run: review');
     expect(out).toMatch(/"contract":"my-agents","version":"2"/);
+    // The walk-through ends on a server whose pages load: the run's pinned contract is loaded (its graph drawn), the
+    // contract page answers, and the shadow page counts the runs pinned to my-agents.
+    const runPage = JSON.parse(readFileSync(join(dir, 'page-run.json'), 'utf8'));
+    expect(runPage.graphMissing).toBeUndefined();
+    expect(runPage.graph).not.toBeNull();
+    expect(JSON.parse(readFileSync(join(dir, 'page-contract.json'), 'utf8')).versions.length).toBeGreaterThan(0);
+    const shadow = JSON.parse(readFileSync(join(dir, 'page-shadow.json'), 'utf8'));
+    expect(shadow.candidates[0]).toMatchObject({ contract: 'my-agents', version: '2' });
+    expect(shadow.candidates[0].runs).toBeGreaterThan(0);
     expect(out).toContain('drift-complete: healthy');
     expect(out).toContain('drift-direct-route (forbidden_edge): acknowledged by oncall at ');
     expect(out).toContain('same content apart from the version');

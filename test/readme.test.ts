@@ -18,6 +18,14 @@ describe('README', () => {
 describe('README as a fast start', () => {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
 
+  it("names every Debian package .ci/run installs for npm test (a machine prepared as the README says passes it)", () => {
+    const ci = readFileSync(join(ROOT, '.ci', 'run'), 'utf8');
+    const packages = [...ci.matchAll(/need_apt\+=\(([a-z0-9.+-]+)\)/g)].map((m) => m[1]);
+    expect(packages).toEqual(expect.arrayContaining(['prometheus', 'chromium', 'prometheus-alertmanager', 'postgresql', 'libxml2-utils']));
+    const setUp = readme.slice(readme.indexOf('## Set up'), readme.indexOf('\n## ', readme.indexOf('## Set up') + 1));
+    for (const p of packages) expect(setUp, p).toContain(`\`${p}\``);
+  });
+
   it('stays short and leaves reference material to docs/, every link resolving', () => {
     expect(readme.split('\n').length).toBeLessThan(250);
     const links = [...readme.matchAll(/\]\((docs\/[^)#]+)(#[^)]*)?\)/g)];

@@ -11,21 +11,23 @@ export type Severity = 'critical' | 'warning' | 'info';
 export interface AlertRule {
   alertname: string;
   severity: Severity;
+  /** The rule's `category` label in the shipped rules file, so per-run alerts route like the rule alerts. */
+  category: string;
 }
 
 /** The shipped rule of each alerting verdict (test/alerting.test.ts checks them against the rules file). */
 export const VERDICT_RULES: Readonly<Partial<Record<Verdict, AlertRule>>> = {
-  stale_contract: { alertname: 'TopologyStaleContract', severity: 'critical' },
-  unknown_agent: { alertname: 'TopologyUnknownAgent', severity: 'critical' },
-  forbidden_edge: { alertname: 'TopologyForbiddenEdge', severity: 'critical' },
-  ambiguous_route: { alertname: 'TopologyAmbiguousRoute', severity: 'critical' },
-  false_complete: { alertname: 'TopologyFalseComplete', severity: 'critical' },
-  incomplete: { alertname: 'TopologyIncompleteRuns', severity: 'warning' },
-  uncertain: { alertname: 'TopologyUncertainRuns', severity: 'info' },
+  stale_contract: { alertname: 'TopologyStaleContract', severity: 'critical', category: 'unsafe_topology' },
+  unknown_agent: { alertname: 'TopologyUnknownAgent', severity: 'critical', category: 'unsafe_topology' },
+  forbidden_edge: { alertname: 'TopologyForbiddenEdge', severity: 'critical', category: 'unsafe_topology' },
+  ambiguous_route: { alertname: 'TopologyAmbiguousRoute', severity: 'critical', category: 'unsafe_topology' },
+  false_complete: { alertname: 'TopologyFalseComplete', severity: 'critical', category: 'false_completion' },
+  incomplete: { alertname: 'TopologyIncompleteRuns', severity: 'warning', category: 'incomplete' },
+  uncertain: { alertname: 'TopologyUncertainRuns', severity: 'info', category: 'evidence' },
 };
 
 /** The shipped rule of a stalled run (unsettled, no receipt for serve --stall-after). */
-export const STALLED_RULE: AlertRule = { alertname: 'TopologyRunsStalled', severity: 'warning' };
+export const STALLED_RULE: AlertRule = { alertname: 'TopologyRunsStalled', severity: 'warning', category: 'stall' };
 
 /** An alert as Alertmanager's API v2 takes it (POST /api/v2/alerts). */
 export interface Alert {
@@ -69,6 +71,7 @@ export function alertLabels(v: RunVerdict, rule: AlertRule | null): Record<strin
   if (rule) {
     labels.alertname = rule.alertname;
     labels.severity = rule.severity;
+    labels.category = rule.category;
   }
   labels.contract = v.pin?.contract || UNPINNED;
   labels.version = v.pin?.version || UNPINNED;

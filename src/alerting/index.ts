@@ -61,13 +61,14 @@ export class Alerting {
    * Silences the run's alerts (matcher run="RUN") for `ms` from `now` at the first Alertmanager that takes it (an
    * HA pair shares silences). Throws AlertmanagerError when none does.
    */
-  async silenceRun(run: string, by: string, ms: number, now: number, verdict: string): Promise<{ id: string; endsAt: string; alertmanager: string }> {
+  async silenceRun(run: string, by: string, ms: number, now: number, verdict: string, reason: string | null = null): Promise<{ id: string; endsAt: string; alertmanager: string }> {
     const silence = {
       matchers: [{ name: 'run', value: run, isRegex: false, isEqual: true }],
       startsAt: new Date(now).toISOString(),
       endsAt: new Date(now + ms).toISOString(),
       createdBy: by,
-      comment: `acknowledged with topology-audit ack (verdict ${verdict})`,
+      // The ack's reason (operator text, bounded by ACK_REASON_MAX) goes with it, as on the run page.
+      comment: `acknowledged with topology-audit ack (verdict ${verdict})${reason ? `: ${reason}` : ''}`,
     };
     let last: unknown;
     for (const c of this.clients) {

@@ -113,7 +113,7 @@ export class ClusterReads {
     const held = (row: { run: string }): boolean => {
       const live = this.held.held(row.run);
       if (!live?.verdict) return false;
-      out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: alertOf(row.run) });
+      out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: alertOf(row.run), enteredAt: live.enteredAt ?? live.updatedAt });
       return true;
     };
     const unlisted: typeof rows = [];

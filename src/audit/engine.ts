@@ -1028,7 +1028,7 @@ export class AuditEngine extends EventEmitter {
       if (filter.contract && v.pin?.contract !== filter.contract) continue;
       const alert = this.alertStateOf(live.state.run, now, filter.windowMs, filter.stallMs);
       if (!matchesAlertFilter(alert, filter)) continue;
-      out.push({ verdict: v, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert });
+      out.push({ verdict: v, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert, enteredAt: live.enteredAt ?? live.updatedAt });
     }
     out.sort(listOrder(filter));
     return out.slice(0, filter.limit ?? 100);
@@ -1069,7 +1069,7 @@ export class AuditEngine extends EventEmitter {
     let row: ListedRun;
     if (live) {
       if (!live.verdict) return null;
-      row = { verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: this.alertStateOf(run, now, filter.windowMs, filter.stallMs) };
+      row = { verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: this.alertStateOf(run, now, filter.windowMs, filter.stallMs), enteredAt: live.enteredAt ?? live.updatedAt };
     } else {
       const v = this.getEvicted(run, now, updatedAt);
       if (!v) return null;
@@ -1080,7 +1080,8 @@ export class AuditEngine extends EventEmitter {
       }
       // Left live memory settled: past its alert window (or never alerting), never stalled.
       const ack = this.store.getAck!(run);
-      row = { verdict: v.verdict, updatedAt: v.updatedAt, firstAt, alert: { acked: ack?.verdict === v.verdict.verdict, alerting: false, stalled: false } };
+      // The stored verdict state is written when the verdict changes: its time is when the run entered it.
+      row = { verdict: v.verdict, updatedAt: v.updatedAt, firstAt, alert: { acked: ack?.verdict === v.verdict.verdict, alerting: false, stalled: false }, enteredAt: v.updatedAt };
     }
     if (filter.verdict && row.verdict.verdict !== filter.verdict) return null;
     if (filter.contract && row.verdict.pin?.contract !== filter.contract) return null;
@@ -1229,6 +1230,12 @@ export class AuditEngine extends EventEmitter {
   }
 
   /** Whether a live run counts in the alerting / stalled gauges at `now` (the window and stall time last used, or the ones given). */
+  /** When a held run entered its current verdict (ms since epoch), or null for a run this instance does not hold. */
+  enteredAtOf(run: string): number | null {
+    const live = this.runs.get(run);
+    return live ? (live.enteredAt ?? live.updatedAt) : null;
+  }
+
   alertStateOf(run: string, now: number, windowMs?: number, stallMs?: number): { acked: boolean; alerting: boolean; stalled: boolean } | null {
     const live = this.runs.get(run);
     return live ? alertState(live, now, windowMs ?? this.gauges.windowMs, stallMs ?? this.gauges.stallMs) : null;

@@ -23,6 +23,8 @@ export interface ListedRun {
   firstAt: number;
   /** Held runs only (a run another instance owns: null). */
   alert: { acked: boolean; alerting: boolean; stalled: boolean } | null;
+  /** When the run entered its current verdict (ms since epoch); held runs only. */
+  enteredAt?: number;
 }
 
 /** Runs read from the shared store per query by the list views (listAll). */

@@ -19,8 +19,8 @@ export async function explainCommand(argv: string[], io: Io): Promise<number> {
   let bytes: Uint8Array;
   try {
     bytes = readFileSync(positionals[0]);
-  } catch {
-    io.stderr(`explain: cannot read ${positionals[0]}\n`);
+  } catch (err) {
+    io.stderr(`explain: cannot read ${positionals[0]}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}\n`);
     return 2;
   }
   let spans;
@@ -28,6 +28,11 @@ export async function explainCommand(argv: string[], io: Io): Promise<number> {
     spans = decodeDump(bytes);
   } catch (e) {
     io.stderr(`explain: not an OTLP trace dump: ${(e as Error).message}\n`);
+    return 2;
+  }
+  if (spans.length === 0) {
+    // Any JSON or bytes without spans (not an export, or an empty one): there is nothing to explain, said as such.
+    io.stderr(`explain: ${positionals[0]} holds no spans: expected an OTLP trace export ({"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]}, JSON or protobuf)\n`);
     return 2;
   }
   const e = explainSpans(spans, { runKey, waitMs });

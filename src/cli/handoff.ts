@@ -9,7 +9,7 @@
  *   handoff board RUN [--server URL] [--token T] [--json]
  *
  * Exit codes: admit/return 0 admitted, 1 denied; aggregate 0 aggregated, 1 conflict escalated;
- * audit 0 no handoff finding, 1 findings; board 0 shown, 1 unknown run; all: 2 bad input, usage or
+ * audit 0 no handoff finding, 1 findings; board 0 shown, 2 unknown run; all: 2 bad input, usage or
  * (board) a server that is unreachable, refuses the token or is not an auditor.
  * Output is content-free: identities, names, codes, times and counts; never a task slice,
  * completion text or passage.
@@ -260,7 +260,7 @@ async function boardCommand(args: string[], io: CliIO): Promise<number> {
   }
   if (res.status === 404 && body !== null && typeof body === 'object' && /^unknown run /.test(String((body as { error?: unknown }).error))) {
     io.stderr(`topology-audit handoff board: the server has no run ${run}\n`);
-    return 1;
+    return 2; // as ack and diff do for an unknown run: the input is wrong, no check failed
   }
   const board = body as HandoffBoard | null;
   if (res.status !== 200 || board === null || typeof board !== 'object' || board.run !== run || !Array.isArray(board.branches)) {

@@ -9,6 +9,7 @@ import type { Receipt } from '../core/types.js';
 import { millisOf } from '../core/time.js';
 import { type ForbiddenObservation, ProposeError, draftYaml, proposeDraft } from '../propose/draft.js';
 import { loadContractDir } from '../audit/contracts-dir.js';
+import type { ContractRegistry } from '../core/registry.js';
 import { type Io, UsageError, readReceiptFiles } from './io.js';
 import { packagedContractsDir } from './paths.js';
 import { replayReceipts } from './replay.js';
@@ -19,16 +20,17 @@ import './specs.js';
 interface Observed {
   receipts: Receipt[];
   forbidden: ForbiddenObservation[];
+  ambiguous: ForbiddenObservation[];
   knownVersions: (contract: string) => string[];
 }
 
 type RunFindings = { pin: { contract: string; version: string } | null; findings: { code: string; edge?: string }[] };
 
-/** The forbidden_edge findings of one run's verdict, with the pin it was judged under. */
-function forbiddenOf(run: string, v: RunFindings): ForbiddenObservation[] {
+/** The findings of one run's verdict with `code` (forbidden_edge; multiplicity: ambiguous_route), with the pin it was judged under. */
+function findingsOf(code: 'forbidden_edge' | 'multiplicity', run: string, v: RunFindings): ForbiddenObservation[] {
   if (!v.pin) return [];
   const under = `${v.pin.contract}@${v.pin.version}`;
-  return v.findings.filter((f) => f.code === 'forbidden_edge' && f.edge).map((f) => ({ run, edge: f.edge!, under }));
+  return v.findings.filter((f) => f.code === code && f.edge).map((f) => ({ run, edge: f.edge!, under }));
 }
 
 /** Receipts, verdicts and contract versions of a server's stored runs, through the API (`--since`: runs started within that long). */
@@ -59,11 +61,14 @@ async function fromServer(base: string, token: string | undefined, sinceMs: numb
   const cutoff = sinceMs === null ? -Infinity : Date.now() - sinceMs;
   const receipts: Receipt[] = [];
   const forbidden: ForbiddenObservation[] = [];
+  const ambiguous: ForbiddenObservation[] = [];
   let skipped = 0;
   for (const row of listed) {
     if (row.startedAt && millisOf(row.startedAt) < cutoff) continue;
     const run = await get(`/api/v1/runs/${encodeURIComponent(row.run)}`);
-    forbidden.push(...forbiddenOf(row.run, { pin: run.pin ?? null, findings: Array.isArray(run.findings) ? run.findings : [] }));
+    const judged: RunFindings = { pin: run.pin ?? null, findings: Array.isArray(run.findings) ? run.findings : [] };
+    forbidden.push(...findingsOf('forbidden_edge', row.run, judged));
+    ambiguous.push(...findingsOf('multiplicity', row.run, judged));
     for (const r of (run.receipts ?? []) as unknown[]) {
       const v = validateReceipt(r);
       if (v.ok) receipts.push(v.receipt);
@@ -74,20 +79,40 @@ async function fromServer(base: string, token: string | undefined, sinceMs: numb
   const contracts = await get('/api/v1/contracts', true);
   const loaded = new Map<string, string[]>();
   for (const c of (contracts?.contracts ?? []) as { contract: string; version: string }[]) loaded.set(c.contract, [...(loaded.get(c.contract) ?? []), c.version]);
-  return { receipts, forbidden, knownVersions: (id) => loaded.get(id) ?? [] };
+  return { receipts, forbidden, ambiguous, knownVersions: (id) => loaded.get(id) ?? [] };
 }
 
-/** Receipts of files, judged against a contracts directory (the version in force for each run). */
-function fromFiles(files: string[], contractsDir: string): Observed {
+/**
+ * The contract runs whose run.start names none (OTLP runs carry no run.start) are judged under offline, as serve's
+ * --contract does: --contract, else the draft's --contract-id when the directory publishes it, else the directory's
+ * only published contract; none when that leaves a choice.
+ */
+export function defaultContractFor(registry: ContractRegistry, contract: string | undefined, contractId: string | undefined): string | undefined {
+  if (contract !== undefined) {
+    if (registry.versions(contract).length === 0) throw new UsageError(`--contract ${contract}: no such contract in --contracts`);
+    return contract;
+  }
+  if (contractId !== undefined && registry.newest(contractId) !== undefined) return contractId;
+  const published = registry.ids().filter((id) => registry.newest(id) !== undefined);
+  return published.length === 1 ? published[0] : undefined;
+}
+
+/** Receipts of files, judged against a contracts directory (the version in force for each run), exactly as a server with the same contracts would. */
+function fromFiles(files: string[], contractsDir: string, contract: string | undefined, contractId: string | undefined): Observed {
   const receipts = readReceiptFiles(files);
   const registry = loadContractDir(contractsDir);
-  const { verdicts } = replayReceipts(receipts, registry, {});
-  return { receipts, forbidden: verdicts.flatMap((v) => forbiddenOf(v.run, v)), knownVersions: (id) => registry.versions(id).map((c) => c.version) };
+  const { verdicts } = replayReceipts(receipts, registry, { defaultContract: defaultContractFor(registry, contract, contractId) });
+  return {
+    receipts,
+    forbidden: verdicts.flatMap((v) => findingsOf('forbidden_edge', v.run, v)),
+    ambiguous: verdicts.flatMap((v) => findingsOf('multiplicity', v.run, v)),
+    knownVersions: (id) => registry.versions(id).map((c) => c.version),
+  };
 }
 
 export async function proposeCommand(argv: string[], io: Io): Promise<number> {
   const { values: v, positionals } = parseCommandArgs(specFor('propose')!, argv);
-  const values = v as { server?: string; since?: string; contracts?: string; 'contract-id'?: string; version?: string; phase?: string; 'min-share': string; token?: string };
+  const values = v as { server?: string; since?: string; contracts?: string; contract?: string; 'contract-id'?: string; version?: string; phase?: string; 'min-share': string; token?: string };
   const minShare = Number(values['min-share']);
   if (!Number.isFinite(minShare) || minShare < 0 || minShare >= 1) throw new UsageError(`--min-share: a number from 0 up to (not including) 1, got ${values['min-share']}`);
   if (values.server && positionals.length) throw new UsageError('give receipt files or --server, not both');
@@ -99,7 +124,8 @@ export async function proposeCommand(argv: string[], io: Io): Promise<number> {
     if (sinceMs === null) throw new UsageError(`--since: not a duration (e.g. 24h, 7d): ${values.since}`);
   }
   const token = values.token ?? process.env.TOPOLOGY_AUDIT_TOKEN;
-  const seen = values.server ? await fromServer(values.server.replace(/\/+$/, ''), token, sinceMs, io) : fromFiles(positionals, values.contracts ?? packagedContractsDir());
+  if (values.server && values.contract !== undefined) throw new UsageError('--contract is for receipt files: with --server, the server judged the runs (serve --contract)');
+  const seen = values.server ? await fromServer(values.server.replace(/\/+$/, ''), token, sinceMs, io) : fromFiles(positionals, values.contracts ?? packagedContractsDir(), values.contract, values['contract-id']);
   if (values.server && values.contracts) {
     // Versions in a local directory count too (a draft published there, not yet served).
     const local = loadContractDir(values.contracts);
@@ -108,9 +134,10 @@ export async function proposeCommand(argv: string[], io: Io): Promise<number> {
   }
   let yaml: string;
   try {
-    const draft = proposeDraft(seen.receipts, { minShare, contractId: values['contract-id'], version: values.version, phase: values.phase, knownVersions: seen.knownVersions, forbidden: seen.forbidden });
+    const draft = proposeDraft(seen.receipts, { minShare, contractId: values['contract-id'], version: values.version, phase: values.phase, knownVersions: seen.knownVersions, forbidden: seen.forbidden, ambiguous: seen.ambiguous });
     yaml = draftYaml(draft);
-    const marked = draft.forbidden.length ? `, ${draft.forbidden.length} forbidden edge(s) marked for review` : '';
+    const ambiguous = draft.allow.filter((e) => e.ambiguous).length;
+    const marked = (draft.forbidden.length ? `, ${draft.forbidden.length} forbidden edge(s) marked for review` : '') + (ambiguous ? `, ${ambiguous} ambiguous route(s) marked for review` : '');
     io.stderr(`propose: drafted ${draft.contract}@${draft.version} from ${draft.runs} run(s): ${draft.allow.length} allow entries, ${draft.plan.length} expected, ${draft.rare.length} rare edge(s) left out${marked}\n`);
   } catch (e) {
     if (e instanceof ProposeError) throw new UsageError(e.message);

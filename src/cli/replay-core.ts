@@ -84,3 +84,24 @@ export function checkExpectations(verdicts: RunVerdict[], expect: Map<string, Ex
   const byRun = new Map(verdicts.map((v) => [v.run, v]));
   return [...expect].flatMap(([run, e]) => checkExpectation(run, e, byRun));
 }
+
+/**
+ * `replay --fail-on`: which runs fail the command (exit 1), as a failed policy fails conftest. Without the flag, every
+ * run settled on a verdict other than healthy (what `gate` exits 1 on); with a list of verdicts, every run whose
+ * verdict is in it, settled or not (so `--fail-on working` fails on a run that never ended); `none` fails on nothing.
+ */
+export type FailOn = { kind: 'settled-non-healthy' } | { kind: 'verdicts'; verdicts: ReadonlySet<Verdict> };
+
+export function parseFailOn(text: string | undefined): FailOn {
+  if (text === undefined) return { kind: 'settled-non-healthy' };
+  const names = text.split(',').map((s) => s.trim()).filter(Boolean);
+  if (names.length === 1 && names[0] === 'none') return { kind: 'verdicts', verdicts: new Set() };
+  if (names.length === 0) throw new UsageError('--fail-on: give verdicts separated by commas, or none');
+  for (const n of names) if (!(VERDICTS as readonly string[]).includes(n)) throw new UsageError(`--fail-on: unknown verdict "${n}" (one of ${VERDICTS.join(', ')}, or none)`);
+  return { kind: 'verdicts', verdicts: new Set(names as Verdict[]) };
+}
+
+/** The runs that fail `replay` under `failOn`, in run order. */
+export function failingRuns(verdicts: readonly RunVerdict[], failOn: FailOn): RunVerdict[] {
+  return verdicts.filter((v) => (failOn.kind === 'verdicts' ? failOn.verdicts.has(v.verdict) : v.settled && v.verdict !== 'healthy'));
+}

@@ -7,12 +7,12 @@ import { type Io, UsageError, parseInstantArg, readReceiptFiles, table } from '.
 import { loadContractsFor, outputFormat } from './ci-format.js';
 import { formatInstant, toInstant, type Instant } from '../core/time.js';
 
-export { checkExpectation, checkExpectations, parseExpectFile, replayReceipts, type Expectation, type ReplayResult } from './replay-core.js';
-import { checkExpectations, parseExpectFile, replayReceipts } from './replay-core.js';
+export { checkExpectation, checkExpectations, failingRuns, parseExpectFile, parseFailOn, replayReceipts, type Expectation, type FailOn, type ReplayResult } from './replay-core.js';
+import { checkExpectations, failingRuns, parseExpectFile, parseFailOn, replayReceipts } from './replay-core.js';
 
 export async function replayCommand(argv: string[], io: Io): Promise<number> {
   const parsed = parseCommandArgs(specFor('replay')!, argv);
-  const values = parsed.values as { contracts?: string; contract?: string; now?: string; expect?: string; json?: boolean; format?: string; shadow?: string[] };
+  const values = parsed.values as { contracts?: string; contract?: string; now?: string; expect?: string; 'fail-on'?: string; json?: boolean; format?: string; shadow?: string[] };
   const positionals = parsed.positionals;
   const format = outputFormat(values, 'replay');
   if (positionals.length === 0) throw new UsageError('replay: give at least one NDJSON receipts file; see topology-audit replay --help');
@@ -27,6 +27,8 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
   }
   const now = values.now !== undefined ? parseInstantArg('--now', values.now) : undefined;
   const expect = values.expect ? parseExpectFile(readFileSync(values.expect, 'utf8'), values.expect) : null;
+  // With --expect the expectations decide, unless --fail-on is given too; without, settled non-healthy runs fail.
+  const failOn = expect && values['fail-on'] === undefined ? null : parseFailOn(values['fail-on']);
   // One file at a time, so a CI report can say which input each run came from.
   const receipts: Receipt[] = [];
   const files = positionals.map((file) => {
@@ -57,16 +59,26 @@ export async function replayCommand(argv: string[], io: Io): Promise<number> {
       if (s.disagreeing.length) io.stdout(table(['RUN', 'PINNED', 'SHADOW', 'EDGES'], s.disagreeing.map((d) => [d.run, d.pinned, d.shadow, d.edges.join('; ')])));
     }
   }
+  let code = 0;
   if (expect) {
     const problems = checkExpectations(verdicts, expect);
     if (problems.length) {
       // One line each: a line break in a problem would start a line a CI runner reads as a command (`::error::…`).
       for (const p of problems) io.stderr(`expectation failed: ${p.replace(/[\r\n\u2028\u2029]+/g, ' ')}\n`);
-      return 1;
-    }
-    io.stderr(`all ${expect.size} expectation(s) met\n`);
+      code = 1;
+    } else io.stderr(`all ${expect.size} expectation(s) met\n`);
   }
-  return 0;
+  if (failOn) {
+    const failing = failingRuns(verdicts, failOn);
+    if (failing.length) {
+      const counts = new Map<string, number>();
+      for (const v of failing) counts.set(v.verdict, (counts.get(v.verdict) ?? 0) + 1);
+      const what = values['fail-on'] === undefined ? 'settled and not healthy' : `--fail-on ${values['fail-on']}`;
+      io.stderr(`${failing.length} of ${verdicts.length} run(s) fail (${what}): ${[...counts].map(([k, n]) => `${k} ${n}`).join(', ')}; --fail-on none to only report\n`);
+      code = 1;
+    }
+  }
+  return code;
 }
 
 export function isInputError(e: unknown): boolean {

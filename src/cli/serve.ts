@@ -232,6 +232,7 @@ const SERVE_OPTIONS = {
   'max-inflight': { type: 'string' },
   'ingest-tokens': { type: 'string' },
   'api-tokens': { type: 'string' },
+  'viewer-tokens': { type: 'string' },
   insecure: { type: 'boolean', default: false },
   'group-commit-delay': { type: 'string' },
   'max-db-size': { type: 'string' },
@@ -278,6 +279,7 @@ async function uiRoutes(maxEventStreams: number): Promise<NonNullable<ServeConfi
   return (engine, opts) =>
     createUiRoutes(engine, {
       authenticate: opts.authenticate,
+      tokensRequired: opts.tokensRequired,
       silenceOf: opts.silenceOf,
       maxStreams: maxEventStreams,
       onStreams: (n) => opts.resources.setSseClients(n),
@@ -307,13 +309,15 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   } catch (e) {
     throw new UsageError(`serve: ${(e as Error).message}`);
   }
-  let ingestTokens, apiTokens;
+  let ingestTokens, apiTokens, viewerTokens;
   try {
     ingestTokens = values['ingest-tokens'] ? loadTokenFile(values['ingest-tokens'], true) : undefined;
     apiTokens = values['api-tokens'] ? loadTokenFile(values['api-tokens'], false) : undefined;
+    viewerTokens = values['viewer-tokens'] ? loadTokenFile(values['viewer-tokens'], false) : undefined;
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  if (viewerTokens && !apiTokens) throw new UsageError('serve: --viewer-tokens needs --api-tokens (without it the web view is open to all)');
   const tls = tlsArgs(values['tls-cert'], values['tls-key'], values['tls-client-ca']);
   const host = values.host!;
   if (!isLoopback(host) && !(ingestTokens && apiTokens) && !values.insecure) {
@@ -355,6 +359,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     maxLiveReceipts: intArg('--max-live-receipts', values['max-live-receipts'], DEFAULTS.maxLiveReceipts),
     ingestTokens,
     apiTokens,
+    viewerTokens,
     tls,
     runKey: runKeyArg(values['run-key']),
     grpcImpl: grpcImplArg(values['grpc-impl']!),

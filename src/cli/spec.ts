@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../core/edge.js';
 import { UsageError } from './io.js';
+import { editDistance } from '../core/suggest.js';
 
 export interface FlagSpec {
   /** Long name without dashes, e.g. "timeout". */
@@ -41,7 +42,7 @@ export interface CommandSpec {
 /** The one exit-code table (also in docs/cli.md; test/cli.test.ts keeps the two equal). */
 export const EXIT_CODES: [number, string][] = [
   [0, 'success: healthy verdict, valid input, expectations met'],
-  [1, 'a check failed: a settled non-healthy verdict (gate), an invalid contract (validate), an unmet expectation (replay --expect), a denied handoff'],
+  [1, 'a check failed: a settled non-healthy verdict (gate, replay), an invalid contract (validate), an unmet expectation (replay --expect), a denied handoff'],
   [2, 'usage error, bad input, or the server cannot be used (unreachable, not an auditor API, token refused)'],
   [66, 'gate: the run was never seen by the timeout (no receipts arrived)'],
   [75, 'gate: the run was seen but is still working, waiting or uncertain at the timeout (retry later)'],
@@ -114,19 +115,7 @@ export function parseCommandArgs(spec: CommandSpec, argv: string[]): Parsed {
   }
 }
 
-/** Edit distance (insert, delete, substitute, swap of neighbours) between two short strings. */
-export function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...new Array<number>(b.length).fill(0)]);
-  for (let j = 1; j <= b.length; j++) d[0][j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.length][b.length];
-}
+export { editDistance };
 
 /** The known flag nearest to a mistyped one (at most 2 edits, or a unique prefix), or null. */
 export function closestFlag(typed: string, names: readonly string[]): string | null {

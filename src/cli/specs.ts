@@ -90,7 +90,8 @@ export const SERVE_SPEC = registerSpec({
     { name: 'group-commit-delay', type: 'string', value: 'DUR', default: '0ms', help: 'longest wait before a group commit' },
     { name: 'max-db-size', type: 'string', value: 'SIZE', help: 'cap on the database size (commits past it fail like a full disk)' },
     { name: 'ingest-tokens', type: 'string', value: 'FILE', help: 'ingest bearer tokens (JSON, with source bindings)' },
-    { name: 'api-tokens', type: 'string', value: 'FILE', help: 'API bearer tokens' },
+    { name: 'api-tokens', type: 'string', value: 'FILE', help: 'API bearer tokens (also open the web view: it asks for one once per browser session)' },
+    { name: 'viewer-tokens', type: 'string', value: 'FILE', help: 'read-only tokens that open the web view only, never the API (needs --api-tokens)' },
     { name: 'insecure', type: 'boolean', default: false, help: 'allow a non-loopback --host without tokens' },
     { name: 'tls-cert', type: 'string', value: 'FILE', help: 'PEM certificate (with --tls-key): every listener speaks TLS' },
     { name: 'tls-key', type: 'string', value: 'FILE', help: 'PEM private key' },
@@ -136,12 +137,13 @@ export const SERVE_SPEC = registerSpec({
 registerSpec({
   name: 'replay',
   summary: 'audit NDJSON receipts offline and print one verdict per run',
-  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--format text|json|junit|github|markdown]'],
+  usage: ['replay FILE... [--contracts DIR] [--contract ID] [--now RFC3339] [--expect FILE] [--fail-on VERDICTS] [--format text|json|junit|github|markdown]'],
   flags: [
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
     { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
     { name: 'now', type: 'string', value: 'RFC3339', shown: "the file's latest receipt", help: 'audit as of this time' },
-    { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails' },
+    { name: 'expect', type: 'string', value: 'FILE', help: 'JSON {run: verdict} expectations; exit 1 when one fails (verdicts then fail only as asked below)' },
+    { name: 'fail-on', type: 'string', value: 'VERDICTS', shown: 'any settled non-healthy verdict', help: 'exit 1 when a run has one of these verdicts (comma-separated, settled or not), or none' },
     { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
     formatFlag(),
     jsonAlias,
@@ -149,7 +151,7 @@ registerSpec({
   notes: ['CI formats: junit has one test case per run (per expectation with --expect); github prints one workflow command\nper finding; markdown is a summary table with each non-healthy run\'s graph. The exit code is the same in every format.'],
   examples: [
     'topology-audit replay receipts/drift.ndjson --contracts contracts',
-    'topology-audit replay run.ndjson --expect expected.json --json',
+    'topology-audit replay receipts/drift.ndjson --fail-on forbidden_edge,unknown_agent --json',
     'topology-audit replay receipts/drift.ndjson --expect receipts/drift.expected.json --format junit > topology-audit.xml',
   ],
   exits: exit(0, 1, 2),
@@ -161,7 +163,7 @@ registerSpec({
   usage: ['validate FILE|DIR... [--format text|json|junit|github|markdown]'],
   flags: [formatFlag(), jsonAlias],
   notes: ['CI formats: junit has one test suite per contract file; github prints one ::error per issue (::warning per\nwarning) with the file, line and column.'],
-  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.v3.yaml', 'topology-audit validate contracts/ --format github'],
+  examples: ['topology-audit validate contracts/', 'topology-audit validate contracts/research-publish.yaml', 'topology-audit validate contracts/ --format github'],
   exits: exit(0, 1, 2),
 });
 
@@ -239,7 +241,7 @@ registerSpec({
   summary: 'compare a baseline and a candidate configuration (diff) or their paired case records (compare)',
   usage: ['experiment diff MANIFEST [--json]', 'experiment compare MANIFEST [--json | --markdown] [--fail-on DISPOSITION[,DISPOSITION]]'],
   flags: [jsonFlag, { name: 'markdown', type: 'boolean', default: false, help: 'compare: print Markdown' }, { name: 'fail-on', type: 'string', value: 'LIST', help: 'compare: exit 1 when the disposition is one of these' }],
-  examples: ['topology-audit experiment compare experiments/manifest.yaml --markdown'],
+  examples: ['topology-audit experiment compare experiments/fieldops/experiment.yaml --markdown'],
   exits: [
     [0, 'diff: only the declared slice changed; compare: a disposition was reached'],
     [1, 'diff: more changed or authority widened; compare: the disposition is in --fail-on'],
@@ -265,21 +267,22 @@ registerSpec({
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit: as of this time' },
     jsonFlag,
   ],
-  examples: ['topology-audit handoff audit receipts/handoffs.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
+  examples: ['topology-audit handoff audit receipts/handoffs/ho-budget-copied.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
   exits: [
     [0, 'admitted / aggregated / no handoff finding'],
     [1, 'denied / conflict escalated / findings'],
-    [2, 'bad input or usage'],
+    [2, 'bad input or usage; board: unknown run, server unreachable or token refused'],
   ],
 });
 
 registerSpec({
   name: 'propose',
   summary: 'draft a candidate contract (YAML, candidate: true) from observed receipts, for review',
-  usage: ['propose FILE... [--contracts DIR] [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]'],
+  usage: ['propose FILE... [--contracts DIR] [--contract ID] [--contract-id ID] [--min-share 0.05]', 'propose --server URL [--since DUR] [--contract-id ID] [--contracts DIR] [--min-share 0.05]'],
   flags: [
     { name: 'server', short: 's', type: 'string', value: 'URL', help: "read the runs stored by this auditor's API instead of files" },
     { name: 'contracts', short: 'c', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'contracts in force for files (edges they forbid are marked, not drafted); with --server, more versions to count the next one from' },
+    { name: 'contract', type: 'string', value: 'ID', shown: '--contract-id when DIR publishes it, else the only contract DIR publishes', help: 'files: the contract runs whose run.start names none are judged under (as serve --contract)' },
     { name: 'since', type: 'string', value: 'DUR', help: 'with --server: only runs updated within this long (ms, s, m, h or d)' },
     { name: 'contract-id', type: 'string', value: 'ID', help: 'contract id of the draft (default: the contract the runs pinned, else "proposed")' },
     { name: 'version', type: 'string', value: 'V', help: 'version of the draft (default: one above the newest known version of that contract, "1" for a new one)' },
@@ -288,9 +291,9 @@ registerSpec({
     tokenFlag(),
   ],
   notes: [
-    'Every entry carries its evidence (# seen in 48 of 50 runs). An edge that made runs forbidden_edge under the\nversion in force is commented out and marked (# forbidden under research-publish@3 in 2 runs: review); it is\nnever in the plan. Review every edge against the intended design, then shadow-evaluate the draft\n(serve --shadow) before publishing it. docs/contracts.md',
+    'Every entry carries its evidence (# seen in 48 of 50 runs). An edge that made runs forbidden_edge under the\nversion in force is commented out and marked (# forbidden under research-publish@3 in 2 runs: review); it is\nnever in the plan. An entry some runs were judged ambiguous_route on keeps the max of the other runs and is\nmarked (# REVIEW: ambiguous_route under ...). Files are judged as serve judges them: runs with no run.start\n(OTLP) under --contract. Review every edge against the intended design, then shadow-evaluate the draft\n(serve --shadow) before publishing it. docs/contracts.md',
   ],
-  examples: ['topology-audit propose runs/*.ndjson --contract-id my-agents > contracts/my-agents.yaml', 'topology-audit propose --server http://127.0.0.1:9464 --since 24h'],
+  examples: ['topology-audit propose receipts/drift.ndjson --contracts contracts --contract-id research-publish > draft.yaml', 'topology-audit propose --server http://127.0.0.1:9464 --since 24h'],
   exits: exit(0, 2),
 });
 
@@ -334,7 +337,7 @@ registerSpec({
   notes: [
     'FILE is an OTLP trace export request: protobuf, or JSON (one request, or one per line). Nothing is sent\nanywhere and nothing is stored; span names appear in the output (it is your own file).',
   ],
-  examples: ['topology-audit explain dump.json', 'topology-audit explain traces.pb --json --run-key explicit,conversation,trace'],
+  examples: ['topology-audit explain receipts/otlp-sample.json', 'topology-audit explain receipts/otlp-sample.json --json --run-key explicit,conversation,trace'],
   exits: [
     [0, 'explained (also when no span became a receipt)'],
     [2, 'usage error, unreadable file, or not an OTLP trace dump'],

@@ -29,8 +29,9 @@ function expandInputs(args: string[], io: Io): string[] | null {
     let isDir = false;
     try {
       isDir = statSync(a).isDirectory();
-    } catch {
-      /* reported as unreadable below */
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      throw new UsageError(`${a}: ${code === 'ENOENT' ? 'no such file or directory' : code === 'EACCES' ? 'permission denied' : (e as Error).message}`);
     }
     if (!isDir) {
       files.push(a);

@@ -15,7 +15,7 @@ import { Collector, STEP_MASK, evalContext } from './rules/context.js';
 import { evidenceRules, noPinRule, pinRules } from './rules/evidence.js';
 import { agentRuleSteps, agentRules } from './rules/agents.js';
 import { routeRuleSteps, routeRules } from './rules/routes.js';
-import { planRules } from './rules/plan.js';
+import { PENDING_GUIDANCE, planRules } from './rules/plan.js';
 import { waitRules } from './rules/waits.js';
 import { endRules, stallRules } from './rules/completion.js';
 import { handoffRules } from './rules/handoffs.js';
@@ -267,6 +267,14 @@ function finish(state: RunState, pin: Pin | null, findings: Finding[], nextChang
     if (f.settled) settled = true;
   }
   const settledVerdict = verdict !== 'working' && verdict !== 'waiting' && verdict !== 'uncertain';
+  // A pending edge says "useful work may continue" only when that is the run's guidance: beside a worse verdict
+  // (forbidden_edge: contain the route) it states the fact alone, so no finding contradicts the verdict's action.
+  if (verdict !== 'working') {
+    for (let i = 0; i < findings.length; i++) {
+      const f = findings[i];
+      if (f.code === 'pending' && f.message.endsWith(PENDING_GUIDANCE)) findings[i] = { ...f, message: f.message.slice(0, -PENDING_GUIDANCE.length) };
+    }
+  }
   return {
     run: state.run,
     pin,

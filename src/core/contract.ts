@@ -1,4 +1,5 @@
 import { sha256Hex } from './sha256.js';
+import { closestName } from './suggest.js';
 import { LineCounter, parseDocument, isMap, isPair, isScalar, isSeq, type Document, type Node as YamlNode } from 'yaml';
 import { z } from 'zod';
 import { EDGE_KINDS, type EdgeKind } from './types.js';
@@ -269,10 +270,18 @@ export function parseContract(text: string, file = '<contract>'): Contract {
   const expanded = expandAll(raw);
   const parsed = ContractFileSchema.safeParse(expanded);
   if (!parsed.success) {
-    const schemaPaths = parsed.error.issues.map((iss) => {
+    const schemaPaths = parsed.error.issues.flatMap((iss) => {
+      // An unknown field is said at its own line, one issue per field, with the nearest known field (top level).
+      if (iss.code === 'unrecognized_keys' && iss.path.length === 0) {
+        return iss.keys.map((k) => {
+          const near = closestName(k, Object.keys(ContractFileSchema.shape));
+          add([k], `unknown field "${k}"${near ? `: did you mean "${near}"?` : ''}`);
+          return [k] as Path;
+        });
+      }
       const leaf = specificIssue(iss);
       add(leaf.path, leaf.message);
-      return leaf.path;
+      return [leaf.path];
     });
     for (const s of semanticIssuesBeside(expanded, schemaPaths, phaseNames)) add(s.path, s.message);
     throw new ContractError(dedupeIssues(issues).sort((a, b) => a.line - b.line || a.col - b.col));
@@ -424,6 +433,8 @@ function describeZodIssue(iss: z.core.$ZodIssue): string {
     }
     return 'expected an edge: "from -> to : kind", {edge: ...}, or {from, to, kind}';
   }
+  // zod says "Invalid input: expected string, received undefined" for a field that is not there.
+  if (iss.code === 'invalid_type' && / received undefined$/.test(iss.message)) return 'required field is missing';
   return iss.message;
 }
 

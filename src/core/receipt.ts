@@ -58,19 +58,33 @@ export function parseNdjson(text: string): LineResult[] {
   return out;
 }
 
+/** Invalid lines a receipts file error lists at most (the rest are counted), so one run shows what to fix. */
+export const MAX_LISTED_LINE_ERRORS = 20;
+
 export class ReceiptFileError extends Error {
-  constructor(public readonly file: string, public readonly line: number, public readonly reason: string) {
-    super(`${file}:${line}: ${reason}`);
+  /** The first invalid line and its reason; `others` lists the next invalid lines (bounded), `unlisted` counts the rest. */
+  constructor(
+    public readonly file: string,
+    public readonly line: number,
+    public readonly reason: string,
+    public readonly others: readonly { line: number; reason: string }[] = [],
+    public readonly unlisted = 0,
+  ) {
+    super([`${file}:${line}: ${reason}`, ...others.map((o) => `${file}:${o.line}: ${o.reason}`), ...(unlisted ? [`${file}: ${unlisted} more invalid line(s)`] : [])].join('\n'));
   }
 }
 
-/** For replay: the whole input is refused at the first invalid line. */
+/** For replay: the whole input is refused when a line is invalid, every invalid line said (up to MAX_LISTED_LINE_ERRORS). */
 export function parseReceiptFile(text: string, file: string): Receipt[] {
   const receipts: Receipt[] = [];
+  const bad: { line: number; reason: string }[] = [];
+  let unlisted = 0;
   for (const { line, result } of parseNdjson(text)) {
-    if (!result.ok) throw new ReceiptFileError(file, line, result.error);
-    receipts.push(result.receipt);
+    if (result.ok) receipts.push(result.receipt);
+    else if (bad.length < MAX_LISTED_LINE_ERRORS) bad.push({ line, reason: result.error });
+    else unlisted++;
   }
+  if (bad.length) throw new ReceiptFileError(file, bad[0].line, bad[0].reason, bad.slice(1), unlisted);
   return receipts;
 }
 

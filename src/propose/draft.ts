@@ -23,6 +23,8 @@ export interface ProposeOptions {
   knownVersions?: (contract: string) => readonly string[];
   /** Edges that made runs forbidden_edge under the version in force: marked in the draft, kept out of it. */
   forbidden?: readonly ForbiddenObservation[];
+  /** Edges that made runs ambiguous_route (seen more often than their max) under the version in force: drafted from the other runs' counts, and marked. */
+  ambiguous?: readonly ForbiddenObservation[];
 }
 
 /** One run's forbidden_edge finding: the edge key "a -> b : kind" and the pin it was judged under ("c@v"). */
@@ -49,6 +51,8 @@ export interface DraftEdge {
   runs: number;
   /** Runs per target, for a bounded choice. */
   perTarget: number[];
+  /** Runs judged ambiguous_route on this entry under the version in force: left out of `max`, marked for review. */
+  ambiguous?: { under: string[]; runs: number; max: number };
 }
 
 export interface DraftStep {
@@ -199,6 +203,7 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
   const rare: DraftEdge[] = [];
   const kept: Obs[] = [];
   const forbiddenBy = forbiddenByEdge(opts.forbidden ?? [], new Set(runs.map((s) => s.run)));
+  const ambiguousBy = forbiddenByEdge(opts.ambiguous ?? [], new Set(runs.map((s) => s.run)));
   const forbidden: ForbiddenEdge[] = [];
   for (const o of all) {
     const f = forbiddenBy.get(edgeKey(o.from, o.to, o.kind));
@@ -225,14 +230,25 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
   const allow: DraftEdge[] = groups.map((g) => {
     const runSet = new Set<number>();
     for (const m of g) for (const r of m.runs) runSet.add(r);
-    // Most observations of the entry in one run: per run, the sum over its targets.
+    // Most observations of the entry in one run: per run, the sum over its targets. Runs judged ambiguous_route on
+    // it (more than the max in force) do not raise the drafted max unless no other run shows it; they are marked.
+    const amb = g.map((m) => ambiguousBy.get(edgeKey(m.from, m.to, m.kind))).filter((x) => x !== undefined);
+    const ambRuns = new Set(amb.flatMap((a) => [...a.runs]));
     let max = 0;
+    let ambMax = 0;
+    let ambCount = 0;
     for (const r of runSet) {
       let c = 0;
       for (const m of g) c += runs[r].edges.get(tripleKey(m.from, m.to, m.kind))?.count ?? 0;
-      max = Math.max(max, c);
+      if (ambRuns.has(runs[r].run)) {
+        ambMax = Math.max(ambMax, c);
+        ambCount++;
+      } else max = Math.max(max, c);
     }
-    return { from: g[0].from, to: g.map((m) => m.to), kind: g[0].kind, max, runs: runSet.size, perTarget: g.map((m) => m.runs.size) };
+    if (max === 0) max = ambMax;
+    const entry: DraftEdge = { from: g[0].from, to: g.map((m) => m.to), kind: g[0].kind, max, runs: runSet.size, perTarget: g.map((m) => m.runs.size) };
+    if (ambCount) entry.ambiguous = { under: [...new Set(amb.flatMap((a) => [...a.under]))].sort(), runs: ambCount, max: ambMax };
+    return entry;
   });
 
   // The plan: entries (nearly) every run shows.
@@ -353,9 +369,17 @@ function allowLine(e: DraftEdge): string {
 
 function evidence(e: DraftEdge, n: number): string {
   const base = `seen in ${e.runs} of ${n} runs`;
-  const most = `at most ${e.max} per run`;
+  const others = e.ambiguous && e.ambiguous.runs < e.runs ? ` in the ${e.runs - e.ambiguous.runs} others` : '';
+  const most = `at most ${e.max} per run${others}`;
   if (e.to.length === 1) return `${base}, ${most}`;
   return `${base}, ${most}; bounded choice: ${e.to.map((t, i) => `${t} in ${e.perTarget[i]}`).join(', ')}`;
+}
+
+/** The review mark of an entry some runs were judged ambiguous_route on. */
+function ambiguityMark(e: DraftEdge): string {
+  const a = e.ambiguous;
+  if (!a) return '';
+  return `; REVIEW: ambiguous_route under ${a.under.join(', ')} in ${a.runs} run${a.runs === 1 ? '' : 's'} (up to ${a.max} per run): raise max only if the repeats are intended`;
 }
 
 /** An observed delay for a comment: milliseconds under a second, else seconds with one decimal. */
@@ -374,7 +398,7 @@ export function draftYaml(d: Draft): string {
   out.push(`owner: ${q(d.owner)}   # starts ${d.ownerRuns} of ${n} runs`);
   out.push(`agents: [${d.agents.map(q).join(', ')}]`);
   out.push('allow:');
-  for (const e of d.allow) out.push(`  - ${allowLine(e)}   # ${evidence(e, n)}`);
+  for (const e of d.allow) out.push(`  - ${allowLine(e)}   # ${evidence(e, n)}${ambiguityMark(e)}`);
   const declared = new Set(d.agents);
   for (const e of d.rare) {
     const missing = [e.from, ...e.to].filter((a) => !declared.has(a));

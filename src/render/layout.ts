@@ -2,7 +2,6 @@
  * Server-side layout of an overlay with elkjs (layered, left to right, orthogonal edges, labels placed by ELK).
  * The result is plain coordinates, ready for SVG; the same layout serves the web view and `diff --format svg`.
  */
-import { createRequire } from 'node:module';
 import type { ELK, ElkExtendedEdge, ElkNode } from 'elkjs/lib/elk-api.js';
 import { edgeLabelLines } from './labels.js';
 import type { Overlay } from './overlay.js';
@@ -84,13 +83,13 @@ const LAYOUT_OPTIONS: Record<string, string> = {
   'elk.padding': '[top=16,left=16,bottom=16,right=16]',
 };
 
-let elkInstance: ELK | null = null;
-function elk(): ELK {
-  if (!elkInstance) {
-    const require = createRequire(import.meta.url);
-    const Elk = require('elkjs/lib/elk.bundled.js') as { new (): ELK };
-    elkInstance = new Elk();
-  }
+let elkInstance: Promise<ELK> | null = null;
+/** elkjs, loaded once on first use (an import a bundler follows, so the CI bundle carries it). */
+function elk(): Promise<ELK> {
+  elkInstance ??= import('elkjs/lib/elk.bundled.js').then((m) => {
+    const Elk = ((m as { default?: unknown }).default ?? m) as { new (): ELK };
+    return new Elk();
+  });
   return elkInstance;
 }
 
@@ -117,7 +116,7 @@ export async function layoutOverlay(o: Overlay, now?: number): Promise<GraphLayo
   const key = JSON.stringify([graph.children!.map((c) => [o.nodes[Number(c.id.slice(1))].id, c.width, c.height]), graph.edges!.map((e) => [o.edges[Number(e.id.slice(1))].id, e.labels![0].width])]);
   const hit = cache.get(key);
   if (hit) return hit;
-  const out = await elk().layout(graph);
+  const out = await (await elk()).layout(graph);
   const nodes: PlacedNode[] = (out.children ?? []).map((c) => ({ id: o.nodes[Number(c.id.slice(1))].id, x: c.x ?? 0, y: c.y ?? 0, width: c.width ?? 0, height: c.height ?? 0 }));
   const edges: PlacedEdge[] = (out.edges ?? []).map((e) => {
     const ext = e as ElkExtendedEdge;

@@ -55,7 +55,7 @@ export interface ApiOptions {
   /** The Alertmanager silence that matches a run's alert (serve --alertmanager-url): shown on GET /api/v1/runs/{run}. */
   silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>;
   /** Creates an Alertmanager silence of a run's alerts (POST /api/v1/runs/{run}/ack?by=NAME&silence=DUR). */
-  silence?: (run: string, by: string, ms: number, verdict: string) => Promise<{ id: string; endsAt: string; alertmanager: string }>;
+  silence?: (run: string, by: string, ms: number, verdict: string, reason: string | null) => Promise<{ id: string; endsAt: string; alertmanager: string }>;
   /** The runbook page (GET /runbooks), the default runbook_url of per-run alerts. */
   runbooksHtml?: string;
   version?: string;
@@ -250,7 +250,7 @@ export function apiHandler(engine: AuditEngine, consumer: Consumer, metrics: Aud
           if (!silenceReq) return json(res, 200, answer);
           const verdict = engine.verdictOf(run)?.verdict ?? (await engine.fetchVerdict(run, Date.now()))?.verdict ?? 'unknown';
           try {
-            const silence = await opts.silence!(run, by!, silenceReq.ms, verdict);
+            const silence = await opts.silence!(run, by!, silenceReq.ms, verdict, reason || null);
             return json(res, 200, { ...answer, silence });
           } catch (e) {
             return json(res, 502, { ...answer, error: `acknowledged, but no Alertmanager created the silence: ${(e as { reason?: string }).reason ?? 'request failed'}` });

@@ -78,6 +78,8 @@ export interface ServeConfig {
   maxDbBytes?: number;
   ingestTokens?: TokenEntry[];
   apiTokens?: TokenEntry[];
+  /** Tokens that open the web view only (its data and event stream under /ui), never the API (serve --viewer-tokens). */
+  viewerTokens?: TokenEntry[];
   /** Open connections per HTTP listener (API, OTLP/HTTP); more are closed at accept. */
   maxConnections: number;
   /** Long-polls waiting at once on the API port; past it 429 (ApiOptions.maxLongPolls). */
@@ -112,7 +114,7 @@ export interface ServeConfig {
    */
   workers?: number;
   /** Extra routes on the API port (e.g. the web view), given the engine (and the run's Alertmanager silence). */
-  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
+  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; tokensRequired: boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
   /** Per-run alerts to Alertmanager (serve --alertmanager-url ...), and silences read back. */
   alerting?: AlertingConfig;
   /** The runbook page served on GET /runbooks (the default runbook_url of per-run alerts). */
@@ -174,9 +176,18 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** The serve flag that moves each listener, named when its port is taken. */
+const PORT_FLAG: Record<string, string> = { API: '--port', health: '--health-port', 'OTLP/HTTP': '--otlp-http-port', 'OTLP/gRPC': '--otlp-grpc-port' };
+/** "...: EADDRINUSE (port 9464 is in use: choose another with --port)". */
+export function listenProblem(name: string, host: string, port: number, code: string): string {
+  const flag = PORT_FLAG[name];
+  const hint = code === 'EADDRINUSE' && flag ? ` (port ${port} is in use: choose another with ${flag}, or stop what holds it)` : code === 'EADDRNOTAVAIL' ? ' (no such local address: check --host)' : '';
+  return `${name} listener cannot listen on ${host}:${port}: ${code}${hint}`;
+}
+
 const listen = (srv: Listener, name: string, host: string, port: number) =>
   new Promise<number>((resolve, reject) => {
-    const onError = (e: NodeJS.ErrnoException) => reject(new ListenerError(`${name} listener cannot listen on ${host}:${port}: ${e.code ?? e.message}`));
+    const onError = (e: NodeJS.ErrnoException) => reject(new ListenerError(listenProblem(name, host, port, e.code ?? e.message)));
     srv.once('error', onError);
     srv.listen(port, host, () => {
       srv.off('error', onError);
@@ -454,8 +465,13 @@ function authenticators(cfg: ServeConfig) {
     writer: (req: IncomingMessage) => apiWriter(cfg, bearerOf(req.headers.authorization)),
     http: (req: IncomingMessage) => ingest(bearerOf(req.headers.authorization)),
     api,
-    // The web view's browser requests (and its event stream, which cannot send headers) may carry the API token as a cookie.
-    ui: (req: IncomingMessage) => api(req) || (!!cfg.apiTokens && matchToken(cfg.apiTokens, cookieToken(req.headers.cookie)) !== null),
+    // The web view's browser requests (and its event stream, which cannot send headers) carry an API or viewer token
+    // as the session cookie, or as a bearer when the page hands it over (POST /ui/session).
+    ui: (req: IncomingMessage) => {
+      if (api(req)) return true;
+      const viewer = [...(cfg.apiTokens ?? []), ...(cfg.viewerTokens ?? [])];
+      return matchToken(viewer, bearerOf(req.headers.authorization)) !== null || matchToken(viewer, cookieToken(req.headers.cookie)) !== null;
+    },
     grpc: (md: grpc.Metadata) => {
       const v = md.get('authorization')[0];
       return ingest(bearerOf(typeof v === 'string' ? v : v?.toString()));
@@ -488,8 +504,8 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
     authenticateApi: auth.api,
     authorizeWrite: auth.writer,
     maxSilenceMs: alerting?.cfg.maxSilenceMs,
-    extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
-    ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string) => alerting.silenceRun(run, by, ms, Date.now(), verdict) } : {}),
+    extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, tokensRequired: !!cfg.apiTokens, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
+    ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string, reason: string | null) => alerting.silenceRun(run, by, ms, Date.now(), verdict, reason) } : {}),
     runbooksHtml: cfg.runbooksHtml,
     ready,
     unmapped: () => pipeline.unmapped.snapshot(),
@@ -574,7 +590,7 @@ async function startGrpcListener(p: Parts, auth: ReturnType<typeof authenticator
       : await startGrpcH2(ingestor, metrics, cfg.host, cfg.otlpGrpcPort, { maxMessageBytes: cfg.maxGrpcMessageBytes, tls: cfg.tls, maxConcurrentStreams: cfg.maxGrpcStreams, handshakeTimeoutMs: cfg.headersTimeoutMs, maxConnections: cfg.maxConnections, onLiveLimit, decodePool: p.decodePool }, (v) => auth.ingest(bearerOf(v)));
   } catch (e) {
     const m = /EADDRINUSE|EACCES|EADDRNOTAVAIL/.exec(String((e as { errors?: unknown[] }).errors ?? '') + (e as Error).message);
-    throw new ListenerError(`OTLP/gRPC listener cannot listen on ${cfg.host}:${cfg.otlpGrpcPort}: ${m ? m[0] : (e as Error).message}`);
+    throw new ListenerError(listenProblem('OTLP/gRPC', cfg.host, cfg.otlpGrpcPort, m ? m[0] : (e as Error).message));
   }
 }
 

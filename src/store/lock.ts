@@ -76,7 +76,7 @@ export function lockDataDir(dir: string): DataDirLock {
   const me: Holder = { pid: process.pid, host: hostname(), start: startTime(process.pid) };
   const mine = JSON.stringify(me);
   const tmp = join(dir, `.${LOCK_FILE}.${process.pid}.${Math.random().toString(36).slice(2)}`);
-  writeFileSync(tmp, mine + '\n', { mode: 0o644 });
+  writeFileSync(tmp, mine + '\n', { mode: 0o600 }); // only the auditor's user reads it (its pid and host)
   let taken = false;
   try {
     for (let attempt = 0; attempt < 5 && !taken; attempt++) {

@@ -20,6 +20,8 @@ export type Route = (req: IncomingMessage, res: ServerResponse, path: string) =>
 export interface UiOptions {
   /** Authenticates the view's data requests (/ui/api, /ui/events); all allowed when absent. */
   authenticate?: (req: IncomingMessage) => boolean;
+  /** The view's data needs a token (serve --api-tokens): the page asks for one and keeps it for the session. */
+  tokensRequired?: boolean;
   /** Clock (ms since epoch). */
   now?: () => number;
   /** How often run updates are gathered into one server-sent event batch. */
@@ -101,8 +103,8 @@ function send(res: ServerResponse, status: number, type: string, body: string | 
   res.end(body);
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  send(res, status, 'application/json; charset=utf-8', JSON.stringify(body), { 'cache-control': 'no-store' });
+function sendJson(res: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void {
+  send(res, status, 'application/json; charset=utf-8', JSON.stringify(body), { 'cache-control': 'no-store', ...extra });
 }
 
 /** Live run updates to every open page, gathered into batches. */
@@ -221,6 +223,47 @@ class RunEvents {
   }
 }
 
+/** The web view's session: GET says whether a token is needed and held; POST (the token as a bearer) keeps it; DELETE forgets it. */
+export const SESSION_PATH = '/ui/session';
+/** The cookie the view's requests and event stream carry the token in (read by serve's authenticator). */
+export const SESSION_COOKIE = 'topology_audit_token';
+
+/** The token of an `Authorization: Bearer TOKEN` header. */
+function bearerToken(header: string | undefined): string | undefined {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  return m?.[1];
+}
+
+/**
+ * The session cookie: HttpOnly (scripts never read it), SameSite=Strict (never sent from another site), scoped to
+ * /ui (the view's data and event stream, not the API), Secure on TLS, and with no Max-Age: it ends with the browser
+ * session. The token is checked before it is kept.
+ */
+export function sessionCookie(token: string | null, secure: boolean): string {
+  const value = token === null ? '' : encodeURIComponent(token);
+  return `${SESSION_COOKIE}=${value}; Path=/ui; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}${token === null ? '; Max-Age=0' : ''}`;
+}
+
+function session(req: IncomingMessage, res: ServerResponse, options: UiOptions): void {
+  const required = !!options.tokensRequired;
+  const secure = !!(req.socket as { encrypted?: boolean }).encrypted;
+    if (req.method === 'GET' || req.method === 'HEAD') {
+    sendJson(res, 200, { required, signedIn: !required || !options.authenticate || options.authenticate(req) });
+  } else if (req.method === 'POST') {
+    req.resume();
+    const token = bearerToken(req.headers.authorization);
+    if (!required) sendJson(res, 200, { required, signedIn: true });
+    else if (!token || !options.authenticate?.(req)) sendJson(res, 401, { error: 'that token is not accepted: give a viewer or API token of this auditor' });
+    else sendJson(res, 200, { required, signedIn: true }, { 'set-cookie': sessionCookie(token, secure) });
+  } else if (req.method === 'DELETE') {
+    req.resume();
+    sendJson(res, 200, { required, signedIn: !required }, { 'set-cookie': sessionCookie(null, secure) });
+  } else {
+    req.resume();
+    send(res, 405, 'text/plain; charset=utf-8', 'use GET, POST or DELETE', { allow: 'GET, HEAD, POST, DELETE' });
+  }
+}
+
 function segments(path: string): string[] | null {
   try {
     return path.split('/').filter(Boolean).map(decodeURIComponent);
@@ -250,6 +293,10 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
 
   return async (req, res, path) => {
     if (!isShell(path) && !isUi(path)) return false;
+    if (path === SESSION_PATH) {
+      session(req, res, options);
+      return true;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       send(res, 405, 'text/plain; charset=utf-8', 'use GET', { allow: 'GET, HEAD' });
       return true;
@@ -309,10 +356,23 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
     }
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (resource === 'runs' && id === undefined) {
-      const limit = Number(url.searchParams.get('limit') ?? 200) || 200;
+      const q = url.searchParams;
+      const limit = Number(q.get('limit') ?? 200) || 200;
+      // The alert state filters: true or false (absent: either).
+      const flags: Record<'acked' | 'alerting' | 'silenced', boolean | undefined> = { acked: undefined, alerting: undefined, silenced: undefined };
+      for (const k of ['acked', 'alerting', 'silenced'] as const) {
+        const v = q.get(k);
+        if (v === null || v === '') continue;
+        if (v !== 'true' && v !== 'false') {
+          sendJson(res, 400, { error: `${k}: true or false` });
+          return true;
+        }
+        flags[k] = v === 'true';
+      }
       try {
-        const after = url.searchParams.get('after') || undefined;
-        sendJson(res, 200, { ...(await listRuns(engine, { verdict: url.searchParams.get('verdict') || undefined, contract: url.searchParams.get('contract') || undefined, limit, after }, now())), now: new Date(now()).toISOString() });
+        const after = q.get('after') || undefined;
+        const list = await listRuns(engine, { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, after, ...flags }, now(), options.silenceOf);
+        sendJson(res, 200, { ...list, silences: !!options.silenceOf, now: new Date(now()).toISOString() });
       } catch (e) {
         if (!(e instanceof ListCursorError)) throw e;
         sendJson(res, 400, { error: e.message });

@@ -68,6 +68,11 @@ h1.mono{font-size:21px;font-weight:650;letter-spacing:-.02em}
 .card-body{padding:18px 20px}
 .card-head{display:flex;align-items:baseline;justify-content:space-between;gap:12px;padding:14px 20px;border-bottom:1px solid var(--line)}
 .card-head h2{margin:0}
+.shadow-candidate{padding:14px 20px;overflow-wrap:anywhere}
+.shadow-candidate > table{width:100%}
+.shadow-edges .mono{overflow-wrap:anywhere}
+.run-shadow .card-body{padding:0 20px;margin:12px 0}
+.run-shadow ul.card-body{padding-left:38px;overflow-wrap:anywhere}
 .card-head .count{color:var(--muted);font-weight:500;font-size:13px}
 .badge{display:inline-flex;align-items:center;gap:5px;padding:2px 9px;border-radius:999px;border:1px solid var(--line-strong);font-size:12px;font-weight:600;white-space:nowrap;background:#f8fafc;color:#334155}
 .badge.big{font-size:14px;padding:4px 12px}
@@ -166,6 +171,25 @@ svg.topology-graph g.edge:focus-visible path,svg.topology-graph g.edge:hover pat
 .sr-only{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .stale-banner{background:#fef3c7;color:#78350f;border-bottom:1px solid #f59e0b;padding:10px 24px;font-weight:600;text-align:center}
 .stale-banner[hidden]{display:none}
+.live[data-state="signed-out"]::before{background:#ef4444}
+.signout{margin-left:10px;font:inherit;font-size:12.5px;background:transparent;color:#cbd5e1;border:1px solid #475569;border-radius:6px;padding:3px 9px;cursor:pointer}
+.signout[hidden]{display:none}
+.signin{max-width:520px;display:flex;flex-direction:column;gap:10px}
+.signin input{font:inherit;padding:8px 10px;border:1px solid #94a3b8;border-radius:6px;width:100%;box-sizing:border-box}
+.signin button{align-self:flex-start;font:inherit;font-weight:600;padding:8px 16px;border-radius:6px;border:0;background:#1d4ed8;color:#fff;cursor:pointer}
+.since{font-size:12.5px;color:#475569;margin-top:4px}
+.when .abs{white-space:nowrap}
+.when .rel{white-space:nowrap}
+td .when .abs,td .when .rel{display:block}
+td.msg{min-width:220px}
+td.time .updated{display:block;font-size:12px}
+.states{display:flex;flex-wrap:wrap;gap:4px}
+.state{display:inline-block;font-size:12px;font-weight:600;padding:1px 7px;border-radius:999px;border:1px solid}
+.state.s-alerting{background:#fef2f2;color:#991b1b;border-color:#fca5a5}
+.state.s-acked{background:#eff6ff;color:#1e40af;border-color:#93c5fd}
+.state.s-silenced{background:#f5f3ff;color:#5b21b6;border-color:#c4b5fd}
+.timeline .d{display:block;font-size:11.5px;color:#64748b}
+.form-error{color:#b91c1c;font-weight:600;min-height:1.2em;margin:0}
 @media (max-width: 640px){
 .topbar-inner{padding:0 12px;gap:12px;height:auto;min-height:52px;flex-wrap:wrap}
 .topbar nav a{padding:6px 8px}

@@ -10,6 +10,7 @@ import { isoOrNull } from '../core/time.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { VERDICTS, type Receipt, type RunVerdict, type Verdict } from '../core/types.js';
 import type { AuditEngine } from '../audit/engine.js';
+import { matchesAlertFilter, type ListedRun } from '../audit/listing.js';
 import type { SilenceView } from '../alerting/silences.js';
 import { diffContracts, type ContractChanges } from '../render/contract-diff.js';
 import { LOOKS, edgeLabelLines, edgeLook, type EdgeLook } from '../render/labels.js';
@@ -27,10 +28,23 @@ export interface RunRow {
   firstFinding: string | null;
   startedAt: string | null;
   updatedAt: string;
+  /** When the run entered its current verdict ("since when"); null for a run another instance holds. */
+  verdictSince: string | null;
+  /** Its alert state (acknowledged, in the alerting series), null for a run another instance holds. */
+  acked: boolean | null;
+  alerting: boolean | null;
+  /** An Alertmanager silence covers its alert; null without serve --alertmanager-url (or in a live update). */
+  silenced: boolean | null;
 }
 
+/** What a row knows beyond the verdict: when it entered it, its alert state, a silence. */
+export interface RowState {
+  enteredAt?: number | null;
+  alert?: { acked: boolean; alerting: boolean } | null;
+  silenced?: boolean | null;
+}
 
-export function runRow(v: RunVerdict, firstAt: number, updatedAt: number): RunRow {
+export function runRow(v: RunVerdict, firstAt: number, updatedAt: number, st: RowState = {}): RunRow {
   return {
     run: v.run,
     pin: v.pin,
@@ -41,6 +55,10 @@ export function runRow(v: RunVerdict, firstAt: number, updatedAt: number): RunRo
     firstFinding: firstFinding(v)?.message ?? null,
     startedAt: isoOrNull(firstAt),
     updatedAt: new Date(updatedAt).toISOString(),
+    verdictSince: st.enteredAt == null ? null : isoOrNull(st.enteredAt),
+    acked: st.alert ? st.alert.acked : null,
+    alerting: st.alert ? st.alert.alerting : null,
+    silenced: st.silenced ?? null,
   };
 }
 
@@ -53,7 +71,7 @@ export function rowOf(engine: AuditEngine, run: string): RunRow | null {
   for (const x of r.receipts) first = Math.min(first, instant(x.at));
   // A store read only asynchronously (cluster mode) gives no receipts here: the live state's first receipt time.
   if (r.receipts.length === 0) first = engine.firstAtOf(run) ?? first;
-  return runRow(r.verdict, first, r.updatedAt);
+  return runRow(r.verdict, first, r.updatedAt, { enteredAt: engine.enteredAtOf(run), alert: engine.alertStateOf(run, Date.now()) });
 }
 
 export interface RunList {
@@ -66,22 +84,49 @@ export interface RunList {
   contracts: string[];
   verdicts: readonly Verdict[];
   meanings: Record<Verdict, string>;
+  /** Silences are known (serve --alertmanager-url): the silenced filter applies. */
+  silences?: boolean;
 }
 
-export async function listRuns(engine: AuditEngine, filter: { verdict?: string; contract?: string; limit?: number; after?: string }, now: number): Promise<RunList> {
+/** The run list's filters: verdict, contract, and the alert state (acknowledged, alerting, silenced). */
+export interface RunListFilter {
+  verdict?: string;
+  contract?: string;
+  limit?: number;
+  acked?: boolean;
+  alerting?: boolean;
+  /** Needs silenceOf (serve --alertmanager-url); ignored without it. */
+  silenced?: boolean;
+  /** The cursor of the page (a previous answer's `next`). */
+  after?: string;
+}
+
+/** The rows of listed runs, each with its silence looked up (the silence cache answers from memory). */
+async function rowsOf(list: readonly ListedRun[], filter: RunListFilter, silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>): Promise<RunRow[]> {
+  const out: RunRow[] = [];
+  for (const r of list) {
+    const silenced = silenceOf ? (await silenceOf(r.verdict)) !== null : null;
+    if (filter.silenced !== undefined && silenced !== null && silenced !== filter.silenced) continue;
+    out.push(runRow(r.verdict, r.firstAt, r.updatedAt, { enteredAt: r.enteredAt, alert: r.alert, silenced }));
+  }
+  return out;
+}
+
+export async function listRuns(engine: AuditEngine, filter: RunListFilter, now: number, silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>): Promise<RunList> {
   const limit = Math.min(Math.max(filter.limit ?? 200, 1), 5000);
+  const alertFilter = { acked: filter.acked, alerting: filter.alerting };
   const counts = Object.fromEntries(VERDICTS.map((v) => [v, 0])) as Record<Verdict, number>;
   const remote = engine.remote;
   if (remote) {
     // A cluster: the listed rows are the verdicts their owners last wrote with their findings (runs.listed), the
     // counts the verdicts their owners last stored, counted by the database: the page evaluates no run held elsewhere.
-    const rows = await engine.listAll({ verdict: filter.verdict, contract: filter.contract, limit }, now);
+    const rows = await engine.listAll({ verdict: filter.verdict, contract: filter.contract, limit, ...alertFilter }, now);
     let total = 0;
     for (const [v, n] of Object.entries(await remote.counts({ contract: filter.contract }))) {
       if (v in counts) counts[v as Verdict] = n;
       total += n;
     }
-    return { runs: rows.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)), next: null, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
+    return { runs: await rowsOf(rows, filter, silenceOf), next: null, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
   }
   const stored = engine.verdictCounts({ contract: filter.contract });
   if (stored) {
@@ -91,14 +136,14 @@ export async function listRuns(engine: AuditEngine, filter: { verdict?: string; 
       if (v in counts) counts[v as Verdict] = n;
       total += n;
     }
-    const page = await engine.listPage({ verdict: filter.verdict, contract: filter.contract, limit, after: filter.after }, now);
-    return { runs: page.runs.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)), next: page.next, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
+    const page = await engine.listPage({ verdict: filter.verdict, contract: filter.contract, limit, after: filter.after, ...alertFilter }, now);
+    return { runs: await rowsOf(page.runs, filter, silenceOf), next: page.next, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
   }
-  const all = engine.list({ contract: filter.contract, limit: Number.MAX_SAFE_INTEGER });
+  const all = engine.list({ contract: filter.contract, limit: Number.MAX_SAFE_INTEGER, now });
   for (const r of all) counts[r.verdict.verdict]++;
-  const rows = (filter.verdict ? all.filter((r) => r.verdict.verdict === filter.verdict) : all).slice(0, limit);
+  const rows = all.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && matchesAlertFilter(r.alert, alertFilter)).slice(0, limit);
   return {
-    runs: rows.map((r) => runRow(r.verdict, r.firstAt, r.updatedAt)),
+    runs: await rowsOf(rows, filter, silenceOf),
     next: null,
     counts,
     total: all.length,
@@ -174,6 +219,9 @@ export interface RunView {
   meaning: string;
   naiveMeaning: string;
   nextChangeAt: string | null;
+  /** When the run entered its verdict, and its alert state; null for a run another instance holds. */
+  verdictSince: string | null;
+  alerting: boolean | null;
   /** The run's latest acknowledgement (`current`: it covers the verdict now). */
   ack: { verdict: string; by: string | null; at: string; reason: string | null; current: boolean } | null;
   graph: GraphView | null;
@@ -218,6 +266,8 @@ export async function runView(engine: AuditEngine, run: string, now: number, sil
         ? 'The naive rule (at least one event, every local status ok, parent not failed) calls this run green.'
         : 'The naive rule (at least one event, every local status ok, parent not failed) calls this run red.',
     nextChangeAt: v.nextChangeAt !== null ? new Date(v.nextChangeAt).toISOString() : null,
+    verdictSince: isoOrNull(engine.enteredAtOf(run)),
+    alerting: engine.alertStateOf(run, now)?.alerting ?? null,
     ack: await ackView(engine, run),
     graph,
     ...(graphMissing ? { graphMissing } : {}),

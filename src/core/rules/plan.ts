@@ -3,6 +3,9 @@ import { humanDuration } from '../edge.js';
 import { ceilMillis, humanDelta } from '../time.js';
 import { atOrBefore, iso, type Collector, type EvalContext } from './context.js';
 
+/** The guidance a pending-edge finding ends with; classify drops it when the run's verdict is not working. */
+export const PENDING_GUIDANCE = ': useful work may continue';
+
 export function planRules(ctx: EvalContext, out: Collector): void {
   const { plan, obs, due, dueNs, end, clock, clockNs } = ctx;
   for (let i = 0; i < plan.length; i++) {
@@ -65,7 +68,7 @@ export function planRules(ctx: EvalContext, out: Collector): void {
         verdict: 'working',
         code: 'pending',
         edge: step.key,
-        message: `${step.key} is due since ${since}${deadline !== null ? `, deadline ${deadlineIso}` : ''}: useful work may continue`,
+        message: `${step.key} is due since ${since}${deadline !== null ? `, deadline ${deadlineIso}` : ''}${PENDING_GUIDANCE}`,
         settled: false,
         ...(deadline !== null ? { deadline: deadlineIso } : {}),
         since,

@@ -1,9 +1,11 @@
 /**
  * The web view in the browser: client-side routing over real paths (links work without it too), one
- * server-sent event stream for live run updates, and a one-second tick for countdowns.
+ * server-sent event stream for live run updates, and a one-second tick for countdowns. Behind tokens
+ * (serve --api-tokens) it first asks for a viewer or API token, which the server keeps as an HttpOnly session
+ * cookie sent with every request and the event stream; a link from an alert lands on that question, then on its page.
  */
 import type { RunRow } from '../view.js';
-import { tick } from './dom.js';
+import { h, tick, UNAUTHORIZED_EVENT } from './dom.js';
 import { contractPage, contractsPage } from './contracts.js';
 import { listPage } from './list.js';
 import { runPage } from './run.js';
@@ -79,9 +81,9 @@ window.addEventListener('popstate', () => render(false));
 
 // Live updates.
 const live = document.getElementById('live') as HTMLElement;
-function setLive(state: 'live' | 'reconnecting' | 'connecting'): void {
+function setLive(state: 'live' | 'reconnecting' | 'connecting' | 'signed-out'): void {
   live.setAttribute('data-state', state);
-  live.textContent = state === 'live' ? 'Live' : state === 'reconnecting' ? 'Reconnecting…' : 'Connecting…';
+  live.textContent = state === 'live' ? 'Live' : state === 'reconnecting' ? 'Reconnecting…' : state === 'signed-out' ? 'Token needed' : 'Connecting…';
 }
 let dropped = false;
 // A visible banner while the event stream is down: what is on screen may be stale since the last good moment.
@@ -99,31 +101,122 @@ function showStale(): void {
   stale.textContent = `Data may be stale since ${hhmm}: the live connection to the auditor dropped. Reconnecting…`;
   stale.hidden = false;
 }
-const events = new EventSource('/ui/events');
-events.addEventListener('open', () => {
-  setLive('live');
-  stale.hidden = true;
-  lastLive = Date.now();
-  if (dropped) current?.onRefresh?.();
+
+let events: EventSource | null = null;
+function startLive(): void {
+  if (events) return;
+  const es = new EventSource('/ui/events');
+  events = es;
+  es.addEventListener('open', () => {
+    setLive('live');
+    stale.hidden = true;
+    lastLive = Date.now();
+    if (dropped) current?.onRefresh?.();
+    dropped = false;
+  });
+  es.addEventListener('error', () => {
+    if (!dropped) lastLive = Date.now();
+    dropped = true;
+    setLive('reconnecting');
+    // A stream refused for its token is not a dropped connection: ask whether the session still holds.
+    void sessionState().then((st) => {
+      if (st && st.required && !st.signedIn) signIn('The token is no longer accepted.');
+      else showStale();
+    });
+  });
+  es.addEventListener('message', () => (lastLive = Date.now()));
+  es.addEventListener('run', (ev) => {
+    lastLive = Date.now();
+    try {
+      current?.onRun?.(JSON.parse((ev as MessageEvent<string>).data) as RunRow);
+    } catch {
+      /* a malformed event is ignored */
+    }
+  });
+  es.addEventListener('refresh', () => current?.onRefresh?.());
+}
+function stopLive(): void {
+  events?.close();
+  events = null;
   dropped = false;
-});
-events.addEventListener('error', () => {
-  if (!dropped) lastLive = Date.now();
-  dropped = true;
-  setLive('reconnecting');
-  showStale();
-});
-events.addEventListener('message', () => (lastLive = Date.now()));
-events.addEventListener('run', (ev) => {
-  lastLive = Date.now();
+  stale.hidden = true;
+}
+window.addEventListener('pagehide', () => stopLive());
+
+interface SessionState {
+  required: boolean;
+  signedIn: boolean;
+}
+async function sessionState(): Promise<SessionState | null> {
   try {
-    current?.onRun?.(JSON.parse((ev as MessageEvent<string>).data) as RunRow);
+    const res = await fetch('/ui/session', { headers: { accept: 'application/json' }, credentials: 'same-origin' });
+    return res.ok ? ((await res.json()) as SessionState) : null;
   } catch {
-    /* a malformed event is ignored */
+    return null;
   }
+}
+
+// Sign out, shown in the top bar while a token is kept.
+const signOut = h('button', { type: 'button', class: 'signout', hidden: true }, 'Sign out');
+live.after(signOut);
+signOut.addEventListener('click', () => {
+  void fetch('/ui/session', { method: 'DELETE', credentials: 'same-origin' }).then(() => signIn('Signed out.'));
 });
-events.addEventListener('refresh', () => current?.onRefresh?.());
-window.addEventListener('pagehide', () => events.close());
+
+/** The token question, in place of the page asked for (its address is kept, so an alert's link lands on its run). */
+function signIn(note?: string): void {
+  stopLive();
+  current?.dispose?.();
+  current = null;
+  signOut.hidden = true;
+  setLive('signed-out');
+  ctx.setTitle('Token needed');
+  const input = h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', spellcheck: 'false', required: true, 'aria-describedby': 'token-help' });
+  const error = h('p', { class: 'form-error', role: 'alert' });
+  const form = h(
+    'form',
+    { class: 'signin' },
+    h('h1', {}, 'This auditor asks for a token'),
+    note ? h('p', { class: 'muted' }, note) : null,
+    h('p', { id: 'token-help' }, 'Paste a viewer token (serve --viewer-tokens) or an API token (serve --api-tokens). It is checked, then kept by the browser for this session only and sent with every request of this view; close the browser or sign out to forget it.'),
+    h('label', { for: 'token' }, 'Token'),
+    input,
+    h('button', { type: 'submit' }, 'Open the view'),
+    error,
+  );
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const token = input.value.trim();
+    if (!token) return;
+    error.textContent = '';
+    void fetch('/ui/session', { method: 'POST', headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, credentials: 'same-origin' }).then(
+      async (res) => {
+        if (res.ok) return start({ required: true, signedIn: true });
+        const body = (await res.json().catch(() => ({}))) as { error?: string };
+        error.textContent = body.error ?? `refused (HTTP ${res.status})`;
+        input.select();
+      },
+      () => (error.textContent = 'The auditor cannot be reached.'),
+    );
+  });
+  main.replaceChildren(form);
+  input.focus();
+}
+// Any data request answered 401 (a token revoked, a session ended) brings the question back.
+window.addEventListener(UNAUTHORIZED_EVENT, () => {
+  void sessionState().then((st) => {
+    if (!st || (st.required && !st.signedIn)) signIn('The token is no longer accepted.');
+  });
+});
+
+function start(st: SessionState): void {
+  signOut.hidden = !st.required;
+  render(false);
+  startLive();
+}
 
 setInterval(() => tick(), 1000);
-render(false);
+void sessionState().then((st) => {
+  if (st && st.required && !st.signedIn) signIn();
+  else start(st ?? { required: false, signedIn: true });
+});

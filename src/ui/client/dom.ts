@@ -77,6 +77,21 @@ export const utc = (iso: string) => new Date(iso).toISOString().replace('T', ' '
 /** A relative time that stays current (refreshed by tick()). */
 export const agoEl = (iso: string | null) => h('time', { datetime: iso ?? undefined, title: iso ? utc(iso) : undefined, 'data-ago': iso ?? undefined }, ago(iso));
 
+/** "2026-01-15 10:12:05 UTC": a date and time anyone can place, whatever day it is now. */
+export const utcDateTime = (iso: string) => `${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+
+/** The browser's local time of an instant, with its zone, for the hover title. */
+const localDateTime = (iso: string) => {
+  const d = new Date(iso);
+  return `${d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' })} (your time)`;
+};
+
+/** An absolute time with its date (UTC; local on hover), and how long ago it was (kept current by tick()). */
+export const whenEl = (iso: string | null) =>
+  iso
+    ? h('time', { class: 'when', datetime: iso, title: localDateTime(iso) }, h('span', { class: 'abs' }, utcDateTime(iso)), ' ', h('span', { class: 'rel faint', 'data-ago': iso }, ago(iso)))
+    : h('span', { class: 'faint' }, '–');
+
 /** A countdown that stays current. */
 export const countdownEl = (deadlineIso: string) => {
   const ms = Date.parse(deadlineIso);
@@ -107,9 +122,13 @@ export class HttpError extends Error {
   }
 }
 
-/** GET JSON from the server (same origin only). */
+/** Dispatched on window when a data request is answered 401: the view asks for a token again (app.ts). */
+export const UNAUTHORIZED_EVENT = 'topology-audit:unauthorized';
+
+/** GET JSON from the server (same origin only; the session cookie holds the token behind --api-tokens). */
 export async function getJson<T>(url: string, signal?: AbortSignal): Promise<T> {
   const res = await fetch(url, { headers: { accept: 'application/json' }, signal, credentials: 'same-origin' });
+  if (res.status === 401) window.dispatchEvent(new Event(UNAUTHORIZED_EVENT));
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new HttpError(res.status, (body as { error?: string }).error ?? `HTTP ${res.status}`);
   const now = (body as { now?: string }).now;

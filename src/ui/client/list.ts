@@ -1,11 +1,33 @@
 /**
- * The run list: newest first, filtered by verdict and contract (kept in the URL), updated live.
+ * The run list: newest first, filtered by verdict, contract and alert state (kept in the URL), updated live. It answers
+ * "since when": absolute start times with dates (UTC, local on hover), when each run entered its verdict, and
+ * whether it is alerting, acknowledged or silenced.
  * Over ~120 lines (about 130): the page's elements and the closures that keep them current (filters, chips, the live
  * stream, disposal) share its local state, as every page of this web view does; most of its length is markup.
  */
 import type { RunList, RunRow } from '../view.js';
 import type { Ctx, View } from './page.js';
-import { agoEl, coalesce, contractHref, getJson, h, naiveBadge, runHref, verdictBadge } from './dom.js';
+import { agoEl, coalesce, contractHref, getJson, h, naiveBadge, runHref, verdictBadge, whenEl } from './dom.js';
+
+/** The alert-state filter: its URL value, its label and the API flags it sets. */
+const STATES: [string, string, Record<string, string>][] = [
+  ['', 'Any state', {}],
+  ['alerting', 'Alerting', { alerting: 'true' }],
+  ['acked', 'Acknowledged', { acked: 'true' }],
+  ['unacked', 'Not acknowledged', { acked: 'false' }],
+  ['silenced', 'Silenced', { silenced: 'true' }],
+  ['unsilenced', 'Not silenced', { silenced: 'false' }],
+];
+
+/** The state badges of a row: alerting, acknowledged, silenced (or a dash). */
+function stateCell(r: RunRow): HTMLElement {
+  const badges = [
+    r.alerting ? h('span', { class: 'state s-alerting', title: 'In the alerting series: its alert fires' }, 'alerting') : null,
+    r.acked ? h('span', { class: 'state s-acked', title: 'Acknowledged: left the alerting series' }, 'acknowledged') : null,
+    r.silenced ? h('span', { class: 'state s-silenced', title: 'An Alertmanager silence covers its alert' }, 'silenced') : null,
+  ].filter(Boolean);
+  return badges.length ? h('span', { class: 'states' }, badges) : h('span', { class: 'faint' }, '–');
+}
 
 export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   let verdict = params.query.get('verdict') ?? '';
@@ -14,6 +36,7 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   // pages before it, for Previous.
   let after = params.query.get('after') ?? '';
   const before: string[] = [];
+  let state = STATES.some(([k]) => k === (params.query.get('state') ?? '')) ? (params.query.get('state') ?? '') : '';
   let disposed = false;
   const changed = new Set<string>();
   ctx.setTitle('Runs');
@@ -26,6 +49,7 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   const chips = h('div', { class: 'chips', role: 'group', 'aria-label': 'Runs per verdict (press to filter)' });
   const verdictSelect = h('select', { id: 'filter-verdict', name: 'verdict' });
   const contractSelect = h('select', { id: 'filter-contract', name: 'contract' });
+  const stateSelect = h('select', { id: 'filter-state', name: 'state' }, STATES.map(([k, label]) => h('option', { value: k, selected: k === state }, label)));
   const summary = h('span', { class: 'summary', role: 'status', 'aria-live': 'polite' });
   const body = h('div', { class: 'table-wrap' });
   const prev = h('button', { type: 'button', id: 'page-prev', disabled: true }, 'Previous page');
@@ -34,7 +58,7 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   const card = h(
     'section',
     { class: 'card', 'aria-labelledby': 'page-title' },
-    h('div', { class: 'filters' }, h('label', { for: 'filter-verdict' }, 'Verdict', verdictSelect), h('label', { for: 'filter-contract' }, 'Contract', contractSelect), summary),
+    h('div', { class: 'filters' }, h('label', { for: 'filter-verdict' }, 'Verdict', verdictSelect), h('label', { for: 'filter-contract' }, 'Contract', contractSelect), h('label', { for: 'filter-state' }, 'State', stateSelect), summary),
     body,
     pager,
   );
@@ -56,20 +80,23 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   prev.addEventListener('click', () => goTo(before.pop() ?? ''));
   ctx.main.append(head, chips, card);
 
-  const setFilter = (v: string, c: string) => {
+  const setFilter = (v: string, c: string, st = state) => {
     verdict = v;
     contract = c;
     after = '';
     before.length = 0;
+    state = st;
     const q = new URLSearchParams();
     if (verdict) q.set('verdict', verdict);
     if (contract) q.set('contract', contract);
+    if (state) q.set('state', state);
     const qs = q.toString();
     history.replaceState(null, '', qs ? `/?${qs}` : '/');
     void load();
   };
   verdictSelect.addEventListener('change', () => setFilter(verdictSelect.value, contract));
   contractSelect.addEventListener('change', () => setFilter(verdict, contractSelect.value));
+  stateSelect.addEventListener('change', () => setFilter(verdict, contract, stateSelect.value));
 
   function renderFilters(d: RunList): void {
     verdictSelect.replaceChildren(
@@ -103,18 +130,20 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
       { 'data-run': r.run, class: changed.has(r.run) ? 'flash' : undefined },
       // data-label names the column when a narrow screen shows each row as a card.
       h('td', { class: 'run', 'data-label': 'Run' }, h('a', { href: runHref(r.run) }, r.run)),
-      h('td', { 'data-label': 'Verdict' }, verdictBadge(r.verdict)),
+      h('td', { 'data-label': 'Verdict' }, verdictBadge(r.verdict), r.verdictSince ? h('div', { class: 'since' }, 'since ', whenEl(r.verdictSince)) : null),
       h('td', { 'data-label': 'Naive rule' }, naiveBadge(r.naive)),
       h('td', { class: 'nowrap', 'data-label': 'Contract' }, r.pin ? h('a', { href: contractHref(r.pin.contract) }, `${r.pin.contract}@${r.pin.version}`) : h('span', { class: 'faint' }, 'no pin'), r.pin ? h('div', { class: 'faint' }, r.pin.phase) : null),
       h('td', { class: 'msg', 'data-label': 'First finding' }, r.firstFinding ?? h('span', { class: 'faint' }, 'no findings')),
-      h('td', { class: 'time', 'data-label': 'Started' }, agoEl(r.startedAt)),
-      h('td', { class: 'time', 'data-label': 'Updated' }, agoEl(r.updatedAt)),
+      h('td', { 'data-label': 'State' }, stateCell(r)),
+      h('td', { class: 'time', 'data-label': 'Started' }, whenEl(r.startedAt), h('span', { class: 'updated' }, 'updated ', agoEl(r.updatedAt))),
     );
   }
 
   function renderRows(d: RunList): void {
     const shown = d.runs.length;
-    summary.textContent = `${shown} run${shown === 1 ? '' : 's'} shown${verdict || contract ? ' (filtered)' : ''}`;
+    summary.textContent = `${shown} run${shown === 1 ? '' : 's'} shown${verdict || contract || state ? ' (filtered)' : ''}`;
+    const silencedOption = stateSelect.querySelectorAll('option[value^="silenced"], option[value="unsilenced"]');
+    silencedOption.forEach((o) => ((o as HTMLOptionElement).disabled = !d.silences));
     if (!shown) {
       body.replaceChildren(
         h(
@@ -131,7 +160,7 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
       h(
         'table',
         { 'aria-label': 'Runs', class: 'cards-narrow' },
-        h('thead', {}, h('tr', {}, ['Run', 'Verdict', 'Naive rule', 'Contract', 'First finding', 'Started', 'Updated'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('thead', {}, h('tr', {}, ['Run', 'Verdict', 'Naive rule', 'Contract', 'First finding', 'State', 'Started'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, d.runs.map(row)),
       ),
     );
@@ -142,6 +171,7 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
     if (verdict) q.set('verdict', verdict);
     if (contract) q.set('contract', contract);
     if (after) q.set('after', after);
+    for (const [k, v] of Object.entries(STATES.find(([key]) => key === state)?.[2] ?? {})) q.set(k, v);
     try {
       const d = await getJson<RunList>(`/ui/api/runs?${q}`);
       if (disposed) return;

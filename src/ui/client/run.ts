@@ -3,7 +3,7 @@ import type { Finding, HandoffReceipt, Receipt } from '../../core/types.js';
 import type { EdgeRow, RunView } from '../view.js';
 import type { Ctx, View } from './page.js';
 import { fetchBoard, handoffsCard } from './handoffs.js';
-import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJson, h, legendEl, naiveBadge, stateChips, tick, utc, verdictBadge } from './dom.js';
+import { HttpError, agoEl, clock, coalesce, contractHref, countdownEl, dur, getJson, h, legendEl, naiveBadge, stateChips, tick, utc, utcDateTime, verdictBadge, whenEl } from './dom.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -48,11 +48,11 @@ function shadowCard(v: RunView): HTMLElement | string {
   return h(
     'section',
     { class: 'card run-shadow', 'aria-label': 'Shadow evaluation' },
-    h('h2', {}, 'Shadow evaluation'),
-    h('p', { class: 'muted' }, 'What candidate versions would say about this run. The pinned verdict above is unchanged.'),
+    h('div', { class: 'card-head' }, h('h2', {}, 'Shadow evaluation')),
+    h('p', { class: 'muted card-body' }, 'What candidate versions would say about this run. The pinned verdict above is unchanged.'),
     h(
       'ul',
-      {},
+      { class: 'card-body' },
       shadow.map((s) =>
         h(
           'li',
@@ -114,6 +114,8 @@ function summary(v: RunView): HTMLElement {
         h('div', { class: 'label', id: 'verdict-label' }, 'Verdict'),
         h('div', { class: 'value', 'aria-labelledby': 'verdict-label', 'data-verdict': run.verdict }, verdictBadge(run.verdict, true), h('span', { class: 'badge settled' }, run.settled ? 'settled' : 'open')),
         h('p', {}, v.meaning, '.'),
+        v.verdictSince ? h('p', { class: 'since', id: 'verdict-since' }, `In ${run.verdict} since `, whenEl(v.verdictSince), '.') : null,
+        v.alerting !== null ? h('p', { class: 'alert-state', 'data-alerting': String(v.alerting) }, v.alerting ? 'Alerting: its alert fires until acknowledged or the alert window ends.' : 'Not alerting.') : null,
         ackNote(v),
       ),
       h(
@@ -136,9 +138,9 @@ function summary(v: RunView): HTMLElement {
               h('dt', {}, 'phase'),
               h('dd', {}, run.pin.phase),
               h('dt', {}, 'started'),
-              h('dd', {}, run.startedAt ? agoEl(run.startedAt) : '–'),
+              h('dd', {}, whenEl(run.startedAt)),
               h('dt', {}, 'updated'),
-              h('dd', {}, agoEl(run.updatedAt)),
+              h('dd', {}, whenEl(run.updatedAt)),
               v.nextChangeAt ? [h('dt', {}, 'may change'), h('dd', {}, agoEl(v.nextChangeAt))] : null,
             )
           : h('p', {}, 'No resolvable pin.'),
@@ -245,10 +247,18 @@ function findingsCard(findings: Finding[]): HTMLElement {
 
 function timelineCard(receipts: Receipt[], cited: Set<string>, fresh: Set<string>): HTMLElement {
   const t0 = receipts.length ? Date.parse(receipts[0].at) : 0;
+  // Each receipt on a new UTC day shows that date (the first always does): a timeline of old runs places itself.
+  let day = '';
+  const dateOf = (at: string) => {
+    const d = new Date(at).toISOString().slice(0, 10);
+    if (d === day) return null;
+    day = d;
+    return h('span', { class: 'd' }, d);
+  };
   return h(
     'section',
     { class: 'card', 'aria-labelledby': 'timeline-title' },
-    h('div', { class: 'card-head' }, h('h2', { id: 'timeline-title' }, 'Receipt timeline'), h('span', { class: 'count' }, `${plural(receipts.length, 'receipt')} · times in UTC · highlighted: cited by a finding`)),
+    h('div', { class: 'card-head' }, h('h2', { id: 'timeline-title' }, 'Receipt timeline'), h('span', { class: 'count' }, `${plural(receipts.length, 'receipt')}${receipts.length ? ` from ${utcDateTime(receipts[0].at)}` : ''} · times in UTC · highlighted: cited by a finding`)),
     h(
       'ol',
       { class: 'timeline', id: 'timeline' },
@@ -256,7 +266,7 @@ function timelineCard(receipts: Receipt[], cited: Set<string>, fresh: Set<string
         h(
           'li',
           { 'data-event': r.event, class: [cited.has(r.event) ? 'cited' : '', fresh.has(r.event) ? 'new' : ''].filter(Boolean).join(' ') || undefined },
-          h('time', { class: 't', datetime: r.at, title: utc(r.at) }, clock(r.at)),
+          h('time', { class: 't', datetime: r.at, title: utc(r.at) }, dateOf(r.at), clock(r.at)),
           h('span', { class: 'off' }, Date.parse(r.at) === t0 ? '+0s' : `+${dur(Date.parse(r.at) - t0)}`),
           h('span', { class: 'type' }, r.type),
           h('span', {}, receiptDetail(r)),

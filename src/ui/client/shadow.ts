@@ -36,7 +36,7 @@ function candidateCard(c: ShadowSummary): HTMLElement {
     c.disagreeing.length
       ? h(
           'table',
-          { 'aria-label': `Runs where ${c.contract} v${c.version} disagrees`, class: 'shadow-runs' },
+          { 'aria-label': `Runs where ${c.contract} v${c.version} disagrees`, class: 'shadow-runs cards-narrow' },
           h('thead', {}, h('tr', {}, ['Run', 'Pinned verdict', 'Candidate verdict', 'Edges'].map((t) => h('th', { scope: 'col' }, t)))),
           h(
             'tbody',
@@ -45,10 +45,11 @@ function candidateCard(c: ShadowSummary): HTMLElement {
               h(
                 'tr',
                 { 'data-run': d.run },
-                h('td', { class: 'run' }, h('a', { href: runHref(d.run) }, d.run)),
-                h('td', { class: 'pinned' }, verdictBadge(d.pinned)),
-                h('td', { class: 'shadow' }, verdictBadge(d.shadow)),
-                h('td', { class: 'mono' }, d.edges.join('; ')),
+                // data-label names the column when a narrow screen shows each row as a card.
+                h('td', { class: 'run', 'data-label': 'Run' }, h('a', { href: runHref(d.run) }, d.run)),
+                h('td', { class: 'pinned', 'data-label': 'Pinned verdict' }, verdictBadge(d.pinned)),
+                h('td', { class: 'shadow', 'data-label': 'Candidate verdict' }, verdictBadge(d.shadow)),
+                h('td', { class: 'mono', 'data-label': 'Edges' }, d.edges.join('; ')),
               ),
             ),
           ),
