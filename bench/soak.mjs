@@ -56,6 +56,8 @@ const { values: args } = parseArgs({
     cluster: { type: 'boolean', default: false },
     'kill-at': { type: 'string' },
     'server-args': { type: 'string', default: '' },
+    retention: { type: 'string', default: '5m' },
+    'list-check': { type: 'boolean', default: true },
     'node-args': { type: 'string', default: '' },
   },
 });
@@ -63,7 +65,7 @@ const MINUTES = Number(args.minutes);
 const CLIENTS = Number(args.clients);
 const SPANS_PER_REQUEST = Number(args['spans-per-request']);
 const KILL_AT = args['kill-at'] !== undefined ? Number(args['kill-at']) : null;
-const EXTRA = args['server-args'] ? args['server-args'].split(' ').filter(Boolean) : [];
+const EXTRA = ['--retention', args.retention, ...(args['server-args'] ? args['server-args'].split(' ').filter(Boolean) : [])];
 const NODE_ARGS = args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [];
 if (!(MINUTES > 0) || !(CLIENTS > 0)) throw new Error('--minutes and --clients must be positive');
 
@@ -139,6 +141,7 @@ class Traffic {
     this.outstanding = new Map(); // run -> requests not yet acknowledged
     this.failed = new Set(); // runs with a part not acknowledged
     this.acked = []; // runs fully acknowledged
+    this.ackedAt = []; // when each was (Date.now(), parallel to acked)
     this.traces = 0;
   }
   /** The next request: earlier parts first, then new traces, up to about SPANS_PER_REQUEST spans. */
@@ -171,7 +174,7 @@ class Traffic {
       if (left > 0) this.outstanding.set(run, left);
       else {
         this.outstanding.delete(run);
-        if (!this.failed.has(run) && !this.later.some((p) => p.run === run)) this.acked.push(run);
+        if (!this.failed.has(run) && !this.later.some((p) => p.run === run)) (this.acked.push(run), this.ackedAt.push(Date.now()));
       }
     }
   }
@@ -296,14 +299,48 @@ function drive(targets, rate, until, onResult) {
       const t = targets();
       const req = traffic.next();
       const r = await request(t[k % t.length].ports.otlpHttp, 'POST', '/v1/traces', req.payload);
-      const ok = r.status === 200;
+      // A partial success (rejected spans: runs refused past the live cap) is a refusal, not an acknowledgement.
+      const refused = r.status === 200 && /"rejectedSpans"\s*:\s*"?[1-9]/.test(r.text);
+      const ok = r.status === 200 && !refused;
+      if (refused) req.refused = true;
       traffic.settle(req.runs, ok);
-      req.status = r.status === 0 ? r.text.slice(0, 40) : r.status;
+      req.status = refused ? 'partial_success' : r.status === 0 ? r.text.slice(0, 40) : r.status;
       onResult(ok, r.ms, req);
       if (!ok && r.status === 0) await sleep(200);
     }
   });
   return { traffic, done: Promise.all(clients) };
+}
+
+/**
+ * Every acknowledged run is listed by paging (issue 50): the runs acknowledged since the last check (all of them but
+ * the last `holdMs`) are looked for in the run list, paged oldest first (1,000 a page) from a cursor two minutes before
+ * the earliest of them. Runs are pruned `--retention` after they settle, so the check runs every minute. Returns
+ * { checked, missing, pages }.
+ */
+function listChecker(traffic, port) {
+  let from = 0;
+  return async (holdMs) => {
+    const cut = Date.now() - holdMs;
+    let to = from;
+    while (to < traffic.acked.length && traffic.ackedAt[to] <= cut) to++;
+    if (to === from) return { checked: 0, missing: 0, pages: 0 };
+    const want = new Set(traffic.acked.slice(from, to));
+    const checked = want.size;
+    const startAt = traffic.ackedAt[from] - 120_000;
+    from = to;
+    let after = Buffer.from(JSON.stringify([startAt, ''])).toString('base64url');
+    let pages = 0;
+    for (; pages < 100_000 && want.size > 0; pages++) {
+      const r = await request(port(), 'GET', `/api/v1/runs?order=oldest&limit=1000&after=${after}`, null, 60_000);
+      if (r.status !== 200) break;
+      const page = JSON.parse(r.text);
+      for (const row of page.runs) if (row.verdict) want.delete(row.run);
+      if (!page.next) break;
+      after = page.next;
+    }
+    return { checked, missing: want.size, pages };
+  };
 }
 
 async function measureCapacity() {
@@ -346,7 +383,7 @@ async function main() {
     probe = sqliteProbe(dataDir);
   }
   console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST }));
-  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  rss_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces');
+  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  rss_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (args['list-check'] && !args.cluster ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
   const errorsByStatus = {};
@@ -369,6 +406,9 @@ async function main() {
   })();
 
   const rows = [];
+  // Single instance: the runs acknowledged are found by paging the run list each minute (a cluster answers one page).
+  const listCheck = args['list-check'] && !args.cluster ? listChecker(traffic, () => servers[0].ports.api) : null;
+  const listed = { checked: 0, missing: 0 };
   for (let m = 1; m <= MINUTES; m++) {
     await sleep(Math.max(0, endAt - (MINUTES - m) * 60_000 - Date.now()));
     if (KILL_AT !== null && m === KILL_AT) {
@@ -398,6 +438,13 @@ async function main() {
       errors: cur.errors,
       traces: cur.traces,
     };
+    if (listCheck) {
+      // Runs acknowledged more than 10 s ago: listed by paging with a verdict.
+      const c = await listCheck(10_000);
+      listed.checked += c.checked;
+      listed.missing += c.missing;
+      row.listMissing = c.missing;
+    }
     rows.push(row);
     console.log(Object.values(row).map((v) => String(v).padStart(6)).join('  '));
   }
@@ -405,8 +452,14 @@ async function main() {
   healthStop = true;
   await health;
 
-  // Every run whose every export was acknowledged is listed with a verdict.
-  const runs = traffic.acked;
+  // Every run whose every export was acknowledged is listed with a verdict: single instance by paging (the rest of
+  // them), a cluster run by run.
+  if (listCheck) {
+    const c = await listCheck(0);
+    listed.checked += c.checked;
+    listed.missing += c.missing;
+  }
+  const runs = listCheck ? [] : traffic.acked;
   let missing = 0;
   let i = 0;
   await Promise.all(
@@ -428,8 +481,10 @@ async function main() {
   const tail = rows.filter((r) => r.min >= from.min);
   const within = (a, b) => Math.abs(b - a) <= 0.1 * Math.max(a, b);
   const summary = {
-    acknowledgedRuns: runs.length,
-    runsMissingAVerdict: missing,
+    acknowledgedRuns: listCheck ? listed.checked : runs.length,
+    runsMissingAVerdict: listCheck ? listed.missing : missing,
+    listedBy: listCheck ? 'paging /api/v1/runs?order=oldest&after= each minute' : 'GET /api/v1/runs/{run}',
+    refusals: errorsByStatus.partial_success ?? 0,
     fromMinute: from.min,
     healthzUnder1s: tail.every((r) => r.healthzMaxMs < 1000 && (r.healthzFailed === 0 || r.min === KILL_AT)),
     loopMaxUnder250ms: tail.every((r) => r.loopMaxMs < 250),
@@ -462,7 +517,7 @@ async function main() {
   if (pgCluster) await pgCluster.stop();
   rmSync(dataDir, { recursive: true, force: true });
   agent.destroy();
-  process.exitCode = missing > 0 ? 1 : 0;
+  process.exitCode = summary.runsMissingAVerdict > 0 ? 1 : 0;
 }
 
 await main();

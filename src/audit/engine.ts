@@ -107,6 +107,9 @@ export function sourceTag(source: string): string {
 }
 
 /** The run list's cursor: the last row's first receipt time and run id, base64url (opaque to clients). */
+/** A page of the run list yields to the event loop after this much work (ms). */
+const LIST_SLICE_MS = 20;
+
 function cursorOf(c: { firstAt: number; run: string }): string {
   return Buffer.from(JSON.stringify([c.firstAt, c.run])).toString('base64url');
 }
@@ -1048,11 +1051,17 @@ export class AuditEngine extends EventEmitter {
     if (filter.acked || filter.alerting || filter.stalled) return this.heldPage(filter, limit, after, now);
     const out: ListedRun[] = [];
     let cursor = after;
+    let sliceStart = performance.now();
     // Rows filtered out by an alert state (false) are skipped: read on, a bounded number of store pages.
     for (let pages = 0; pages < 64 && out.length < limit; pages++) {
       const want = limit - out.length;
       const rows = this.store.listRuns!({ verdict: filter.verdict, contract: filter.contract, oldest: filter.oldest, after: cursor, limit: want });
       for (const row of rows) {
+        // A run that left memory is evaluated from the store: a long page yields to the event loop every ~20 ms.
+        if (performance.now() - sliceStart > LIST_SLICE_MS) {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          sliceStart = performance.now();
+        }
         cursor = { firstAt: row.firstAt, run: row.run };
         const listed = this.listedOf(row.run, row.updatedAt, filter, now);
         if (listed) out.push(listed);
