@@ -6802,6 +6802,13 @@ var init_specs = __esmMin((() => {
 				help: "largest HTTP request body"
 			},
 			{
+				name: "max-body-total",
+				type: "string",
+				value: "SIZE",
+				shown: "4 x --max-body, at least 64MiB",
+				help: "request bodies being read at once, across the HTTP listeners; past it 503 + Retry-After before reading"
+			},
+			{
 				name: "max-grpc-message",
 				type: "string",
 				value: "SIZE",
@@ -7015,7 +7022,14 @@ var init_specs = __esmMin((() => {
 				type: "string",
 				value: "DUR",
 				default: "10s",
-				help: "one request to an Alertmanager"
+				help: "one request to an Alertmanager, answer included (a total deadline)"
+			},
+			{
+				name: "alertmanager-max-silence",
+				type: "string",
+				value: "DUR",
+				default: "7d",
+				help: "longest silence `ack --silence` may create"
 			},
 			{
 				name: "alertmanager-queue-capacity",
@@ -7158,6 +7172,57 @@ var init_specs = __esmMin((() => {
 		notes: ["The acknowledgement (verdict, who, when, why) is stored and outlives a restart: GET /api/v1/runs/{run} shows it as `ack`, the run page beside the verdict."],
 		examples: ["topology-audit ack run-42 --server http://127.0.0.1:9464 --by oncall --reason \"known flaky search tool, ticket OPS-12\"", "topology-audit ack run-42 --by oncall --silence 4h"],
 		exits: [[0, "acknowledged (or already acknowledged)"], [2, "usage error; unknown run, server unreachable or not an auditor API"]]
+	});
+	registerSpec({
+		name: "runs",
+		summary: "list a server's runs, newest first, a page at a time (cursor paging)",
+		usage: ["runs [--server URL] [--token TOKEN] [--verdict V] [--contract ID] [--order newest|oldest] [--limit N] [--after CURSOR] [--all] [--json]"],
+		flags: [
+			serverFlag(),
+			tokenFlag(),
+			{
+				name: "verdict",
+				type: "string",
+				value: "V",
+				help: "only runs in this verdict"
+			},
+			{
+				name: "contract",
+				type: "string",
+				value: "ID",
+				help: "only runs pinned to this contract"
+			},
+			{
+				name: "order",
+				type: "string",
+				value: "ORDER",
+				default: "newest",
+				help: "newest or oldest first (by first receipt)"
+			},
+			{
+				name: "limit",
+				type: "string",
+				value: "N",
+				default: "100",
+				help: "runs per page (1-10000)"
+			},
+			{
+				name: "after",
+				type: "string",
+				value: "CURSOR",
+				help: "the page after this cursor (the `next` a page answered)"
+			},
+			{
+				name: "all",
+				type: "boolean",
+				default: false,
+				help: "follow `next` to the last page"
+			},
+			jsonFlag
+		],
+		notes: ["One line per run: run id, verdict, first receipt time. Without --all, the cursor of the next page is printed on\nstderr; with --json, each page is one line {runs, next} (next: null on the last page)."],
+		examples: ["topology-audit runs --server http://127.0.0.1:9464 --verdict forbidden_edge --all"],
+		exits: [[0, "listed"], [2, "usage error; server unreachable or not an auditor API"]]
 	});
 	registerSpec({
 		name: "diff",
@@ -16387,10 +16452,11 @@ function stallRules(ctx, out) {
 	/**
 	* Does a receipt timed after (t, tNs) show the run got past it unfinished (2a: "a plan finished, or progress made,
 	* only by a receipt timed after the cap or the stall is late like an expected edge: the finding holds at any
-	* now")? Progress (an expected edge's first observation) after it, or the verified outcome that finished the plan
+	* now")? Progress (the run's `run.start` or an expected edge's first observation) after it, or the verified outcome that finished the plan
 	* after it. Other receipts timed after it do not move the clock (as for a missed deadline).
 	*/
 	const shownPast = (t, tNs) => {
+		if (ctx.first !== null && !atOrBefore(startAt, startNs, t, tNs)) return true;
 		for (const o of obs) if (o !== null && !atOrBefore(o.at, o.ns, t, tNs)) return true;
 		return vo !== null && ctx.absent.length === 0 && phase.outcome !== "optional" && byEnd(vo.at, vo.ns) && !atOrBefore(vo.at, vo.ns, t, tNs);
 	};
@@ -17826,11 +17892,14 @@ function parseExpectFile(text, file) {
 	}
 	if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new UsageError(`${file}: expected a JSON object {"<run id>": "<verdict>"}`);
 	const out = /* @__PURE__ */ new Map();
+	const quote = (x) => JSON.stringify(String(x).slice(0, 200));
 	for (const [run, v] of Object.entries(raw)) {
+		const bad = runIdError(run);
+		if (bad) throw new UsageError(`${file}: run ${quote(run)}: not a run id (${bad})`);
 		const e = typeof v === "string" ? { verdict: v } : v;
 		if (!e || typeof e !== "object") throw new UsageError(`${file}: run "${run}": expected a verdict or {verdict, codes}`);
-		if (e.verdict !== void 0 && !VERDICTS.includes(e.verdict)) throw new UsageError(`${file}: run "${run}": unknown verdict "${e.verdict}"`);
-		if (e.codes !== void 0 && !(Array.isArray(e.codes) && e.codes.every((c) => typeof c === "string"))) throw new UsageError(`${file}: run "${run}": codes must be a list of strings`);
+		if (e.verdict !== void 0 && !VERDICTS.includes(e.verdict)) throw new UsageError(`${file}: run "${run}": unknown verdict ${quote(e.verdict)}`);
+		if (e.codes !== void 0 && !(Array.isArray(e.codes) && e.codes.every((c) => typeof c === "string" && FINDING_CODE.test(c)))) throw new UsageError(`${file}: run "${run}": codes must be a list of finding codes (a-z, 0-9, _)`);
 		out.set(run, e);
 	}
 	return out;
@@ -17895,10 +17964,12 @@ function parseFailOn(text) {
 function failingRuns(verdicts, failOn) {
 	return verdicts.filter((v) => failOn.kind === "verdicts" ? failOn.verdicts.has(v.verdict) : v.settled && v.verdict !== "healthy");
 }
+var FINDING_CODE;
 var init_replay_core = __esmMin((() => {
 	init_core();
 	init_time();
 	init_io();
+	FINDING_CODE = /^[a-z][a-z0-9_]{0,63}$/;
 }));
 // dist/render/markdown.js
 function markdownTable(header, rows) {
@@ -17909,20 +17980,27 @@ function markdownTable(header, rows) {
 	];
 }
 function toMarkdown(doc) {
-	const out = [`## ${doc.title}`, ""];
+	const out = [`## ${mdCell(doc.title)}`, ""];
 	if (doc.lead?.length) out.push(...doc.lead, "");
 	if (doc.table) out.push(...markdownTable(doc.table.header, doc.table.rows), "");
 	for (const s of doc.sections) {
-		out.push(`### ${s.heading}`, "");
+		out.push(`### ${mdCell(s.heading)}`, "");
 		if (s.text?.length) out.push(...s.text, "");
 		for (const m of s.mermaid ?? []) out.push("```mermaid", m.trimEnd(), "```", "");
 	}
 	return out.join("\n");
 }
-var mdCell, mdCode;
+var JOIN, mdCell, mdCode;
 var init_markdown = __esmMin((() => {
-	mdCell = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/\|/g, "\\|").replace(/\r?\n/g, "<br>");
-	mdCode = (s) => s.includes("`") ? `\`\` ${s} \`\`` : `\`${s}\``;
+	JOIN = "⁠";
+	mdCell = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/[\\`*[\]~|]/g, (c) => `\\${c}`).replace(/(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])/g, "\\_").replace(/@/g, `@${JOIN}`).replace(/\b(www)\./gi, `$1${JOIN}.`).replace(/:\/\//g, `:${JOIN}//`).replace(/\r\n|\r|\n/g, "<br>");
+	mdCode = (s) => {
+		const text = s.replace(/\r\n|\r|\n/g, " ");
+		const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((r) => r.length));
+		const fence = "`".repeat(longest + 1);
+		const pad = text.startsWith("`") || text.endsWith("`") ? " " : "";
+		return `${fence}${pad}${text}${pad}${fence}`;
+	};
 }));
 // dist/cli/ci-report.js
 /** error: settled and not healthy; notice: useful work still going on; warning: anything else not settled yet. */
@@ -106861,7 +106939,7 @@ function toMermaid(o, opts = {}) {
 	const now = opts.now ?? o.now;
 	const ids = new Map(o.nodes.map((node, i) => [node.id, `n${i}`]));
 	const lines = ["flowchart LR"];
-	if (opts.heading) lines.push(`  %% ${opts.heading.replace(/\n/g, " ")}`);
+	if (opts.heading) lines.push(`  %% ${mermaidText(opts.heading).replace(/[\r\n\u2028\u2029`]+/g, " ")}`);
 	for (const node of o.nodes) {
 		const text = `${node.id}${node.owner ? " (owner)" : ""}${node.known ? "" : "<br/>unknown agent"}`;
 		lines.push(`  ${ids.get(node.id)}["${mermaidText(text).replace("#lt;br/#gt;", "<br/>")}"]${node.known ? "" : ":::unknown"}`);
@@ -107550,12 +107628,12 @@ async function replayMarkdown(input) {
 	const at = Number.isFinite(input.now) ? formatInstant(input.now, input.nowNs) : "-";
 	const counts = /* @__PURE__ */ new Map();
 	for (const v of input.verdicts) counts.set(v.verdict, (counts.get(v.verdict) ?? 0) + 1);
-	const lead = [`${input.verdicts.length} run(s) from ${input.files.map((f) => `\`${f.file}\``).join(", ")}, audited as of ${at}: ${[...counts].map(([k, n]) => `${k} ${n}`).join(", ") || "no runs"}.`];
+	const lead = [`${input.verdicts.length} run(s) from ${input.files.map((f) => mdCode(f.file)).join(", ")}, audited as of ${at}: ${[...counts].map(([k, n]) => `${k} ${n}`).join(", ") || "no runs"}.`];
 	const extra = [];
 	if (input.expect) {
 		const results = expectationResults(input);
 		const unmet = results.filter((x) => x.problems.length).length;
-		lead.push("", `Expectations (\`${input.expect.file}\`): ${results.length - unmet} of ${results.length} met.`);
+		lead.push("", `Expectations (${mdCode(input.expect.file)}): ${results.length - unmet} of ${results.length} met.`);
 		extra.push({
 			heading: "Expectations",
 			text: expectationTable(results)
@@ -107681,7 +107759,7 @@ async function replayCommand(argv, io) {
 	if (expect) {
 		const problems = checkExpectations(verdicts, expect);
 		if (problems.length) {
-			for (const p of problems) io.stderr(`expectation failed: ${p}\n`);
+			for (const p of problems) io.stderr(`expectation failed: ${p.replace(/[\r\n\u2028\u2029]+/g, " ")}\n`);
 			code = 1;
 		} else io.stderr(`all ${expect.size} expectation(s) met\n`);
 	}
@@ -108309,7 +108387,7 @@ function contractVersionMermaid(c, other, side) {
 	const otherAgents = new Set(other.agents);
 	const gone = side === "from" ? "removed" : "added";
 	const ids = new Map(c.agents.map((a, i) => [a, `n${i}`]));
-	const lines = ["flowchart LR", `  %% ${c.contract}@${c.version}${side === "from" ? " (from)" : " (to)"}`];
+	const lines = ["flowchart LR", `  %% ${mermaidText(`${c.contract}@${c.version}`).replace(/[\r\n\u2028\u2029`]+/g, " ")}${side === "from" ? " (from)" : " (to)"}`];
 	for (const a of c.agents) {
 		const mark = otherAgents.has(a) ? "" : `<br/>${gone} agent`;
 		lines.push(`  ${ids.get(a)}["${mermaidText(`${a}${a === c.owner ? " (owner)" : ""}`)}${mark}"]${mark ? `:::${gone}` : ""}`);
