@@ -208,4 +208,45 @@ describe('the topology_runs, alerting and stalled gauges', () => {
     expect(engine.prune(now + 2 + RETENTION_MS + 1)).toBe(1);
     expect(gaugeRows(engine)).toEqual([]);
   });
+
+  it('the sliced retention prune (issue 44): 450 settled runs leave the store, memory and the gauges batch by batch, each counted once', async () => {
+    const engine = engineOver(tempDir('ta-gauge-sliced-'));
+    const now = t0 + 1000;
+    const N = 450;
+    for (let i = 0; i < N; i += 50) {
+      const batch: Receipt[] = [];
+      for (let j = i; j < i + 50; j++) batch.push(receiptOf('start3', `s${j}`, 's', 0), receiptOf('forbidden', `s${j}`, 'f', 1), receiptOf('end', `s${j}`, 'end', 2));
+      await engine.ingest(batch, 'src', now);
+    }
+    await engine.ingest([receiptOf('start3', 'open', 's', 0), receiptOf('delegate', 'open', 'd', 1)], 'src', now);
+    expect(gaugeRows(engine)).toEqual(await recount(engine, now));
+    expect(gaugeRows(engine)).toContain(`research-publish|3|forbidden_edge=${N}`);
+    let pauses = 0;
+    const slicer = { due: () => true, pause: async () => void pauses++ };
+    await engine.pruneSliced(now + RETENTION_MS + 10_000, slicer);
+    expect(pauses).toBeGreaterThanOrEqual(3); // 200 + 200 + 50: a pause between batches, and before the WAL scrub
+    // Every settled run left the gauges exactly once; the open run stays.
+    expect(gaugeRows(engine)).toEqual(await recount(engine, now));
+    expect(gaugeRows(engine).some((r) => r.includes('forbidden_edge'))).toBe(false);
+    expect(engine.verdictOf('s0')).toBeNull();
+    expect(engine.verdictOf(`s${N - 1}`)).toBeNull();
+    expect(engine.verdictOf('open')).not.toBeNull();
+    // A second pass finds nothing: no count leaves twice.
+    const before = gaugeRows(engine);
+    await engine.pruneSliced(now + RETENTION_MS + 20_000, slicer);
+    expect(gaugeRows(engine)).toEqual(before);
+  });
+
+  it('the synchronous prune deletes every batch: a run left in the store would leave its count twice', async () => {
+    const engine = engineOver(tempDir('ta-gauge-sync-'));
+    const now = t0 + 1000;
+    const batch: Receipt[] = [];
+    for (let j = 0; j < 250; j++) batch.push(receiptOf('start3', `p${j}`, 's', 0), receiptOf('forbidden', `p${j}`, 'f', 1), receiptOf('end', `p${j}`, 'end', 2));
+    await engine.ingest(batch, 'src', now);
+    await engine.ingest([receiptOf('start3', 'q', 's', 0), receiptOf('forbidden', 'q', 'f', 1), receiptOf('end', 'q', 'end', 2)], 'src', now + RETENTION_MS + 5_000);
+    engine.prune(now + RETENTION_MS + 1_000);
+    expect(gaugeRows(engine)).toEqual(['research-publish|3|forbidden_edge=1']);
+    engine.prune(now + RETENTION_MS + 2_000);
+    expect(gaugeRows(engine)).toEqual(['research-publish|3|forbidden_edge=1']);
+  });
 });

@@ -16,7 +16,7 @@ import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { AppendPin, AppendResult, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
+import type { AppendPin, AppendResult, PrunableRun, Slicer as StoreSlicer, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
 import { DeadlineHeap } from './heap.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
@@ -951,15 +951,38 @@ export class AuditEngine extends EventEmitter {
     } else {
       // Retired runs (not in memory) leave the topology_runs count they kept when the store deletes them.
       // A run still held that the store deletes leaves memory with it (the lists read the store).
-      for (const p of this.store.prunableRuns!(this.opts.retentionMs, now)) {
-        const live = this.runs.get(p.run);
-        if (live) {
-          this.forget(p.run, live);
-          n++;
-        } else if (p.verdict !== null) this.gauges.unretain(p.contract, p.version, p.verdict);
-      }
+      // Every batch: a run left in the store would leave its count a second time at the next prune.
+      n += this.retireStored(this.store.prunableRuns!(this.opts.retentionMs, now));
+      while (this.store.prune(this.opts.retentionMs, now) > 0);
+      return n;
     }
     this.store.prune(this.opts.retentionMs, now);
+    return n;
+  }
+
+  /**
+   * The retention prune as the server runs it: a single instance's store deletes the settled runs past the retention
+   * in batches that yield (`slicer`), and each batch's runs leave memory and the gauges in the same turn as their
+   * deletion (a cost of what passed the retention since the last call, never a scan of what is stored). Any other
+   * store: `prune`. Returns the runs that left memory.
+   */
+  async pruneSliced(now: number, slicer?: StoreSlicer): Promise<number> {
+    if (!this.retires || !this.store.pruneSliced) return this.prune(now);
+    let n = 0;
+    await this.store.pruneSliced(this.opts.retentionMs, now, slicer, (rows) => (n += this.retireStored(rows)));
+    return n;
+  }
+
+  /** Stored runs the store deletes: a held one leaves memory, the others the topology_runs count they kept. */
+  private retireStored(rows: readonly PrunableRun[]): number {
+    let n = 0;
+    for (const p of rows) {
+      const live = this.runs.get(p.run);
+      if (live) {
+        this.forget(p.run, live);
+        n++;
+      } else if (p.verdict !== null) this.gauges.unretain(p.contract, p.version, p.verdict);
+    }
     return n;
   }
 

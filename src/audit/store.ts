@@ -5,7 +5,7 @@
  * RemoteRuns.
  */
 import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
-import type { AppendPin, AppendResult, LiveRun as StoredRun, PinRecord, Slicer, SpanLogEntry, StoredReceipt } from '../store/index.js';
+import type { AppendPin, AppendResult, LiveRun as StoredRun, PinRecord, PrunableRun, Slicer, SpanLogEntry, StoredReceipt } from '../store/index.js';
 
 /**
  * Appends a batch; resolves only after its COMMIT (an acknowledged receipt is never lost), rejects if none. `pins`:
@@ -73,7 +73,13 @@ export interface SpanLogStore {
  */
 export interface RunListing {
   runVerdict(run: string): { verdict: Verdict | null; settled: boolean } | null;
-  prunableRuns(olderThanMs: number, now: number): { run: string; verdict: Verdict | null; contract: string; version: string }[];
+  prunableRuns(olderThanMs: number, now: number): PrunableRun[];
+  /**
+   * The retention prune in batches (one transaction each), pausing when `slicer`'s budget is spent: `retired` is told
+   * each batch's runs in the same turn as their deletion (no receipt can land between). Costs the runs that passed the
+   * retention since the last call.
+   */
+  pruneSliced(olderThanMs: number, now: number, slicer?: Slicer, retired?: (runs: readonly PrunableRun[]) => void): Promise<number>;
   listRuns(f: { verdict?: string; contract?: string; oldest?: boolean; after?: { firstAt: number; run: string }; limit: number }): StoredRun[];
   verdictCounts(f?: { contract?: string }): Record<string, number>;
   /** The run's latest stored acknowledgement (a run that left live memory keeps it in the store). */

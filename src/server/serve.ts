@@ -649,11 +649,9 @@ function periodicTasks(p: Parts): PeriodicTask[] {
       job: true,
       everyMs: Math.max(cfg.tickMs, Math.min(60_000, cfg.retentionMs / 2)),
       run: async (now, slicer) => {
-        if (engine.prune(now) > 0) {
-          runsGauge();
-          liveGauges();
-        }
-        if (engineStore instanceof ReceiptStore) await engineStore.pruneSliced(cfg.retentionMs, now, slicer);
+        await engine.pruneSliced(now, slicer);
+        runsGauge();
+        liveGauges();
       },
     },
     { name: 'runs_gauge', everyMs: 0, run: () => runsGauge() },

@@ -10,6 +10,7 @@ export {
   type AppendPin,
   type PinRecord,
   type LiveRun,
+  type PrunableRun,
   type ReceiptStoreOptions,
 } from './receipt-store.js';
 export { canonicalReceiptJson, compactReceiptJson, sameReceipt, storedReceiptFields } from '../core/canonical.js';

@@ -213,6 +213,14 @@ interface RunTouch {
 }
 
 export const DATABASE_FILE = 'receipts.db';
+
+/** A settled run past the retention: its stored verdict and pin (the gauges it leaves). */
+export interface PrunableRun {
+  run: string;
+  verdict: Verdict | null;
+  contract: string;
+  version: string;
+}
 /** Least time between two WAL scrubs after sliced span-log prunes. */
 const SPAN_LOG_SCRUB_MS = 60_000;
 /** Runs deleted per transaction by the sliced retention prune. */
@@ -302,7 +310,7 @@ export class ReceiptStore {
     getContract: Database.Statement<[string], { content: string }>;
     runReceipts: Database.Statement<[string], { seq: number; event: string; body: string }>;
     liveRuns: Database.Statement<[], Row>;
-    prunable: Database.Statement<[number, number], { run: string }>;
+    prunable: Database.Statement<[number, number], { run: string; verdict: Verdict | null; contract: string | null; version: string | null }>;
     deleteReceipts: Database.Statement<[string]>;
     deletePin: Database.Statement<[string]>;
     deleteAck: Database.Statement<[string]>;
@@ -362,7 +370,9 @@ export class ReceiptStore {
         `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled,
                 p.contract, p.version, p.phase, p.contract_hash
          FROM runs r LEFT JOIN pins p ON p.run = r.run ORDER BY r.first_at, r.run`),
-      prunable: db.prepare('SELECT run FROM runs WHERE settled = 1 AND updated_at < ? ORDER BY settled, updated_at LIMIT ?'),
+      prunable: db.prepare(
+        'SELECT r.run, r.verdict, p.contract, p.version FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.settled = 1 AND r.updated_at < ? ORDER BY r.settled, r.updated_at LIMIT ?',
+      ),
       deleteReceipts: db.prepare('DELETE FROM receipts WHERE run = ?'),
       deletePin: db.prepare('DELETE FROM pins WHERE run = ?'),
       deleteAck: db.prepare('DELETE FROM acks WHERE run = ?'),
@@ -659,11 +669,11 @@ export class ReceiptStore {
    * The retention prune in slices: batches of PRUNE_RUNS_BATCH runs (one transaction each), pausing when `slicer`'s
    * budget is spent; one WAL scrub at the end. Costs the runs that passed the retention since the last call.
    */
-  async pruneSliced(olderThanMs: number, now: number, slicer: Slicer = UNSLICED): Promise<number> {
+  async pruneSliced(olderThanMs: number, now: number, slicer: Slicer = UNSLICED, retired?: (runs: readonly PrunableRun[]) => void): Promise<number> {
     let total = 0;
     for (;;) {
       if (this.closed) break;
-      const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH);
+      const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH, retired);
       total += n;
       if (n < PRUNE_RUNS_BATCH) break;
       if (slicer.due()) await slicer.pause();
@@ -753,21 +763,24 @@ export class ReceiptStore {
   }
 
   /** One transaction: at most `limit` settled runs updated before `cutoff`, oldest first (the runs_by_settled_age index). */
-  private pruneBatch(cutoff: number, limit: number): number {
+  private pruneBatch(cutoff: number, limit: number, retired?: (runs: readonly PrunableRun[]) => void): number {
     this.flush();
     const pruned = this.db.transaction(() => {
       let receipts = 0;
-      const runs = this.stmt.prunable.all(cutoff, limit).map((r) => r.run);
+      const rows = this.stmt.prunable.all(cutoff, limit);
+      const runs = rows.map((r) => r.run);
       for (const run of runs) {
         receipts += this.stmt.deleteReceipts.run(run).changes;
         this.stmt.deletePin.run(run);
         this.stmt.deleteAck.run(run);
         this.stmt.deleteRun.run(run);
       }
-      return { runs: runs.length, receipts };
+      return { runs: runs.length, receipts, rows };
     })();
     this.receiptCount -= pruned.receipts;
     this.runCount -= pruned.runs;
+    // Committed: the engine lets go of these runs in this same turn.
+    if (retired && pruned.rows.length > 0) retired(pruned.rows.map((r) => ({ run: r.run, verdict: r.verdict, contract: r.contract ?? '', version: r.version ?? '' })));
     return pruned.runs;
   }
 
