@@ -80,9 +80,14 @@ const words = (bytes) => {
 const hex = (n) => randomBytes(n).toString('hex');
 const str = (key, v) => ({ key, value: { stringValue: v } });
 const int = (key, v) => ({ key, value: { intValue: String(v) } });
-const SUBAGENTS = ['researcher', 'writer', 'critic', 'planner'];
-
-/** One multi-agent trace: 5-40 spans, its run id, and its spans in the order an exporter would send them. */
+/**
+ * One multi-agent trace: 5-40 spans, its run id, and its spans in the order an exporter would send them. The run is
+ * pinned to the shipped supervisor-workers contract: the supervisor (`invoke_agent`, the run's root) delegates to a
+ * researcher and a writer, each returns (a short span of its own), chat spans with 1-4 KB of content and tool calls
+ * under each agent. Most runs finish the plan (healthy, settled: they leave live memory); one in 100 never sees the
+ * writer's return (working until the contract's progress_within, 15 min, then incomplete) and one in 500 also calls
+ * the publisher directly (forbidden_edge: alerting, held for the alert window).
+ */
 function multiAgentTrace() {
   const traceId = hex(16);
   const run = `soak-${hex(8)}`;
@@ -93,33 +98,40 @@ function multiAgentTrace() {
     spans.push(s);
     return s;
   };
-  const root = span('invoke_agent orchestrator', null, [
-    str('gen_ai.operation.name', 'invoke_agent'), str('gen_ai.agent.name', 'orchestrator'), str('gen_ai.agent.id', 'agent-orchestrator'),
-    str('topology.run.id', run), str('topology.event.type', 'run.start'), str('topology.contract.id', 'research-pipeline'), str('topology.contract.version', '3'), str('topology.phase', 'execute'),
+  const root = span('invoke_agent supervisor', null, [
+    str('gen_ai.operation.name', 'invoke_agent'), str('gen_ai.agent.name', 'supervisor'), str('gen_ai.agent.id', 'agent-supervisor'),
+    str('topology.run.id', run), str('topology.event.type', 'run.start'), str('topology.contract.id', 'supervisor-workers'), str('topology.contract.version', '1'), str('topology.phase', 'work'),
   ], 0);
   const total = 5 + ((Math.random() * 36) | 0);
-  let agent = root;
-  for (let i = 1; spans.length < total; i++) {
-    const r = Math.random();
-    if (r < 0.15 || i === 1) {
-      const name = SUBAGENTS[(Math.random() * SUBAGENTS.length) | 0];
-      agent = span(`invoke_agent ${name}`, root, [
-        str('gen_ai.operation.name', 'invoke_agent'), str('gen_ai.agent.name', name), str('gen_ai.agent.id', `agent-${name}`), str('gen_ai.conversation.id', run),
-        str('topology.run.id', run), str('topology.edge.from', 'orchestrator'), str('topology.edge.to', name), str('topology.edge.kind', 'delegate'),
-      ], i * 20);
-    } else if (r < 0.7) {
-      const bytes = 1024 + ((Math.random() * 3072) | 0);
-      span('chat gpt-4o', agent, [
-        str('gen_ai.operation.name', 'chat'), str('gen_ai.request.model', 'gpt-4o'), int('gen_ai.usage.input_tokens', 1000), int('gen_ai.usage.output_tokens', 200),
-        str('gen_ai.input.messages', JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: words(bytes) }] }])),
-      ], i * 20, 3);
-    } else {
-      span('execute_tool web_search', agent, [
-        str('gen_ai.operation.name', 'execute_tool'), str('gen_ai.tool.name', 'web_search'), str('gen_ai.tool.call.id', `call_${i}`),
-        str('gen_ai.tool.call.arguments', JSON.stringify({ query: words(120) })),
-      ], i * 20);
+  const unfinished = Math.random() < 0.01;
+  const forbidden = Math.random() < 0.002;
+  const agents = forbidden ? ['researcher', 'writer', 'publisher'] : ['researcher', 'writer'];
+  // The content spans, shared out among the agents; each agent's delegate first, its return last.
+  const per = Math.max(0, total - 1 - 2 * agents.length);
+  let t = 0;
+  agents.forEach((name, k) => {
+    const agent = span(`invoke_agent ${name}`, root, [
+      str('gen_ai.operation.name', 'invoke_agent'), str('gen_ai.agent.name', name), str('gen_ai.agent.id', `agent-${name}`), str('gen_ai.conversation.id', run),
+      str('topology.run.id', run), str('topology.event.type', 'edge'), str('topology.edge.from', 'supervisor'), str('topology.edge.to', name), str('topology.edge.kind', 'delegate'),
+    ], (t += 20));
+    const mine = Math.floor(per / agents.length) + (k < per % agents.length ? 1 : 0);
+    for (let i = 0; i < mine; i++) {
+      if (Math.random() < 0.7) {
+        const bytes = 1024 + ((Math.random() * 3072) | 0);
+        span('chat gpt-4o', agent, [
+          str('gen_ai.operation.name', 'chat'), str('gen_ai.request.model', 'gpt-4o'), int('gen_ai.usage.input_tokens', 1000), int('gen_ai.usage.output_tokens', 200),
+          str('gen_ai.input.messages', JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: words(bytes) }] }])),
+        ], (t += 20), 3);
+      } else {
+        span('execute_tool web_search', agent, [
+          str('gen_ai.operation.name', 'execute_tool'), str('gen_ai.tool.name', 'web_search'), str('gen_ai.tool.call.id', `call_${k}_${i}`),
+          str('gen_ai.tool.call.arguments', JSON.stringify({ query: words(120) })),
+        ], (t += 20));
+      }
     }
-  }
+    if (name === 'publisher' || (unfinished && name === 'writer')) return;
+    span(`return ${name}`, agent, [str('topology.run.id', run), str('topology.event.type', 'edge'), str('topology.edge.from', name), str('topology.edge.to', 'supervisor'), str('topology.edge.kind', 'return')], (t += 20));
+  });
   // About one in five is split over two or three requests; in half of those the children go first.
   if (Math.random() >= 0.2) return { run, parts: [spans] };
   const n = 2 + ((Math.random() * 2) | 0);
@@ -298,7 +310,9 @@ function drive(targets, rate, until, onResult) {
       }
       const t = targets();
       const req = traffic.next();
-      const r = await request(t[k % t.length].ports.otlpHttp, 'POST', '/v1/traces', req.payload);
+      let r = await request(t[k % t.length].ports.otlpHttp, 'POST', '/v1/traces', req.payload);
+      // A kept-alive connection the server closed as it was reused: sent again at once, as exporters do (idempotent).
+      if (r.status === 0 && /socket hang up|ECONNRESET/.test(r.text)) r = await request(t[k % t.length].ports.otlpHttp, 'POST', '/v1/traces', req.payload);
       // A partial success (rejected spans: runs refused past the live cap) is a refusal, not an acknowledgement.
       const refused = r.status === 200 && /"rejectedSpans"\s*:\s*"?[1-9]/.test(r.text);
       const ok = r.status === 200 && !refused;
@@ -504,7 +518,9 @@ async function main() {
       t.slices = total;
       if (t.maxLe === undefined && Number(m[3]) === total) t.maxLe = m[2];
     }
-    console.log(JSON.stringify({ instance: s.instance ?? 'single', errorsByStatus, periodic: tasks }));
+    const verdicts = {};
+    for (const m of text.matchAll(/^topology_runs\{[^}]*verdict="([a-z_]+)"\} (\S+)$/gm)) verdicts[m[1]] = (verdicts[m[1]] ?? 0) + Number(m[2]);
+    console.log(JSON.stringify({ instance: s.instance ?? 'single', errorsByStatus, runsByVerdict: verdicts, periodic: tasks }));
   }
 
   for (const s of servers) {
