@@ -296,7 +296,9 @@ describe("docs/ci.md's pull-request workflow", () => {
     const r = await sh(script, { env: { ...env, BASE: base }, cwd: repo });
     expect(r.code, r.stderr).toBe(0);
     const comment = readFileSync(join(repo, 'comment.md'), 'utf8');
-    expect(comment).toContain('## contract diff research-publish@2 (retired) -> research-publish@3');
+    // The heading as Markdown shows it: contract text is escaped (a word joiner after `@`, `>` as `&gt;`; issue 47).
+    expect(comment).toContain('## contract diff research-publish@\u20602 (retired) -&gt; research-publish@\u20603');
+    expect(comment.replaceAll('\u2060', '').replaceAll('&gt;', '>')).toContain('## contract diff research-publish@2 (retired) -> research-publish@3');
     expect(comment).toContain('New contract `supervisor-workers@1`.');
     const blocks = mermaidBlocks(comment);
     expect(blocks).toHaveLength(2);

@@ -73,6 +73,10 @@ describe('memory holds what can still change', () => {
     expect(engine.changeableRuns).toBe(0);
     expect(engine.verdictOf('done3')?.verdict).toBe('healthy');
     expect(engine.get('done3')?.receipts).toHaveLength(5);
+    // every read path finds it: the gate's (fetchVerdict, `/verdict?wait=0`) and the run page's (fetch)
+    expect((await engine.fetchVerdict('done3', now))?.verdict).toBe('healthy');
+    expect((await engine.fetch('done3', now))?.verdict.verdict).toBe('healthy');
+    expect(await engine.fetchVerdict('never-seen', now)).toBeNull();
     expect(engine.gauge().find((g) => g.verdict === 'healthy')?.count).toBe(10);
     // a late receipt loads it again (with every stored receipt): no transition, and it leaves again
     const entered: string[] = [];

@@ -56,7 +56,9 @@ export class ClusterReads {
   /** A run's verdict as fetch gives it. */
   async fetchVerdict(run: string, now: number, maxAgeMs?: number): Promise<RunVerdict | null> {
     const held = this.held.held(run)?.verdict ?? null;
-    if (held || !this.remote) return held;
+    if (held) return held;
+    // A single instance: a run that left live memory (settled) is read back from the store.
+    if (!this.remote) return (await this.held.view(run))?.verdict ?? null;
     return (await this.fetch(run, now, maxAgeMs))?.verdict ?? null;
   }
 
