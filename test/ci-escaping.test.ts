@@ -56,7 +56,7 @@ describe('CI outputs escape what users control', () => {
     const dir = tempDir('ta-esc-run-');
     const file = join(dir, 'runs.ndjson');
     writeFileSync(file, drift.replaceAll('"drift-direct-route"', '"@team"').replaceAll('"drift-wait"', '"www.evil.example"'));
-    const r = await cli('replay', file, '--contracts', join(ROOT, 'contracts'), '--format', 'markdown');
+    const r = await cli('replay', file, '--contracts', join(ROOT, 'contracts'), '--format', 'markdown', '--fail-on', 'none');
     expect(r.code, r.stderr).toBe(0);
     const { tags, text } = rendered(r.stdout);
     expect(tags.filter((t) => !OURS.has(t))).toEqual([]);

@@ -34,7 +34,8 @@ describe('the web view answers "since when"', () => {
 
   beforeAll(async () => {
     const dir = tempDir('ta-since-');
-    writeFileSync(join(dir, 'api'), `${API_TOKEN}\n`);
+    // A write-scope token named oncall: acknowledging needs write rights, and acts as the token's name (issue 47).
+    writeFileSync(join(dir, 'api'), `${API_TOKEN} write oncall\n`);
     const contracts = join(dir, 'contracts');
     mkdirSync(contracts);
     for (const f of ['research-publish.yaml', 'research-publish-v2.yaml']) copyFileSync(join(ROOT, 'contracts', f), join(contracts, f));

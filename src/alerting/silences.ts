@@ -51,7 +51,7 @@ const isMatcher = (m: unknown): m is Matcher => {
 export function wellFormedSilence(s: unknown): Silence | null {
   const x = s as Silence;
   if (typeof x !== 'object' || x === null || typeof x.id !== 'string' || typeof x.createdBy !== 'string' || typeof x.comment !== 'string') return null;
-  if (typeof x.startsAt !== 'string' || typeof x.endsAt !== 'string' || !Number.isFinite(Date.parse(x.startsAt)) || !Number.isFinite(Date.parse(x.endsAt))) return null;
+  if (typeof x.startsAt !== 'string' || typeof x.endsAt !== 'string' || !Number.isFinite(millisOf(x.startsAt)) || !Number.isFinite(millisOf(x.endsAt))) return null;
   if (!Array.isArray(x.matchers) || x.matchers.length === 0 || !x.matchers.every(isMatcher)) return null;
   return x;
 }

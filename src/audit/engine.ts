@@ -14,6 +14,7 @@ import type { Contract } from '../core/contract.js';
 import { RunState, evaluate, evaluateSteps, type AddResult, type Pinning, type ReceiptSource } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
+import { millisOf } from '../core/time.js';
 import { shadowEvaluate, summarizeShadows, type ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import type { AppendPin, AppendResult, PrunableRun, Slicer as StoreSlicer, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
@@ -1107,7 +1108,7 @@ export class AuditEngine extends EventEmitter {
       if (!v) return null;
       let firstAt = Infinity;
       for (const r of v.receipts) {
-        const t = Date.parse(r.at);
+        const t = millisOf(r.at);
         if (t < firstAt) firstAt = t;
       }
       // Left live memory settled: past its alert window (or never alerting), never stalled.
