@@ -52,6 +52,12 @@ export class Alerting {
     this.silences.refresh(); // in the background: run reads use what the last read brought
   }
 
+  /** As `update`, looking only at the runs in `changed` between resends (RunAlerts.tick; null: every alerting run). */
+  tick(now: number, changed: Iterable<string> | null, all: () => Iterable<AlertingRun>, current: (run: string) => AlertingRun | undefined, holds?: (run: string) => boolean): void {
+    this.runs.tick(now, changed, all, current, holds);
+    this.silences.refresh();
+  }
+
   /** The active silence that matches the run's alert (as it fires now, else as its verdict's alert would be). */
   silenceOf(v: RunVerdict): Promise<SilenceView | null> {
     return this.silences.matching(this.runs.firing(v.run)?.labels ?? runLabels(v));

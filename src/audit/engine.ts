@@ -1262,6 +1262,16 @@ export class AuditEngine extends EventEmitter {
     return this.gauges.alertingRuns();
   }
 
+  /** One run of alertingRuns by id, undefined when it is not among them. */
+  alertingRun(run: string): { verdict: RunVerdict; enteredAt: number; inWindow: boolean; stalledAt: number | null; lastAt: number } | undefined {
+    return this.gauges.alertingRun(run);
+  }
+
+  /** The runs that entered, left or changed among alertingRuns since the last call; null: not known run by run (look at all). */
+  alertChanges(): Set<string> | null {
+    return this.gauges.alertChanges();
+  }
+
   /** Whether a live run counts in the alerting / stalled gauges at `now` (the window and stall time last used, or the ones given). */
   /** When a held run entered its current verdict (ms since epoch), or null for a run this instance does not hold. */
   enteredAtOf(run: string): number | null {

@@ -27,6 +27,12 @@ export class RunGauges implements RunListener {
   /** The live runs counted in an alerting or stalled row (what alertingRuns lists). */
   private readonly alertMembers = new Map<string, LiveRun>();
   private alertTimers = new DeadlineHeap();
+  /**
+   * The runs that were placed in (or left) the alerting and stalled rows since alertChanges() was last taken (their
+   * per-run alert may differ); `alertChangesAll`: not known run by run (a recount, or more than MAX_ALERT_CHANGES).
+   */
+  private alertChanged = new Set<string>();
+  private alertChangesAll = true;
   private alertWindowMs = NaN;
   private alertStallMs = NaN;
 
@@ -150,6 +156,8 @@ export class RunGauges implements RunListener {
       this.alertMembers.clear();
       this.alertTimers = new DeadlineHeap();
       this.alertDirty.clear();
+      this.alertChangesAll = true;
+      this.alertChanged.clear();
       for (const live of runs()) {
         live.alertId = undefined;
         live.stallId = undefined;
@@ -194,13 +202,19 @@ export class RunGauges implements RunListener {
           live.stallId = contract;
         } else next = Math.min(next, lastAt + this.alertStallMs); // stalls after this instant
       }
-      if (live.alertId !== undefined || live.stallId !== undefined) this.alertMembers.set(live.state.run, live);
+      if (live.alertId !== undefined || live.stallId !== undefined) {
+        this.alertMembers.set(live.state.run, live);
+        this.alertChange(live.state.run);
+      }
     }
     this.alertTimers.set(live.state.run, Number.isFinite(next) ? next : null);
   }
 
   private leaveAlertRows(live: LiveRun): void {
-    if (live.alertId !== undefined || live.stallId !== undefined) this.alertMembers.delete(live.state.run);
+    if (live.alertId !== undefined || live.stallId !== undefined) {
+      this.alertMembers.delete(live.state.run);
+      this.alertChange(live.state.run);
+    }
     if (live.alertId !== undefined) {
       const row = this.alertRows.get(live.alertId)!;
       if (--row.count === 0) this.alertRows.delete(live.alertId);
@@ -218,15 +232,50 @@ export class RunGauges implements RunListener {
    * entered it, whether it is in an alerting row (within the window, unacknowledged) and when it stalled, if it did.
    * O(runs in those rows), not O(live runs).
    */
-  *alertingRuns(): Iterable<{ verdict: LiveRun['verdict']; enteredAt: number; inWindow: boolean; stalledAt: number | null; lastAt: number }> {
-    for (const live of this.alertMembers.values()) {
-      yield {
-        verdict: live.verdict,
-        enteredAt: live.enteredAt ?? live.updatedAt,
-        inWindow: live.alertId !== undefined,
-        stalledAt: live.stallId !== undefined ? live.state.lastAt + this.alertStallMs : null,
-        lastAt: live.state.lastAt,
-      };
+  *alertingRuns(): Iterable<AlertingRunOf> {
+    for (const live of this.alertMembers.values()) yield this.alertingRunOf(live);
+  }
+
+  /** One run of alertingRuns, by id; undefined when it is not in an alerting or stalled row. */
+  alertingRun(run: string): AlertingRunOf | undefined {
+    const live = this.alertMembers.get(run);
+    return live ? this.alertingRunOf(live) : undefined;
+  }
+
+  /**
+   * The runs placed in or out of the alerting and stalled rows since the last call (their per-run alert may have
+   * changed; the others' has not), or null when that is not known run by run: the first call, a recount, or more
+   * than MAX_ALERT_CHANGES runs (then the caller looks at every alerting run). Bounded: at most MAX_ALERT_CHANGES ids.
+   */
+  alertChanges(): Set<string> | null {
+    const all = this.alertChangesAll;
+    const out = this.alertChanged;
+    this.alertChangesAll = false;
+    this.alertChanged = new Set();
+    return all ? null : out;
+  }
+
+  private alertChange(run: string): void {
+    if (this.alertChangesAll) return;
+    this.alertChanged.add(run);
+    if (this.alertChanged.size > MAX_ALERT_CHANGES) {
+      this.alertChangesAll = true;
+      this.alertChanged.clear();
     }
   }
+
+  private alertingRunOf(live: LiveRun): AlertingRunOf {
+    return {
+      verdict: live.verdict,
+      enteredAt: live.enteredAt ?? live.updatedAt,
+      inWindow: live.alertId !== undefined,
+      stalledAt: live.stallId !== undefined ? live.state.lastAt + this.alertStallMs : null,
+      lastAt: live.state.lastAt,
+    };
+  }
 }
+
+/** Runs whose alert changes are kept one by one between two looks (beyond: every alerting run is looked at). */
+export const MAX_ALERT_CHANGES = 100_000;
+
+export type AlertingRunOf = { verdict: LiveRun['verdict']; enteredAt: number; inWindow: boolean; stalledAt: number | null; lastAt: number };

@@ -7,6 +7,7 @@
  * keys per scope; what falls outside the bounds is counted.
  */
 import type { SpanRecord } from '../otlp/types.js';
+import { QuietOrder } from './quiet-order.js';
 import { InsertionOrder } from './unmapped.js';
 
 export interface ScopeCoverage {
@@ -50,6 +51,8 @@ export class CoverageTracker {
   private readonly traces = new Map<string, TraceScopes>();
   /** The oldest trace in O(1) (a Map's first key after many deletions is not: see InsertionOrder). */
   private readonly order = new InsertionOrder<string, TraceScopes>();
+  /** The followed traces by last-seen time: a sweep looks at those gone quiet (and those held pending), not all. */
+  readonly quietOrder = new QuietOrder<string, TraceScopes>(this.traces);
   private readonly summary = new Map<string, { spans: number; traces: number; keys: Set<string> }>();
   private readonly maxTraces: number;
   private readonly maxScopes: number;
@@ -78,8 +81,10 @@ export class CoverageTracker {
       }
       this.traces.set(span.traceId, (t = { signal: false, lastSeen: now, scopes: new Map() }));
       this.order.push(span.traceId, t, this.traces);
+      this.quietOrder.added(span.traceId, t);
     }
     t.lastSeen = now;
+    this.quietOrder.noteTime(now);
     if (signal) t.signal = true;
     if (t.signal) {
       t.scopes.clear(); // nothing of a trace with a signal is summarised
@@ -92,10 +97,13 @@ export class CoverageTracker {
     for (const key of span.agentKeys ?? []) if (s.keys.size < this.maxKeys) s.keys.add(key);
   }
 
-  /** Sum the traces quiet for `quietMs` (and not `pending`) into the per-scope summary. */
+  /**
+   * Sum the traces quiet for `quietMs` (and not `pending`) into the per-scope summary, in the order they were first
+   * followed. O(quiet + touched + held): a quiet trace still `pending` is held aside and asked again at every sweep.
+   */
   sweep(now: number, pending: (traceId: string) => boolean = () => false): void {
-    for (const [traceId, t] of this.traces) {
-      if (now - t.lastSeen < this.opts.quietMs || pending(traceId)) continue;
+    for (const traceId of this.quietOrder.quiet(now, this.opts.quietMs, pending)) {
+      const t = this.traces.get(traceId)!;
       this.traces.delete(traceId);
       if (t.signal) {
         this.withSignal++;

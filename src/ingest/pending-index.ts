@@ -68,6 +68,8 @@ export interface EvictedWaiting<A, H> {
   handoffs: H[];
 }
 
+import { DueHeap, type Slot } from './quiet-order.js';
+
 export const keyOf = (traceId: string, spanId: string) => `${traceId}/${spanId}`;
 
 function addTo<T>(byTrace: Map<string, Map<string, T>>, traceId: string, key: string, item: T): void {
@@ -79,6 +81,12 @@ function addTo<T>(byTrace: Map<string, Map<string, T>>, traceId: string, key: st
 function inArrivalOrder<T>(items: Map<string, T>, arrival: Map<string, number>): T[] {
   if (items.size <= 1) return [...items.values()];
   return [...items].sort((x, y) => arrival.get(x[0])! - arrival.get(y[0])!).map((e) => e[1]);
+}
+
+/** Push a slot; when stale slots outnumber the current ones, the heap is rebuilt from those (amortised O(1)). */
+function pushBounded<T>(heap: DueHeap<string, T>, current: Map<string, Slot<string, T>>, s: Slot<string, T>): void {
+  if (heap.size + 1 > 2 * current.size + 1024) heap.reset([...current.values()]);
+  else heap.push(s);
 }
 
 function removeFrom<T>(byTrace: Map<string, Map<string, T>>, traceId: string, key: string): void {
@@ -112,6 +120,23 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private evictedPerTrace = 0;
   private evictedWaitingCount = 0;
   private evictedWaiting: EvictedWaiting<A, H> = { agents: [], handoffs: [] };
+  /**
+   * Expiry by due time (issue 44): each waiting agent span, waiting handoff and indexed trace has one current slot in
+   * a min-heap, at the time its wait would run out if nothing touched it since: the span's `seenAt`, the trace's
+   * `lastSeen` (for handoffs and the sweep). A pass pops the due slots and re-checks each; one touched since goes back
+   * at its new time. Slots not current (resolved, replaced, forgotten) are dropped when popped.
+   */
+  private readonly agentDue = new DueHeap<string, A>();
+  private readonly handoffDue = new DueHeap<string, H>();
+  private readonly traceDue = new DueHeap<string, TraceEntry<I, X>>();
+  private readonly agentSlot = new Map<string, Slot<string, A>>();
+  private readonly handoffSlot = new Map<string, Slot<string, H>>();
+  private readonly traceSlot = new Map<string, Slot<string, TraceEntry<I, X>>>();
+  /** The latest `now` indexed; an earlier one (the clock stepped back) makes the next passes rebuild their heaps. */
+  private latest = -Infinity;
+  private clockBack = { agents: false, handoffs: false, traces: false };
+  /** Slots popped by expiry passes so far: the work of expiry. */
+  expiryVisits = 0;
 
   constructor(
     private readonly opts: PendingIndexOptions,
@@ -160,7 +185,10 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
       t = { nodes: new Map(), lastSeen: now, state: this.newState(), seq: ++this.seq, pending: orphan };
       this.traces.set(traceId, t);
       if (orphan === 0) this.pushIdle(t.seq, traceId);
+      this.dueTrace(traceId, t);
     }
+    if (now < this.latest) this.clockBack = { agents: true, handoffs: true, traces: true };
+    else this.latest = now;
     const prev = t.nodes.get(spanId);
     if (!prev) this.indexed++;
     t.nodes.set(spanId, { parent, info: info ?? prev?.info ?? null, seenAt: now });
@@ -207,6 +235,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     }
     this.agents.set(k, a);
     addTo(this.agentsByTrace, a.traceId, k, a);
+    this.dueAgent(k, a, this.agentArrival.get(k)!);
   }
 
   addHandoff(h: H): void {
@@ -217,6 +246,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     }
     this.handoffs.set(k, h);
     addTo(this.handoffsByTrace, h.traceId, k, h);
+    this.dueHandoff(k, h, this.handoffArrival.get(k)!);
   }
 
   /** The pending handoffs of one trace (order unspecified). */
@@ -253,6 +283,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     if (!this.agents.delete(k)) return false;
     removeFrom(this.agentsByTrace, a.traceId, k);
     this.agentArrival.delete(k);
+    this.agentSlot.delete(k);
     this.dec(a.traceId);
     return true;
   }
@@ -262,6 +293,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     if (!this.handoffs.delete(k)) return false;
     removeFrom(this.handoffsByTrace, h.traceId, k);
     this.handoffArrival.delete(k);
+    this.handoffSlot.delete(k);
     this.dec(h.traceId);
     return true;
   }
@@ -285,6 +317,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
       const t = this.traces.get(id);
       if (t) {
         this.traces.delete(id);
+        this.traceSlot.delete(id);
         this.indexed -= t.nodes.size;
       }
       this.orphanPending.delete(id);
@@ -293,38 +326,96 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     return out;
   }
 
-  /** Handoffs whose trace has been quiet for `waitMs` (or is gone): removed, counted as expired, returned in arrival order. */
+  /**
+   * Handoffs whose trace has been quiet for `waitMs` (or is gone): removed, counted as expired, returned in arrival
+   * order. O(expired + touched): the due slots only.
+   */
   expireHandoffs(now: number, waitMs: number): H[] {
-    const out: H[] = [];
-    for (const h of this.handoffs.values()) {
-      const t = this.traces.get(h.traceId);
-      if (t && now - t.lastSeen < waitMs) continue;
+    if (this.clockBack.handoffs) {
+      this.clockBack.handoffs = false;
+      for (const [k, h] of this.handoffs) this.dueHandoff(k, h, this.handoffArrival.get(k)!);
+    }
+    const out = this.popDue(this.handoffDue, this.handoffSlot, now, waitMs, (h) => this.traces.get(h.traceId)?.lastSeen);
+    for (const h of out) {
       this.removeHandoff(h);
       this.expired++;
-      out.push(h);
     }
     return out;
   }
 
-  /** Agent spans that arrived `waitMs` ago or more (or whose span is gone): removed, counted as expired, returned in arrival order. */
+  /**
+   * Agent spans that arrived `waitMs` ago or more (or whose span is gone): removed, counted as expired, returned in
+   * arrival order. O(expired + touched): the due slots only.
+   */
   expireAgents(now: number, waitMs: number): A[] {
-    const out: A[] = [];
-    for (const a of this.agents.values()) {
-      const n = this.traces.get(a.traceId)?.nodes.get(a.spanId);
-      if (n && now - n.seenAt < waitMs) continue;
+    if (this.clockBack.agents) {
+      this.clockBack.agents = false;
+      for (const [k, a] of this.agents) this.dueAgent(k, a, this.agentArrival.get(k)!);
+    }
+    const out = this.popDue(this.agentDue, this.agentSlot, now, waitMs, (a) => this.traces.get(a.traceId)?.nodes.get(a.spanId)?.seenAt);
+    for (const a of out) {
       this.removeAgent(a);
       this.expired++;
-      out.push(a);
     }
     return out;
   }
 
-  /** Forget traces quiet for `idleMs` or more that hold no pending work. */
+  /** Forget traces quiet for `idleMs` or more that hold no pending work. O(forgotten + touched). */
   sweep(now: number, idleMs: number): void {
-    for (const [traceId, t] of this.traces) {
-      if (now - t.lastSeen >= idleMs && t.pending === 0) this.forget(traceId, t);
+    if (this.clockBack.traces) {
+      this.clockBack.traces = false;
+      for (const [id, t] of this.traces) this.dueTrace(id, t);
+    }
+    const cutoff = now - idleMs;
+    for (let s = this.traceDue.popDue(cutoff); s !== undefined; s = this.traceDue.popDue(cutoff)) {
+      this.expiryVisits++;
+      if (this.traceSlot.get(s.key) !== s) continue;
+      const t = s.value;
+      if (now - t.lastSeen < idleMs) this.dueTrace(s.key, t); // touched since
+      else if (t.pending === 0) this.forget(s.key, t);
+      else this.traceSlot.delete(s.key); // waiting: due again when its last wait ends (dec)
     }
     this.compact();
+  }
+
+  /**
+   * Pops the due slots of one kind of waiting span and re-checks each: `timeOf` is the time its wait runs from now
+   * (undefined: its span or trace is gone, so the wait is over). Returns the expired ones in arrival order (not yet
+   * removed); one touched since goes back at its new time.
+   */
+  private popDue<T>(heap: DueHeap<string, T>, slots: Map<string, Slot<string, T>>, now: number, waitMs: number, timeOf: (x: T) => number | undefined): T[] {
+    const due: Slot<string, T>[] = [];
+    const cutoff = now - waitMs;
+    for (let s = heap.popDue(cutoff); s !== undefined; s = heap.popDue(cutoff)) {
+      this.expiryVisits++;
+      if (slots.get(s.key) !== s) continue; // resolved, expired, or replaced (its own slot)
+      const at = timeOf(s.value) ?? -Infinity;
+      if (now - at < waitMs) {
+        const again = { ...s, at };
+        slots.set(s.key, again);
+        pushBounded(heap, slots, again);
+      } else due.push(s);
+    }
+    due.sort((x, y) => x.seq - y.seq);
+    return due.map((s) => s.value);
+  }
+
+  private dueAgent(k: string, a: A, arrival: number): void {
+    const s = { at: this.traces.get(a.traceId)?.nodes.get(a.spanId)?.seenAt ?? -Infinity, key: k, value: a, seq: arrival };
+    this.agentSlot.set(k, s);
+    pushBounded(this.agentDue, this.agentSlot, s);
+  }
+
+  private dueHandoff(k: string, h: H, arrival: number): void {
+    const s = { at: this.traces.get(h.traceId)?.lastSeen ?? -Infinity, key: k, value: h, seq: arrival };
+    this.handoffSlot.set(k, s);
+    pushBounded(this.handoffDue, this.handoffSlot, s);
+  }
+
+  private dueTrace(traceId: string, t: TraceEntry<I, X>): void {
+    const s = { at: t.lastSeen, key: traceId, value: t, seq: t.seq };
+    this.traceSlot.set(traceId, s);
+    pushBounded(this.traceDue, this.traceSlot, s);
   }
 
   // ---- internals ----
@@ -345,7 +436,10 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private dec(traceId: string): void {
     const t = this.traces.get(traceId);
     if (t) {
-      if (--t.pending === 0) this.pushIdle(t.seq, traceId);
+      if (--t.pending === 0) {
+        this.pushIdle(t.seq, traceId);
+        if (!this.traceSlot.has(traceId)) this.dueTrace(traceId, t); // the sweep dropped it while it waited
+      }
       return;
     }
     const o = this.orphanPending.get(traceId) ?? 0;
@@ -355,6 +449,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
 
   private forget(traceId: string, t: TraceEntry<I, X>): void {
     this.traces.delete(traceId);
+    this.traceSlot.delete(traceId);
     this.indexed -= t.nodes.size;
     if (t.pending > 0) this.orphanPending.set(traceId, (this.orphanPending.get(traceId) ?? 0) + t.pending);
   }

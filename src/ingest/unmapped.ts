@@ -7,6 +7,7 @@
 import { LANGGRAPH_NODE_ATTRIBUTE } from '../otlp/metadata.js';
 import type { SpanRecord } from '../otlp/types.js';
 import { LC_AGENT_NAME, LC_AGENT_NAME_KEY, TYPED_AGENT_KEY } from '../otlp/typed.js';
+import { QuietOrder } from './quiet-order.js';
 
 /** Closed set of dialect families (metric label values). */
 export const UNMAPPED_DIALECTS = ['genai', 'openinference', 'langgraph', 'adk', 'openai-agents', 'maf', 'openllmetry', 'mastra', 'langsmith', 'ai-sdk', 'voltagent', 'typed', 'other'] as const;
@@ -156,6 +157,8 @@ export class InsertionOrder<K, V> {
 export class UnmappedTracker {
   private readonly traces = new Map<string, Tracked>();
   private readonly traceOrder = new InsertionOrder<string, Tracked>();
+  /** The followed traces by last-seen time: a sweep looks at those gone quiet (and those held pending), not all. */
+  readonly quietOrder = new QuietOrder<string, Tracked>(this.traces);
   private readonly spanTrace = new Map<string, string>();
   private readonly spanOrder = new InsertionOrder<string, string>();
   private readonly ring: UnmappedTrace[] = [];
@@ -192,6 +195,7 @@ export class UnmappedTracker {
       }
       this.traces.set(span.traceId, (t = { dialect: marker ?? 'other', spans: 0, marked: 0, claimed: 0, agents: 0, receipts: 0, keys: new Set(), lastSeen: now }));
       this.traceOrder.push(span.traceId, t, this.traces);
+      this.quietOrder.added(span.traceId, t);
     }
     if (t.dialect === 'other' && marker !== null) t.dialect = marker;
     if (marker === 'langgraph' || marker === 'adk') t.dialect = marker; // the more specific family wins
@@ -202,6 +206,7 @@ export class UnmappedTracker {
     if (claimed) t.claimed++;
     if (agent) t.agents++;
     t.lastSeen = now;
+    this.quietOrder.noteTime(now);
     // Receipts that arrive later without their trace (derived ones: `<span id>:delegate`, gaps of expired waits)
     // come from agent and handoff spans, which a dialect claimed; unclaimed spans (content, model, tool spans:
     // most of a batch) never name one, so only claimed spans are remembered.
@@ -224,11 +229,14 @@ export class UnmappedTracker {
     if (t) t.receipts++;
   }
 
-  /** Judge quiet traces; returns the new reports. */
+  /**
+   * Judge quiet traces; returns the new reports, in the order the traces were first followed. O(quiet + touched +
+   * held): a quiet trace still `isPending` is held aside and asked again at every sweep until it is touched or judged.
+   */
   sweep(now: number, isPending: (traceId: string) => boolean = () => false): UnmappedTrace[] {
     const out: UnmappedTrace[] = [];
-    for (const [traceId, t] of this.traces) {
-      if (now - t.lastSeen < this.opts.quietMs || isPending(traceId)) continue;
+    for (const traceId of this.quietOrder.quiet(now, this.opts.quietMs, isPending)) {
+      const t = this.traces.get(traceId)!;
       this.traces.delete(traceId);
       if (t.receipts > 0 || t.marked === 0) continue;
       const reason: UnmappedReason = t.claimed === 0 ? 'no_dialect' : t.agents === 1 ? 'single_agent' : 'no_edges';

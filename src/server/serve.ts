@@ -663,8 +663,10 @@ function periodicTasks(p: Parts): PeriodicTask[] {
       run: (now) => {
         const al = engine.alerting(now, alertWindowMs, stallAfterMs);
         metrics.setAlertingGauges(new Set([...engine.registry.ids(), ...al.alerting.map((g) => g.contract), ...al.stalled.map((g) => g.contract)]), al.alerting, al.stalled);
-        // Per-run alerts from the same rows: new and ended alerts are queued now, firing ones re-sent when due.
-        alerting?.update(now, engine.alertingRuns(), (run) => engine.verdictOf(run) !== null);
+        // Per-run alerts from the same rows: new and ended alerts are queued now, firing ones re-sent when due. Between
+        // resends only the runs whose alert inputs changed are looked at (issue 44).
+        const changed = engine.alertChanges();
+        alerting?.tick(now, changed, () => engine.alertingRuns(), (run) => engine.alertingRun(run), (run) => engine.verdictOf(run) !== null);
       },
     },
     logIntervalMs > 0 && {

@@ -42,6 +42,7 @@ import { LANGGRAPH_AGENT_ATTRIBUTE, LANGGRAPH_NODE_ATTRIBUTE, LANGGRAPH_NS_ATTRI
 import type { SpanRecord } from '../../otlp/types.js';
 import { localStatus } from '../extract.js';
 import { withEvidence } from '../trust.js';
+import { QuietOrder } from '../quiet-order.js';
 import { exactIso } from '../../otlp/wire.js';
 
 export const LANGGRAPH_DIALECT = 'langgraph';
@@ -199,6 +200,8 @@ function hasNodeBeneath(t: LgTrace, spanId: string): boolean {
 
 export class LangGraphAssembler {
   private readonly traces = new Map<string, LgTrace>();
+  /** The waiting traces by last-seen time: expiry looks at those whose wait ran out, not at every trace. */
+  readonly quietOrder = new QuietOrder<string, LgTrace>(this.traces);
   /** deferRoots: root candidates by span id, in arrival order (bounded by maxTraces). */
   private readonly roots = new Map<string, DeferredRoot>();
   private readonly maxTraces: number;
@@ -309,14 +312,16 @@ export class LangGraphAssembler {
     if (!t) {
       if (this.traces.size >= this.maxTraces) this.evictOldest();
       this.traces.set(traceId, (t = { spans: new Map(), lastSeen: now }));
+      this.quietOrder.added(traceId, t);
     }
     t.lastSeen = now;
+    this.quietOrder.noteTime(now);
     if (t.spans.size >= this.maxSpansPerTrace) return false;
     t.spans.set(spanId, lg);
     return true;
   }
 
-  /** Traces whose root did not arrive within the wait: a gap each. */
+  /** Traces whose root did not arrive within the wait: a gap each, in arrival order (O(expired + touched): quietOrder). */
   expire(now: number, runOfTrace: (traceId: string) => string = (id) => id): Receipt[] {
     const out: Receipt[] = [];
     this.lastOutcomes = [];
@@ -325,8 +330,8 @@ export class LangGraphAssembler {
       if (now - r.at < this.opts.waitMs) break;
       this.roots.delete(r.spanId);
     }
-    for (const [traceId, t] of this.traces) {
-      if (now - t.lastSeen < this.opts.waitMs) continue;
+    for (const traceId of this.quietOrder.quiet(now, this.opts.waitMs)) {
+      const t = this.traces.get(traceId)!;
       this.traces.delete(traceId);
       let first: [string, LgSpan] | null = null;
       for (const e of t.spans) if (!first || e[1].startMs < first[1].startMs) first = e;
