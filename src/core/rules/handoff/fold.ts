@@ -75,6 +75,12 @@ class LeaseHeap {
   clear(): void {
     this.items.length = 0;
   }
+  /** Keeps only the entries `keep` accepts (a heap again: a sorted array is one). */
+  retain(keep: (e: LeaseEntry) => boolean): void {
+    const kept = this.items.filter(keep).sort((a, b) => compareInstants(a.lease, b.lease));
+    this.items.length = 0;
+    for (const e of kept) this.items.push(e);
+  }
   push(e: LeaseEntry): void {
     const h = this.items;
     h.push(e);
@@ -249,6 +255,9 @@ export class HandoffFold {
       identities = this.retrace(slot, runCancelAt, now) || identities;
     }
     this.changed.clear();
+    // each trace of an open attempt pushes its lease (renewals: one per receipt): past twice the attempts, the
+    // entries of older traces are dropped, so the heap stays bounded by the attempts, not their receipts
+    if (this.heap.size > 2 * this.attempts.size + 64) this.heap.retain((e) => e.stamp === e.slot.stamp);
     // open leases that reached `now`
     for (let top = this.heap.peek(); top !== undefined && compareInstants(top.lease, now) <= 0; top = this.heap.peek()) {
       this.heap.pop();
