@@ -8,13 +8,12 @@
  * first batch to the last, each single receipt posted after the 100,000 costs a handful of steps, and /healthz,
  * probed meanwhile, answers every time.
  */
-import { get } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULTS, startServer, type RunningServer } from '../src/server/serve.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
 import { HANDOFF_FINDING_VERDICTS, handoffWork } from '../src/core/index.js';
-import { ROOT, getJson, tempDir } from './helpers/server.js';
+import { ROOT, getJson, healthz, tempDir } from './helpers/server.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const RUN = 'handoff-100k';
@@ -40,13 +39,6 @@ function handoffReceipts(i: number): object[] {
   ];
 }
 
-const healthz = (port: number) =>
-  new Promise<number>((resolve, reject) => {
-    get({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode!));
-    }).on('error', reject);
-  });
 
 describe('one run with 100,000 handoff receipts', () => {
   let srv: RunningServer;
