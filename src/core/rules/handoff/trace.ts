@@ -147,14 +147,9 @@ function first<K extends 'from' | 'to' | 'duplicateKey' | 'finalOwner' | 'onTime
 
 /** The lease in force: the first grant, moved by each renewal timed at or before the lease then in force. */
 export function effectiveLease(rs: readonly Transition[]): Instant | null {
-  let lease: Instant | null = null;
-  for (const r of rs) {
-    if (r.leaseExpiresAt === undefined) continue;
-    const next = parseInstant(r.leaseExpiresAt);
-    if (lease === null) lease = next;
-    else if (compareInstants(at(r), lease) <= 0) lease = next; // renewal at or before expiry; after it, a new admission decision
-  }
-  return lease;
+  const f = new AttemptFold();
+  for (const r of rs) f.step(r);
+  return f.lease;
 }
 
 /** The logical handoff's first values (over the receipts of all its attempts, in (time, event) order). */
