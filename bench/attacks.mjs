@@ -283,6 +283,64 @@ process.on('SIGUSR2', () => { process.stderr.write('LOOP ' + JSON.stringify({ cp
     return out;
   },
 
+  // Issue 47.3 (third attack): one run with HANDOFFS (100,000) handoff receipts, posted in batches of 1,000 (10
+  // receipts per handoff: proposed, admitted, dispatched, running, 4 lease renewals, returned, accepted), then 50
+  // more single receipts (second attempts of early handoffs). Each post's time (first and last batch, the singles'
+  // median and max) and the longest /healthz wait meanwhile. HANDOFFS_CAP_S (300) bounds the bulk.
+  async handoffs() {
+    const n = Number(process.env.HANDOFFS ?? 100_000);
+    const cap = Number(process.env.HANDOFFS_CAP_S ?? 300) * 1000;
+    const srv = await serve(['--max-body', '16MiB']);
+    try {
+      const t0 = Date.parse('2026-01-01T00:00:00Z');
+      const iso = (ms) => new Date(ms).toISOString();
+      const lines = [];
+      for (let i = 0; lines.length < n; i++) {
+        const t = t0 + i * 100;
+        const b = { run: 'ho', type: 'handoff', handoff: `h${i}`, attempt: 1, from: 'orchestrator', to: `worker-${i % 7}` };
+        lines.push(
+          { ...b, event: `h${i}-p`, at: iso(t), state: 'PROPOSED', duplicateKey: `k${i}`, finalOwner: 'orchestrator', onTimeout: 'cancel' },
+          { ...b, event: `h${i}-a`, at: iso(t + 1), state: 'ADMITTED', leaseExpiresAt: iso(t + 60_000) },
+          { ...b, event: `h${i}-d`, at: iso(t + 2), state: 'DISPATCHED' },
+          { ...b, event: `h${i}-r`, at: iso(t + 3), state: 'RUNNING' },
+          ...[1, 2, 3, 4].map((k) => ({ ...b, event: `h${i}-hb${k}`, at: iso(t + 3 + k), state: 'RUNNING', leaseExpiresAt: iso(t + 60_000 + k * 1000) })),
+          { ...b, event: `h${i}-ret`, at: iso(t + 8), state: 'RETURNED', stateVersion: 7 },
+          { ...b, event: `h${i}-acc`, at: iso(t + 9), state: 'ACCEPTED', stateVersion: 7 },
+        );
+      }
+      lines.length = n;
+      const health = [];
+      let done = false;
+      const probes = (async () => {
+        while (!done) {
+          const at = performance.now();
+          await new Promise((res) => request({ host: '127.0.0.1', port: srv.ports.api, path: '/healthz', agent: false }, (r) => r.resume().on('end', res)).on('error', res).end());
+          health.push(performance.now() - at);
+          await sleep(20);
+        }
+      })();
+      const post = async (batch) => {
+        const at = performance.now();
+        const r = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body: batch.map((l) => JSON.stringify(l)).join('\n') + '\n', headers: { 'content-type': 'application/x-ndjson' } });
+        await r.json();
+        return performance.now() - at;
+      };
+      await post([{ run: 'ho', event: 's', type: 'run.start', at: iso(t0 - 1), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' }]);
+      const started = performance.now();
+      const batches = [];
+      for (let k = 0; k < n && performance.now() - started < cap; k += 1000) batches.push(await post(lines.slice(k, k + 1000)));
+      const held = Math.min(n, batches.length * 1000);
+      const singles = [];
+      for (let i = 0; i < 50; i++) singles.push(await post([{ run: 'ho', type: 'handoff', handoff: `h${i}`, attempt: 2, event: `h${i}-2`, at: iso(t0 + i * 100 + 50), state: 'PROPOSED', from: 'orchestrator', to: 'worker-1' }]));
+      done = true;
+      await probes;
+      singles.sort((a, b) => a - b);
+      return { held, bulkMs: Math.round(performance.now() - started), firstBatchMs: Math.round(batches[0]), lastBatchMs: Math.round(batches.at(-1)), singleMedianMs: Math.round(singles[25] * 10) / 10, singleMaxMs: Math.round(singles.at(-1) * 10) / 10, healthzProbes: health.length, healthzMaxMs: Math.round(Math.max(0, ...health)) };
+    } finally {
+      await srv.stop();
+    }
+  },
+
   // Issue 30.1-2: forged handoff facts from a non-owner token, and an edge under another source's event id.
   async parties() {
     const dir = mkdtempSync(join(tmpdir(), 'ta-attack-tokens-'));

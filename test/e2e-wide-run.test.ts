@@ -6,21 +6,12 @@
  * the post's time. The bound is relative to the post's own time, not a wall-clock budget, so a loaded machine slows
  * both alike; the absolute figures (/healthz under 1 s) are measured by `bench/attacks.mjs agents` and logged here.
  */
-import { get } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getJson, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { getJson, healthz, startServerProcess, type ServerProcess } from './helpers/server.js';
 
 const line = (o: object) => JSON.stringify(o) + '\n';
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 
-/** GET /healthz on a connection of its own (no keep-alive race with the server's idle timer): the status. */
-const healthz = (port: number) =>
-  new Promise<number>((resolve, reject) => {
-    get({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode!));
-    }).on('error', reject);
-  });
 
 function wideRun(run: string, agents: number): string {
   let body = line({ run, event: 's', type: 'run.start', at: new Date(T0).toISOString(), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' });

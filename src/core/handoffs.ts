@@ -7,3 +7,4 @@ export * from './rules/handoff/trace.js';
 export * from './rules/handoff/lifecycle.js';
 export * from './rules/handoff/ledger.js';
 export { sameStateVersion } from './rules/handoff/version.js';
+export { handoffWork } from './rules/handoff/work.js';

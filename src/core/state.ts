@@ -16,7 +16,9 @@ import { receiptCanon } from './receipt.js';
 import { millisOf, subMillisOf } from './time.js';
 import type { Contract } from './contract.js';
 import type { ContractRegistry, PinRef } from './registry.js';
-import type { GapReceipt, HandoffReceipt, OutcomeReceipt, Receipt, RunEndReceipt, RunStartReceipt, RunVerdict } from './types.js';
+import { HandoffFold } from './rules/handoff/fold.js';
+import type { Instant } from './time.js';
+import type { Finding, GapReceipt, HandoffReceipt, OutcomeReceipt, Receipt, RunEndReceipt, RunStartReceipt, RunVerdict } from './types.js';
 
 export type AddResult = 'accepted' | 'duplicate' | 'conflict';
 
@@ -364,6 +366,12 @@ export class RunState {
   gaps: readonly GapReceipt[] = EMPTY;
   notOk: readonly string[] = EMPTY;
   handoffs: readonly HandoffReceipt[] = EMPTY;
+  /**
+   * The handoff audit folded receipt by receipt (src/core/rules/handoff/fold.ts): made with the run's first handoff
+   * receipt, fed its handoff receipts, run ends and verified outcomes (what handoffReceipts lists), made again by a
+   * rebuild.
+   */
+  private handoffFold: HandoffFold | null = null;
 
   /**
    * `source`: where the run's receipts are read back from (the store); the state then keeps no receipt but the
@@ -510,6 +518,7 @@ export class RunState {
     this.gaps = EMPTY;
     this.notOk = EMPTY;
     this.handoffs = EMPTY;
+    this.handoffFold = null;
     for (const { receipt, at, ns } of this.folded()) this.fold(receipt, at, ns);
   }
 
@@ -576,6 +585,7 @@ export class RunState {
       case 'run.end': {
         const { list, copy: c } = this.push(this.ends, r);
         this.ends = list;
+        this.handoffFold?.add(c);
         if (earlierThan(at, ns, event, this.firstEndR, this.firstEndAt, this.firstEndNs)) {
           this.firstEndR = c;
           this.firstEndAt = at;
@@ -627,7 +637,9 @@ export class RunState {
       }
       case 'outcome':
         if (r.verified === true) {
-          this.verifiedOutcomes = this.push(this.verifiedOutcomes, r).list;
+          const { list, copy: c } = this.push(this.verifiedOutcomes, r);
+          this.verifiedOutcomes = list;
+          this.handoffFold?.add(c);
           const o = { event, at, ns };
           if (earlier(this.verifiedOutcome, o)) this.verifiedOutcome = o;
         }
@@ -635,9 +647,17 @@ export class RunState {
       case 'gap':
         this.gaps = this.push(this.gaps, r).list;
         break;
-      case 'handoff':
-        this.handoffs = this.push(this.handoffs, r).list;
+      case 'handoff': {
+        const { list, copy: c } = this.push(this.handoffs, r);
+        this.handoffs = list;
+        if (this.handoffFold === null) {
+          this.handoffFold = new HandoffFold(this.run);
+          for (const x of this.ends) this.handoffFold.add(x);
+          for (const x of this.verifiedOutcomes) this.handoffFold.add(x);
+        }
+        this.handoffFold.add(c);
         break;
+      }
     }
   }
 
@@ -720,6 +740,14 @@ export class RunState {
       for (const [v, list] of missing) lists.set(v, list);
     }
     return versions.map((v) => lists.get(v) ?? []);
+  }
+
+  /**
+   * The handoff findings at `now` and when they next change with time alone: what handoffAudit(handoffReceipts(),
+   * now) gives, from the fold (its cost: what changed since the last call, and the findings in force).
+   */
+  handoffAudit(now: Instant): { findings: Finding[]; nextChangeAt: number } {
+    return this.handoffFold === null ? { findings: [], nextChangeAt: Infinity } : this.handoffFold.audit(now);
   }
 
   /** The receipts a handoff audit reads: handoff transitions, run ends and verified outcomes. */

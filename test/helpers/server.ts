@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
+import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -82,3 +83,12 @@ export async function getJson<T = any>(url: string): Promise<{ status: number; b
   const text = await r.text();
   return { status: r.status, body: text ? JSON.parse(text) : null };
 }
+
+/** GET /healthz on a connection of its own (no keep-alive race with the server's idle timer): the status. */
+export const healthz = (port: number) =>
+  new Promise<number>((resolve, reject) => {
+    get({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode!));
+    }).on('error', reject);
+  });

@@ -108,6 +108,54 @@ function isLate(a: AttemptTrace): boolean {
   return a.receipts.some((r) => (r.budgetOp === 'consume' || r.budgetOp === 'reject') && (afterLease(at(r)) || afterCancel(at(r))));
 }
 
+/** The budget an attempt holds: what its receipts reserved, consumed, released and rejected. */
+export type BudgetRow = Pick<AttemptLedger, 'reserved' | 'consumed' | 'released' | 'rejected'>;
+
+/** What an attempt commits of the root: max(reserved - released, consumed) per dimension. */
+const commitment = (row: BudgetRow): Units => mapUnits((k) => Math.max(row.reserved[k] - row.released[k], row.consumed[k], 0));
+
+const BUDGET_FIELD = { reserve: 'reserved', consume: 'consumed', release: 'released', reject: 'rejected' } as const;
+
+/** A budget receipt of an attempt (not the root): what the ledger walk reads. */
+export type BudgetReceipt = Receipt & { type: 'handoff'; handoff: string; budgetOp: keyof typeof BUDGET_FIELD };
+export const isBudgetStep = (r: Receipt): r is BudgetReceipt => r.type === 'handoff' && r.budgetOp !== undefined && r.budgetOp !== 'root' && r.handoff !== undefined;
+
+/**
+ * The ledger walked receipt by receipt in (time, event) order: the children's commitment kept as a running total (one
+ * attempt's part changes per receipt), its peak, and the first receipt at which it exceeded the root. The full walk
+ * (ledgerWalk) and the incremental audit (fold.ts) both walk with it.
+ */
+export class BudgetWalk {
+  readonly committed = zeroUnits();
+  readonly peak = zeroUnits();
+  overcommitAt: Receipt | null = null;
+  readonly reserveEvents = new Map<string, string[]>();
+
+  constructor(readonly root: Units | null) {}
+
+  /** Walks `r`, a budget receipt of the attempt whose row is `row`. */
+  step(r: BudgetReceipt, row: BudgetRow): void {
+    const before = commitment(row);
+    const field = BUDGET_FIELD[r.budgetOp];
+    row[field] = addUnits(row[field], r.units);
+    const after = commitment(row);
+    const root = this.root;
+    let over = false;
+    for (const k of UNIT_KEYS) {
+      const now = (this.committed[k] += after[k] - before[k]);
+      if (now > this.peak[k]) this.peak[k] = now;
+      if (root !== null && now > root[k]) over = true;
+    }
+    if (r.budgetOp === 'reserve') {
+      const id = attemptId({ handoff: r.handoff, attempt: r.attempt ?? 1 });
+      const list = this.reserveEvents.get(id);
+      if (list) list.push(r.event);
+      else this.reserveEvents.set(id, [r.event]);
+    }
+    if (over && this.overcommitAt === null) this.overcommitAt = r;
+  }
+}
+
 /** The ledger walk of one run: the state both the budget findings and the operator's board read. */
 export function ledgerWalk(trace: RunTrace): LedgerWalk {
   const root = trace.root ? addUnits(zeroUnits(), trace.root.units) : null;
@@ -126,28 +174,13 @@ export function ledgerWalk(trace: RunTrace): LedgerWalk {
       duplicate: trace.attempts.some((b) => startedDuringLeaseOf(a, b)),
     });
   }
-  const committed = (): Units => {
-    let total = zeroUnits();
-    for (const row of rows.values()) {
-      total = addUnits(total, mapUnits((k) => Math.max(row.reserved[k] - row.released[k], row.consumed[k], 0)));
-    }
-    return total;
-  };
-  let peak = zeroUnits();
-  let overcommitAt: Receipt | null = null;
-  const reserveEvents = new Map<string, string[]>();
+  const walk = new BudgetWalk(root);
   for (const r of trace.receipts) {
-    if (r.type !== 'handoff' || r.budgetOp === undefined || r.budgetOp === 'root' || r.handoff === undefined) continue;
-    const id = attemptId({ handoff: r.handoff, attempt: r.attempt ?? 1 });
-    const row = rows.get(id);
-    if (row === undefined) continue;
-    const field = ({ reserve: 'reserved', consume: 'consumed', release: 'released', reject: 'rejected' } as const)[r.budgetOp];
-    row[field] = addUnits(row[field], r.units);
-    if (r.budgetOp === 'reserve') reserveEvents.set(id, [...(reserveEvents.get(id) ?? []), r.event]);
-    const now = committed();
-    peak = mapUnits((k) => Math.max(peak[k], now[k]));
-    if (overcommitAt === null && root !== null && UNIT_KEYS.some((k) => now[k] > root[k])) overcommitAt = r;
+    if (!isBudgetStep(r)) continue;
+    const row = rows.get(attemptId({ handoff: r.handoff, attempt: r.attempt ?? 1 }));
+    if (row !== undefined) walk.step(r, row);
   }
+  const { peak, overcommitAt, reserveEvents } = walk;
   const list = [...rows.values()];
   const sum = (f: (row: AttemptLedger) => Units, filter: (row: AttemptLedger) => boolean = () => true): Units =>
     list.filter(filter).reduce((acc, row) => addUnits(acc, f(row)), zeroUnits());
@@ -208,39 +241,58 @@ export interface TaggedFinding {
 /** Attempts whose reservation copies the whole root work budget (`budget_copied`). */
 export function copiedReservations(trace: RunTrace, w: LedgerWalk): AttemptTrace[] {
   const root = w.summary.root;
-  if (trace.root === null || root === null || !(root.actions > 0 || root.contextUnits > 0)) return [];
-  return trace.attempts.filter((a) => {
-    if (!w.reserveEvents.has(attemptId(a))) return false;
-    const row = w.summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt);
-    return row !== undefined && row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits;
-  });
+  if (trace.root === null || root === null) return [];
+  const rows = rowsById(w.summary);
+  return trace.attempts.filter((a) => w.reserveEvents.has(attemptId(a)) && copiesRoot(root, rows.get(attemptId(a))));
+}
+
+const rowsById = (summary: LedgerSummary): Map<string, AttemptLedger> => new Map(summary.attempts.map((row) => [attemptId(row), row]));
+
+/** Whether a reservation covers the root's whole work budget (actions and context units, the root having some). */
+function copiesRoot(root: Units, row: BudgetRow | undefined): row is BudgetRow {
+  return (root.actions > 0 || root.contextUnits > 0) && row !== undefined && row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits;
 }
 
 /** budget_overcommitted and budget_copied findings of one ledger walk, tagged with their attempts. */
 export function ledgerFindingsOf(trace: RunTrace, w: LedgerWalk): TaggedFinding[] {
-  const { summary, overcommitAt, reserveEvents } = w;
-  const root = summary.root; // null exactly when the trace has no root receipt
+  const root = w.summary.root; // null exactly when the trace has no root receipt
   if (trace.root === null || root === null) return [];
-  const owner = trace.root.from;
+  const holders = trace.attempts.filter((a) => w.reserveEvents.has(attemptId(a)));
+  const rows = rowsById(w.summary);
+  return budgetFindings(trace.root, root, { peak: w.summary.peakCommitted, overcommitAt: w.overcommitAt, reserveEvents: w.reserveEvents }, holders, (id) => rows.get(id));
+}
+
+/**
+ * budget_overcommitted and budget_copied findings of a walk against the root receipt `rootReceipt` (its units
+ * `root`): `holders` are the attempts that reserved (in attempt order), `rowOf` their budget rows.
+ */
+export function budgetFindings(
+  rootReceipt: Receipt,
+  root: Units,
+  w: { peak: Units; overcommitAt: Receipt | null; reserveEvents: ReadonlyMap<string, string[]> },
+  holders: readonly AttemptTrace[],
+  rowOf: (id: string) => BudgetRow | undefined,
+): TaggedFinding[] {
+  const { peak, overcommitAt, reserveEvents } = w;
+  const owner = rootReceipt.from;
   const findings: TaggedFinding[] = [];
-  const holders = trace.attempts.filter((a) => reserveEvents.has(attemptId(a)));
   if (overcommitAt !== null) {
-    const over = UNIT_KEYS.filter((k) => summary.peakCommitted[k] > root[k]);
+    const over = UNIT_KEYS.filter((k) => peak[k] > root[k]);
     findings.push({
       attempts: holders.map(attemptId),
       finding: {
         verdict: 'ambiguous_route',
         code: 'budget_overcommitted',
         agents: uniq([owner, ...holders.map((a) => a.target)]),
-        events: uniq([trace.root.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a)) ?? []), overcommitAt.event]),
-        message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${LABEL[k]}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
+        events: uniq([rootReceipt.event, ...holders.flatMap((a) => reserveEvents.get(attemptId(a)) ?? []), overcommitAt.event]),
+        message: `child reservations reach ${over.map((k) => `${peak[k]} ${LABEL[k]}`).join(', ')} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
         settled: true,
       },
     });
   }
-  for (const a of copiedReservations(trace, w)) {
-    const row = summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt);
-    if (row === undefined) continue; // every copied reservation has its row (copiedReservations)
+  for (const a of holders) {
+    const row = rowOf(attemptId(a));
+    if (!copiesRoot(root, row)) continue;
     findings.push({
       attempts: [attemptId(a)],
       finding: {
@@ -248,7 +300,7 @@ export function ledgerFindingsOf(trace: RunTrace, w: LedgerWalk): TaggedFinding[
         code: 'budget_copied',
         edge: edgeOf(a),
         agents: uniq([owner, a.source, a.target]),
-        events: uniq([trace.root.event, ...(reserveEvents.get(attemptId(a)) ?? [])]),
+        events: uniq([rootReceipt.event, ...(reserveEvents.get(attemptId(a)) ?? [])]),
         message: `${a.handoff} attempt ${a.attempt} reserves ${fmt(row.reserved)}, a copy of the whole root work budget (${root.actions} actions, ${root.contextUnits} context units): the parent keeps no continuation allowance`,
         settled: true,
       },

@@ -35,6 +35,7 @@
  */
 import type { Finding, HandoffState, Receipt, Verdict } from '../../types.js';
 import { sameStateVersion } from './version.js';
+import { handoffWork } from './work.js';
 import { ceilMillis, compareInstants, instantText, toInstant, type Instant } from '../../time.js';
 import type { AttemptTrace, RunTrace, Transition } from './trace.js';
 import { CHAIN, at, edgeOf, isTerminal, traceRuns } from './trace.js';
@@ -129,51 +130,28 @@ export interface RunFacts {
   ledger: LedgerWalk;
 }
 
-/** Walks the attempt's receipts through the state machine. */
-function walkStates(a: AttemptTrace): Pick<AttemptFacts, 'state' | 'stateAt' | 'terminal' | 'leftTerminal'> {
-  let current: HandoffState | null = null;
-  let currentAt = a.firstAt;
-  let terminal: Transition | null = null;
-  const offending: Transition[] = [];
-  for (const r of a.receipts) {
-    const s = r.state;
-    if (terminal !== null) {
-      if (s !== current) offending.push(r);
-      continue;
-    }
-    if (isTerminal(s)) {
-      current = s;
-      currentAt = at(r);
-      terminal = r;
-    } else if (current === null || CHAIN.indexOf(s) > CHAIN.indexOf(current)) {
-      current = s;
-      currentAt = at(r);
-    }
-  }
-  return { state: current ?? a.receipts[0].state, stateAt: currentAt, terminal, leftTerminal: offending };
-}
-
 export function attemptFacts(a: AttemptTrace, now: Instant): AttemptFacts {
   const has = (s: HandoffState): boolean => a.states.has(s);
   const beyond = (['DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'] as const).filter(has);
   const decidedWithoutReturn =
-    (has('ACCEPTED') || (has('REJECTED') && (['ADMITTED', 'DISPATCHED', 'RUNNING'] as const).some(has))) && !has('RETURNED')
-      ? (a.receipts.find((r) => r.state === 'ACCEPTED' || r.state === 'REJECTED') ?? null)
-      : null;
+    (has('ACCEPTED') || (has('REJECTED') && (['ADMITTED', 'DISPATCHED', 'RUNNING'] as const).some(has))) && !has('RETURNED') ? a.decided : null;
   const returnAt = a.accepted !== null ? a.returnAt : null; // accepted: the result came back at returnAt
   const observed = a.returned?.stateVersion;
   const current = a.accepted?.stateVersion;
   return {
     id: attemptId(a),
     trace: a,
-    ...walkStates(a),
+    state: a.state,
+    stateAt: a.stateAt,
+    terminal: a.terminal,
+    leftTerminal: [...a.leftTerminal],
     beyondAdmissionWithoutAdmitted: beyond.length > 0 && !has('ADMITTED') ? beyond : [],
     decidedWithoutReturn,
     acceptedAfterCancel: returnAt !== null && a.cancelAt !== null && compareInstants(returnAt, a.cancelAt) >= 0,
     acceptedAfterExpiry: returnAt !== null && a.lease !== null && compareInstants(returnAt, a.lease) > 0,
     acceptedStale:
       returnAt !== null && observed !== undefined && current !== undefined && !sameStateVersion(observed, current) ? { observed, current } : null,
-    leaseExpiredOpen: a.terminal === null && a.lease !== null && a.activeFrom !== null && compareInstants(now, a.lease) >= 0 && !has('RETURNED'),
+    leaseExpiredOpen: leaseOpen(a) && compareInstants(now, a.lease) >= 0,
   };
 }
 
@@ -212,126 +190,160 @@ export function runFacts(trace: RunTrace, now: Instant): RunFacts {
     trace,
     now,
     attempts: trace.attempts.map((a) => attemptFacts(a, now)),
-    handoffs: [...byHandoff].map(([handoff, as]) => ({
-      handoff,
-      attempts: as,
-      admitted: as.some((a) => a.activeFrom !== null),
-      missingFinalOwner: as[0].finalOwner === undefined,
-      missingTimeout: as[0].onTimeout === undefined,
-    })),
+    handoffs: [...byHandoff].map(([handoff, as]) => handoffFacts(handoff, as)),
     overlaps: leaseOverlaps(trace.attempts),
     finalOwners,
     targetCompletions:
       targets.size === 0
         ? []
         : trace.receipts.filter(
-            (r) =>
-              ((r.type === 'run.end' && r.result === 'completed') || (r.type === 'outcome' && r.verified === true)) &&
-              r.from !== undefined && targets.has(r.from) && !owners.has(r.from),
+            (r) => isCompletion(r) && r.from !== undefined && targets.has(r.from) && !owners.has(r.from),
           ),
     ledger: ledgerWalk(trace),
   };
 }
 
-/** The event of the attempt's first receipt showing a granted lease, if it has one. */
-function firstActiveEvent(a: AttemptTrace): string | undefined {
-  const from = a.activeFrom;
-  return from === null ? undefined : a.receipts.find((r) => compareInstants(at(r), from) === 0)?.event;
+type Push = (attempts: AttemptTrace[], code: HandoffFindingCode, x: Parameters<typeof finding>[1]) => void;
+
+/** A `push` into `out`: each finding tagged with the attempts it concerns. */
+export function pusher(out: TaggedFinding[]): Push {
+  return (attempts, code, x) => {
+    out.push({ attempts: attempts.map(attemptId), finding: finding(code, x) });
+  };
 }
+
+/**
+ * The findings of one attempt's facts but `lease_expired_open` (the one that changes with `now` alone: see
+ * leaseExpiredFinding): resurrection, lifecycle gaps, accepted after cancel or expiry, accepted stale.
+ */
+export function attemptFindings(x: AttemptFacts, push: Push): void {
+  const a = x.trace;
+  if (x.terminal !== null && x.leftTerminal.length > 0) {
+    const t = x.terminal;
+    push([a], 'resurrection', {
+      edge: edgeOf(a), agents: parties(a), events: [t.event, ...x.leftTerminal.map((r) => r.event)],
+      message: `${label(a)} left terminal ${t.state} (${t.at}) for ${x.leftTerminal.map((r) => `${r.state} at ${r.at}`).join(', ')}: late work cannot revive a handoff`,
+    });
+  }
+  if (x.beyondAdmissionWithoutAdmitted.length > 0) {
+    const beyond = x.beyondAdmissionWithoutAdmitted;
+    push([a], 'lifecycle_gap', {
+      edge: edgeOf(a), agents: parties(a),
+      events: a.beyond !== null ? [a.beyond.event] : [],
+      message: `${label(a)} reached ${beyond.at(-1)} with no ADMITTED record: the admission evidence is missing`,
+    });
+  }
+  if (x.decidedWithoutReturn !== null) {
+    const decided = x.decidedWithoutReturn;
+    push([a], 'lifecycle_gap', {
+      edge: edgeOf(a), agents: parties(a), events: [decided.event],
+      message: `${label(a)} was ${decided.state} with no RETURNED record: no artifact was recorded for the decision`,
+    });
+  }
+  // The flags below hold only for an accepted attempt whose result came back (attemptFacts); the null checks narrow.
+  const { accepted, returnAt, cancelAt, lease, returned } = a;
+  const returnEvent = (returned ?? accepted)?.event;
+  if (x.acceptedAfterCancel && accepted !== null && returnEvent !== undefined && returnAt !== null && cancelAt !== null) {
+    const own = a.cancelled;
+    const cancel = own !== null && compareInstants(at(own), cancelAt) === 0 ? own : undefined;
+    push([a], 'accepted_after_cancel', {
+      edge: edgeOf(a), agents: parties(a),
+      events: [returnEvent, accepted.event, ...(cancel ? [cancel.event] : [])],
+      message: `${label(a)} returned at ${iso(returnAt)}, not before the cancellation at ${iso(cancelAt)}, and was accepted: cancelled work is diagnostic only`,
+    });
+  }
+  if (x.acceptedAfterExpiry && accepted !== null && returnEvent !== undefined && returnAt !== null && lease !== null) {
+    push([a], 'accepted_after_expiry', {
+      edge: edgeOf(a), agents: parties(a), events: [returnEvent, accepted.event],
+      message: `${label(a)} returned at ${iso(returnAt)}, after its lease expired at ${iso(lease)}, and was accepted`,
+    });
+  }
+  if (x.acceptedStale !== null && returned !== null && accepted !== null) {
+    push([a], 'accepted_stale', {
+      edge: edgeOf(a), agents: parties(a), events: [returned.event, accepted.event],
+      message: `${label(a)} observed state version ${x.acceptedStale.observed} and was accepted at version ${x.acceptedStale.current}: revalidate or reject, never merge`,
+    });
+  }
+}
+
+/** Whether the attempt is open with a lease in force and has not returned: it turns `lease_expired_open` at the lease. */
+export function leaseOpen(a: AttemptTrace): a is AttemptTrace & { lease: Instant } {
+  return a.terminal === null && a.lease !== null && a.activeFrom !== null && !a.states.has('RETURNED');
+}
+
+/** `lease_expired_open` of an attempt open past its lease at `now` (leaseOpen, and `now` at or after the lease). */
+export function leaseExpiredFinding(a: AttemptTrace, now: Instant, push: Push): void {
+  const lease = a.lease;
+  if (lease === null) return;
+  push([a], 'lease_expired_open', {
+    edge: edgeOf(a), agents: parties(a), events: [a.receipts[a.receipts.length - 1].event],
+    message: `${label(a)} is still open at ${iso(now)}; its lease expired at ${iso(lease)} and no timeout disposition was applied`,
+  });
+}
+
+/** `missing_final_owner` and `missing_timeout_disposition` of one logical handoff (its attempts in attempt order). */
+export function handoffFindings(h: HandoffFacts, push: Push): void {
+  if (!h.admitted) return;
+  const firstActive = h.attempts.flatMap((a) => a.activeEvent ?? []);
+  const agents = h.attempts.flatMap(parties);
+  if (h.missingFinalOwner) {
+    push(h.attempts, 'missing_final_owner', {
+      edge: edgeOf(h.attempts[0]), agents, events: firstActive,
+      message: `handoff ${h.handoff} was admitted with no final accountable owner on any receipt: the branch is orphaned`,
+    });
+  }
+  if (h.missingTimeout) {
+    push(h.attempts, 'missing_timeout_disposition', {
+      edge: edgeOf(h.attempts[0]), agents, events: firstActive,
+      message: `handoff ${h.handoff} was admitted with no timeout disposition on any receipt: nobody is responsible when its lease ends`,
+    });
+  }
+}
+
+/** The facts of one logical handoff from its attempts (in attempt order). */
+export function handoffFacts(handoff: string, as: AttemptTrace[]): HandoffFacts {
+  return {
+    handoff,
+    attempts: as,
+    admitted: as.some((a) => a.activeFrom !== null),
+    missingFinalOwner: as[0].finalOwner === undefined,
+    missingTimeout: as[0].onTimeout === undefined,
+  };
+}
+
+/** `duplicate_active` of two attempts whose active leases on one work key overlapped (leaseOverlaps: `a` started first). */
+export function overlapFinding(a: AttemptTrace, b: AttemptTrace, push: Push): void {
+  if (a.activeFrom === null || b.activeFrom === null) return; // overlapping leases are active (leaseOverlaps)
+  push([a, b], 'duplicate_active', {
+    edge: edgeOf(b), agents: [...parties(a), ...parties(b)], events: [a.activeEvent ?? [], b.activeEvent ?? []].flat(),
+    message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso(a.activeFrom)} and ${label(b)} from ${iso(b.activeFrom)}`,
+  });
+}
+
+/** `target_completed_parent` of a run completion `r` sent by a handoff target (`own`: its attempts, in attempt order). */
+export function completionFinding(r: Receipt, own: AttemptTrace[], finalOwners: readonly string[], push: Push): void {
+  push(own, 'target_completed_parent', {
+    edge: edgeOf(own[0]),
+    agents: [r.from, ...own.map((a) => a.finalOwner)],
+    events: [r.event],
+    message: `handoff target ${r.from} sent the run's ${r.type === 'run.end' ? 'completed end' : 'verified outcome'}; only the final owner (${finalOwners.join(', ') || 'none named'}) completes the run`,
+  });
+}
+
+/** Whether `r` completes the run (a completed run.end, a verified outcome). */
+export const isCompletion = (r: Receipt): boolean => (r.type === 'run.end' && r.result === 'completed') || (r.type === 'outcome' && r.verified === true);
 
 /** The findings of a run's facts, each tagged with the attempts it concerns. */
 export function factFindings(f: RunFacts): TaggedFinding[] {
   const out: TaggedFinding[] = [];
-  const push = (attempts: AttemptTrace[], code: HandoffFindingCode, x: Parameters<typeof finding>[1]): void => {
-    out.push({ attempts: attempts.map(attemptId), finding: finding(code, x) });
-  };
+  const push = pusher(out);
   for (const x of f.attempts) {
-    const a = x.trace;
-    if (x.terminal !== null && x.leftTerminal.length > 0) {
-      const t = x.terminal;
-      push([a], 'resurrection', {
-        edge: edgeOf(a), agents: parties(a), events: [t.event, ...x.leftTerminal.map((r) => r.event)],
-        message: `${label(a)} left terminal ${t.state} (${t.at}) for ${x.leftTerminal.map((r) => `${r.state} at ${r.at}`).join(', ')}: late work cannot revive a handoff`,
-      });
-    }
-    if (x.beyondAdmissionWithoutAdmitted.length > 0) {
-      const beyond = x.beyondAdmissionWithoutAdmitted;
-      push([a], 'lifecycle_gap', {
-        edge: edgeOf(a), agents: parties(a),
-        events: a.receipts.filter((r) => beyond.includes(r.state)).map((r) => r.event).slice(0, 1),
-        message: `${label(a)} reached ${beyond.at(-1)} with no ADMITTED record: the admission evidence is missing`,
-      });
-    }
-    if (x.decidedWithoutReturn !== null) {
-      const decided = x.decidedWithoutReturn;
-      push([a], 'lifecycle_gap', {
-        edge: edgeOf(a), agents: parties(a), events: [decided.event],
-        message: `${label(a)} was ${decided.state} with no RETURNED record: no artifact was recorded for the decision`,
-      });
-    }
-    // The flags below hold only for an accepted attempt whose result came back (attemptFacts); the null checks narrow.
-    const { accepted, returnAt, cancelAt, lease, returned } = a;
-    const returnEvent = (returned ?? accepted)?.event;
-    if (x.acceptedAfterCancel && accepted !== null && returnEvent !== undefined && returnAt !== null && cancelAt !== null) {
-      const cancel = a.receipts.find((r) => r.state === 'CANCELLED' && compareInstants(at(r), cancelAt) === 0);
-      push([a], 'accepted_after_cancel', {
-        edge: edgeOf(a), agents: parties(a),
-        events: [returnEvent, accepted.event, ...(cancel ? [cancel.event] : [])],
-        message: `${label(a)} returned at ${iso(returnAt)}, not before the cancellation at ${iso(cancelAt)}, and was accepted: cancelled work is diagnostic only`,
-      });
-    }
-    if (x.acceptedAfterExpiry && accepted !== null && returnEvent !== undefined && returnAt !== null && lease !== null) {
-      push([a], 'accepted_after_expiry', {
-        edge: edgeOf(a), agents: parties(a), events: [returnEvent, accepted.event],
-        message: `${label(a)} returned at ${iso(returnAt)}, after its lease expired at ${iso(lease)}, and was accepted`,
-      });
-    }
-    if (x.acceptedStale !== null && returned !== null && accepted !== null) {
-      push([a], 'accepted_stale', {
-        edge: edgeOf(a), agents: parties(a), events: [returned.event, accepted.event],
-        message: `${label(a)} observed state version ${x.acceptedStale.observed} and was accepted at version ${x.acceptedStale.current}: revalidate or reject, never merge`,
-      });
-    }
-    if (x.leaseExpiredOpen && lease !== null) {
-      push([a], 'lease_expired_open', {
-        edge: edgeOf(a), agents: parties(a), events: [a.receipts[a.receipts.length - 1].event],
-        message: `${label(a)} is still open at ${iso(f.now)}; its lease expired at ${iso(lease)} and no timeout disposition was applied`,
-      });
-    }
+    attemptFindings(x, push);
+    if (x.leaseExpiredOpen) leaseExpiredFinding(x.trace, f.now, push);
   }
-  for (const h of f.handoffs) {
-    if (!h.admitted) continue;
-    const firstActive = h.attempts.flatMap((a) => firstActiveEvent(a) ?? []);
-    const agents = h.attempts.flatMap(parties);
-    if (h.missingFinalOwner) {
-      push(h.attempts, 'missing_final_owner', {
-        edge: edgeOf(h.attempts[0]), agents, events: firstActive,
-        message: `handoff ${h.handoff} was admitted with no final accountable owner on any receipt: the branch is orphaned`,
-      });
-    }
-    if (h.missingTimeout) {
-      push(h.attempts, 'missing_timeout_disposition', {
-        edge: edgeOf(h.attempts[0]), agents, events: firstActive,
-        message: `handoff ${h.handoff} was admitted with no timeout disposition on any receipt: nobody is responsible when its lease ends`,
-      });
-    }
-  }
-  for (const [a, b] of f.overlaps) {
-    if (a.activeFrom === null || b.activeFrom === null) continue; // overlapping leases are active (leaseOverlaps)
-    push([a, b], 'duplicate_active', {
-      edge: edgeOf(b), agents: [...parties(a), ...parties(b)], events: [firstActiveEvent(a) ?? [], firstActiveEvent(b) ?? []].flat(),
-      message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso(a.activeFrom)} and ${label(b)} from ${iso(b.activeFrom)}`,
-    });
-  }
-  for (const r of f.targetCompletions) {
-    const own = f.trace.attempts.filter((a) => a.target === r.from);
-    push(own, 'target_completed_parent', {
-      edge: edgeOf(own[0]),
-      agents: [r.from, ...own.map((a) => a.finalOwner)],
-      events: [r.event],
-      message: `handoff target ${r.from} sent the run's ${r.type === 'run.end' ? 'completed end' : 'verified outcome'}; only the final owner (${f.finalOwners.join(', ') || 'none named'}) completes the run`,
-    });
-  }
+  for (const h of f.handoffs) handoffFindings(h, push);
+  for (const [a, b] of f.overlaps) overlapFinding(a, b, push);
+  for (const r of f.targetCompletions) completionFinding(r, f.trace.attempts.filter((a) => a.target === r.from), f.finalOwners, push);
   out.push(...ledgerFindingsOf(f.trace, f.ledger));
   return out;
 }
@@ -364,12 +376,13 @@ export function auditHandoffs(receipts: Receipt[], now: number | Instant): Findi
  */
 export function handoffAudit(receipts: Receipt[], nowAt: number | Instant): { findings: Finding[]; nextChangeAt: number } {
   const now = toInstant(nowAt);
+  handoffWork.steps += receipts.length;
   const traces = traceRuns(receipts);
   let next: Instant | null = null;
   for (const t of traces) {
     for (const a of t.attempts) {
       const lease = a.lease;
-      if (a.terminal === null && lease !== null && a.activeFrom !== null && compareInstants(now, lease) < 0 && !a.states.has('RETURNED') && (next === null || compareInstants(lease, next) < 0)) next = lease;
+      if (leaseOpen(a) && compareInstants(now, lease!) < 0 && (next === null || compareInstants(lease!, next) < 0)) next = lease;
     }
   }
   // A millisecond timer fires at the first whole millisecond at or after the lease.

@@ -5,6 +5,7 @@
  */
 import type { HandoffReceipt, HandoffState, Receipt } from '../../types.js';
 import { NEVER, compareInstants, earlierOf, parseInstant, type Instant } from '../../time.js';
+import { handoffWork } from './work.js';
 
 export const TERMINAL_STATES: readonly HandoffState[] = ['ACCEPTED', 'REJECTED', 'CANCELLED', 'TIMED_OUT', 'FAILED'];
 /** The main chain; its index orders non-terminal progress. */
@@ -100,6 +101,16 @@ export interface AttemptTrace {
   cancelAt: Instant | null;
   /** End of the active lease interval: min(first terminal, lease); NEVER when neither exists. */
   activeUntil: Instant;
+  /** The event of the first receipt at the instant of activeFrom. */
+  activeEvent: string | undefined;
+  /** The first CANCELLED, the first ACCEPTED or REJECTED, the first DISPATCHED, RUNNING, RETURNED or ACCEPTED. */
+  cancelled: Transition | null;
+  decided: Transition | null;
+  beyond: Transition | null;
+  /** The state machine's walk: the state reached after the receipts (a terminal state stays), when it was recorded, and the receipts that tried to leave a terminal state. */
+  state: HandoffState;
+  stateAt: Instant;
+  leftTerminal: readonly Transition[];
 }
 
 export interface RunTrace {
@@ -136,49 +147,173 @@ function first<K extends 'from' | 'to' | 'duplicateKey' | 'finalOwner' | 'onTime
 
 /** The lease in force: the first grant, moved by each renewal timed at or before the lease then in force. */
 export function effectiveLease(rs: readonly Transition[]): Instant | null {
-  let lease: Instant | null = null;
-  for (const r of rs) {
-    if (r.leaseExpiresAt === undefined) continue;
-    const next = parseInstant(r.leaseExpiresAt);
-    if (lease === null) lease = next;
-    else if (compareInstants(at(r), lease) <= 0) lease = next; // renewal at or before expiry; after it, a new admission decision
-  }
-  return lease;
+  const f = new AttemptFold();
+  for (const r of rs) f.step(r);
+  return f.lease;
 }
 
-function traceAttempt(run: string, rs: Transition[], logical: Transition[], runCancelAt: Instant | null): AttemptTrace {
-  const states = new Set(rs.map((r) => r.state));
-  const activeFrom = rs.find((r) => ACTIVE_STATES.includes(r.state));
-  const terminal = rs.find((r) => isTerminal(r.state)) ?? null;
-  const returned = rs.find((r) => r.state === 'RETURNED') ?? null;
-  const accepted = rs.find((r) => r.state === 'ACCEPTED') ?? null;
-  const decision = rs.find((r) => r.state === 'ACCEPTED' || (r.state === 'REJECTED' && returned !== null && compareInstants(at(r), at(returned)) >= 0)) ?? null;
-  const ownCancel = rs.find((r) => r.state === 'CANCELLED');
-  const cancels = [ownCancel ? at(ownCancel) : null, runCancelAt].filter((x): x is Instant => x !== null);
-  const lease = effectiveLease(rs);
-  const returnAt = returned ? at(returned) : accepted ? at(accepted) : null;
-  return {
-    run,
-    handoff: rs[0].handoff,
-    attempt: rs[0].attempt ?? 1,
-    receipts: rs,
-    source: first(rs, 'from') ?? first(logical, 'from'),
-    target: first(rs, 'to'),
-    duplicateKey: first(rs, 'duplicateKey') ?? first(logical, 'duplicateKey'),
-    finalOwner: first(logical, 'finalOwner'),
-    onTimeout: first(logical, 'onTimeout'),
-    states,
-    firstAt: at(rs[0]),
-    activeFrom: activeFrom ? at(activeFrom) : null,
-    terminal,
-    lease,
-    returned,
-    returnAt,
-    accepted,
-    decision,
-    cancelAt: cancels.length > 0 ? cancels.reduce(earlierOf) : null,
-    activeUntil: earlierOf(terminal ? at(terminal) : NEVER, lease ?? NEVER),
-  };
+/** The logical handoff's first values (over the receipts of all its attempts, in (time, event) order). */
+export interface LogicalFirsts {
+  from?: string;
+  duplicateKey?: string;
+  finalOwner?: string;
+  onTimeout?: string;
+}
+
+const LOGICAL_FIELDS = ['from', 'duplicateKey', 'finalOwner', 'onTimeout'] as const;
+
+/** The logical handoff's first values of `logical`, its receipts in (time, event) order. */
+export function logicalFirsts(logical: readonly Transition[]): LogicalFirsts {
+  const out: LogicalFirsts = {};
+  for (const k of LOGICAL_FIELDS) {
+    const v = first(logical, k);
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
+const present = (v: string | undefined | null): v is string => v !== undefined && v !== null && v !== '';
+const BEYOND_ADMISSION: readonly HandoffState[] = ['DISPATCHED', 'RUNNING', 'RETURNED', 'ACCEPTED'];
+
+/** The earliest of the receipts folded (the last is rs[end]) at the instant `t` of rs[end]: a walk back over that instant. */
+function firstAtInstantOf(rs: readonly Transition[], end: number, t: Instant): Transition {
+  let i = end;
+  while (i > 0 && compareInstants(at(rs[i - 1]), t) === 0) i--;
+  return rs[i];
+}
+
+/**
+ * One attempt's receipts folded one by one in (time, event) order: `step` is what one more (later) receipt changes,
+ * in O(1) but for receipts sharing one instant. The full trace (traceAttempt) and the incremental audit of a live run
+ * (fold.ts, which folds again from the start only when a receipt arrives out of order) both fold with it, so they
+ * cannot disagree on an attempt.
+ */
+export class AttemptFold {
+  /** The receipts folded, in (time, event) order. */
+  readonly receipts: Transition[] = [];
+  readonly states = new Set<HandoffState>();
+  /** The attempt's own first from, to and duplicateKey. */
+  from: string | undefined;
+  to: string | undefined;
+  duplicateKey: string | undefined;
+  activeFrom: Instant | null = null;
+  /** The event of the first receipt at the instant of activeFrom. */
+  activeEvent: string | undefined;
+  terminal: Transition | null = null;
+  returned: Transition | null = null;
+  accepted: Transition | null = null;
+  decision: Transition | null = null;
+  /** The first CANCELLED, the first ACCEPTED or REJECTED, the first receipt beyond admission. */
+  cancelled: Transition | null = null;
+  decided: Transition | null = null;
+  beyond: Transition | null = null;
+  lease: Instant | null = null;
+  /** The state machine's walk (lifecycle.ts): the state reached, when, and the receipts that tried to leave a terminal. */
+  state: HandoffState | null = null;
+  stateAt: Instant | null = null;
+  readonly leftTerminal: Transition[] = [];
+
+  /** Whether `r` sorts after every receipt folded (then `step` folds it; else the attempt is folded again). */
+  follows(r: Transition): boolean {
+    const rs = this.receipts;
+    return rs.length === 0 || byTimeThenEvent(rs[rs.length - 1], r) < 0;
+  }
+
+  /** Folds `r`, which sorts after every receipt folded. */
+  step(r: Transition): void {
+    const rs = this.receipts;
+    rs.push(r);
+    const t = at(r);
+    const s = r.state;
+    this.states.add(s);
+    if (this.from === undefined && present(r.from)) this.from = r.from;
+    if (this.to === undefined && present(r.to)) this.to = r.to;
+    if (this.duplicateKey === undefined && present(r.duplicateKey)) this.duplicateKey = r.duplicateKey;
+    if (this.activeFrom === null && ACTIVE_STATES.includes(s)) {
+      this.activeFrom = t;
+      this.activeEvent = firstAtInstantOf(rs, rs.length - 1, t).event;
+    }
+    if (s === 'RETURNED' && this.returned === null) {
+      this.returned = r;
+      // a REJECTED at the return's instant, folded before it (a smaller event id), is a decision after the return
+      // unless an earlier decision (an ACCEPTED folded before it) is first
+      if (this.decision === null || compareInstants(at(this.decision), t) === 0) {
+        let k = rs.length - 1;
+        while (k > 0 && compareInstants(at(rs[k - 1]), t) === 0) k--;
+        for (; k < rs.length - 1 && rs[k] !== this.decision; k++) {
+          if (rs[k].state === 'REJECTED') {
+            this.decision = rs[k];
+            break;
+          }
+        }
+      }
+    }
+    if (s === 'ACCEPTED' && this.accepted === null) this.accepted = r;
+    if (this.decision === null && (s === 'ACCEPTED' || (s === 'REJECTED' && this.returned !== null && compareInstants(t, at(this.returned)) >= 0))) this.decision = r;
+    if (s === 'CANCELLED' && this.cancelled === null) this.cancelled = r;
+    if ((s === 'ACCEPTED' || s === 'REJECTED') && this.decided === null) this.decided = r;
+    if (this.beyond === null && BEYOND_ADMISSION.includes(s)) this.beyond = r;
+    if (r.leaseExpiresAt !== undefined) {
+      // the first grant; then a renewal timed at or before the lease in force moves it (after it: a new admission decision)
+      if (this.lease === null || compareInstants(t, this.lease) <= 0) this.lease = parseInstant(r.leaseExpiresAt);
+    }
+    // the state machine: nothing leaves a terminal state; non-terminal progress only moves forward along the chain
+    if (this.terminal !== null) {
+      if (s !== this.state) this.leftTerminal.push(r);
+    } else if (isTerminal(s)) {
+      this.state = s;
+      this.stateAt = t;
+      this.terminal = r;
+    } else if (this.state === null || CHAIN.indexOf(s) > CHAIN.indexOf(this.state)) {
+      this.state = s;
+      this.stateAt = t;
+    }
+  }
+
+  /** The attempt's trace: its fold with the logical handoff's first values and the run's cancellation. */
+  trace(run: string, logical: LogicalFirsts, runCancelAt: Instant | null): AttemptTrace {
+    const rs = this.receipts;
+    const { terminal, lease, returned, accepted } = this;
+    const own = this.cancelled ? at(this.cancelled) : null;
+    const cancelAt = own === null ? runCancelAt : runCancelAt === null ? own : earlierOf(own, runCancelAt);
+    return {
+      run,
+      handoff: rs[0].handoff,
+      attempt: rs[0].attempt ?? 1,
+      receipts: rs,
+      source: this.from ?? logical.from,
+      target: this.to,
+      duplicateKey: this.duplicateKey ?? logical.duplicateKey,
+      finalOwner: logical.finalOwner,
+      onTimeout: logical.onTimeout,
+      states: this.states,
+      firstAt: at(rs[0]),
+      activeFrom: this.activeFrom,
+      activeEvent: this.activeEvent,
+      terminal,
+      lease,
+      returned,
+      returnAt: returned ? at(returned) : accepted ? at(accepted) : null,
+      accepted,
+      decision: this.decision,
+      cancelled: this.cancelled,
+      decided: this.decided,
+      beyond: this.beyond,
+      cancelAt,
+      activeUntil: earlierOf(terminal ? at(terminal) : NEVER, lease ?? NEVER),
+      state: this.state ?? rs[0].state,
+      stateAt: this.stateAt ?? at(rs[0]),
+      leftTerminal: this.leftTerminal,
+    };
+  }
+}
+
+/** The trace of one attempt's receipts `rs` (in (time, event) order). */
+function traceAttempt(run: string, rs: readonly Transition[], logical: LogicalFirsts, runCancelAt: Instant | null): AttemptTrace {
+  const f = new AttemptFold();
+  for (const r of rs) f.step(r);
+  handoffWork.steps += rs.length;
+  return f.trace(run, logical, runCancelAt);
 }
 
 export function traceRun(run: string, receipts: Receipt[]): RunTrace {
@@ -192,7 +327,7 @@ export function traceRun(run: string, receipts: Receipt[]): RunTrace {
     push(byHandoff, r.handoff, r);
   }
   const attempts = [...byAttempt.values()]
-    .map((rs) => traceAttempt(run, rs, byHandoff.get(rs[0].handoff) ?? rs, runCancelAt))
+    .map((rs) => traceAttempt(run, rs, logicalFirsts(byHandoff.get(rs[0].handoff) ?? rs), runCancelAt))
     .sort((a, b) => (a.handoff < b.handoff ? -1 : a.handoff > b.handoff ? 1 : a.attempt - b.attempt));
   const root = receipts.find((r): r is HandoffReceipt => r.type === 'handoff' && r.budgetOp === 'root') ?? null;
   return { run, receipts, attempts, root, runCancelAt };
