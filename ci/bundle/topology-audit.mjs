@@ -2893,10 +2893,10 @@ function cloneIssues(issues) {
 /** Whether this schema's subtree contains a cycle, so one parse can re-enter it. */
 function isRecursive(inst, stack, resolve) {
 	const cached = recursive.get(inst);
-	if (cached !== void 0) return cached ? PROVEN : NONE;
+	if (cached !== void 0) return cached ? PROVEN : NONE$1;
 	if (stack.has(inst)) return PROVEN;
 	stack.add(inst);
-	let result = NONE;
+	let result = NONE$1;
 	const check = (child) => {
 		if (result !== PROVEN && child?._zod) {
 			const answer = isRecursive(child, stack, resolve);
@@ -2904,11 +2904,11 @@ function isRecursive(inst, stack, resolve) {
 		}
 	};
 	const shape = (sh, spread) => {
-		let answer = NONE;
+		let answer = NONE$1;
 		for (const key of Reflect.ownKeys(sh)) {
 			const desc = Object.getOwnPropertyDescriptor(sh, key);
 			if (spread && !desc.enumerable) continue;
-			const child = desc.get ? ASSUMED : desc.value?._zod ? isRecursive(desc.value, stack, resolve) : NONE;
+			const child = desc.get ? ASSUMED : desc.value?._zod ? isRecursive(desc.value, stack, resolve) : NONE$1;
 			if (child > answer) answer = child;
 		}
 		return answer;
@@ -3024,7 +3024,7 @@ function isBackEdge(ctx, value) {
 	const backEdges = ctx[STATE]?.backEdges;
 	return backEdges !== void 0 && isRef(value) && backEdges.has(value);
 }
-var $ZodCyclicError, STATE, NO_ISSUES, recursive, NONE, ASSUMED, PROVEN, handoff, open, memo;
+var $ZodCyclicError, STATE, NO_ISSUES, recursive, NONE$1, ASSUMED, PROVEN, handoff, open, memo;
 var init_memoizer = __esmMin((() => {
 	init_util();
 	$ZodCyclicError = class extends Error {
@@ -3036,7 +3036,7 @@ var init_memoizer = __esmMin((() => {
 	STATE = "~memo";
 	NO_ISSUES = [];
 	recursive = /*@__PURE__*/ new WeakMap();
-	NONE = 0;
+	NONE$1 = 0;
 	ASSUMED = 1;
 	PROVEN = 2;
 	open = [];
@@ -3078,7 +3078,7 @@ var init_memoizer = __esmMin((() => {
 				const wrapped = (payload, ctx) => {
 					if (isRecursiveInst === void 0) {
 						const walked = isRecursive(inst, /* @__PURE__ */ new Set(), false);
-						if (walked === NONE) {
+						if (walked === NONE$1) {
 							inst._zod.parse = base;
 							if (inst._zod.run === wrapped) inst._zod.run = base;
 							return base(payload, ctx);
@@ -15116,6 +15116,943 @@ var init_obs = __esmMin((() => {
 	atOrBefore = (aMs, aNs, bMs, bNs) => aMs < bMs || aMs === bMs && aNs <= bNs;
 	SEARCH_MERGE = 16;
 }));
+// dist/core/rules/handoff/work.js
+var handoffWork;
+var init_work = __esmMin((() => {
+	handoffWork = { steps: 0 };
+}));
+// dist/core/rules/handoff/trace.js
+/** A receipt's observation time, exact to the nanosecond (semantics 5: times at full precision, as in 2a). */
+function at(r) {
+	let t = instants.get(r);
+	if (t === void 0) instants.set(r, t = parseInstant(r.at));
+	return t;
+}
+/** Receipt order: observation time, then event id. */
+function byTimeThenEvent(a, b) {
+	const d = compareInstants(at(a), at(b));
+	if (d !== 0) return d;
+	return a.event < b.event ? -1 : a.event > b.event ? 1 : 0;
+}
+function edgeOf(a) {
+	return a.source !== void 0 && a.target !== void 0 ? `${a.source} -> ${a.target} : handoff` : void 0;
+}
+/** The earliest of the receipts folded (the last is rs[end]) at the instant `t` of rs[end]: a walk back over that instant. */
+function firstAtInstantOf(rs, end, t) {
+	let i = end;
+	while (i > 0 && compareInstants(at(rs[i - 1]), t) === 0) i--;
+	return rs[i];
+}
+var TERMINAL_STATES, CHAIN, ACTIVE_STATES, isTerminal, isTransition, instants, present, BEYOND_ADMISSION, AttemptFold;
+var init_trace = __esmMin((() => {
+	init_time();
+	TERMINAL_STATES = [
+		"ACCEPTED",
+		"REJECTED",
+		"CANCELLED",
+		"TIMED_OUT",
+		"FAILED"
+	];
+	CHAIN = [
+		"PROPOSED",
+		"ADMITTED",
+		"DISPATCHED",
+		"RUNNING",
+		"RETURNED"
+	];
+	ACTIVE_STATES = [
+		"ADMITTED",
+		"DISPATCHED",
+		"RUNNING",
+		"RETURNED",
+		"ACCEPTED"
+	];
+	isTerminal = (s) => TERMINAL_STATES.includes(s);
+	isTransition = (r) => r.type === "handoff" && r.budgetOp !== "root" && r.handoff !== void 0 && r.state !== void 0;
+	instants = /* @__PURE__ */ new WeakMap();
+	present = (v) => v !== void 0 && v !== null && v !== "";
+	BEYOND_ADMISSION = [
+		"DISPATCHED",
+		"RUNNING",
+		"RETURNED",
+		"ACCEPTED"
+	];
+	AttemptFold = class {
+		/** The receipts folded, in (time, event) order. */
+		receipts = [];
+		states = /* @__PURE__ */ new Set();
+		/** The attempt's own first from, to and duplicateKey. */
+		from;
+		to;
+		duplicateKey;
+		activeFrom = null;
+		/** The event of the first receipt at the instant of activeFrom. */
+		activeEvent;
+		terminal = null;
+		returned = null;
+		accepted = null;
+		decision = null;
+		/** The first CANCELLED, the first ACCEPTED or REJECTED, the first receipt beyond admission. */
+		cancelled = null;
+		decided = null;
+		beyond = null;
+		lease = null;
+		/** The state machine's walk (lifecycle.ts): the state reached, when, and the receipts that tried to leave a terminal. */
+		state = null;
+		stateAt = null;
+		leftTerminal = [];
+		/** Whether `r` sorts after every receipt folded (then `step` folds it; else the attempt is folded again). */
+		follows(r) {
+			const rs = this.receipts;
+			return rs.length === 0 || byTimeThenEvent(rs[rs.length - 1], r) < 0;
+		}
+		/** Folds `r`, which sorts after every receipt folded. */
+		step(r) {
+			const rs = this.receipts;
+			rs.push(r);
+			const t = at(r);
+			const s = r.state;
+			this.states.add(s);
+			if (this.from === void 0 && present(r.from)) this.from = r.from;
+			if (this.to === void 0 && present(r.to)) this.to = r.to;
+			if (this.duplicateKey === void 0 && present(r.duplicateKey)) this.duplicateKey = r.duplicateKey;
+			if (this.activeFrom === null && ACTIVE_STATES.includes(s)) {
+				this.activeFrom = t;
+				this.activeEvent = firstAtInstantOf(rs, rs.length - 1, t).event;
+			}
+			if (s === "RETURNED" && this.returned === null) {
+				this.returned = r;
+				if (this.decision === null || compareInstants(at(this.decision), t) === 0) {
+					let k = rs.length - 1;
+					while (k > 0 && compareInstants(at(rs[k - 1]), t) === 0) k--;
+					for (; k < rs.length - 1 && rs[k] !== this.decision; k++) if (rs[k].state === "REJECTED") {
+						this.decision = rs[k];
+						break;
+					}
+				}
+			}
+			if (s === "ACCEPTED" && this.accepted === null) this.accepted = r;
+			if (this.decision === null && (s === "ACCEPTED" || s === "REJECTED" && this.returned !== null && compareInstants(t, at(this.returned)) >= 0)) this.decision = r;
+			if (s === "CANCELLED" && this.cancelled === null) this.cancelled = r;
+			if ((s === "ACCEPTED" || s === "REJECTED") && this.decided === null) this.decided = r;
+			if (this.beyond === null && BEYOND_ADMISSION.includes(s)) this.beyond = r;
+			if (r.leaseExpiresAt !== void 0) {
+				if (this.lease === null || compareInstants(t, this.lease) <= 0) this.lease = parseInstant(r.leaseExpiresAt);
+			}
+			if (this.terminal !== null) {
+				if (s !== this.state) this.leftTerminal.push(r);
+			} else if (isTerminal(s)) {
+				this.state = s;
+				this.stateAt = t;
+				this.terminal = r;
+			} else if (this.state === null || CHAIN.indexOf(s) > CHAIN.indexOf(this.state)) {
+				this.state = s;
+				this.stateAt = t;
+			}
+		}
+		/** The attempt's trace: its fold with the logical handoff's first values and the run's cancellation. */
+		trace(run, logical, runCancelAt) {
+			const rs = this.receipts;
+			const { terminal, lease, returned, accepted } = this;
+			const own = this.cancelled ? at(this.cancelled) : null;
+			const cancelAt = own === null ? runCancelAt : runCancelAt === null ? own : earlierOf(own, runCancelAt);
+			return {
+				run,
+				handoff: rs[0].handoff,
+				attempt: rs[0].attempt ?? 1,
+				receipts: rs,
+				source: this.from ?? logical.from,
+				target: this.to,
+				duplicateKey: this.duplicateKey ?? logical.duplicateKey,
+				finalOwner: logical.finalOwner,
+				onTimeout: logical.onTimeout,
+				states: this.states,
+				firstAt: at(rs[0]),
+				activeFrom: this.activeFrom,
+				activeEvent: this.activeEvent,
+				terminal,
+				lease,
+				returned,
+				returnAt: returned ? at(returned) : accepted ? at(accepted) : null,
+				accepted,
+				decision: this.decision,
+				cancelled: this.cancelled,
+				decided: this.decided,
+				beyond: this.beyond,
+				cancelAt,
+				activeUntil: earlierOf(terminal ? at(terminal) : NEVER, lease ?? NEVER),
+				state: this.state ?? rs[0].state,
+				stateAt: this.stateAt ?? at(rs[0]),
+				leftTerminal: this.leftTerminal
+			};
+		}
+	};
+}));
+// dist/core/rules/handoff/version.js
+/**
+* State versions are opaque identifiers compared as text (semantics 5): `7.0` is not `7`; a JSON number is its
+* decimal text, so `7` and `"7"` are the same version. The one comparison of state versions: they are the same
+* or they are not; no state version is "newer" than another by its text (contract versions, which do order, are
+* compared by `compareContractVersions` in src/core/contract.ts).
+*/
+function sameStateVersion(a, b) {
+	return String(a) === String(b);
+}
+var init_version = __esmMin((() => {}));
+// dist/core/rules/handoff/ledger.js
+/** Whether a reservation covers the root's whole work budget (actions and context units, the root having some). */
+function copiesRoot(root, row) {
+	return (root.actions > 0 || root.contextUnits > 0) && row !== void 0 && row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits;
+}
+/**
+* budget_overcommitted and budget_copied findings of a walk against the root receipt `rootReceipt` (its units
+* `root`): `holders` are the attempts that reserved (in attempt order), `rowOf` their budget rows.
+*/
+function budgetFindings(rootReceipt, root, w, holders, rowOf) {
+	const { peak, overcommitAt, reserveEvents } = w;
+	const owner = rootReceipt.from;
+	const findings = [];
+	if (overcommitAt !== null) {
+		const over = UNIT_KEYS.filter((k) => peak[k] > root[k]);
+		findings.push({
+			attempts: holders.map(attemptId),
+			finding: {
+				verdict: "ambiguous_route",
+				code: "budget_overcommitted",
+				agents: uniq([owner, ...holders.map((a) => a.target)]),
+				events: uniq([
+					rootReceipt.event,
+					...holders.flatMap((a) => reserveEvents.get(attemptId(a)) ?? []),
+					overcommitAt.event
+				]),
+				message: `child reservations reach ${over.map((k) => `${peak[k]} ${LABEL[k]}`).join(", ")} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
+				settled: true
+			}
+		});
+	}
+	for (const a of holders) {
+		const row = rowOf(attemptId(a));
+		if (!copiesRoot(root, row)) continue;
+		findings.push({
+			attempts: [attemptId(a)],
+			finding: {
+				verdict: "ambiguous_route",
+				code: "budget_copied",
+				edge: edgeOf(a),
+				agents: uniq([
+					owner,
+					a.source,
+					a.target
+				]),
+				events: uniq([rootReceipt.event, ...reserveEvents.get(attemptId(a)) ?? []]),
+				message: `${a.handoff} attempt ${a.attempt} reserves ${fmt(row.reserved)}, a copy of the whole root work budget (${root.actions} actions, ${root.contextUnits} context units): the parent keeps no continuation allowance`,
+				settled: true
+			}
+		});
+	}
+	return findings;
+}
+function uniq(xs) {
+	return [...new Set(xs.filter((x) => x !== void 0 && x !== ""))].sort();
+}
+var UNIT_KEYS, zeroUnits, addUnits, mapUnits, attemptId, commitment, BUDGET_FIELD, isBudgetStep, BudgetWalk, LABEL, fmt;
+var init_ledger = __esmMin((() => {
+	init_trace();
+	init_time();
+	UNIT_KEYS = [
+		"actions",
+		"contextUnits",
+		"effects"
+	];
+	zeroUnits = () => ({
+		actions: 0,
+		contextUnits: 0,
+		effects: 0
+	});
+	addUnits = (a, b) => ({
+		actions: a.actions + (b?.actions ?? 0),
+		contextUnits: a.contextUnits + (b?.contextUnits ?? 0),
+		effects: a.effects + (b?.effects ?? 0)
+	});
+	mapUnits = (f) => ({
+		actions: f("actions"),
+		contextUnits: f("contextUnits"),
+		effects: f("effects")
+	});
+	attemptId = (a) => `${a.handoff}#${a.attempt}`;
+	commitment = (row) => mapUnits((k) => Math.max(row.reserved[k] - row.released[k], row.consumed[k], 0));
+	BUDGET_FIELD = {
+		reserve: "reserved",
+		consume: "consumed",
+		release: "released",
+		reject: "rejected"
+	};
+	isBudgetStep = (r) => r.type === "handoff" && r.budgetOp !== void 0 && r.budgetOp !== "root" && r.handoff !== void 0;
+	BudgetWalk = class {
+		root;
+		committed = zeroUnits();
+		peak = zeroUnits();
+		overcommitAt = null;
+		reserveEvents = /* @__PURE__ */ new Map();
+		constructor(root) {
+			this.root = root;
+		}
+		/** Walks `r`, a budget receipt of the attempt whose row is `row`. */
+		step(r, row) {
+			const before = commitment(row);
+			const field = BUDGET_FIELD[r.budgetOp];
+			row[field] = addUnits(row[field], r.units);
+			const after = commitment(row);
+			const root = this.root;
+			let over = false;
+			for (const k of UNIT_KEYS) {
+				const now = this.committed[k] += after[k] - before[k];
+				if (now > this.peak[k]) this.peak[k] = now;
+				if (root !== null && now > root[k]) over = true;
+			}
+			if (r.budgetOp === "reserve") {
+				const id = attemptId({
+					handoff: r.handoff,
+					attempt: r.attempt ?? 1
+				});
+				const list = this.reserveEvents.get(id);
+				if (list) list.push(r.event);
+				else this.reserveEvents.set(id, [r.event]);
+			}
+			if (over && this.overcommitAt === null) this.overcommitAt = r;
+		}
+	};
+	LABEL = {
+		actions: "actions",
+		contextUnits: "context units",
+		effects: "effects"
+	};
+	fmt = (u) => UNIT_KEYS.map((k) => `${u[k]} ${LABEL[k]}`).join(", ");
+}));
+// dist/core/rules/handoff/lifecycle.js
+function finding(code, f) {
+	const out = {
+		verdict: HANDOFF_FINDING_VERDICTS[code],
+		code,
+		agents: uniq(f.agents),
+		events: uniq(f.events),
+		message: f.message,
+		settled: SETTLED[code]
+	};
+	if (f.edge !== void 0) out.edge = f.edge;
+	return out;
+}
+function attemptFacts(a, now) {
+	const has = (s) => a.states.has(s);
+	const beyond = [
+		"DISPATCHED",
+		"RUNNING",
+		"RETURNED",
+		"ACCEPTED"
+	].filter(has);
+	const decidedWithoutReturn = (has("ACCEPTED") || has("REJECTED") && [
+		"ADMITTED",
+		"DISPATCHED",
+		"RUNNING"
+	].some(has)) && !has("RETURNED") ? a.decided : null;
+	const returnAt = a.accepted !== null ? a.returnAt : null;
+	const observed = a.returned?.stateVersion;
+	const current = a.accepted?.stateVersion;
+	return {
+		id: attemptId(a),
+		trace: a,
+		state: a.state,
+		stateAt: a.stateAt,
+		terminal: a.terminal,
+		leftTerminal: [...a.leftTerminal],
+		beyondAdmissionWithoutAdmitted: beyond.length > 0 && !has("ADMITTED") ? beyond : [],
+		decidedWithoutReturn,
+		acceptedAfterCancel: returnAt !== null && a.cancelAt !== null && compareInstants(returnAt, a.cancelAt) >= 0,
+		acceptedAfterExpiry: returnAt !== null && a.lease !== null && compareInstants(returnAt, a.lease) > 0,
+		acceptedStale: returnAt !== null && observed !== void 0 && current !== void 0 && !sameStateVersion(observed, current) ? {
+			observed,
+			current
+		} : null,
+		leaseExpiredOpen: leaseOpen(a) && compareInstants(now, a.lease) >= 0
+	};
+}
+/** Two active leases on one work key: two owners of one route. */
+function leaseOverlaps(attempts) {
+	const active = attempts.filter((a) => a.activeFrom !== null && a.duplicateKey !== void 0).sort((x, y) => compareInstants(x.activeFrom, y.activeFrom) || (x.handoff < y.handoff ? -1 : x.handoff > y.handoff ? 1 : x.attempt - y.attempt));
+	const out = [];
+	for (let i = 0; i < active.length; i++) for (let j = i + 1; j < active.length; j++) {
+		const [a, b] = [active[i], active[j]];
+		if (a.duplicateKey !== b.duplicateKey) continue;
+		if (!(compareInstants(a.activeFrom, b.activeUntil) < 0 && compareInstants(b.activeFrom, a.activeUntil) < 0)) continue;
+		out.push([a, b]);
+	}
+	return out;
+}
+/** A `push` into `out`: each finding tagged with the attempts it concerns. */
+function pusher(out) {
+	return (attempts, code, x) => {
+		out.push({
+			attempts: attempts.map(attemptId),
+			finding: finding(code, x)
+		});
+	};
+}
+/**
+* The findings of one attempt's facts but `lease_expired_open` (the one that changes with `now` alone: see
+* leaseExpiredFinding): resurrection, lifecycle gaps, accepted after cancel or expiry, accepted stale.
+*/
+function attemptFindings(x, push) {
+	const a = x.trace;
+	if (x.terminal !== null && x.leftTerminal.length > 0) {
+		const t = x.terminal;
+		push([a], "resurrection", {
+			edge: edgeOf(a),
+			agents: parties(a),
+			events: [t.event, ...x.leftTerminal.map((r) => r.event)],
+			message: `${label(a)} left terminal ${t.state} (${t.at}) for ${x.leftTerminal.map((r) => `${r.state} at ${r.at}`).join(", ")}: late work cannot revive a handoff`
+		});
+	}
+	if (x.beyondAdmissionWithoutAdmitted.length > 0) {
+		const beyond = x.beyondAdmissionWithoutAdmitted;
+		push([a], "lifecycle_gap", {
+			edge: edgeOf(a),
+			agents: parties(a),
+			events: a.beyond !== null ? [a.beyond.event] : [],
+			message: `${label(a)} reached ${beyond.at(-1)} with no ADMITTED record: the admission evidence is missing`
+		});
+	}
+	if (x.decidedWithoutReturn !== null) {
+		const decided = x.decidedWithoutReturn;
+		push([a], "lifecycle_gap", {
+			edge: edgeOf(a),
+			agents: parties(a),
+			events: [decided.event],
+			message: `${label(a)} was ${decided.state} with no RETURNED record: no artifact was recorded for the decision`
+		});
+	}
+	const { accepted, returnAt, cancelAt, lease, returned } = a;
+	const returnEvent = (returned ?? accepted)?.event;
+	if (x.acceptedAfterCancel && accepted !== null && returnEvent !== void 0 && returnAt !== null && cancelAt !== null) {
+		const own = a.cancelled;
+		const cancel = own !== null && compareInstants(at(own), cancelAt) === 0 ? own : void 0;
+		push([a], "accepted_after_cancel", {
+			edge: edgeOf(a),
+			agents: parties(a),
+			events: [
+				returnEvent,
+				accepted.event,
+				...cancel ? [cancel.event] : []
+			],
+			message: `${label(a)} returned at ${iso$1(returnAt)}, not before the cancellation at ${iso$1(cancelAt)}, and was accepted: cancelled work is diagnostic only`
+		});
+	}
+	if (x.acceptedAfterExpiry && accepted !== null && returnEvent !== void 0 && returnAt !== null && lease !== null) push([a], "accepted_after_expiry", {
+		edge: edgeOf(a),
+		agents: parties(a),
+		events: [returnEvent, accepted.event],
+		message: `${label(a)} returned at ${iso$1(returnAt)}, after its lease expired at ${iso$1(lease)}, and was accepted`
+	});
+	if (x.acceptedStale !== null && returned !== null && accepted !== null) push([a], "accepted_stale", {
+		edge: edgeOf(a),
+		agents: parties(a),
+		events: [returned.event, accepted.event],
+		message: `${label(a)} observed state version ${x.acceptedStale.observed} and was accepted at version ${x.acceptedStale.current}: revalidate or reject, never merge`
+	});
+}
+/** Whether the attempt is open with a lease in force and has not returned: it turns `lease_expired_open` at the lease. */
+function leaseOpen(a) {
+	return a.terminal === null && a.lease !== null && a.activeFrom !== null && !a.states.has("RETURNED");
+}
+/** `lease_expired_open` of an attempt open past its lease at `now` (leaseOpen, and `now` at or after the lease). */
+function leaseExpiredFinding(a, now, push) {
+	const lease = a.lease;
+	if (lease === null) return;
+	push([a], "lease_expired_open", {
+		edge: edgeOf(a),
+		agents: parties(a),
+		events: [a.receipts[a.receipts.length - 1].event],
+		message: `${label(a)} is still open at ${iso$1(now)}; its lease expired at ${iso$1(lease)} and no timeout disposition was applied`
+	});
+}
+/** `missing_final_owner` and `missing_timeout_disposition` of one logical handoff (its attempts in attempt order). */
+function handoffFindings(h, push) {
+	if (!h.admitted) return;
+	const firstActive = h.attempts.flatMap((a) => a.activeEvent ?? []);
+	const agents = h.attempts.flatMap(parties);
+	if (h.missingFinalOwner) push(h.attempts, "missing_final_owner", {
+		edge: edgeOf(h.attempts[0]),
+		agents,
+		events: firstActive,
+		message: `handoff ${h.handoff} was admitted with no final accountable owner on any receipt: the branch is orphaned`
+	});
+	if (h.missingTimeout) push(h.attempts, "missing_timeout_disposition", {
+		edge: edgeOf(h.attempts[0]),
+		agents,
+		events: firstActive,
+		message: `handoff ${h.handoff} was admitted with no timeout disposition on any receipt: nobody is responsible when its lease ends`
+	});
+}
+/** The facts of one logical handoff from its attempts (in attempt order). */
+function handoffFacts(handoff, as) {
+	return {
+		handoff,
+		attempts: as,
+		admitted: as.some((a) => a.activeFrom !== null),
+		missingFinalOwner: as[0].finalOwner === void 0,
+		missingTimeout: as[0].onTimeout === void 0
+	};
+}
+/** `duplicate_active` of two attempts whose active leases on one work key overlapped (leaseOverlaps: `a` started first). */
+function overlapFinding(a, b, push) {
+	if (a.activeFrom === null || b.activeFrom === null) return;
+	push([a, b], "duplicate_active", {
+		edge: edgeOf(b),
+		agents: [...parties(a), ...parties(b)],
+		events: [a.activeEvent ?? [], b.activeEvent ?? []].flat(),
+		message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso$1(a.activeFrom)} and ${label(b)} from ${iso$1(b.activeFrom)}`
+	});
+}
+/** `target_completed_parent` of a run completion `r` sent by a handoff target (`own`: its attempts, in attempt order). */
+function completionFinding(r, own, finalOwners, push) {
+	push(own, "target_completed_parent", {
+		edge: edgeOf(own[0]),
+		agents: [r.from, ...own.map((a) => a.finalOwner)],
+		events: [r.event],
+		message: `handoff target ${r.from} sent the run's ${r.type === "run.end" ? "completed end" : "verified outcome"}; only the final owner (${finalOwners.join(", ") || "none named"}) completes the run`
+	});
+}
+/** Findings in a stable order: code, edge, events, message. */
+function sortFindings$1(fs) {
+	return [...fs].sort((a, b) => cmp$1(a.code, b.code) || cmp$1(a.edge ?? "", b.edge ?? "") || cmp$1(a.events.join(","), b.events.join(",")) || cmp$1(a.message, b.message));
+}
+var HANDOFF_FINDING_VERDICTS, SETTLED, iso$1, label, parties, isCompletion, cmp$1;
+var init_lifecycle = __esmMin((() => {
+	init_version();
+	init_time();
+	init_trace();
+	init_ledger();
+	HANDOFF_FINDING_VERDICTS = {
+		lifecycle_gap: "uncertain",
+		duplicate_active: "ambiguous_route",
+		budget_overcommitted: "ambiguous_route",
+		budget_copied: "ambiguous_route",
+		resurrection: "false_complete",
+		accepted_after_cancel: "false_complete",
+		accepted_after_expiry: "false_complete",
+		accepted_stale: "false_complete",
+		target_completed_parent: "false_complete",
+		missing_final_owner: "incomplete",
+		missing_timeout_disposition: "incomplete",
+		lease_expired_open: "incomplete"
+	};
+	SETTLED = Object.fromEntries(Object.keys(HANDOFF_FINDING_VERDICTS).map((c) => [c, c !== "lifecycle_gap"]));
+	iso$1 = (t) => instantText(t).replace(".000Z", "Z");
+	label = (a) => `${a.handoff} attempt ${a.attempt}`;
+	parties = (a) => [a.source, a.target];
+	isCompletion = (r) => r.type === "run.end" && r.result === "completed" || r.type === "outcome" && r.verified === true;
+	cmp$1 = (a, b) => a < b ? -1 : a > b ? 1 : 0;
+}));
+// dist/core/rules/handoff/fold.js
+function count(m, k, d) {
+	const n = (m.get(k) ?? 0) + d;
+	if (n === 0) m.delete(k);
+	else m.set(k, n);
+}
+var LOGICAL_FIELDS, NONE, LeaseHeap, byAttempt, HandoffFold;
+var init_fold = __esmMin((() => {
+	init_time();
+	init_trace();
+	init_lifecycle();
+	init_ledger();
+	init_work();
+	LOGICAL_FIELDS = [
+		"from",
+		"duplicateKey",
+		"finalOwner",
+		"onTimeout"
+	];
+	NONE = "\0";
+	LeaseHeap = class {
+		items = [];
+		get size() {
+			return this.items.length;
+		}
+		peek() {
+			return this.items[0];
+		}
+		clear() {
+			this.items.length = 0;
+		}
+		/** Keeps only the entries `keep` accepts (a heap again: a sorted array is one). */
+		retain(keep) {
+			const kept = this.items.filter(keep).sort((a, b) => compareInstants(a.lease, b.lease));
+			this.items.length = 0;
+			for (const e of kept) this.items.push(e);
+		}
+		push(e) {
+			const h = this.items;
+			h.push(e);
+			for (let i = h.length - 1; i > 0;) {
+				const p = i - 1 >> 1;
+				if (compareInstants(h[p].lease, h[i].lease) <= 0) break;
+				[h[p], h[i]] = [h[i], h[p]];
+				i = p;
+			}
+		}
+		pop() {
+			const h = this.items;
+			const top = h[0];
+			const last = h.pop();
+			if (h.length > 0 && last !== void 0) {
+				h[0] = last;
+				for (let i = 0;;) {
+					const l = 2 * i + 1;
+					const r = l + 1;
+					let m = i;
+					if (l < h.length && compareInstants(h[l].lease, h[m].lease) < 0) m = l;
+					if (r < h.length && compareInstants(h[r].lease, h[m].lease) < 0) m = r;
+					if (m === i) break;
+					[h[m], h[i]] = [h[i], h[m]];
+					i = m;
+				}
+			}
+			return top;
+		}
+	};
+	byAttempt = (a, b) => a.handoff < b.handoff ? -1 : a.handoff > b.handoff ? 1 : a.attempt - b.attempt;
+	HandoffFold = class {
+		run;
+		attempts = /* @__PURE__ */ new Map();
+		logicals = /* @__PURE__ */ new Map();
+		changed = /* @__PURE__ */ new Set();
+		changedLogicals = /* @__PURE__ */ new Set();
+		changedKeys = /* @__PURE__ */ new Set();
+		withFindings = /* @__PURE__ */ new Set();
+		withLogicalFindings = /* @__PURE__ */ new Set();
+		groups = /* @__PURE__ */ new Map();
+		overlaps = /* @__PURE__ */ new Map();
+		runCancel = null;
+		completions = [];
+		completionsDirty = false;
+		completionFindings = [];
+		targets = /* @__PURE__ */ new Map();
+		byTarget = /* @__PURE__ */ new Map();
+		/** Per source (NONE: none), the final owners (NONE: none) of its attempts, counted. */
+		ownersBySource = /* @__PURE__ */ new Map();
+		root = null;
+		budget = [];
+		budgetIds = /* @__PURE__ */ new Set();
+		rows = /* @__PURE__ */ new Map();
+		walk = new BudgetWalk(null);
+		ledgerDirty = false;
+		ledgerChanged = false;
+		ledgerFindings = [];
+		/** A holder of a reservation was traced again (its trace names the budget findings' agents and edge). */
+		holderRetraced = false;
+		heap = new LeaseHeap();
+		expired = /* @__PURE__ */ new Set();
+		lastNow = null;
+		constructor(run) {
+			this.run = run;
+		}
+		/** Adds one receipt of the run (each event once: the run state keeps out duplicates and conflicts). */
+		add(r) {
+			if (isTransition(r)) this.addTransition(r);
+			if (isBudgetStep(r)) this.addBudget(r);
+			if (r.type === "handoff" && r.budgetOp === "root" && (this.root === null || byTimeThenEvent(r, this.root) < 0)) {
+				this.root = r;
+				this.ledgerDirty = true;
+			}
+			if (r.type === "run.end" && r.result === "cancelled" && (this.runCancel === null || byTimeThenEvent(r, this.runCancel) < 0)) {
+				this.runCancel = r;
+				for (const s of this.attempts.values()) this.changed.add(s);
+			}
+			if (isCompletion(r)) {
+				this.completions.push(r);
+				this.completionsDirty = true;
+			}
+		}
+		addTransition(r) {
+			const attempt = r.attempt ?? 1;
+			const id = attemptId({
+				handoff: r.handoff,
+				attempt
+			});
+			let slot = this.attempts.get(id);
+			if (slot === void 0) {
+				let logical = this.logicals.get(r.handoff);
+				if (logical === void 0) this.logicals.set(r.handoff, logical = {
+					handoff: r.handoff,
+					attempts: /* @__PURE__ */ new Map(),
+					firstBy: {},
+					firsts: {},
+					findings: []
+				});
+				slot = {
+					id,
+					handoff: r.handoff,
+					attempt,
+					logical,
+					fold: new AttemptFold(),
+					late: null,
+					trace: null,
+					findings: [],
+					key: void 0,
+					target: void 0,
+					source: void 0,
+					owner: void 0,
+					counted: false,
+					stamp: 0
+				};
+				this.attempts.set(id, slot);
+				logical.attempts.set(attempt, slot);
+				if (this.budgetIds.has(id)) this.ledgerDirty = true;
+			}
+			const logical = slot.logical;
+			let firstsMoved = false;
+			for (const k of LOGICAL_FIELDS) {
+				const v = r[k];
+				if (v === void 0 || v === null || v === "") continue;
+				const held = logical.firstBy[k];
+				if (held === void 0 || byTimeThenEvent(r, held) < 0) {
+					logical.firstBy[k] = r;
+					logical.firsts[k] = v;
+					firstsMoved = true;
+				}
+			}
+			if (firstsMoved) for (const s of logical.attempts.values()) this.changed.add(s);
+			if (slot.late === null && slot.fold.follows(r)) {
+				slot.fold.step(r);
+				handoffWork.steps++;
+			} else (slot.late ??= []).push(r);
+			this.changed.add(slot);
+		}
+		addBudget(r) {
+			const id = attemptId({
+				handoff: r.handoff,
+				attempt: r.attempt ?? 1
+			});
+			this.budgetIds.add(id);
+			const list = this.budget;
+			const inOrder = list.length === 0 || byTimeThenEvent(list[list.length - 1], r) < 0;
+			list.push(r);
+			if (!inOrder) this.ledgerDirty = true;
+			if (this.ledgerDirty) return;
+			const row = this.rowOf(id);
+			if (row !== void 0) {
+				this.walk.step(r, row);
+				handoffWork.steps++;
+				this.ledgerChanged = true;
+			}
+		}
+		/** The budget row of an attempt the run has (a budget receipt of an attempt with no transition is not walked). */
+		rowOf(id) {
+			if (!this.attempts.has(id)) return void 0;
+			let row = this.rows.get(id);
+			if (row === void 0) this.rows.set(id, row = {
+				reserved: zeroUnits(),
+				consumed: zeroUnits(),
+				released: zeroUnits(),
+				rejected: zeroUnits()
+			});
+			return row;
+		}
+		/** The handoff findings at `now`, sorted, and the earliest instant after `now` they change with time alone (handoffAudit). */
+		audit(now) {
+			if (this.lastNow !== null && compareInstants(now, this.lastNow) < 0) {
+				this.heap.clear();
+				this.expired.clear();
+				for (const s of this.attempts.values()) this.changed.add(s);
+			}
+			this.lastNow = now;
+			const runCancelAt = this.runCancel === null ? null : at(this.runCancel);
+			let identities = false;
+			for (const slot of this.changed) {
+				if (slot.late !== null) {
+					const rs = [...slot.fold.receipts, ...slot.late].sort(byTimeThenEvent);
+					slot.fold = new AttemptFold();
+					for (const r of rs) slot.fold.step(r);
+					slot.late = null;
+					handoffWork.steps += rs.length;
+				}
+				identities = this.retrace(slot, runCancelAt, now) || identities;
+			}
+			this.changed.clear();
+			if (this.heap.size > 2 * this.attempts.size + 64) this.heap.retain((e) => e.stamp === e.slot.stamp);
+			for (let top = this.heap.peek(); top !== void 0 && compareInstants(top.lease, now) <= 0; top = this.heap.peek()) {
+				this.heap.pop();
+				if (top.stamp === top.slot.stamp) this.expired.add(top.slot);
+			}
+			for (const logical of this.changedLogicals) {
+				const slots = [...logical.attempts.values()].sort(byAttempt);
+				handoffWork.steps += slots.length;
+				logical.findings = [];
+				handoffFindings(handoffFacts(logical.handoff, slots.map((s) => s.trace)), pusher(logical.findings));
+				if (logical.findings.length > 0) this.withLogicalFindings.add(logical);
+				else this.withLogicalFindings.delete(logical);
+			}
+			this.changedLogicals.clear();
+			for (const key of this.changedKeys) {
+				const group = this.groups.get(key);
+				const found = [];
+				if (group !== void 0) {
+					handoffWork.steps += group.size;
+					const push = pusher(found);
+					for (const [a, b] of leaseOverlaps([...group].map((s) => s.trace))) overlapFinding(a, b, push);
+				}
+				if (found.length > 0) this.overlaps.set(key, found);
+				else this.overlaps.delete(key);
+			}
+			this.changedKeys.clear();
+			if (this.completionsDirty || identities && this.completions.length > 0) this.completionFindings = this.targetCompletions();
+			this.completionsDirty = false;
+			this.auditLedger();
+			const out = [];
+			for (const s of this.withFindings) out.push(...s.findings);
+			const push = pusher(out);
+			for (const s of this.expired) leaseExpiredFinding(s.trace, now, push);
+			for (const l of this.withLogicalFindings) out.push(...l.findings);
+			for (const found of this.overlaps.values()) out.push(...found);
+			out.push(...this.completionFindings, ...this.ledgerFindings);
+			let next = null;
+			for (let top = this.heap.peek(); top !== void 0; top = this.heap.peek()) {
+				if (top.stamp === top.slot.stamp) {
+					next = top.lease;
+					break;
+				}
+				this.heap.pop();
+			}
+			return {
+				findings: sortFindings$1(out.map((t) => t.finding)),
+				nextChangeAt: next === null ? Infinity : ceilMillis(next.ms, next.ns)
+			};
+		}
+		/**
+		* Traces a changed attempt again, its findings and what the run-level counts hold for it; marks its logical
+		* handoff and work keys changed. Whether its source, target or final owner changed.
+		*/
+		retrace(slot, runCancelAt, now) {
+			handoffWork.steps++;
+			const t = slot.fold.trace(this.run, slot.logical.firsts, runCancelAt);
+			slot.trace = t;
+			slot.stamp++;
+			slot.findings = [];
+			attemptFindings(attemptFacts(t, now), pusher(slot.findings));
+			if (slot.findings.length > 0) this.withFindings.add(slot);
+			else this.withFindings.delete(slot);
+			this.expired.delete(slot);
+			if (leaseOpen(t)) {
+				if (compareInstants(now, t.lease) >= 0) this.expired.add(slot);
+				else this.heap.push({
+					lease: t.lease,
+					slot,
+					stamp: slot.stamp
+				});
+			}
+			this.changedLogicals.add(slot.logical);
+			if (slot.key !== void 0) this.changedKeys.add(slot.key);
+			if (t.duplicateKey !== void 0) this.changedKeys.add(t.duplicateKey);
+			if (slot.key !== t.duplicateKey) {
+				if (slot.key !== void 0) this.groups.get(slot.key)?.delete(slot);
+				if (t.duplicateKey !== void 0) {
+					let g = this.groups.get(t.duplicateKey);
+					if (g === void 0) this.groups.set(t.duplicateKey, g = /* @__PURE__ */ new Set());
+					g.add(slot);
+				}
+				slot.key = t.duplicateKey;
+			}
+			if (this.walk.reserveEvents.has(slot.id)) this.holderRetraced = true;
+			if (slot.counted) {
+				if (slot.target === t.target && slot.source === t.source && slot.owner === t.finalOwner) return false;
+				this.countIdentity(slot, -1);
+			}
+			slot.target = t.target;
+			slot.source = t.source;
+			slot.owner = t.finalOwner;
+			slot.counted = true;
+			this.countIdentity(slot, 1);
+			return true;
+		}
+		/** Counts (d = 1) or uncounts (d = -1) an attempt's target, source and final owner. */
+		countIdentity(slot, d) {
+			if (slot.target !== void 0) {
+				count(this.targets, slot.target, d);
+				let set = this.byTarget.get(slot.target);
+				if (set === void 0) this.byTarget.set(slot.target, set = /* @__PURE__ */ new Set());
+				if (d > 0) set.add(slot);
+				else if (set.delete(slot) && set.size === 0) this.byTarget.delete(slot.target);
+			}
+			const source = slot.source ?? NONE;
+			let owners = this.ownersBySource.get(source);
+			if (owners === void 0) this.ownersBySource.set(source, owners = /* @__PURE__ */ new Map());
+			count(owners, slot.owner ?? NONE, d);
+			if (owners.size === 0) this.ownersBySource.delete(source);
+		}
+		/** The final owners of the root-level handoffs (finalOwnersOf), from the counts. */
+		finalOwners() {
+			const owners = /* @__PURE__ */ new Set();
+			let rootLevel = false;
+			for (const [source, counted] of this.ownersBySource) {
+				if (source !== NONE && this.targets.has(source)) continue;
+				rootLevel = true;
+				for (const o of counted.keys()) owners.add(o);
+			}
+			if (!rootLevel) for (const counted of this.ownersBySource.values()) for (const o of counted.keys()) owners.add(o);
+			owners.delete(NONE);
+			return [...owners].sort();
+		}
+		/** `target_completed_parent` findings: run completions sent by a target that is not a final owner. */
+		targetCompletions() {
+			const out = [];
+			if (this.targets.size === 0) return out;
+			const finalOwners = this.finalOwners();
+			const owners = new Set(finalOwners);
+			const push = pusher(out);
+			for (const r of this.completions) {
+				handoffWork.steps++;
+				if (r.from === void 0 || !this.targets.has(r.from) || owners.has(r.from)) continue;
+				const own = [...this.byTarget.get(r.from) ?? []].sort(byAttempt);
+				handoffWork.steps += own.length;
+				completionFinding(r, own.map((s) => s.trace), finalOwners, push);
+			}
+			return out;
+		}
+		/** Walks the ledger again if it must, and makes its findings again if it or a holder changed. */
+		auditLedger() {
+			if (this.ledgerDirty) {
+				this.budget.sort(byTimeThenEvent);
+				this.rows = /* @__PURE__ */ new Map();
+				this.walk = new BudgetWalk(this.root === null ? null : addUnits(zeroUnits(), this.root.units));
+				for (const r of this.budget) {
+					const row = this.rowOf(attemptId({
+						handoff: r.handoff,
+						attempt: r.attempt ?? 1
+					}));
+					if (row !== void 0) this.walk.step(r, row);
+				}
+				handoffWork.steps += this.budget.length;
+				this.ledgerDirty = false;
+				this.ledgerChanged = true;
+			}
+			if (!this.ledgerChanged && !this.holderRetraced) return;
+			this.ledgerChanged = false;
+			this.holderRetraced = false;
+			const root = this.walk.root;
+			if (this.root === null || root === null) {
+				this.ledgerFindings = [];
+				return;
+			}
+			const holders = [...this.walk.reserveEvents.keys()].flatMap((id) => this.attempts.get(id) ?? []).sort(byAttempt);
+			handoffWork.steps += holders.length;
+			const w = this.walk;
+			this.ledgerFindings = budgetFindings(this.root, root, {
+				peak: w.peak,
+				overcommitAt: w.overcommitAt,
+				reserveEvents: w.reserveEvents
+			}, holders.map((s) => s.trace), (id) => this.rows.get(id));
+		}
+	};
+}));
 // dist/core/state.js
 function waitEdgeOf(text) {
 	let parsed = waitEdges.get(text);
@@ -15211,6 +16148,7 @@ var init_state = __esmMin((() => {
 	init_obs();
 	init_receipt();
 	init_time();
+	init_fold();
 	EdgeAgg = class {
 		from;
 		to;
@@ -15423,6 +16361,12 @@ var init_state = __esmMin((() => {
 		notOk = EMPTY;
 		handoffs = EMPTY;
 		/**
+		* The handoff audit folded receipt by receipt (src/core/rules/handoff/fold.ts): made with the run's first handoff
+		* receipt, fed its handoff receipts, run ends and verified outcomes (what handoffReceipts lists), made again by a
+		* rebuild.
+		*/
+		handoffFold = null;
+		/**
 		* `source`: where the run's receipts are read back from (the store); the state then keeps no receipt but the
 		* few lists above. Without one, the state keeps a copy of every accepted receipt for its rebuilds.
 		*/
@@ -15567,6 +16511,7 @@ var init_state = __esmMin((() => {
 			this.gaps = EMPTY;
 			this.notOk = EMPTY;
 			this.handoffs = EMPTY;
+			this.handoffFold = null;
 			for (const { receipt, at, ns } of this.folded()) this.fold(receipt, at, ns);
 		}
 		/** Keeps a receipt in one of the few lists of whole receipts (a copy, its repeated names shared). */
@@ -15635,6 +16580,7 @@ var init_state = __esmMin((() => {
 				case "run.end": {
 					const { list, copy: c } = this.push(this.ends, r);
 					this.ends = list;
+					this.handoffFold?.add(c);
 					if (earlierThan(at, ns, event, this.firstEndR, this.firstEndAt, this.firstEndNs)) {
 						this.firstEndR = c;
 						this.firstEndAt = at;
@@ -15684,7 +16630,9 @@ var init_state = __esmMin((() => {
 				}
 				case "outcome":
 					if (r.verified === true) {
-						this.verifiedOutcomes = this.push(this.verifiedOutcomes, r).list;
+						const { list, copy: c } = this.push(this.verifiedOutcomes, r);
+						this.verifiedOutcomes = list;
+						this.handoffFold?.add(c);
 						const o = {
 							event,
 							at,
@@ -15696,7 +16644,17 @@ var init_state = __esmMin((() => {
 				case "gap":
 					this.gaps = this.push(this.gaps, r).list;
 					break;
-				case "handoff": this.handoffs = this.push(this.handoffs, r).list;
+				case "handoff": {
+					const { list, copy: c } = this.push(this.handoffs, r);
+					this.handoffs = list;
+					if (this.handoffFold === null) {
+						this.handoffFold = new HandoffFold(this.run);
+						for (const x of this.ends) this.handoffFold.add(x);
+						for (const x of this.verifiedOutcomes) this.handoffFold.add(x);
+					}
+					this.handoffFold.add(c);
+					break;
+				}
 			}
 		}
 		/** Keeps the earliest deadline of the waits on `we` (see waitEdgeList). */
@@ -15777,6 +16735,16 @@ var init_state = __esmMin((() => {
 			}
 			return versions.map((v) => lists.get(v) ?? []);
 		}
+		/**
+		* The handoff findings at `now` and when they next change with time alone: what handoffAudit(handoffReceipts(),
+		* now) gives, from the fold (its cost: what changed since the last call, and the findings in force).
+		*/
+		handoffAudit(now) {
+			return this.handoffFold === null ? {
+				findings: [],
+				nextChangeAt: Infinity
+			} : this.handoffFold.audit(now);
+		}
 		/** The receipts a handoff audit reads: handoff transitions, run ends and verified outcomes. */
 		handoffReceipts() {
 			return [
@@ -15831,7 +16799,7 @@ function contractInfo(contract) {
 function evalContext(state, pin, contract, now, nowNs, registry) {
 	return new EvalContext(state, pin, contract, now, nowNs, registry);
 }
-var sortStr, Collector, STEP_MASK, iso$1, specTriples, contractInfos, EvalContext;
+var sortStr, Collector, STEP_MASK, iso, specTriples, contractInfos, EvalContext;
 var init_context = __esmMin((() => {
 	init_edge();
 	init_time();
@@ -15860,7 +16828,7 @@ var init_context = __esmMin((() => {
 		}
 	};
 	STEP_MASK = 1023;
-	iso$1 = (ms, ns = 0) => formatInstant(ms, ns);
+	iso = (ms, ns = 0) => formatInstant(ms, ns);
 	specTriples = /* @__PURE__ */ new WeakMap();
 	contractInfos = /* @__PURE__ */ new WeakMap();
 	EvalContext = class {
@@ -16270,7 +17238,7 @@ function planRules(ctx, out) {
 		const deadline = d !== null && step.withinMs !== void 0 ? d + step.withinMs : null;
 		if (o) {
 			if (deadline !== null && !atOrBefore(o.at, o.ns, deadline, dNs)) {
-				const deadlineIso = iso$1(deadline, dNs);
+				const deadlineIso = iso(deadline, dNs);
 				out.add({
 					verdict: "incomplete",
 					code: "late_edge",
@@ -16286,7 +17254,7 @@ function planRules(ctx, out) {
 			continue;
 		}
 		if (d === null) continue;
-		const deadlineIso = deadline !== null ? iso$1(deadline, dNs) : "";
+		const deadlineIso = deadline !== null ? iso(deadline, dNs) : "";
 		if (deadline !== null && atOrBefore(deadline, dNs, clock, clockNs) && ctx.byEnd(deadline, dNs)) out.add({
 			verdict: "incomplete",
 			code: "missed_deadline",
@@ -16307,11 +17275,11 @@ function planRules(ctx, out) {
 				message: `waiting on ${step.dependency} for ${step.key} until ${deadlineIso}: notify or observe the named dependency`,
 				settled: false,
 				deadline: deadlineIso,
-				since: iso$1(d, dNs)
+				since: iso(d, dNs)
 			});
 		} else {
 			if (deadline !== null) out.changeAt(ceilMillis(deadline, dNs));
-			const since = iso$1(d, dNs);
+			const since = iso(d, dNs);
 			out.add({
 				verdict: "working",
 				code: "pending",
@@ -16404,7 +17372,7 @@ function shared(f) {
 	return Object.freeze(f);
 }
 function incompleteFinding(event, on, key, deadline, deadlineNs, seen) {
-	const deadlineIso = iso$1(deadline, deadlineNs);
+	const deadlineIso = iso(deadline, deadlineNs);
 	return shared({
 		verdict: "incomplete",
 		code: seen ? "late_wait" : "missed_wait",
@@ -16418,7 +17386,7 @@ function incompleteFinding(event, on, key, deadline, deadlineNs, seen) {
 	});
 }
 function waitingFinding(event, on, key, at, atNs, deadline, deadlineNs) {
-	const deadlineIso = iso$1(deadline, deadlineNs);
+	const deadlineIso = iso(deadline, deadlineNs);
 	return shared({
 		verdict: "waiting",
 		code: "declared_wait",
@@ -16428,7 +17396,7 @@ function waitingFinding(event, on, key, at, atNs, deadline, deadlineNs) {
 		message: `declared wait on ${on} for ${key} until ${deadlineIso}: notify or observe the named dependency`,
 		settled: false,
 		deadline: deadlineIso,
-		since: iso$1(at, atNs)
+		since: iso(at, atNs)
 	});
 }
 var init_waits = __esmMin((() => {
@@ -16467,10 +17435,10 @@ function stallRules(ctx, out) {
 			if (atOrBefore(s, startNs, clock, clockNs) || shownPast(s, startNs)) out.add({
 				verdict: "incomplete",
 				code: "max_duration_exceeded",
-				message: `run still unfinished ${formatDuration(M)} after its start ${iso$1(startAt, startNs)}, at ${iso$1(s, startNs)}: investigate the first absent expected edge`,
+				message: `run still unfinished ${formatDuration(M)} after its start ${iso(startAt, startNs)}, at ${iso(s, startNs)}: investigate the first absent expected edge`,
 				settled: true,
-				deadline: iso$1(s, startNs),
-				since: iso$1(s, startNs)
+				deadline: iso(s, startNs),
+				since: iso(s, startNs)
 			});
 			else if (!end) out.changeAt(ceilMillis(s, startNs));
 		}
@@ -16536,12 +17504,12 @@ function stallRules(ctx, out) {
 			const p = lastProgress(c.at, c.ns);
 			if (p === null || !atOrBefore(p.at + W, p.ns, c.at, c.ns) || finishedAt(c.at, c.ns) || explained(c.at, c.ns)) continue;
 			if (atOrBefore(c.at, c.ns, clock, clockNs) || shownPast(c.at, c.ns)) {
-				const since = iso$1(c.at, c.ns);
-				const deadline = p.at + W === c.at && p.ns === c.ns ? since : iso$1(p.at + W, p.ns);
+				const since = iso(c.at, c.ns);
+				const deadline = p.at + W === c.at && p.ns === c.ns ? since : iso(p.at + W, p.ns);
 				out.add({
 					verdict: "incomplete",
 					code: "no_progress",
-					message: `no progress on the plan within ${formatDuration(W)} of ${iso$1(p.at, p.ns)} (stalled at ${since}), and no running deadline or declared wait explains it: investigate the first absent expected edge`,
+					message: `no progress on the plan within ${formatDuration(W)} of ${iso(p.at, p.ns)} (stalled at ${since}), and no running deadline or declared wait explains it: investigate the first absent expected edge`,
 					settled: true,
 					deadline,
 					since
@@ -16564,9 +17532,9 @@ function endRules(ctx, out) {
 					edge: missing[0],
 					agents: end.from ? [end.from] : [],
 					events: [end.event],
-					message: `run ended completed at ${iso$1(endAt, endNs)} but ${[...missing.map((m) => `${m} is absent`), ...outcomeOk ? [] : ["no verified outcome exists"]].join(", ")}: reopen the run; completion lacks required evidence`,
+					message: `run ended completed at ${iso(endAt, endNs)} but ${[...missing.map((m) => `${m} is absent`), ...outcomeOk ? [] : ["no verified outcome exists"]].join(", ")}: reopen the run; completion lacks required evidence`,
 					settled: true,
-					since: iso$1(endAt, endNs)
+					since: iso(endAt, endNs)
 				});
 			}
 		} else out.add({
@@ -16574,9 +17542,9 @@ function endRules(ctx, out) {
 			code: `run_${end.result}`,
 			agents: end.from ? [end.from] : [],
 			events: [end.event],
-			message: `run ended ${end.result} at ${iso$1(endAt, endNs)}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
+			message: `run ended ${end.result} at ${iso(endAt, endNs)}: an ended-but-not-completed run is never healthy; investigate the first absent expected edge`,
 			settled: true,
-			since: iso$1(endAt, endNs)
+			since: iso(endAt, endNs)
 		});
 	} else if (absent.length === 0 && !outcomeOk) out.push(AWAITING_OUTCOME);
 }
@@ -16594,649 +17562,17 @@ var init_completion = __esmMin((() => {
 		events: Object.freeze([])
 	});
 }));
-// dist/core/rules/handoff/version.js
-/**
-* State versions are opaque identifiers compared as text (semantics 5): `7.0` is not `7`; a JSON number is its
-* decimal text, so `7` and `"7"` are the same version. The one comparison of state versions: they are the same
-* or they are not; no state version is "newer" than another by its text (contract versions, which do order, are
-* compared by `compareContractVersions` in src/core/contract.ts).
-*/
-function sameStateVersion(a, b) {
-	return String(a) === String(b);
-}
-var init_version = __esmMin((() => {}));
-// dist/core/rules/handoff/trace.js
-/** A receipt's observation time, exact to the nanosecond (semantics 5: times at full precision, as in 2a). */
-function at(r) {
-	let t = instants.get(r);
-	if (t === void 0) instants.set(r, t = parseInstant(r.at));
-	return t;
-}
-/** Receipt order: observation time, then event id. */
-function byTimeThenEvent(a, b) {
-	const d = compareInstants(at(a), at(b));
-	if (d !== 0) return d;
-	return a.event < b.event ? -1 : a.event > b.event ? 1 : 0;
-}
-/** Normalised content for duplicate comparison: defaults filled, times as instants, keys sorted. */
-function canonical(r) {
-	const n = {
-		...r,
-		at: at(r),
-		status: r.status ?? "ok"
-	};
-	if (r.type === "handoff") {
-		if (r.handoff !== void 0) n.attempt = r.attempt ?? 1;
-		if (r.leaseExpiresAt !== void 0) n.leaseExpiresAt = parseInstant(r.leaseExpiresAt);
-	}
-	return JSON.stringify(sortKeys(n));
-}
-function sortKeys(v) {
-	if (Array.isArray(v)) return v.map(sortKeys);
-	if (v !== null && typeof v === "object") return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys(v[k])]));
-	return v;
-}
-/**
-* One receipt per (run, event id): a repeat with equal content is a duplicate delivery and counts
-* once; a repeat with different content is a conflict, and neither is used (the run classifier
-* reports the conflict).
-*/
-function dedupe(receipts) {
-	const groups = /* @__PURE__ */ new Map();
-	for (const r of receipts) {
-		const key = `${r.run}\u0000${r.event}`;
-		const content = canonical(r);
-		const seen = groups.get(key);
-		if (seen === void 0) groups.set(key, {
-			receipt: r,
-			content,
-			conflict: false
-		});
-		else if (seen.content !== content) seen.conflict = true;
-	}
-	return [...groups.values()].filter((g) => !g.conflict).map((g) => g.receipt).sort(byTimeThenEvent);
-}
-function push(m, k, v) {
-	const list = m.get(k);
-	if (list) list.push(v);
-	else m.set(k, [v]);
-}
-function edgeOf(a) {
-	return a.source !== void 0 && a.target !== void 0 ? `${a.source} -> ${a.target} : handoff` : void 0;
-}
-/** The first value of a field, in receipt order. */
-function first(rs, k) {
-	for (const r of rs) {
-		const v = r[k];
-		if (v !== void 0 && v !== null && v !== "") return v;
-	}
-}
-/** The lease in force: the first grant, moved by each renewal timed at or before the lease then in force. */
-function effectiveLease(rs) {
-	let lease = null;
-	for (const r of rs) {
-		if (r.leaseExpiresAt === void 0) continue;
-		const next = parseInstant(r.leaseExpiresAt);
-		if (lease === null) lease = next;
-		else if (compareInstants(at(r), lease) <= 0) lease = next;
-	}
-	return lease;
-}
-function traceAttempt(run, rs, logical, runCancelAt) {
-	const states = new Set(rs.map((r) => r.state));
-	const activeFrom = rs.find((r) => ACTIVE_STATES.includes(r.state));
-	const terminal = rs.find((r) => isTerminal(r.state)) ?? null;
-	const returned = rs.find((r) => r.state === "RETURNED") ?? null;
-	const accepted = rs.find((r) => r.state === "ACCEPTED") ?? null;
-	const decision = rs.find((r) => r.state === "ACCEPTED" || r.state === "REJECTED" && returned !== null && compareInstants(at(r), at(returned)) >= 0) ?? null;
-	const ownCancel = rs.find((r) => r.state === "CANCELLED");
-	const cancels = [ownCancel ? at(ownCancel) : null, runCancelAt].filter((x) => x !== null);
-	const lease = effectiveLease(rs);
-	const returnAt = returned ? at(returned) : accepted ? at(accepted) : null;
-	return {
-		run,
-		handoff: rs[0].handoff,
-		attempt: rs[0].attempt ?? 1,
-		receipts: rs,
-		source: first(rs, "from") ?? first(logical, "from"),
-		target: first(rs, "to"),
-		duplicateKey: first(rs, "duplicateKey") ?? first(logical, "duplicateKey"),
-		finalOwner: first(logical, "finalOwner"),
-		onTimeout: first(logical, "onTimeout"),
-		states,
-		firstAt: at(rs[0]),
-		activeFrom: activeFrom ? at(activeFrom) : null,
-		terminal,
-		lease,
-		returned,
-		returnAt,
-		accepted,
-		decision,
-		cancelAt: cancels.length > 0 ? cancels.reduce(earlierOf) : null,
-		activeUntil: earlierOf(terminal ? at(terminal) : NEVER, lease ?? NEVER)
-	};
-}
-function traceRun(run, receipts) {
-	const ends = receipts.filter((r) => r.type === "run.end" && r.result === "cancelled");
-	const runCancelAt = ends.length > 0 ? at(ends[0]) : null;
-	const transitions = receipts.filter(isTransition);
-	const byAttempt = /* @__PURE__ */ new Map();
-	const byHandoff = /* @__PURE__ */ new Map();
-	for (const r of transitions) {
-		push(byAttempt, attemptKey(r), r);
-		push(byHandoff, r.handoff, r);
-	}
-	return {
-		run,
-		receipts,
-		attempts: [...byAttempt.values()].map((rs) => traceAttempt(run, rs, byHandoff.get(rs[0].handoff) ?? rs, runCancelAt)).sort((a, b) => a.handoff < b.handoff ? -1 : a.handoff > b.handoff ? 1 : a.attempt - b.attempt),
-		root: receipts.find((r) => r.type === "handoff" && r.budgetOp === "root") ?? null,
-		runCancelAt
-	};
-}
-/** Per run, in run-id order. */
-function traceRuns(receipts) {
-	const byRun = /* @__PURE__ */ new Map();
-	for (const r of dedupe(receipts)) push(byRun, r.run, r);
-	return [...byRun].sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0).map(([run, rs]) => traceRun(run, rs));
-}
-var TERMINAL_STATES, CHAIN, ACTIVE_STATES, isTerminal, isTransition, instants, attemptKey;
-var init_trace = __esmMin((() => {
-	init_time();
-	TERMINAL_STATES = [
-		"ACCEPTED",
-		"REJECTED",
-		"CANCELLED",
-		"TIMED_OUT",
-		"FAILED"
-	];
-	CHAIN = [
-		"PROPOSED",
-		"ADMITTED",
-		"DISPATCHED",
-		"RUNNING",
-		"RETURNED"
-	];
-	ACTIVE_STATES = [
-		"ADMITTED",
-		"DISPATCHED",
-		"RUNNING",
-		"RETURNED",
-		"ACCEPTED"
-	];
-	isTerminal = (s) => TERMINAL_STATES.includes(s);
-	isTransition = (r) => r.type === "handoff" && r.budgetOp !== "root" && r.handoff !== void 0 && r.state !== void 0;
-	instants = /* @__PURE__ */ new WeakMap();
-	attemptKey = (r) => `${r.handoff}\u0000${r.attempt ?? 1}`;
-}));
-// dist/core/rules/handoff/ledger.js
-/** Whether attempt `a` started while `b` held an active lease on the same work key. */
-function startedDuringLeaseOf(a, b) {
-	return a !== b && a.duplicateKey !== void 0 && a.duplicateKey === b.duplicateKey && b.activeFrom !== null && compareInstants(a.firstAt, b.activeFrom) >= 0 && compareInstants(a.firstAt, b.activeUntil) < 0;
-}
-function isLate(a) {
-	const afterLease = (t) => a.lease !== null && compareInstants(t, a.lease) > 0;
-	const afterCancel = (t) => a.cancelAt !== null && compareInstants(t, a.cancelAt) >= 0;
-	if (a.returnAt !== null && (afterLease(a.returnAt) || afterCancel(a.returnAt))) return true;
-	return a.receipts.some((r) => (r.budgetOp === "consume" || r.budgetOp === "reject") && (afterLease(at(r)) || afterCancel(at(r))));
-}
-/** The ledger walk of one run: the state both the budget findings and the operator's board read. */
-function ledgerWalk(trace) {
-	const root = trace.root ? addUnits(zeroUnits(), trace.root.units) : null;
-	const rows = /* @__PURE__ */ new Map();
-	for (const a of trace.attempts) rows.set(attemptId(a), {
-		handoff: a.handoff,
-		attempt: a.attempt,
-		target: a.target,
-		reserved: zeroUnits(),
-		consumed: zeroUnits(),
-		released: zeroUnits(),
-		rejected: zeroUnits(),
-		timedOut: a.states.has("TIMED_OUT"),
-		late: isLate(a),
-		duplicate: trace.attempts.some((b) => startedDuringLeaseOf(a, b))
-	});
-	const committed = () => {
-		let total = zeroUnits();
-		for (const row of rows.values()) total = addUnits(total, mapUnits((k) => Math.max(row.reserved[k] - row.released[k], row.consumed[k], 0)));
-		return total;
-	};
-	let peak = zeroUnits();
-	let overcommitAt = null;
-	const reserveEvents = /* @__PURE__ */ new Map();
-	for (const r of trace.receipts) {
-		if (r.type !== "handoff" || r.budgetOp === void 0 || r.budgetOp === "root" || r.handoff === void 0) continue;
-		const id = attemptId({
-			handoff: r.handoff,
-			attempt: r.attempt ?? 1
-		});
-		const row = rows.get(id);
-		if (row === void 0) continue;
-		const field = {
-			reserve: "reserved",
-			consume: "consumed",
-			release: "released",
-			reject: "rejected"
-		}[r.budgetOp];
-		row[field] = addUnits(row[field], r.units);
-		if (r.budgetOp === "reserve") reserveEvents.set(id, [...reserveEvents.get(id) ?? [], r.event]);
-		const now = committed();
-		peak = mapUnits((k) => Math.max(peak[k], now[k]));
-		if (overcommitAt === null && root !== null && UNIT_KEYS.some((k) => now[k] > root[k])) overcommitAt = r;
-	}
-	const list = [...rows.values()];
-	const sum = (f, filter = () => true) => list.filter(filter).reduce((acc, row) => addUnits(acc, f(row)), zeroUnits());
-	const work = (row) => addUnits(row.consumed, row.rejected);
-	const tally = (filter) => ({
-		attempts: list.filter(filter).length,
-		units: sum(work, filter)
-	});
-	return {
-		summary: {
-			run: trace.run,
-			root,
-			reserved: sum((row) => row.reserved),
-			consumed: sum((row) => row.consumed),
-			released: sum((row) => row.released),
-			rejected: sum((row) => row.rejected),
-			outstanding: sum((row) => mapUnits((k) => Math.max(row.reserved[k] - row.released[k] - row.consumed[k], 0))),
-			peakCommitted: peak,
-			totalWork: sum(work),
-			timedOut: tally((row) => row.timedOut),
-			late: tally((row) => row.late),
-			duplicate: tally((row) => row.duplicate),
-			attempts: list
-		},
-		overcommitAt,
-		reserveEvents
-	};
-}
-/** Attempts whose reservation copies the whole root work budget (`budget_copied`). */
-function copiedReservations(trace, w) {
-	const root = w.summary.root;
-	if (trace.root === null || root === null || !(root.actions > 0 || root.contextUnits > 0)) return [];
-	return trace.attempts.filter((a) => {
-		if (!w.reserveEvents.has(attemptId(a))) return false;
-		const row = w.summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt);
-		return row !== void 0 && row.reserved.actions >= root.actions && row.reserved.contextUnits >= root.contextUnits;
-	});
-}
-/** budget_overcommitted and budget_copied findings of one ledger walk, tagged with their attempts. */
-function ledgerFindingsOf(trace, w) {
-	const { summary, overcommitAt, reserveEvents } = w;
-	const root = summary.root;
-	if (trace.root === null || root === null) return [];
-	const owner = trace.root.from;
-	const findings = [];
-	const holders = trace.attempts.filter((a) => reserveEvents.has(attemptId(a)));
-	if (overcommitAt !== null) {
-		const over = UNIT_KEYS.filter((k) => summary.peakCommitted[k] > root[k]);
-		findings.push({
-			attempts: holders.map(attemptId),
-			finding: {
-				verdict: "ambiguous_route",
-				code: "budget_overcommitted",
-				agents: uniq([owner, ...holders.map((a) => a.target)]),
-				events: uniq([
-					trace.root.event,
-					...holders.flatMap((a) => reserveEvents.get(attemptId(a)) ?? []),
-					overcommitAt.event
-				]),
-				message: `child reservations reach ${over.map((k) => `${summary.peakCommitted[k]} ${LABEL[k]}`).join(", ")} against a root budget of ${fmt(root)}: reservations must nest inside the root`,
-				settled: true
-			}
-		});
-	}
-	for (const a of copiedReservations(trace, w)) {
-		const row = summary.attempts.find((x) => x.handoff === a.handoff && x.attempt === a.attempt);
-		if (row === void 0) continue;
-		findings.push({
-			attempts: [attemptId(a)],
-			finding: {
-				verdict: "ambiguous_route",
-				code: "budget_copied",
-				edge: edgeOf(a),
-				agents: uniq([
-					owner,
-					a.source,
-					a.target
-				]),
-				events: uniq([trace.root.event, ...reserveEvents.get(attemptId(a)) ?? []]),
-				message: `${a.handoff} attempt ${a.attempt} reserves ${fmt(row.reserved)}, a copy of the whole root work budget (${root.actions} actions, ${root.contextUnits} context units): the parent keeps no continuation allowance`,
-				settled: true
-			}
-		});
-	}
-	return findings;
-}
-function uniq(xs) {
-	return [...new Set(xs.filter((x) => x !== void 0 && x !== ""))].sort();
-}
-var UNIT_KEYS, zeroUnits, addUnits, mapUnits, attemptId, LABEL, fmt;
-var init_ledger = __esmMin((() => {
-	init_trace();
-	init_time();
-	UNIT_KEYS = [
-		"actions",
-		"contextUnits",
-		"effects"
-	];
-	zeroUnits = () => ({
-		actions: 0,
-		contextUnits: 0,
-		effects: 0
-	});
-	addUnits = (a, b) => ({
-		actions: a.actions + (b?.actions ?? 0),
-		contextUnits: a.contextUnits + (b?.contextUnits ?? 0),
-		effects: a.effects + (b?.effects ?? 0)
-	});
-	mapUnits = (f) => ({
-		actions: f("actions"),
-		contextUnits: f("contextUnits"),
-		effects: f("effects")
-	});
-	attemptId = (a) => `${a.handoff}#${a.attempt}`;
-	LABEL = {
-		actions: "actions",
-		contextUnits: "context units",
-		effects: "effects"
-	};
-	fmt = (u) => UNIT_KEYS.map((k) => `${u[k]} ${LABEL[k]}`).join(", ");
-}));
-// dist/core/rules/handoff/lifecycle.js
-function finding(code, f) {
-	const out = {
-		verdict: HANDOFF_FINDING_VERDICTS[code],
-		code,
-		agents: uniq(f.agents),
-		events: uniq(f.events),
-		message: f.message,
-		settled: SETTLED[code]
-	};
-	if (f.edge !== void 0) out.edge = f.edge;
-	return out;
-}
-/** Walks the attempt's receipts through the state machine. */
-function walkStates(a) {
-	let current = null;
-	let currentAt = a.firstAt;
-	let terminal = null;
-	const offending = [];
-	for (const r of a.receipts) {
-		const s = r.state;
-		if (terminal !== null) {
-			if (s !== current) offending.push(r);
-			continue;
-		}
-		if (isTerminal(s)) {
-			current = s;
-			currentAt = at(r);
-			terminal = r;
-		} else if (current === null || CHAIN.indexOf(s) > CHAIN.indexOf(current)) {
-			current = s;
-			currentAt = at(r);
-		}
-	}
-	return {
-		state: current ?? a.receipts[0].state,
-		stateAt: currentAt,
-		terminal,
-		leftTerminal: offending
-	};
-}
-function attemptFacts(a, now) {
-	const has = (s) => a.states.has(s);
-	const beyond = [
-		"DISPATCHED",
-		"RUNNING",
-		"RETURNED",
-		"ACCEPTED"
-	].filter(has);
-	const decidedWithoutReturn = (has("ACCEPTED") || has("REJECTED") && [
-		"ADMITTED",
-		"DISPATCHED",
-		"RUNNING"
-	].some(has)) && !has("RETURNED") ? a.receipts.find((r) => r.state === "ACCEPTED" || r.state === "REJECTED") ?? null : null;
-	const returnAt = a.accepted !== null ? a.returnAt : null;
-	const observed = a.returned?.stateVersion;
-	const current = a.accepted?.stateVersion;
-	return {
-		id: attemptId(a),
-		trace: a,
-		...walkStates(a),
-		beyondAdmissionWithoutAdmitted: beyond.length > 0 && !has("ADMITTED") ? beyond : [],
-		decidedWithoutReturn,
-		acceptedAfterCancel: returnAt !== null && a.cancelAt !== null && compareInstants(returnAt, a.cancelAt) >= 0,
-		acceptedAfterExpiry: returnAt !== null && a.lease !== null && compareInstants(returnAt, a.lease) > 0,
-		acceptedStale: returnAt !== null && observed !== void 0 && current !== void 0 && !sameStateVersion(observed, current) ? {
-			observed,
-			current
-		} : null,
-		leaseExpiredOpen: a.terminal === null && a.lease !== null && a.activeFrom !== null && compareInstants(now, a.lease) >= 0 && !has("RETURNED")
-	};
-}
-/** Two active leases on one work key: two owners of one route. */
-function leaseOverlaps(attempts) {
-	const active = attempts.filter((a) => a.activeFrom !== null && a.duplicateKey !== void 0).sort((x, y) => compareInstants(x.activeFrom, y.activeFrom) || (x.handoff < y.handoff ? -1 : x.handoff > y.handoff ? 1 : x.attempt - y.attempt));
-	const out = [];
-	for (let i = 0; i < active.length; i++) for (let j = i + 1; j < active.length; j++) {
-		const [a, b] = [active[i], active[j]];
-		if (a.duplicateKey !== b.duplicateKey) continue;
-		if (!(compareInstants(a.activeFrom, b.activeUntil) < 0 && compareInstants(b.activeFrom, a.activeUntil) < 0)) continue;
-		out.push([a, b]);
-	}
-	return out;
-}
-/** Final owners of the root-level handoffs (those whose source is not itself a target). */
-function finalOwnersOf(trace) {
-	const targets = new Set(trace.attempts.map((a) => a.target).filter((t) => t !== void 0));
-	const rootLevel = trace.attempts.filter((a) => a.source === void 0 || !targets.has(a.source));
-	return uniq((rootLevel.length > 0 ? rootLevel : trace.attempts).map((a) => a.finalOwner));
-}
-/** Everything the audit establishes about one run at `now`. */
-function runFacts(trace, now) {
-	const byHandoff = /* @__PURE__ */ new Map();
-	for (const a of trace.attempts) byHandoff.set(a.handoff, [...byHandoff.get(a.handoff) ?? [], a]);
-	const targets = new Set(trace.attempts.map((a) => a.target).filter((t) => t !== void 0));
-	const finalOwners = finalOwnersOf(trace);
-	const owners = new Set(finalOwners);
-	return {
-		trace,
-		now,
-		attempts: trace.attempts.map((a) => attemptFacts(a, now)),
-		handoffs: [...byHandoff].map(([handoff, as]) => ({
-			handoff,
-			attempts: as,
-			admitted: as.some((a) => a.activeFrom !== null),
-			missingFinalOwner: as[0].finalOwner === void 0,
-			missingTimeout: as[0].onTimeout === void 0
-		})),
-		overlaps: leaseOverlaps(trace.attempts),
-		finalOwners,
-		targetCompletions: targets.size === 0 ? [] : trace.receipts.filter((r) => (r.type === "run.end" && r.result === "completed" || r.type === "outcome" && r.verified === true) && r.from !== void 0 && targets.has(r.from) && !owners.has(r.from)),
-		ledger: ledgerWalk(trace)
-	};
-}
-/** The event of the attempt's first receipt showing a granted lease, if it has one. */
-function firstActiveEvent(a) {
-	const from = a.activeFrom;
-	return from === null ? void 0 : a.receipts.find((r) => compareInstants(at(r), from) === 0)?.event;
-}
-/** The findings of a run's facts, each tagged with the attempts it concerns. */
-function factFindings(f) {
-	const out = [];
-	const push = (attempts, code, x) => {
-		out.push({
-			attempts: attempts.map(attemptId),
-			finding: finding(code, x)
-		});
-	};
-	for (const x of f.attempts) {
-		const a = x.trace;
-		if (x.terminal !== null && x.leftTerminal.length > 0) {
-			const t = x.terminal;
-			push([a], "resurrection", {
-				edge: edgeOf(a),
-				agents: parties(a),
-				events: [t.event, ...x.leftTerminal.map((r) => r.event)],
-				message: `${label(a)} left terminal ${t.state} (${t.at}) for ${x.leftTerminal.map((r) => `${r.state} at ${r.at}`).join(", ")}: late work cannot revive a handoff`
-			});
-		}
-		if (x.beyondAdmissionWithoutAdmitted.length > 0) {
-			const beyond = x.beyondAdmissionWithoutAdmitted;
-			push([a], "lifecycle_gap", {
-				edge: edgeOf(a),
-				agents: parties(a),
-				events: a.receipts.filter((r) => beyond.includes(r.state)).map((r) => r.event).slice(0, 1),
-				message: `${label(a)} reached ${beyond.at(-1)} with no ADMITTED record: the admission evidence is missing`
-			});
-		}
-		if (x.decidedWithoutReturn !== null) {
-			const decided = x.decidedWithoutReturn;
-			push([a], "lifecycle_gap", {
-				edge: edgeOf(a),
-				agents: parties(a),
-				events: [decided.event],
-				message: `${label(a)} was ${decided.state} with no RETURNED record: no artifact was recorded for the decision`
-			});
-		}
-		const { accepted, returnAt, cancelAt, lease, returned } = a;
-		const returnEvent = (returned ?? accepted)?.event;
-		if (x.acceptedAfterCancel && accepted !== null && returnEvent !== void 0 && returnAt !== null && cancelAt !== null) {
-			const cancel = a.receipts.find((r) => r.state === "CANCELLED" && compareInstants(at(r), cancelAt) === 0);
-			push([a], "accepted_after_cancel", {
-				edge: edgeOf(a),
-				agents: parties(a),
-				events: [
-					returnEvent,
-					accepted.event,
-					...cancel ? [cancel.event] : []
-				],
-				message: `${label(a)} returned at ${iso(returnAt)}, not before the cancellation at ${iso(cancelAt)}, and was accepted: cancelled work is diagnostic only`
-			});
-		}
-		if (x.acceptedAfterExpiry && accepted !== null && returnEvent !== void 0 && returnAt !== null && lease !== null) push([a], "accepted_after_expiry", {
-			edge: edgeOf(a),
-			agents: parties(a),
-			events: [returnEvent, accepted.event],
-			message: `${label(a)} returned at ${iso(returnAt)}, after its lease expired at ${iso(lease)}, and was accepted`
-		});
-		if (x.acceptedStale !== null && returned !== null && accepted !== null) push([a], "accepted_stale", {
-			edge: edgeOf(a),
-			agents: parties(a),
-			events: [returned.event, accepted.event],
-			message: `${label(a)} observed state version ${x.acceptedStale.observed} and was accepted at version ${x.acceptedStale.current}: revalidate or reject, never merge`
-		});
-		if (x.leaseExpiredOpen && lease !== null) push([a], "lease_expired_open", {
-			edge: edgeOf(a),
-			agents: parties(a),
-			events: [a.receipts[a.receipts.length - 1].event],
-			message: `${label(a)} is still open at ${iso(f.now)}; its lease expired at ${iso(lease)} and no timeout disposition was applied`
-		});
-	}
-	for (const h of f.handoffs) {
-		if (!h.admitted) continue;
-		const firstActive = h.attempts.flatMap((a) => firstActiveEvent(a) ?? []);
-		const agents = h.attempts.flatMap(parties);
-		if (h.missingFinalOwner) push(h.attempts, "missing_final_owner", {
-			edge: edgeOf(h.attempts[0]),
-			agents,
-			events: firstActive,
-			message: `handoff ${h.handoff} was admitted with no final accountable owner on any receipt: the branch is orphaned`
-		});
-		if (h.missingTimeout) push(h.attempts, "missing_timeout_disposition", {
-			edge: edgeOf(h.attempts[0]),
-			agents,
-			events: firstActive,
-			message: `handoff ${h.handoff} was admitted with no timeout disposition on any receipt: nobody is responsible when its lease ends`
-		});
-	}
-	for (const [a, b] of f.overlaps) {
-		if (a.activeFrom === null || b.activeFrom === null) continue;
-		push([a, b], "duplicate_active", {
-			edge: edgeOf(b),
-			agents: [...parties(a), ...parties(b)],
-			events: [firstActiveEvent(a) ?? [], firstActiveEvent(b) ?? []].flat(),
-			message: `work key '${a.duplicateKey}' had two active leases: ${label(a)} from ${iso(a.activeFrom)} and ${label(b)} from ${iso(b.activeFrom)}`
-		});
-	}
-	for (const r of f.targetCompletions) {
-		const own = f.trace.attempts.filter((a) => a.target === r.from);
-		push(own, "target_completed_parent", {
-			edge: edgeOf(own[0]),
-			agents: [r.from, ...own.map((a) => a.finalOwner)],
-			events: [r.event],
-			message: `handoff target ${r.from} sent the run's ${r.type === "run.end" ? "completed end" : "verified outcome"}; only the final owner (${f.finalOwners.join(", ") || "none named"}) completes the run`
-		});
-	}
-	out.push(...ledgerFindingsOf(f.trace, f.ledger));
-	return out;
-}
-function auditRun(trace, now) {
-	return factFindings(runFacts(trace, toInstant(now))).map((t) => t.finding);
-}
-/** Findings in a stable order: code, edge, events, message. */
-function sortFindings$1(fs) {
-	return [...fs].sort((a, b) => cmp$1(a.code, b.code) || cmp$1(a.edge ?? "", b.edge ?? "") || cmp$1(a.events.join(","), b.events.join(",")) || cmp$1(a.message, b.message));
-}
-/**
-* The handoff findings of these receipts at `now`, and the earliest instant after `now` at which they change with
-* time alone: the expiry of a lease in force on an attempt that is open and not returned (it turns
-* `lease_expired_open` then); Infinity when none.
-*/
-function handoffAudit(receipts, nowAt) {
-	const now = toInstant(nowAt);
-	const traces = traceRuns(receipts);
-	let next = null;
-	for (const t of traces) for (const a of t.attempts) {
-		const lease = a.lease;
-		if (a.terminal === null && lease !== null && a.activeFrom !== null && compareInstants(now, lease) < 0 && !a.states.has("RETURNED") && (next === null || compareInstants(lease, next) < 0)) next = lease;
-	}
-	return {
-		findings: sortFindings$1(traces.flatMap((t) => auditRun(t, now))),
-		nextChangeAt: next === null ? Infinity : ceilMillis(next.ms, next.ns)
-	};
-}
-var HANDOFF_FINDING_VERDICTS, SETTLED, iso, label, parties, cmp$1;
-var init_lifecycle = __esmMin((() => {
-	init_version();
-	init_time();
-	init_trace();
-	init_ledger();
-	HANDOFF_FINDING_VERDICTS = {
-		lifecycle_gap: "uncertain",
-		duplicate_active: "ambiguous_route",
-		budget_overcommitted: "ambiguous_route",
-		budget_copied: "ambiguous_route",
-		resurrection: "false_complete",
-		accepted_after_cancel: "false_complete",
-		accepted_after_expiry: "false_complete",
-		accepted_stale: "false_complete",
-		target_completed_parent: "false_complete",
-		missing_final_owner: "incomplete",
-		missing_timeout_disposition: "incomplete",
-		lease_expired_open: "incomplete"
-	};
-	SETTLED = Object.fromEntries(Object.keys(HANDOFF_FINDING_VERDICTS).map((c) => [c, c !== "lifecycle_gap"]));
-	iso = (t) => instantText(t).replace(".000Z", "Z");
-	label = (a) => `${a.handoff} attempt ${a.attempt}`;
-	parties = (a) => [a.source, a.target];
-	cmp$1 = (a, b) => a < b ? -1 : a > b ? 1 : 0;
-}));
 // dist/core/rules/handoffs.js
 function handoffRules(state, now, nowNs, out) {
 	if (state.handoffs.length === 0) return;
-	const { findings, nextChangeAt } = handoffAudit(state.handoffReceipts(), {
+	const { findings, nextChangeAt } = state.handoffAudit({
 		ms: now,
 		ns: nowNs
 	});
 	for (const f of findings) out.add(f);
 	out.changeAt(nextChangeAt);
 }
-var init_handoffs$1 = __esmMin((() => {
-	init_lifecycle();
-}));
+var init_handoffs$1 = __esmMin((() => {}));
 // dist/core/classify.js
 /** Resolve a run's pin from its receipts: the earliest run.start, else the default contract (newest non-retired, first phase). */
 function resolvePin(state, registry, defaultContract) {
@@ -17646,6 +17982,7 @@ var init_handoffs = __esmMin((() => {
 	init_trace();
 	init_lifecycle();
 	init_ledger();
+	init_work();
 }));
 // dist/core/index.js
 var init_core = __esmMin((() => {
