@@ -115,6 +115,8 @@ export interface ServeConfig {
   /** The runbook page served on GET /runbooks (the default runbook_url of per-run alerts). */
   runbooksHtml?: string;
   log: (event: string, fields?: Record<string, unknown>) => void;
+  /** Writes of the log (and stdout) that failed and were dropped so far, per stream (served as topology_log_write_errors_total). */
+  outputWriteErrors?: () => { stdout: number; stderr: number };
   version: string;
   /** Candidate versions to shadow-evaluate (`--shadow CONTRACT@VERSION`). */
   shadow?: Contract[];
@@ -343,7 +345,7 @@ interface Parts extends Stores {
 
 async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
-  const resources = createResourceMetrics(metrics);
+  const resources = createResourceMetrics(metrics, cfg.outputWriteErrors);
   let alerting: Alerting | null = null;
   if (cfg.alerting) {
     const am = createAlertmanagerMetrics(metrics);
