@@ -240,6 +240,8 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
     instance: cfg.instance ?? defaultInstanceName(),
     partitions: cfg.partitions,
     onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+    // A heartbeat answers well within the lease, or it failed (the instance is not ready until one lands again).
+    beatTimeoutMs: Math.min(3_000, Math.floor((cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs) / 3)),
   });
   cleanup.push(() => pg.close());
   try {
