@@ -357,10 +357,25 @@ export class ClusterCoordinator {
   }
 
   /**
-   * Takes partitions over: from now on receipts of their runs are folded here (the tail includes them from the
-   * current position), and everything stored before is read now. Rows read twice are duplicates of the fold.
+   * Takes partitions over, all or nothing (issue 49): a partition counts as taken over (listed from memory, its
+   * timers trusted) only once every run of it is read in. When a statement of the takeover fails (the database
+   * restarted, a connection reset, a deadline), the partitions are dropped here again, with whatever of their runs was
+   * read so far, and their leases kept: the next renewal finds them held and not loaded and takes them over anew.
    */
   private async takeOver(parts: number[]): Promise<void> {
+    try {
+      await this.load(parts);
+    } catch (e) {
+      for (const p of parts) this.dropPartition(p);
+      this.hooks.log('takeover_failed', { partitions: parts.length, error: (e as Error).message });
+    }
+  }
+
+  /**
+   * Reads partitions in: from now on receipts of their runs are folded here (the tail includes them from the current
+   * position), and everything stored before is read now. Rows read twice are duplicates of the fold.
+   */
+  private async load(parts: number[]): Promise<void> {
     const engine = this.engine!;
     const started = this.hooks.clock();
     for (const p of parts) this.owned.add(p);

@@ -5,7 +5,9 @@
  *   which delivers what waited, in order;
  * - `blackHole()`: every connection open now, and every new one until `heal()`, dies silently: its bytes are dropped,
  *   for ever (half-open from both ends). After `heal()` new connections are forwarded; the dead ones stay dead;
- * - `latency(ms)`: delay every chunk by `ms` in each direction (order kept); 0 ends it.
+ * - `latency(ms)`: delay every chunk by `ms` in each direction (order kept); 0 ends it;
+ * - `failOn(marker)`: the next statement sent whose bytes hold `marker` (SQL text, or a prepared statement's name)
+ *   kills its connection at once, both ways (as a database restart does to its sessions), before PostgreSQL sees it.
  * Everything waiting is bounded (a connection holding more than MAX_WAITING bytes is destroyed).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
@@ -21,6 +23,9 @@ export interface FaultProxy {
   blackHole(): void;
   heal(): void;
   latency(ms: number): void;
+  failOn(marker: string): void;
+  /** Connections killed by failOn so far. */
+  failed(): number;
   /** Connections accepted so far. */
   connections(): number;
   close(): Promise<void>;
@@ -48,6 +53,8 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
   let holing = false;
   let delayMs = 0;
   let accepted = 0;
+  let armed: string | null = null;
+  let killed = 0;
 
   const send = (pair: Pair, d: Direction, chunk: Buffer): void => {
     if (pair.dead) return; // a black hole swallows everything
@@ -82,7 +89,17 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
       down: { to: client, waiting: [], bytes: 0, lastDue: 0 },
     };
     pairs.add(pair);
-    client.on('data', (c: Buffer) => send(pair, pair.up, c));
+    client.on('data', (c: Buffer) => {
+      if (armed !== null && c.toString('latin1').includes(armed)) {
+        armed = null;
+        killed++;
+        pairs.delete(pair);
+        client.resetAndDestroy();
+        upstream.destroy();
+        return;
+      }
+      send(pair, pair.up, c);
+    });
     upstream.on('data', (c: Buffer) => send(pair, pair.down, c));
     const end = () => {
       // A dead connection says nothing to its other end (that is the fault: close() ends it); a live one passes the
@@ -139,6 +156,10 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
       delayMs = ms;
     },
     connections: () => accepted,
+    failOn: (marker) => {
+      armed = marker;
+    },
+    failed: () => killed,
     close: async () => {
       for (const pair of pairs) {
         pair.client.destroy();
