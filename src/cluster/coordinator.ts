@@ -55,6 +55,12 @@ export interface ClusterOptions {
    * until a renewal lands (default max(3 renewals, ttl / 2)).
    */
   beatDeadlineMs?: number;
+  /**
+   * An instance whose wall clock is further than this from the database's (measured with each heartbeat) holds no
+   * partition: it claims none and releases those it holds (default 60 s). Within it, verdicts are timed on the
+   * database's clock (the local clock plus the measured offset: `clockOffsetMs`).
+   */
+  maxClockOffsetMs?: number;
 }
 
 export interface ClusterHooks {
@@ -62,7 +68,12 @@ export interface ClusterHooks {
   clock: () => number;
   /** The clock leases are timed on (default performance.now: monotonic, runs on while the process is stopped). */
   monotonic?: () => number;
+  /** This host's wall clock, compared with the database's at each heartbeat (default Date.now). */
+  wall?: () => number;
 }
+
+/** Offset samples kept: the one with the shortest round trip among them is the offset (the least uncertain). */
+const OFFSET_SAMPLES = 8;
 
 export class ClusterCoordinator {
   private readonly owned = new Set<number>();
@@ -92,6 +103,10 @@ export class ClusterCoordinator {
   /** When (monotonic ms) the last renewal landed: past `beatDeadlineMs` the instance is unready (PgStore.beatOverdue). */
   private lastRenewedAt = 0;
   private readonly beatDeadlineMs: number;
+  /** The last heartbeats' clock samples: database clock minus this host's at the beat's midpoint, and the round trip. */
+  private offsetSamples: { offset: number; rtt: number }[] = [];
+  private offset = { ms: 0, uncertaintyMs: 0, measured: false };
+  private clockRefused = false;
   private stopped = false;
   private replaySpanLog: (() => Promise<number>) | undefined;
   private readLangGraphRoots: ((before: number) => Promise<number>) | undefined;
@@ -215,9 +230,9 @@ export class ClusterCoordinator {
    * of other instances at theirs (new runs in them are refused here); `beatDown`: the last heartbeat failed or is
    * overdue (not ready, exports refused); `poolsReplaced`: connection pools replaced after a heartbeat got no answer.
    */
-  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; lapses: number; fencedWrites: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number; beatDown: boolean; poolsReplaced: number } {
+  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; lapses: number; fencedWrites: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number; beatDown: boolean; poolsReplaced: number; clockOffsetMs: number; clockUncertaintyMs: number; clockRefused: boolean } {
     const beat = this.pg.beatStats();
-    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, lapses: this.lapses, fencedWrites: this.pg.fencedWrites, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size, beatDown: beat.down, poolsReplaced: beat.poolsReplaced };
+    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, lapses: this.lapses, fencedWrites: this.pg.fencedWrites, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size, beatDown: beat.down, poolsReplaced: beat.poolsReplaced, clockOffsetMs: Math.round(this.offset.ms), clockUncertaintyMs: Math.round(this.offset.uncertaintyMs), clockRefused: this.clockRefused };
   }
 
   /**
@@ -253,6 +268,29 @@ export class ClusterCoordinator {
     const parts = this.ownedParts();
     this.owned.clear();
     if (parts.length) await this.pg.releaseLeases(parts).catch((e) => this.hooks.log('lease_release_failed', { error: (e as Error).message }));
+  }
+
+  /**
+   * One clock sample from a heartbeat: the database's clock_timestamp() against this host's wall clock at the midpoint
+   * of the round trip (off by at most half the round trip). The offset is the least uncertain of the last samples.
+   */
+  private sampleClock(dbNow: number, wallSent: number, wallReceived: number): void {
+    if (!Number.isFinite(dbNow)) return;
+    this.offsetSamples.push({ offset: dbNow - (wallSent + wallReceived) / 2, rtt: Math.max(0, wallReceived - wallSent) });
+    if (this.offsetSamples.length > OFFSET_SAMPLES) this.offsetSamples.shift();
+    const best = this.offsetSamples.reduce((a, b) => (b.rtt < a.rtt ? b : a));
+    this.offset = { ms: best.offset, uncertaintyMs: best.rtt / 2, measured: true };
+    const maxMs = this.opts.maxClockOffsetMs ?? 60_000;
+    const refuse = Math.abs(best.offset) > maxMs;
+    if (refuse !== this.clockRefused) {
+      this.clockRefused = refuse;
+      this.hooks.log(refuse ? 'clock_offset_refused' : 'clock_offset_ok', { offsetMs: Math.round(best.offset), maxMs });
+    }
+  }
+
+  /** The database's clock minus this host's (ms), as last measured (0 before the first heartbeat). */
+  clockOffsetMs(): number {
+    return this.offset.ms;
   }
 
   /** Asks for a step (once: asked again before it began, it runs once); starts the loop running steps if idle. */
@@ -320,8 +358,11 @@ export class ClusterCoordinator {
     let held: number[];
     try {
       const full = this.engine?.atLiveLimit() ?? false;
+      const wall = this.hooks.wall ?? Date.now;
+      const wallSent = wall();
       // Heartbeat, renewal and the partitions of instances at their live limit: one statement, one round trip.
       const beat = await this.pg.beat(this.opts.leaseTtlMs, full);
+      this.sampleClock(beat.dbNow, wallSent, wall());
       this.saidFull = full;
       this.liveInstances = Math.max(1, beat.liveInstances);
       held = beat.held;
@@ -339,7 +380,8 @@ export class ClusterCoordinator {
     // Leases held under this name but not loaded: a restart under the same --instance before they expired.
     const unloaded = held.filter((p) => !this.owned.has(p));
     if (unloaded.length) await this.takeOver(unloaded);
-    const fair = Math.ceil(this.pg.partitions / this.liveInstances);
+    // An instance whose clock is too far from the database's holds nothing (its share is the others').
+    const fair = this.clockRefused ? 0 : Math.ceil(this.pg.partitions / this.liveInstances);
     if (held.length > fair) {
       const extra = held.sort((a, b) => b - a).slice(0, held.length - fair);
       await this.store.sync();

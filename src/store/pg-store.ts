@@ -1126,12 +1126,12 @@ export class PgStore {
    * (as `heartbeat`), lease renewal (as `renewLeases`: the fence follows it) and the partitions of other instances at
    * their live limit (as `fullPartitions`), from one snapshot. Readiness follows it as the heartbeat's.
    */
-  async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[] }> {
+  async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[]; dbNow: number }> {
     let res;
     try {
       const client = await this.beatConnection();
       res = await client.query({
-        name: 'ta_beat_v1',
+        name: 'ta_beat_v2',
         text: `WITH ${HEARTBEAT_CTE}, renewed AS (
            UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
            WHERE owner = $1 AND expires_at > now() RETURNING part, epoch
@@ -1139,7 +1139,8 @@ export class PgStore {
          SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live,
            (SELECT coalesce(json_agg(json_build_array(part, epoch)), '[]'::json) FROM renewed) AS held,
            (SELECT coalesce(json_agg(l.part ORDER BY l.part), '[]'::json) FROM leases l JOIN instances i ON i.id = l.owner
-            WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1) AS full_parts`,
+            WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1) AS full_parts,
+           (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS db_now`,
         values: [this.instance, Math.round(ttlMs), full, this.life],
         query_timeout: this.beatTimeoutMs,
       } as pg.QueryConfig);
@@ -1163,7 +1164,7 @@ export class PgStore {
       this.fence.set(part, Number(epoch));
     }
     for (const p of [...this.fence.keys()]) if (!held.has(p)) this.fence.delete(p);
-    return { liveInstances: Number(row.live), held: [...held].sort((a, b) => a - b), fullParts: row.full_parts as number[] };
+    return { liveInstances: Number(row.live), held: [...held].sort((a, b) => a - b), fullParts: row.full_parts as number[], dbNow: Number(row.db_now) };
   }
 
   /** Swaps the pool for a new one; the old one closes once its connections are released (by answer or deadline). */
