@@ -5,10 +5,9 @@
  * replaced after the network heals and the instance serves again; 200 ms of latency each way neither queues periodic
  * steps behind themselves nor lets the leases lapse. In each: every acknowledged receipt stored, none twice.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
-import { startFaultProxy, type FaultProxy } from './helpers/fault-proxy.js';
+import { faultHarness, type FaultProxy } from './helpers/fault-proxy.js';
 import { getJson, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { until } from './helpers/wait.js';
 
@@ -26,25 +25,13 @@ async function post(srv: ServerProcess, rs: readonly object[]): Promise<Response
 }
 
 describe('network faults between one instance and PostgreSQL', () => {
-  let db: PgCluster;
-  const running = new Set<ServerProcess>();
-  const proxies = new Set<FaultProxy>();
-
-  beforeAll(async () => {
-    db = await startPgCluster();
-  }, 90_000);
-
-  afterAll(async () => {
-    await Promise.all([...running].map((s) => s.stop('SIGKILL')));
-    for (const p of proxies) await p.close();
-    await db?.stop();
-  });
+  const h = faultHarness();
+  const running = h.running;
 
   /** Three instances on a fresh database, A through a fault proxy, settled on their shares of the partitions. */
   async function threeOn(name: string): Promise<{ srv: ServerProcess[]; proxy: FaultProxy; client: pg.Client }> {
-    const url = await db.database(name);
-    const proxy = await startFaultProxy(db.port);
-    proxies.add(proxy);
+    const url = await h.db().database(name);
+    const proxy = await h.proxy();
     const args = (n: string, store: string) => ['--store', store, '--instance', `${name}-${n}`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--lease-ttl', '4s'];
     const srv = await Promise.all([
       startServerProcess({ args: args('a', proxy.through(url)) }),

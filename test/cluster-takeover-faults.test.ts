@@ -5,11 +5,10 @@
  * `incomplete` at its new owner, listed under ?verdict=incomplete and stored. Before, the claimed partitions stayed
  * owned and never loaded: the run stayed `waiting` until the owner lost the lease or restarted.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { partitionOf } from '../src/store/pg-store.js';
-import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
-import { startFaultProxy, type FaultProxy } from './helpers/fault-proxy.js';
+import { faultHarness } from './helpers/fault-proxy.js';
 import { getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { shiftedDrift } from './helpers/drift.js';
 import { parseExposition } from './helpers/metrics-exposition.js';
@@ -29,25 +28,13 @@ const STATEMENTS: [string, string][] = [
 // already made good before issue 49, the tail reading every acknowledgement of the owned partitions since its start.)
 
 describe('a takeover whose statement fails', () => {
-  let db: PgCluster;
-  const running = new Set<ServerProcess>();
-  const proxies = new Set<FaultProxy>();
-
-  beforeAll(async () => {
-    db = await startPgCluster();
-  }, 90_000);
-
-  afterAll(async () => {
-    await Promise.all([...running].map((s) => s.stop('SIGKILL')));
-    for (const p of proxies) await p.close();
-    await db?.stop();
-  });
+  const h = faultHarness();
+  const running = h.running;
 
   it.each(STATEMENTS.map(([what, marker], i) => ({ what, marker, i })))('connection killed at $what: the partitions are loaded anyway, the passed deadline turns incomplete', async ({ marker, i }) => {
     const name = `takeover_${i}`;
-    const url = await db.database(name);
-    const proxy = await startFaultProxy(db.port);
-    proxies.add(proxy);
+    const url = await h.db().database(name);
+    const proxy = await h.proxy();
     const args = (n: string, store: string) => ['--store', store, '--instance', `${name}-${n}`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--lease-ttl', '3s'];
     const a = await startServerProcess({ args: args('a', proxy.through(url)) });
     running.add(a);

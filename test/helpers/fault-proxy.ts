@@ -11,6 +11,9 @@
  * Everything waiting is bounded (a connection holding more than MAX_WAITING bytes is destroyed).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
+import { startPgCluster, type PgCluster } from './pg-cluster.js';
+import type { ServerProcess } from './server.js';
 
 const MAX_WAITING = 64 * 1024 * 1024;
 
@@ -166,6 +169,33 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
         pair.upstream.destroy();
       }
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * For a describe block of cluster fault tests: a throwaway PostgreSQL started before its tests, and the servers and
+ * proxies they started (registered in `running` and through `proxy()`) stopped after them.
+ */
+export function faultHarness(): { db: () => PgCluster; running: Set<ServerProcess>; proxy: () => Promise<FaultProxy> } {
+  let db: PgCluster | undefined;
+  const running = new Set<ServerProcess>();
+  const proxies = new Set<FaultProxy>();
+  beforeAll(async () => {
+    db = await startPgCluster();
+  }, 90_000);
+  afterAll(async () => {
+    await Promise.all([...running].map((s) => s.stop('SIGKILL')));
+    for (const p of proxies) await p.close();
+    await db?.stop();
+  });
+  return {
+    db: () => db!,
+    running,
+    proxy: async () => {
+      const p = await startFaultProxy(db!.port);
+      proxies.add(p);
+      return p;
     },
   };
 }
