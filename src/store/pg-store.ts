@@ -459,6 +459,7 @@ export class PgStore {
   private readonly beatTimeoutMs: number;
   /** Pools replaced after a heartbeat got no answer (their connections may all be dead without a reset). */
   private poolsReplaced = 0;
+  private poolReplacedInOutage = false;
   /** The heartbeat's own connection (never waits for a pool slot behind appends and reads); replaced after any failure. */
   private beatClient: pg.Client | null = null;
   /**
@@ -1150,13 +1151,18 @@ export class PgStore {
       // No answer at all (not an error answer): the network may hold every connection of the pool dead without a
       // reset (a black hole, a half-open connection), where each would wait for its own deadline. New connections
       // replace them; statements still on the old ones fail at their deadlines.
-      if (isReadTimeout(e) || /connection timeout/i.test((e as Error)?.message ?? '')) this.replacePool();
+      // Once per outage (until a heartbeat lands): a long black hole does not pile up pools of dead sockets.
+      if (!this.poolReplacedInOutage && (isReadTimeout(e) || /connection timeout/i.test((e as Error)?.message ?? ''))) {
+        this.poolReplacedInOutage = true;
+        this.replacePool();
+      }
       // Appends waiting for a commit behind a connection that may hang: refused now (nothing was acknowledged).
       this.beatOverdue();
       throw e;
     }
     this.isHealthy = true;
     this.beatDown = false;
+    this.poolReplacedInOutage = false;
     const row = res.rows[0] as Row;
     const held = new Set<number>();
     for (const [part, epoch] of row.held as [number, number | string][]) {
