@@ -864,12 +864,12 @@ describe('PgStore: leases and liveness', () => {
     const url = await freshDb();
     const a = await open(url, 'a', { partitions: 8 });
     const b = await open(url, 'b', { partitions: 8 });
-    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 1, held: [], fullParts: [] });
+    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 1, held: [], fullParts: [], dbNow: expect.any(Number) });
     expect(await a.claimLeases(3, 60_000)).toEqual([0, 1, 2]);
     expect(await b.claimLeases(2, 60_000)).toEqual([3, 4]);
     // B says it is at its live limit: A sees B's partitions as full; B does not count its own.
-    expect(await b.beat(60_000, true)).toEqual({ liveInstances: 2, held: [3, 4], fullParts: [] });
-    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 2, held: [0, 1, 2], fullParts: [3, 4] });
+    expect(await b.beat(60_000, true)).toEqual({ liveInstances: 2, held: [3, 4], fullParts: [], dbNow: expect.any(Number) });
+    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 2, held: [0, 1, 2], fullParts: [3, 4], dbNow: expect.any(Number) });
     expect(await a.fullPartitions()).toEqual([3, 4]);
     expect((await a.leaseTable()).filter((l) => l.owner === 'a').every((l) => l.expiresInMs > 30_000)).toBe(true);
     // The fence follows the renewal: a lease lost (released, claimed by B at a newer epoch) is no longer A's to write.
@@ -881,7 +881,7 @@ describe('PgStore: leases and liveness', () => {
     expect(await a.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(1);
     expect(await b.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(0);
     // An expired lease is not renewed by a beat (as renewLeases).
-    expect(await b.beat(60_000, false)).toEqual({ liveInstances: 2, held: [1, 3, 4], fullParts: [] });
+    expect(await b.beat(60_000, false)).toEqual({ liveInstances: 2, held: [1, 3, 4], fullParts: [], dbNow: expect.any(Number) });
     await b.renewLeases(1);
     await until('B\'s leases expire', async () => (await b.leaseTable()).filter((l) => l.owner === 'b').every((l) => l.expiresInMs <= 0));
     expect((await b.beat(60_000, false)).held).toEqual([]);

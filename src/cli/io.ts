@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { fstatSync, readFileSync, writeSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import { parseReceiptFile, runIdError } from '../core/receipt.js';
 import { instantTextError, parseInstant, type Instant } from '../core/time.js';
 import type { Receipt } from '../core/types.js';
@@ -8,9 +9,61 @@ export interface Io {
   stderr: (s: string) => void;
 }
 
+/**
+ * Writes to the process's stdout and stderr that failed (a full disk under a log file: ENOSPC; a closed pipe: EPIPE;
+ * EIO ...), counted and dropped: logging never kills the process (issue 49). Served as topology_log_write_errors_total.
+ */
+export const outputWriteErrors = { stdout: 0, stderr: 0 };
+
+/**
+ * A sink for fd 1 or 2 that never throws and never emits an unhandled 'error'. A file or device (a log file, /dev/full)
+ * is written with writeSync on the fd, each line on its own: Node's stream for it emits one 'error' and then drops every
+ * later write, so once the disk has room again the lines would stay lost. A TTY or pipe goes through the process's
+ * stream, whose asynchronous errors are counted by a listener (after one, the stream is closed and later lines are
+ * counted as dropped).
+ */
+function outputSink(name: 'stdout' | 'stderr', fd: 1 | 2): (s: string) => void {
+  let write: ((s: string) => void) | null = null;
+  const failed = () => {
+    outputWriteErrors[name]++;
+  };
+  const init = (): ((s: string) => void) => {
+    let direct = false;
+    try {
+      const st = fstatSync(fd);
+      direct = !isatty(fd) && (st.isFile() || st.isCharacterDevice());
+    } catch {
+      // a closed fd: the stream answers (and its errors are counted)
+    }
+    if (direct) {
+      return (s) => {
+        const buf = Buffer.from(s);
+        // A short write (at most a few: the disk filled mid-line) continues; an error drops the rest of the line.
+        for (let off = 0, tries = 0; off < buf.length && tries < 8; tries++) off += writeSync(fd, buf, off);
+      };
+    }
+    const stream = name === 'stdout' ? process.stdout : process.stderr;
+    stream.on('error', failed);
+    return (s) => {
+      if (stream.destroyed || stream.errored) {
+        failed();
+        return;
+      }
+      stream.write(s);
+    };
+  };
+  return (s) => {
+    try {
+      (write ??= init())(s);
+    } catch {
+      failed();
+    }
+  };
+}
+
 export const processIo: Io = {
-  stdout: (s) => process.stdout.write(s),
-  stderr: (s) => process.stderr.write(s),
+  stdout: outputSink('stdout', 1),
+  stderr: outputSink('stderr', 2),
 };
 
 export class UsageError extends Error {}

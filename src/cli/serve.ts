@@ -7,7 +7,7 @@ import { loadTokenFile } from '../server/auth.js';
 import { DEFAULTS, startServer, type RunningServer, type ServeConfig } from '../server/serve.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls.js';
 import { defaultWorkers } from '../server/worker-pool.js';
-import { type Io, processIo, UsageError } from './io.js';
+import { type Io, outputWriteErrors, processIo, UsageError } from './io.js';
 
 import { packagedContractsDir, packagedRulesFile } from './paths.js';
 import { alertingConfig, AlertingConfigError, type AlertingConfig } from '../alerting/index.js';
@@ -365,6 +365,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     grpcImpl: grpcImplArg(values['grpc-impl']!),
     workers: workersArg(values.workers),
     log: logger,
+    outputWriteErrors: () => ({ ...outputWriteErrors }),
     version: VERSION,
     shadow,
     alertWindowMs: durationArg('--alert-window', values['alert-window'], DEFAULTS.alertWindowMs),

@@ -50,6 +50,17 @@ export interface ClusterOptions {
    * own through the shared span log, and the owner of a trace's partition resolves them (every tail read).
    */
   spanRouting?: 'trace' | 'any';
+  /**
+   * How long after the last renewal landed the instance says it is not ready and refuses exports (503 + Retry-After)
+   * until a renewal lands (default max(3 renewals, ttl / 2)).
+   */
+  beatDeadlineMs?: number;
+  /**
+   * An instance whose wall clock is further than this from the database's (measured with each heartbeat) holds no
+   * partition: it claims none and releases those it holds (default 60 s). Within it, verdicts are timed on the
+   * database's clock (the local clock plus the measured offset: `clockOffsetMs`).
+   */
+  maxClockOffsetMs?: number;
 }
 
 export interface ClusterHooks {
@@ -57,7 +68,12 @@ export interface ClusterHooks {
   clock: () => number;
   /** The clock leases are timed on (default performance.now: monotonic, runs on while the process is stopped). */
   monotonic?: () => number;
+  /** This host's wall clock, compared with the database's at each heartbeat (default Date.now). */
+  wall?: () => number;
 }
+
+/** Offset samples kept: the one with the shortest round trip among them is the offset (the least uncertain). */
+const OFFSET_SAMPLES = 8;
 
 export class ClusterCoordinator {
   private readonly owned = new Set<number>();
@@ -77,8 +93,20 @@ export class ClusterCoordinator {
   private readonly mono: () => number;
   private renewTimer: NodeJS.Timeout | null = null;
   private tailTimer: NodeJS.Timeout | null = null;
-  /** Rebalancing, takeovers and tail reads run one at a time (a takeover and a tail never interleave). */
-  private chain: Promise<void> = Promise.resolve();
+  /**
+   * Rebalancing, takeovers and tail reads run one at a time (a takeover and a tail never interleave), and a periodic
+   * step is never queued behind itself: a tick whose step still waits is skipped (issue 49: under latency the chain
+   * grew without bound). `wanted`: steps asked for and not begun; `running`: the loop running them, renewals first.
+   */
+  private readonly wanted = { rebalance: false, tail: false };
+  private running: Promise<void> | null = null;
+  /** When (monotonic ms) the last renewal landed: past `beatDeadlineMs` the instance is unready (PgStore.beatOverdue). */
+  private lastRenewedAt = 0;
+  private readonly beatDeadlineMs: number;
+  /** The last heartbeats' clock samples: database clock minus this host's at the beat's midpoint, and the round trip. */
+  private offsetSamples: { offset: number; rtt: number }[] = [];
+  private offset = { ms: 0, uncertaintyMs: 0, measured: false };
+  private clockRefused = false;
   private stopped = false;
   private replaySpanLog: (() => Promise<number>) | undefined;
   private readLangGraphRoots: ((before: number) => Promise<number>) | undefined;
@@ -106,6 +134,8 @@ export class ClusterCoordinator {
     this.tailEveryMs = opts.tailEveryMs ?? 100;
     this.tailBatch = opts.tailBatch ?? 5000;
     this.mono = hooks.monotonic ?? (() => performance.now());
+    // A renewal that has not landed this long after the last one: a hung statement holds the steps (or the beat hangs).
+    this.beatDeadlineMs = opts.beatDeadlineMs ?? Math.max(3 * this.renewEveryMs, Math.floor(opts.leaseTtlMs / 2));
     // With `--span-routing any`, held records of a partition this instance lost are its new owner's (never pruned here).
     pg.pruneHeldOfOwnedOnly = opts.spanRouting === 'any';
     pg.onVerdictWrite = {
@@ -197,10 +227,12 @@ export class ClusterCoordinator {
 
   /**
    * `atLiveLimit`: this instance said it is at its live limit at its last heartbeat; `partitionsAtLimit`: partitions
-   * of other instances at theirs (new runs in them are refused here).
+   * of other instances at theirs (new runs in them are refused here); `beatDown`: the last heartbeat failed or is
+   * overdue (not ready, exports refused); `poolsReplaced`: connection pools replaced after a heartbeat got no answer.
    */
-  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; lapses: number; fencedWrites: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number } {
-    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, lapses: this.lapses, fencedWrites: this.pg.fencedWrites, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size };
+  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; lapses: number; fencedWrites: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number; beatDown: boolean; poolsReplaced: number; clockOffsetMs: number; clockUncertaintyMs: number; clockRefused: boolean } {
+    const beat = this.pg.beatStats();
+    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, lapses: this.lapses, fencedWrites: this.pg.fencedWrites, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size, beatDown: beat.down, poolsReplaced: beat.poolsReplaced, clockOffsetMs: Math.round(this.offset.ms), clockUncertaintyMs: Math.round(this.offset.uncertaintyMs), clockRefused: this.clockRefused };
   }
 
   /**
@@ -214,10 +246,15 @@ export class ClusterCoordinator {
     this.replaySpanLog = replaySpanLog;
     this.readLangGraphRoots = readLangGraphRoots;
     this.cursor = await this.pg.headSeq();
-    await this.serial(() => this.rebalance());
-    this.renewTimer = setInterval(() => void this.serial(() => this.rebalance()), this.renewEveryMs);
+    this.lastRenewedAt = this.mono();
+    this.request('rebalance');
+    await this.running;
+    this.renewTimer = setInterval(() => {
+      if (this.mono() - this.lastRenewedAt > this.beatDeadlineMs) this.pg.beatOverdue();
+      this.request('rebalance');
+    }, this.renewEveryMs);
     this.renewTimer.unref();
-    this.tailTimer = setInterval(() => void this.serial(() => this.tail()), this.tailEveryMs);
+    this.tailTimer = setInterval(() => this.request('tail'), this.tailEveryMs);
     this.tailTimer.unref();
   }
 
@@ -226,24 +263,63 @@ export class ClusterCoordinator {
     this.stopped = true;
     if (this.renewTimer) clearInterval(this.renewTimer);
     if (this.tailTimer) clearInterval(this.tailTimer);
-    await this.chain;
+    await this.running;
     await this.store.sync();
     const parts = this.ownedParts();
     this.owned.clear();
     if (parts.length) await this.pg.releaseLeases(parts).catch((e) => this.hooks.log('lease_release_failed', { error: (e as Error).message }));
   }
 
-  /** Runs `step` after the previous step finished; a failure is logged and does not stop the chain. */
-  private serial(step: () => Promise<void>): Promise<void> {
-    this.chain = this.chain.then(async () => {
-      if (this.stopped) return;
-      try {
-        await step();
-      } catch (e) {
-        this.hooks.log('cluster_step_failed', { error: (e as Error).message });
+  /**
+   * One clock sample from a heartbeat: the database's clock_timestamp() against this host's wall clock at the midpoint
+   * of the round trip (off by at most half the round trip). The offset is the least uncertain of the last samples.
+   */
+  private sampleClock(dbNow: number, wallSent: number, wallReceived: number): void {
+    if (!Number.isFinite(dbNow)) return;
+    this.offsetSamples.push({ offset: dbNow - (wallSent + wallReceived) / 2, rtt: Math.max(0, wallReceived - wallSent) });
+    if (this.offsetSamples.length > OFFSET_SAMPLES) this.offsetSamples.shift();
+    const best = this.offsetSamples.reduce((a, b) => (b.rtt < a.rtt ? b : a));
+    this.offset = { ms: best.offset, uncertaintyMs: best.rtt / 2, measured: true };
+    const maxMs = this.opts.maxClockOffsetMs ?? 60_000;
+    const refuse = Math.abs(best.offset) > maxMs;
+    if (refuse !== this.clockRefused) {
+      this.clockRefused = refuse;
+      this.hooks.log(refuse ? 'clock_offset_refused' : 'clock_offset_ok', { offsetMs: Math.round(best.offset), maxMs });
+    }
+  }
+
+  /** The database's clock minus this host's (ms), as last measured (0 before the first heartbeat). */
+  clockOffsetMs(): number {
+    return this.offset.ms;
+  }
+
+  /** Asks for a step (once: asked again before it began, it runs once); starts the loop running steps if idle. */
+  private request(kind: 'rebalance' | 'tail'): void {
+    if (this.stopped) return;
+    this.wanted[kind] = true;
+    if (this.running === null) this.running = this.runSteps();
+  }
+
+  /**
+   * Runs the steps asked for one at a time, a renewal before a tail read (a renewal waits for at most the one step
+   * running); a failure is logged and does not stop the loop.
+   */
+  private async runSteps(): Promise<void> {
+    try {
+      for (;;) {
+        if (this.stopped) return;
+        const kind = this.wanted.rebalance ? 'rebalance' : this.wanted.tail ? 'tail' : null;
+        if (kind === null) return;
+        this.wanted[kind] = false;
+        try {
+          await (kind === 'rebalance' ? this.rebalance() : this.tail());
+        } catch (e) {
+          this.hooks.log('cluster_step_failed', { error: (e as Error).message });
+        }
       }
-    });
-    return this.chain;
+    } finally {
+      this.running = null;
+    }
   }
 
   /**
@@ -258,36 +334,54 @@ export class ClusterCoordinator {
     const sent = this.mono();
     const held = new Set(await this.pg.renewLeases(this.opts.leaseTtlMs));
     this.leaseValidUntil = sent + this.opts.leaseTtlMs - this.renewEveryMs;
+    this.lastRenewedAt = this.mono();
     for (const p of [...this.owned]) if (!held.has(p)) this.dropPartition(p);
     return this.guard() && this.owned.size > 0;
   }
 
+  /**
+   * The renewal step. A renewal that came back after the local lease ran out (the database renewed leases this
+   * instance had just dropped: nobody would act on them) is sent again at once, and the partitions it still holds are
+   * loaded in the same step, rather than a renewal later.
+   */
   private async rebalance(): Promise<void> {
+    if (await this.renewAndBalance()) return;
+    this.hooks.log('lease_renewal_late', { partitions: this.owned.size });
+    await this.renewAndBalance();
+  }
+
+  /** False when the renewal took longer than the lease (every partition was dropped; nothing else done). */
+  private async renewAndBalance(): Promise<boolean> {
     const now = this.mono();
     // Leases may have expired and been taken: stop acting as owner before renewing anything.
     this.guard();
     let held: number[];
     try {
       const full = this.engine?.atLiveLimit() ?? false;
+      const wall = this.hooks.wall ?? Date.now;
+      const wallSent = wall();
       // Heartbeat, renewal and the partitions of instances at their live limit: one statement, one round trip.
       const beat = await this.pg.beat(this.opts.leaseTtlMs, full);
+      this.sampleClock(beat.dbNow, wallSent, wall());
       this.saidFull = full;
       this.liveInstances = Math.max(1, beat.liveInstances);
       held = beat.held;
       this.fullParts = new Set(beat.fullParts);
     } catch (e) {
       this.hooks.log('lease_renew_failed', { error: (e as Error).message });
-      return;
+      return true;
     }
+    this.lastRenewedAt = this.mono();
     // Renewed on the database clock at some point after `now`: valid here until now + ttl, less a renewal's margin.
     this.leaseValidUntil = now + this.opts.leaseTtlMs - this.renewEveryMs;
-    if (!this.guard()) return; // the renewal itself took longer than the lease
+    if (!this.guard()) return false; // the renewal itself took longer than the lease
     const heldSet = new Set(held);
     for (const p of [...this.owned]) if (!heldSet.has(p)) this.dropPartition(p);
     // Leases held under this name but not loaded: a restart under the same --instance before they expired.
     const unloaded = held.filter((p) => !this.owned.has(p));
     if (unloaded.length) await this.takeOver(unloaded);
-    const fair = Math.ceil(this.pg.partitions / this.liveInstances);
+    // An instance whose clock is too far from the database's holds nothing (its share is the others').
+    const fair = this.clockRefused ? 0 : Math.ceil(this.pg.partitions / this.liveInstances);
     if (held.length > fair) {
       const extra = held.sort((a, b) => b - a).slice(0, held.length - fair);
       await this.store.sync();
@@ -301,13 +395,29 @@ export class ClusterCoordinator {
     await this.adoptSpanLog();
     // Runs the engine pruned (settled past retention) leave this instance's memory too.
     this.store.retain((run) => this.engine!.verdictOf(run) !== null);
+    return true;
   }
 
   /**
-   * Takes partitions over: from now on receipts of their runs are folded here (the tail includes them from the
-   * current position), and everything stored before is read now. Rows read twice are duplicates of the fold.
+   * Takes partitions over, all or nothing (issue 49): a partition counts as taken over (listed from memory, its
+   * timers trusted) only once every run of it is read in. When a statement of the takeover fails (the database
+   * restarted, a connection reset, a deadline), the partitions are dropped here again, with whatever of their runs was
+   * read so far, and their leases kept: the next renewal finds them held and not loaded and takes them over anew.
    */
   private async takeOver(parts: number[]): Promise<void> {
+    try {
+      await this.load(parts);
+    } catch (e) {
+      for (const p of parts) this.dropPartition(p);
+      this.hooks.log('takeover_failed', { partitions: parts.length, error: (e as Error).message });
+    }
+  }
+
+  /**
+   * Reads partitions in: from now on receipts of their runs are folded here (the tail includes them from the current
+   * position), and everything stored before is read now. Rows read twice are duplicates of the fold.
+   */
+  private async load(parts: number[]): Promise<void> {
     const engine = this.engine!;
     const started = this.hooks.clock();
     for (const p of parts) this.owned.add(p);

@@ -145,7 +145,8 @@ export function startPeriodic(
     const started: Promise<void>[] = [];
     tasks.forEach((t, i) => {
       if (inFlight.has(t.name)) return;
-      if (t.everyMs > 0 && now - last[i] < t.everyMs) return;
+      // A clock set back (a cluster's clock corrected to the database's) runs the task rather than skipping it until then.
+      if (t.everyMs > 0 && now - last[i] < t.everyMs && now >= last[i]) return;
       last[i] = now;
       if (!t.job) return runTask(t, now);
       const job = runJob(t, now).finally(() => inFlight.delete(t.name));

@@ -11,6 +11,7 @@ export const RESOURCE_METRIC_NAMES = {
   sseDropped: 'topology_ui_event_streams_dropped_total',
   liveLimited: 'topology_live_limit_refusals_total',
   liveReceipts: 'topology_live_receipts',
+  logWriteErrors: 'topology_log_write_errors_total',
 } as const;
 
 export const LISTENERS = ['api', 'otlp_http', 'otlp_grpc'] as const;
@@ -25,7 +26,8 @@ export interface ResourceMetrics {
   setLiveReceipts(n: number): void;
 }
 
-export function createResourceMetrics(metrics: AuditMetrics): ResourceMetrics {
+/** `outputWriteErrors`: the process's failed (dropped) writes to stdout and stderr so far, read at every scrape. */
+export function createResourceMetrics(metrics: AuditMetrics, outputWriteErrors?: () => { stdout: number; stderr: number }): ResourceMetrics {
   const r = metrics.registry;
   const dropped = r.counter({ name: RESOURCE_METRIC_NAMES.connectionsDropped, help: 'Connections closed at accept because the listener was at --max-connections.', labelNames: ['listener'] });
   const polls = r.gauge({ name: RESOURCE_METRIC_NAMES.longPolls, help: 'Verdict long-polls waiting (each holds one listener and one timer).' });
@@ -39,6 +41,18 @@ export function createResourceMetrics(metrics: AuditMetrics): ResourceMetrics {
   for (const why of ['slow_reader', 'too_many']) sseDropped.touch([why]);
   for (const lim of ['runs', 'receipts']) for (const t of ['http', 'grpc', 'ndjson']) limited.touch([lim, t]);
   liveReceipts.set([], 0);
+  const writeErrors = r.counter({ name: RESOURCE_METRIC_NAMES.logWriteErrors, help: 'Log lines (stderr) and output (stdout) dropped because the write failed (a full disk, a closed pipe): logging never stops the server.', labelNames: ['stream'] });
+  const seen = { stdout: 0, stderr: 0 };
+  for (const stream of ['stdout', 'stderr'] as const) writeErrors.touch([stream]);
+  if (outputWriteErrors) {
+    metrics.registry.onCollect(() => {
+      const now = outputWriteErrors();
+      for (const stream of ['stdout', 'stderr'] as const) {
+        if (now[stream] > seen[stream]) writeErrors.inc([stream], now[stream] - seen[stream]);
+        seen[stream] = now[stream];
+      }
+    });
+  }
   return {
     connectionDropped: (l) => dropped.inc([l]),
     setLongPolls: (n) => polls.set([], n),

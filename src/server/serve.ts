@@ -120,6 +120,8 @@ export interface ServeConfig {
   /** The runbook page served on GET /runbooks (the default runbook_url of per-run alerts). */
   runbooksHtml?: string;
   log: (event: string, fields?: Record<string, unknown>) => void;
+  /** Writes of the log (and stdout) that failed and were dropped so far, per stream (served as topology_log_write_errors_total). */
+  outputWriteErrors?: () => { stdout: number; stderr: number };
   version: string;
   /** Candidate versions to shadow-evaluate (`--shadow CONTRACT@VERSION`). */
   shadow?: Contract[];
@@ -129,6 +131,11 @@ export interface ServeConfig {
   stallAfterMs?: number;
   /** How often the content-free ingest summary is logged (0: never). */
   logIntervalMs?: number;
+  /**
+   * Test hook (embedding only, no flag): this host's wall clock (default Date.now), e.g. a clock set 30 s off. In a
+   * cluster, verdicts are timed on the database's clock: this clock plus the offset measured at each heartbeat.
+   */
+  wallClock?: () => number;
 }
 
 export const DEFAULTS = {
@@ -246,12 +253,14 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
       onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
     });
     cleanup.push(() => sqlite.close());
-    return { store: sqlite, engineStore: sqlite, cluster: null };
+    return { store: sqlite, engineStore: sqlite, cluster: null, clock: cfg.wallClock ?? Date.now };
   }
   const pg = await PgStore.open(cfg.storeUrl, {
     instance: cfg.instance ?? defaultInstanceName(),
     partitions: cfg.partitions,
     onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+    // A heartbeat answers well within the lease, or it failed (the instance is not ready until one lands again).
+    beatTimeoutMs: Math.min(3_000, Math.floor((cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs) / 3)),
   });
   cleanup.push(() => pg.close());
   try {
@@ -261,13 +270,17 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
     throw e;
   }
   let cluster: ClusterCoordinator | null = null;
+  // One clock for verdicts in a cluster: the database's, read with each heartbeat (issue 49).
+  const wall = cfg.wallClock ?? Date.now;
+  const clock = () => Math.round(wall() + (cluster?.clockOffsetMs() ?? 0));
   const shared = new ClusterEngineStore(pg, () => cluster?.ownedParts() ?? [], cfg.log);
-  cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock: Date.now });
+  cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock, wall });
   return {
     store: { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() },
     engineStore: shared,
     cluster,
     remote: new SharedStoreRuns(pg, { listedHere: () => cluster?.listedParts() ?? [] }),
+    clock,
   };
 }
 
@@ -276,6 +289,8 @@ interface Stores {
   engineStore: ReceiptStore | ClusterEngineStore;
   cluster: ClusterCoordinator | null;
   remote?: SharedStoreRuns;
+  /** The clock verdicts are timed on: this host's; in a cluster, the database's (this host's plus the measured offset). */
+  clock: () => number;
 }
 
 function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: AuditMetrics, stores: Stores): AuditEngine {
@@ -317,9 +332,9 @@ function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: Aud
 }
 
 /** An operator's acknowledgement: stored (SQLite at once; PostgreSQL for every instance) before the API answers. */
-function acknowledger(engine: AuditEngine, { engineStore, cluster }: Stores) {
+function acknowledger(engine: AuditEngine, { engineStore, cluster, clock }: Stores) {
   return async (run: string, who: { by: string | null; reason: string | null }): Promise<{ acked: boolean; record: AckRecord } | null> => {
-    const now = Date.now();
+    const now = clock();
     if (!cluster) {
       const local = engine.ack(run, now, who);
       if (local?.acked) (engineStore as ReceiptStore).putAck(run, local.record);
@@ -359,7 +374,7 @@ interface Parts extends Stores {
 
 async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: { release(): void }, cleanup: (() => void | Promise<void>)[]): Promise<RunningServer> {
   const metrics = createAuditMetrics({ version: cfg.version });
-  const resources = createResourceMetrics(metrics);
+  const resources = createResourceMetrics(metrics, cfg.outputWriteErrors);
   let alerting: Alerting | null = null;
   if (cfg.alerting) {
     const am = createAlertmanagerMetrics(metrics);
@@ -368,8 +383,13 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   }
   const stores = await openStores(cfg, metrics, cleanup);
   const { cluster, engineStore } = stores;
+  if (cluster) {
+    // The measured offset of this host's clock from the database's (verdicts use the database's), and its bound.
+    const offset = metrics.registry.gauge({ name: 'topology_cluster_clock_offset_seconds', help: "The database's clock minus this host's, measured with each heartbeat (verdicts are timed on the database's clock; past 60 s the instance holds no partition)." });
+    metrics.registry.onCollect(() => offset.set([], cluster.clockOffsetMs() / 1000));
+  }
   const engine = createEngine(registry, cfg, metrics, stores);
-  const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(Date.now());
+  const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(stores.clock());
   // Acknowledgements outlive a restart: each applies again while its run is still in the acknowledged verdict.
   if (!cluster) for (const { run, ack } of (engineStore as ReceiptStore).acks()) engine.applyAck(run, ack.verdict, ack.at, ack);
   if (!cluster) cfg.log('restored', restored);
@@ -379,7 +399,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   }
   const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, maxTraceSpans: cfg.maxTraceSpans, runKey: cfg.runKey, deferLangGraphRoots: cluster !== null && cfg.spanRouting === 'any' });
   pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
-  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, Date.now, sourceAgentsOf(cfg.ingestTokens));
+  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, stores.clock, sourceAgentsOf(cfg.ingestTokens));
   if (cluster) {
     const c = cluster;
     if (cfg.spanRouting === 'any') {
@@ -416,7 +436,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const loop = createLoopMetrics(metrics, tasks.map((t) => t.name));
   parts.loop.probe = loop.probe;
   cleanup.push(() => loop.stop());
-  const scheduler = startPeriodic(tasks, cfg.tickMs, cfg.log, Date.now, { observer: loop.periodic });
+  const scheduler = startPeriodic(tasks, cfg.tickMs, cfg.log, stores.clock, { observer: loop.periodic });
   return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
 }
 

@@ -129,7 +129,23 @@ export interface PgStoreOptions {
   idleInTransactionMs?: number;
   /** Called after each group commit lands, with its duration in seconds and its number of receipts. */
   onCommit?: (seconds: number, receipts: number) => void;
+  /**
+   * Every statement's deadline (issue 49): the database cancels a statement running longer (statement_timeout), and
+   * the client gives up on an answer that has not come QUERY_GRACE_MS after it (a hung socket: the connection is
+   * dropped from the pool and replaced). Default 30,000 ms.
+   */
+  statementTimeoutMs?: number;
+  /** The deadline of a heartbeat (`beat`, on its own connection): past it the beat failed. Default 3,000 ms. */
+  beatTimeoutMs?: number;
 }
+
+/** How long after its statement_timeout the client gives up on an answer (the socket hangs: no answer, no reset). */
+const QUERY_GRACE_MS = 2_000;
+/** TCP keepalive of every connection: a peer gone silently is noticed by the kernel (probes after this idle time). */
+const KEEPALIVE_IDLE_MS = 5_000;
+
+/** A statement whose answer did not come in time (node-postgres's client-side query_timeout). */
+const isReadTimeout = (e: unknown): boolean => (e as Error)?.message === 'Query read timeout';
 
 export interface TailedReceipt {
   seq: number;
@@ -361,6 +377,42 @@ function liveRunOf(row: Row): LiveRun {
 const noop = (): void => {};
 
 /**
+ * The pool of a store: every statement with a deadline (statement_timeout on the server, query_timeout on the client
+ * for a socket that hangs), TCP keepalive, and a session idle in a transaction ended by the database.
+ */
+function newPool(url: string, opts: PgStoreOptions): pg.Pool {
+  const statementTimeoutMs = Math.max(1, opts.statementTimeoutMs ?? 30_000);
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: Math.max(1, opts.poolSize ?? 4),
+    connectionTimeoutMillis: 10_000,
+    statement_timeout: statementTimeoutMs,
+    query_timeout: statementTimeoutMs + QUERY_GRACE_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    idleTimeoutMillis: 30_000,
+    // A server that stalls inside a transaction (a pause, a long GC) must not hold the ordering lock for long: the
+    // database ends its session, the others go on (issue 32).
+    idle_in_transaction_session_timeout: Math.max(1, opts.idleInTransactionMs ?? 2_000),
+    lock_timeout: Math.max(1, opts.lockTimeoutMs ?? 15_000),
+    application_name: `topology-audit/${opts.instance}`.slice(0, 63),
+  });
+  // An idle connection that breaks (server restart) is dropped by the pool; the next query reports the failure.
+  pool.on('error', noop);
+  // Span log bodies (~14 KB per trace entry) are TOASTed and compressed on insert: with the default pglz that was
+  // ~14% of PostgreSQL's CPU in the append (issue 35). lz4 (PostgreSQL 14+, when built with it) compresses several
+  // times faster; where the setting is unknown or lz4 is missing the SET fails, harmlessly, and pglz stays.
+  pool.on('connect', (client) => void client.query("SET default_toast_compression = 'lz4'").catch(noop));
+  return pool;
+}
+
+/** Closes a client at once, whatever its socket does (a hung peer never answers the Terminate message). */
+function destroyClient(client: pg.Client): void {
+  client.end().catch(noop);
+  (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+}
+
+/**
  * Over ~450 lines (about 1,000) on purpose: it is the one owner of the pool, of the fence (the leases' epochs every
  * owner write is checked against) and of the group-commit queue behind the ordering lock, and every statement that
  * must respect those (appends, verdict states, pins, span log, acks, leases, prune) lives beside them. Split by table,
@@ -386,7 +438,7 @@ export class PgStore {
   private readonly spanLogPruners = new Map<string, SpanLogPruner>();
   onVerdictWrite: { taken(runs: readonly string[]): unknown; landed(token: unknown, written: ReadonlySet<string> | null): void } | null = null;
 
-  private readonly pool: pg.Pool;
+  private pool: pg.Pool;
   private readonly maxBatch: number;
   private readonly maxQueued: number;
   private readonly onCommit: ((seconds: number, receipts: number) => void) | undefined;
@@ -402,46 +454,49 @@ export class PgStore {
   /** Contract hashes whose content an append of this store committed (content under a hash never changes). */
   private readonly storedContracts = new Set<string>();
 
-  private constructor(pool: pg.Pool, partitions: number, opts: PgStoreOptions) {
+  private readonly url: string;
+  private readonly opts: PgStoreOptions;
+  private readonly beatTimeoutMs: number;
+  /** Pools replaced after a heartbeat got no answer (their connections may all be dead without a reset). */
+  private poolsReplaced = 0;
+  private poolReplacedInOutage = false;
+  /** The heartbeat's own connection (never waits for a pool slot behind appends and reads); replaced after any failure. */
+  private beatClient: pg.Client | null = null;
+  /**
+   * The last heartbeat failed or did not answer in time: appends are refused at once (503 + Retry-After, nothing
+   * acknowledged) and readiness says so, until a heartbeat lands again.
+   */
+  private beatDown = false;
+
+  private constructor(pool: pg.Pool, url: string, partitions: number, opts: PgStoreOptions) {
     this.pool = pool;
     this.partitions = partitions;
     this.instance = opts.instance;
     this.maxBatch = Math.max(1, opts.groupCommitMaxBatch ?? 2000);
     this.maxQueued = Math.max(1, opts.maxQueuedReceipts ?? 50_000);
     this.onCommit = opts.onCommit;
+    this.url = url;
+    this.opts = opts;
+    this.beatTimeoutMs = Math.max(100, opts.beatTimeoutMs ?? 3_000);
   }
 
   /** Connects, creates or migrates the schema (docs/postgres.md) and returns the store. */
   static async open(url: string, opts: PgStoreOptions): Promise<PgStore> {
     if (typeof opts.instance !== 'string' || opts.instance.length === 0) throw new Error('postgres store: an instance id is required');
-    const pool = new pg.Pool({
-      connectionString: url,
-      max: Math.max(1, opts.poolSize ?? 4),
-      connectionTimeoutMillis: 10_000,
-      idleTimeoutMillis: 30_000,
-      // A server that stalls inside a transaction (a pause, a long GC) must not hold the ordering lock for long: the
-      // database ends its session, the others go on (issue 32).
-      idle_in_transaction_session_timeout: Math.max(1, opts.idleInTransactionMs ?? 2_000),
-      lock_timeout: Math.max(1, opts.lockTimeoutMs ?? 15_000),
-      application_name: `topology-audit/${opts.instance}`.slice(0, 63),
-    });
-    // An idle connection that breaks (server restart) is dropped by the pool; the next query reports the failure.
-    pool.on('error', noop);
-    // Span log bodies (~14 KB per trace entry) are TOASTed and compressed on insert: with the default pglz that was
-    // ~14% of PostgreSQL's CPU in the append (issue 35). lz4 (PostgreSQL 14+, when built with it) compresses several
-    // times faster; where the setting is unknown or lz4 is missing the SET fails, harmlessly, and pglz stays.
-    pool.on('connect', (client) => void client.query("SET default_toast_compression = 'lz4'").catch(noop));
+    const pool = newPool(url, opts);
     try {
-      const client = await pool.connect();
+      // On a connection of its own, without the statements' deadlines: a migration (an index over a large table) may
+      // take longer.
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000, keepAlive: true, application_name: `topology-audit/${opts.instance}`.slice(0, 63) });
       client.on('error', noop);
       let migrated: { partitions: number };
       try {
+        await client.connect();
         migrated = await migrate(client, opts.partitions ?? DEFAULT_PARTITIONS);
       } finally {
-        client.removeListener('error', noop);
-        client.release();
+        await client.end().catch(noop);
       }
-      return new PgStore(pool, migrated.partitions, opts);
+      return new PgStore(pool, url, migrated.partitions, opts);
     } catch (err) {
       await pool.end().catch(noop);
       throw err;
@@ -462,6 +517,7 @@ export class PgStore {
   append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[], pins?: readonly AppendPin[]): Promise<AppendResult> {
     if (this.closing !== null) return Promise.reject(new Error('receipt store is closed'));
     if (items.length === 0 && !spanLog?.length) return Promise.resolve(emptyResult());
+    if (this.beatDown) return Promise.reject(new StoreCommitError(new Error('the database did not answer the last heartbeat in time')));
     if (this.queuedReceipts + items.length > this.maxQueued && this.queue.length > 0) {
       return Promise.reject(saturated(this.queuedReceipts));
     }
@@ -485,9 +541,9 @@ export class PgStore {
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 
-  /** False after a failed commit, until a later commit succeeds. */
+  /** False after a failed commit, until a later commit succeeds; and while the last heartbeat failed. */
   healthy(): boolean {
-    return this.isHealthy;
+    return this.isHealthy && !this.beatDown;
   }
 
   /** Group commits landed and failed since open (receipts per commit, for metrics). */
@@ -1071,11 +1127,12 @@ export class PgStore {
    * (as `heartbeat`), lease renewal (as `renewLeases`: the fence follows it) and the partitions of other instances at
    * their live limit (as `fullPartitions`), from one snapshot. Readiness follows it as the heartbeat's.
    */
-  async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[] }> {
+  async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[]; dbNow: number }> {
     let res;
     try {
-      res = await this.pool.query({
-        name: 'ta_beat_v1',
+      const client = await this.beatConnection();
+      res = await client.query({
+        name: 'ta_beat_v2',
         text: `WITH ${HEARTBEAT_CTE}, renewed AS (
            UPDATE leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
            WHERE owner = $1 AND expires_at > now() RETURNING part, epoch
@@ -1083,14 +1140,29 @@ export class PgStore {
          SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live,
            (SELECT coalesce(json_agg(json_build_array(part, epoch)), '[]'::json) FROM renewed) AS held,
            (SELECT coalesce(json_agg(l.part ORDER BY l.part), '[]'::json) FROM leases l JOIN instances i ON i.id = l.owner
-            WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1) AS full_parts`,
+            WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1) AS full_parts,
+           (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS db_now`,
         values: [this.instance, Math.round(ttlMs), full, this.life],
-      });
+        query_timeout: this.beatTimeoutMs,
+      } as pg.QueryConfig);
     } catch (e) {
       this.isHealthy = false; // readiness follows the store with no traffic too (issue 32)
+      this.dropBeatConnection();
+      // No answer at all (not an error answer): the network may hold every connection of the pool dead without a
+      // reset (a black hole, a half-open connection), where each would wait for its own deadline. New connections
+      // replace them; statements still on the old ones fail at their deadlines.
+      // Once per outage (until a heartbeat lands): a long black hole does not pile up pools of dead sockets.
+      if (!this.poolReplacedInOutage && (isReadTimeout(e) || /connection timeout/i.test((e as Error)?.message ?? ''))) {
+        this.poolReplacedInOutage = true;
+        this.replacePool();
+      }
+      // Appends waiting for a commit behind a connection that may hang: refused now (nothing was acknowledged).
+      this.beatOverdue();
       throw e;
     }
     this.isHealthy = true;
+    this.beatDown = false;
+    this.poolReplacedInOutage = false;
     const row = res.rows[0] as Row;
     const held = new Set<number>();
     for (const [part, epoch] of row.held as [number, number | string][]) {
@@ -1098,7 +1170,65 @@ export class PgStore {
       this.fence.set(part, Number(epoch));
     }
     for (const p of [...this.fence.keys()]) if (!held.has(p)) this.fence.delete(p);
-    return { liveInstances: Number(row.live), held: [...held].sort((a, b) => a - b), fullParts: row.full_parts as number[] };
+    return { liveInstances: Number(row.live), held: [...held].sort((a, b) => a - b), fullParts: row.full_parts as number[], dbNow: Number(row.db_now) };
+  }
+
+  /** Swaps the pool for a new one; the old one closes once its connections are released (by answer or deadline). */
+  private replacePool(): void {
+    if (this.closing !== null) return;
+    const old = this.pool;
+    this.pool = newPool(this.url, this.opts);
+    this.poolsReplaced++;
+    old.end().catch(noop);
+  }
+
+  /** Heartbeats that failed and pools replaced since open (for metrics and tests). */
+  beatStats(): { down: boolean; poolsReplaced: number } {
+    return { down: this.beatDown, poolsReplaced: this.poolsReplaced };
+  }
+
+  /**
+   * The coordinator's renewal is overdue (its step has not come back within the beat's deadline: a hung statement
+   * ahead of it): not ready, appends refused, as for a failed beat, until a beat lands.
+   */
+  beatOverdue(): void {
+    if (this.beatDown) return;
+    this.isHealthy = false;
+    this.beatDown = true;
+    const queued = this.queue.splice(0);
+    this.queuedReceipts = 0;
+    const error = new StoreCommitError(new Error('the database did not answer the heartbeat in time'));
+    for (const a of queued) a.reject(error);
+  }
+
+  /** The heartbeat's connection, opened when missing (every deadline its own: connect, statement, answer). */
+  private async beatConnection(): Promise<pg.Client> {
+    if (this.beatClient !== null) return this.beatClient;
+    const client = new pg.Client({
+      connectionString: this.url,
+      connectionTimeoutMillis: this.beatTimeoutMs,
+      statement_timeout: this.beatTimeoutMs,
+      query_timeout: this.beatTimeoutMs,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+      application_name: `topology-audit/${this.instance}/beat`.slice(0, 63),
+    });
+    client.on('error', noop);
+    try {
+      await client.connect();
+    } catch (e) {
+      destroyClient(client);
+      throw e;
+    }
+    this.beatClient = client;
+    return client;
+  }
+
+  /** A failed or late heartbeat: its connection is dropped (the socket destroyed: it may hang) and the next beat opens another. */
+  private dropBeatConnection(): void {
+    const client = this.beatClient;
+    this.beatClient = null;
+    if (client) destroyClient(client);
   }
 
   /** The partitions leased to another live instance that is at its live limit (ascending). */
@@ -1192,6 +1322,7 @@ export class PgStore {
   }
 
   private async shutdown(): Promise<void> {
+    this.dropBeatConnection();
     await this.sync().catch(noop);
     try {
       this.fence.clear();
@@ -1266,7 +1397,9 @@ export class PgStore {
       return value;
     } catch (err) {
       failed = true;
-      await client.query('ROLLBACK').catch(noop);
+      // A statement with no answer: the connection is dropped (below), which ends the transaction on the server; a
+      // ROLLBACK would only wait behind it.
+      if (!isReadTimeout(err)) await client.query('ROLLBACK').catch(noop);
       throw err;
     } finally {
       client.removeListener('error', noop);

@@ -1,0 +1,182 @@
+/**
+ * Issue 49, items 1-3: network faults between one instance of three and PostgreSQL, through a fault-injecting TCP
+ * proxy (test/helpers/fault-proxy.ts) on loopback. A stalled connection (no answer, no reset) makes the instance
+ * unready and refuses its exports with 503 + Retry-After at once (not a hang); connections that die silently are
+ * replaced after the network heals and the instance serves again; 200 ms of latency each way neither queues periodic
+ * steps behind themselves nor lets the leases lapse. In each: every acknowledged receipt stored, none twice.
+ */
+import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { faultHarness, type FaultProxy } from './helpers/fault-proxy.js';
+import { getJson, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { until } from './helpers/wait.js';
+
+const PARTITIONS = 16;
+const iso = (ms: number) => new Date(ms).toISOString();
+const ndjson = (rs: readonly object[]) => rs.map((r) => JSON.stringify(r)).join('\n') + '\n';
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const cluster = async (srv: ServerProcess) => (await getJson(`${srv.api}/api/v1/cluster`)).body;
+
+type Rec = { run: string; event: string; [k: string]: unknown };
+
+/** POST /v1/receipts; a request not answered within 20 s is aborted (an answer must come: 200 or 503, never a hang). */
+async function post(srv: ServerProcess, rs: readonly object[]): Promise<Response> {
+  return fetch(`${srv.api}/v1/receipts`, { method: 'POST', body: ndjson(rs), headers: { 'content-type': 'application/x-ndjson' }, signal: AbortSignal.timeout(20_000) });
+}
+
+describe('network faults between one instance and PostgreSQL', () => {
+  const h = faultHarness();
+  const running = h.running;
+
+  /** Three instances on a fresh database, A through a fault proxy, settled on their shares of the partitions. */
+  async function threeOn(name: string): Promise<{ srv: ServerProcess[]; proxy: FaultProxy; client: pg.Client }> {
+    const url = await h.db().database(name);
+    const proxy = await h.proxy();
+    const args = (n: string, store: string) => ['--store', store, '--instance', `${name}-${n}`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--lease-ttl', '4s'];
+    const srv = await Promise.all([
+      startServerProcess({ args: args('a', proxy.through(url)) }),
+      startServerProcess({ args: args('b', url) }),
+      startServerProcess({ args: args('c', url) }),
+    ]);
+    for (const s of srv) running.add(s);
+    await until(`${name}: three instances share the partitions`, async () => {
+      const st = await Promise.all(srv.map(cluster));
+      return st.every((s) => s.liveInstances === 3 && s.owned > 0) && st.reduce((n, s) => n + s.owned, 0) === PARTITIONS;
+    }, 30_000);
+    const client = new pg.Client({ connectionString: url });
+    client.on('error', () => {});
+    await client.connect();
+    return { srv, proxy, client };
+  }
+
+  async function stopAll(srv: ServerProcess[], client: pg.Client): Promise<void> {
+    await client.end();
+    for (const s of srv) {
+      await s.stop();
+      running.delete(s);
+    }
+  }
+
+  /** Every acknowledged receipt stored exactly once (and no receipt stored twice at all). */
+  async function storedOnce(client: pg.Client, prefix: string, acked: readonly Rec[]): Promise<void> {
+    const twice = await client.query(`SELECT run, event FROM receipts WHERE run LIKE $1 GROUP BY run, event HAVING count(*) > 1`, [`${prefix}%`]);
+    expect(twice.rows, 'receipts stored twice').toEqual([]);
+    const rows = await client.query('SELECT run, event FROM receipts WHERE run LIKE $1', [`${prefix}%`]);
+    const stored = new Set(rows.rows.map((r) => `${r.run as string}/${r.event as string}`));
+    const lost = acked.filter((r) => !stored.has(`${r.run}/${r.event}`));
+    expect(lost, 'acknowledged receipts missing from the store').toEqual([]);
+  }
+
+  let seq = 0;
+  const batch = (prefix: string, n = 5): Rec[] =>
+    Array.from({ length: n }, () => ({ run: `${prefix}-${seq % 7}`, event: `e${seq++}`, type: 'edge', at: iso(Date.now()), from: 'orchestrator', to: 'researcher', kind: 'delegate' }));
+
+  it('a stalled connection (no answer, no reset): unready and 503 + Retry-After within the beat deadline, never a hang; all back after', async () => {
+    const { srv, proxy, client } = await threeOn('stall');
+    const [a] = srv;
+    const acked: Rec[] = [];
+    try {
+      const before = batch('stall');
+      expect((await post(a, before)).status).toBe(200);
+      acked.push(...before);
+      proxy.stall();
+      await until('A not ready', async () => (await fetch(`${a.api}/readyz`)).status === 503, 30_000);
+      // Exports sent now are answered at once: 503 with Retry-After, nothing acknowledged.
+      for (let i = 0; i < 5; i++) {
+        const res = await post(a, batch('stall'));
+        await res.arrayBuffer();
+        expect(res.status).toBe(503);
+        expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+      }
+      // The others take A's partitions over once its leases expire (it stopped owning them itself).
+      await until('B and C hold every partition', async () => {
+        const st = await Promise.all(srv.slice(1).map(cluster));
+        return st.reduce((n, s) => n + s.owned, 0) === PARTITIONS;
+      }, 30_000);
+      expect((await cluster(a)).owned).toBe(0);
+      proxy.resume();
+      await until('A ready again', async () => (await fetch(`${a.api}/readyz`)).status === 200, 60_000);
+      const after = batch('stall');
+      await until('A acknowledges again', async () => {
+        const res = await post(a, after);
+        await res.arrayBuffer();
+        return res.status === 200;
+      }, 60_000);
+      acked.push(...after);
+      await until('A holds partitions again', async () => (await cluster(a)).owned > 0, 30_000);
+      await storedOnce(client, 'stall', acked);
+    } finally {
+      proxy.resume();
+      await stopAll(srv, client);
+    }
+  }, 180_000);
+
+  it('connections that die silently (a black hole, half-open both ways): after the network heals the instance replaces them and serves again', async () => {
+    const { srv, proxy, client } = await threeOn('hole');
+    const [a] = srv;
+    const acked: Rec[] = [];
+    try {
+      proxy.blackHole();
+      await until('A not ready', async () => (await fetch(`${a.api}/readyz`)).status === 503, 30_000);
+      const res = await post(a, batch('hole'));
+      await res.arrayBuffer();
+      expect(res.status).toBe(503);
+      // Every connection open during the hole stays dead for ever; new ones are forwarded.
+      proxy.heal();
+      await until('A ready again', async () => (await fetch(`${a.api}/readyz`)).status === 200, 60_000);
+      for (let i = 0; i < 5; i++) {
+        const rs = batch('hole');
+        await until('A acknowledges again', async () => {
+          const r = await post(a, rs);
+          await r.arrayBuffer();
+          return r.status === 200;
+        }, 60_000);
+        acked.push(...rs);
+      }
+      await until('A holds partitions again', async () => (await cluster(a)).owned > 0, 30_000);
+      expect((await cluster(a)).poolsReplaced).toBeGreaterThan(0);
+      await storedOnce(client, 'hole', acked);
+    } finally {
+      proxy.heal();
+      await stopAll(srv, client);
+    }
+  }, 180_000);
+
+  it('200 ms of latency each way for two leases: renewals keep up (A never counted gone, no lapse, no partition lost), periodic steps never queue behind themselves', async () => {
+    const { srv, proxy, client } = await threeOn('slow');
+    const [a, b] = srv;
+    const acked: Rec[] = [];
+    try {
+      const start = await cluster(a);
+      proxy.latency(200);
+      // Two leases long: exports to A, and what B and the database see of A's heartbeat.
+      const seenLive: number[] = [];
+      let oldestBeat = 0;
+      const until8s = Date.now() + 8_000;
+      while (Date.now() < until8s) {
+        const rs = batch('slow');
+        const res = await post(a, rs);
+        await res.arrayBuffer();
+        if (res.status === 200) acked.push(...rs);
+        seenLive.push((await cluster(b)).liveInstances);
+        const age = await client.query(`SELECT extract(epoch FROM now() - seen_at) * 1000 AS ms FROM instances WHERE id = 'slow-a'`);
+        oldestBeat = Math.max(oldestBeat, Number(age.rows[0].ms));
+        await pause(100);
+      }
+      const during = await cluster(a);
+      proxy.latency(0);
+      // Each heartbeat lands within the lease (4 s): B never counts A gone. (Before: the tail reads queued every 100 ms
+      // ahead of the renewals grew without bound, and A's heartbeat fell behind by seconds.)
+      expect(oldestBeat, 'oldest heartbeat of A seen during the latency (ms)').toBeLessThan(4_000);
+      expect(Math.min(...seenLive), 'instances B counted live').toBe(3);
+      expect(during.lapses).toBe(start.lapses);
+      expect(during.owned).toBe(start.owned);
+      expect(during.beatDown).toBe(false);
+      expect(acked.length).toBeGreaterThan(0);
+      await storedOnce(client, 'slow', acked);
+    } finally {
+      proxy.latency(0);
+      await stopAll(srv, client);
+    }
+  }, 180_000);
+});

@@ -1,0 +1,105 @@
+/**
+ * Issue 49, item 5: a takeover is all or nothing. A connection killed at each statement of a takeover (as a
+ * PostgreSQL restart between the claim and the takeover's reads does), through a fault-injecting proxy between the
+ * taking instance and PostgreSQL: the partitions are taken over again and a run whose deadline passed turns
+ * `incomplete` at its new owner, listed under ?verdict=incomplete and stored. Before, the claimed partitions stayed
+ * owned and never loaded: the run stayed `waiting` until the owner lost the lease or restarted.
+ */
+import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { partitionOf } from '../src/store/pg-store.js';
+import { faultHarness } from './helpers/fault-proxy.js';
+import { getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
+import { shiftedDrift } from './helpers/drift.js';
+import { parseExposition } from './helpers/metrics-exposition.js';
+import { until } from './helpers/wait.js';
+
+const PARTITIONS = 8;
+const iso = (ms: number) => new Date(ms).toISOString();
+const ndjson = (rs: readonly object[]) => rs.map((r) => JSON.stringify(r)).join('\n') + '\n';
+const cluster = async (srv: ServerProcess) => (await getJson(`${srv.api}/api/v1/cluster`)).body;
+
+/** The statements of a takeover (ClusterCoordinator.load), each by a marker of its bytes on the wire. */
+const STATEMENTS: [string, string][] = [
+  ['the partitions\u2019 runs (PgStore.partitionRuns)', 'FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.part'],
+  ['their receipts (PgStore.receiptsOfRuns)', 'FROM receipts WHERE run = ANY($1::text[]) ORDER BY seq'],
+];
+// (The takeover's third statement, the partitions' acknowledgements (acksSince), is left out: a failure there was
+// already made good before issue 49, the tail reading every acknowledgement of the owned partitions since its start.)
+
+describe('a takeover whose statement fails', () => {
+  const h = faultHarness();
+  const running = h.running;
+
+  it.each(STATEMENTS.map(([what, marker], i) => ({ what, marker, i })))('connection killed at $what: the partitions are loaded anyway, the passed deadline turns incomplete', async ({ marker, i }) => {
+    const name = `takeover_${i}`;
+    const url = await h.db().database(name);
+    const proxy = await h.proxy();
+    const args = (n: string, store: string) => ['--store', store, '--instance', `${name}-${n}`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--lease-ttl', '3s'];
+    const a = await startServerProcess({ args: args('a', proxy.through(url)) });
+    running.add(a);
+    const b = await startServerProcess({ args: args('b', url) });
+    running.add(b);
+    const client = new pg.Client({ connectionString: url });
+    client.on('error', () => {});
+    await client.connect();
+    try {
+      await until('A and B share the partitions', async () => {
+        const st = await Promise.all([a, b].map(cluster));
+        return st.every((s) => s.liveInstances === 2 && s.owned > 0) && st[0].owned + st[1].owned === PARTITIONS;
+      }, 30_000);
+      const bParts = new Set<number>((await cluster(b)).ownedPartitions as number[]);
+      // A run of B's, waiting on a deadline that passes while B is gone; and other runs of B's partitions.
+      let run = '';
+      for (let k = 0; ; k++) {
+        run = `${name}-wait-${k}`;
+        if (bParts.has(partitionOf(run, PARTITIONS))) break;
+      }
+      const now = Date.now();
+      const receipts = [
+        { run, event: 'start', type: 'run.start', at: iso(now - 1000), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' },
+        { run, event: 'e1', type: 'edge', at: iso(now - 900), from: 'orchestrator', to: 'researcher', kind: 'delegate' },
+        { run, event: 'w1', type: 'wait', at: iso(now - 800), on: 'verifier', edge: 'researcher -> verifier : handoff', deadline: iso(now + 2000) },
+        ...Array.from({ length: 20 }, (_, k) => ({ run: `${name}-other-${k}`, event: 'e1', type: 'edge', at: iso(now), from: 'orchestrator', to: 'researcher', kind: 'delegate' })),
+      ];
+      // And a run of B's partitions with a forbidden edge (alerting), acknowledged before B dies.
+      let forbidden = '';
+      for (let k = 0; ; k++) {
+        forbidden = `${name}-fe${k}-drift-direct-route`;
+        if (bParts.has(partitionOf(forbidden, PARTITIONS))) break;
+      }
+      const drifted = shiftedDrift(forbidden.slice(0, -'-drift-direct-route'.length)).filter((r) => r.run === forbidden);
+      const res = await fetch(`${b.api}/v1/receipts`, { method: 'POST', body: ndjson([...receipts, ...drifted]), headers: { 'content-type': 'application/x-ndjson' } });
+      expect(res.status, await res.text()).toBe(200);
+      await until('B holds the run as waiting', async () => (await getJson(`${b.api}/api/v1/runs/${run}`)).body?.verdict === 'waiting', 10_000);
+      await until('B holds the forbidden edge', async () => (await getJson(`${b.api}/api/v1/runs/${forbidden}`)).body?.verdict === 'forbidden_edge', 10_000);
+      const ack = await runCli(['ack', forbidden, '--server', b.api, '--by', 'oncall']);
+      expect(ack.code, ack.stderr).toBe(0);
+
+      // B dies; A's takeover of B's partitions loses its connection at the statement.
+      proxy.failOn(marker);
+      b.child.kill('SIGKILL');
+      await b.stop();
+      running.delete(b);
+
+      await until('the statement failed once', async () => proxy.failed() === 1, 30_000);
+      await until('A holds every partition', async () => (await cluster(a)).owned === PARTITIONS, 30_000);
+      await until('the run incomplete at A', async () => (await getJson(`${a.api}/api/v1/runs/${run}`)).body?.verdict === 'incomplete', 30_000);
+      const listed = await getJson(`${a.api}/api/v1/runs?verdict=incomplete&limit=50`);
+      expect(listed.body.runs.map((r: { run: string }) => r.run)).toContain(run);
+      await until('the verdict stored', async () => (await client.query('SELECT verdict FROM runs WHERE run = $1', [run])).rows[0]?.verdict === 'incomplete', 10_000);
+      // Every run of B's partitions is held live at A (loaded), none twice.
+      const live = (await (await fetch(`${a.api}/metrics`)).text()).match(/^topology_live_runs (\d+)$/m);
+      expect(Number(live?.[1])).toBeGreaterThanOrEqual(22);
+      // The acknowledgement made at B applies at A (read with the partitions): the forbidden edge is not alerting.
+      const alerting = parseExposition(await (await fetch(`${a.api}/metrics`)).text(), 'prometheus').samples.filter((x) => x.name === 'topology_alerting_runs' && x.labels.verdict === 'forbidden_edge');
+      expect(alerting.reduce((n, x) => n + x.value, 0)).toBe(0);
+      const twice = await client.query(`SELECT run, event FROM receipts WHERE run LIKE $1 GROUP BY run, event HAVING count(*) > 1`, [`${name}%`]);
+      expect(twice.rows).toEqual([]);
+    } finally {
+      await client.end();
+      await a.stop();
+      running.delete(a);
+    }
+  }, 120_000);
+});
