@@ -28,6 +28,8 @@
 //
 // --node-args '...': node flags for the servers (e.g. --trace-gc with SOAK_SERVER_LOG=FILE, which gets their output).
 //
+// SOAK_KEEP_DATA=1: the data directory is kept at the end, and its path printed.
+//
 // --kill-at MIN: at minute MIN the (first) server is killed with SIGKILL and started again on the same data (or
 // store); the time until /healthz answers is printed. Exports in flight then fail (not acknowledged, not checked).
 //
@@ -531,7 +533,9 @@ async function main() {
   }
   await probe.close();
   if (pgCluster) await pgCluster.stop();
-  rmSync(dataDir, { recursive: true, force: true });
+  // SOAK_KEEP_DATA=1: the data directory is left for a look at it (e.g. a start-up profile), and named.
+  if (process.env.SOAK_KEEP_DATA) console.log(JSON.stringify({ dataDir }));
+  else rmSync(dataDir, { recursive: true, force: true });
   agent.destroy();
   process.exitCode = summary.runsMissingAVerdict > 0 ? 1 : 0;
 }

@@ -244,6 +244,9 @@ function ingestTrustDigest(entries: readonly TokenEntry[] | undefined): string {
 }
 
 
+/** The embedded store's WAL checkpoints run in a worker thread this often (src/store/checkpointer.ts). */
+const CHECKPOINT_EVERY_MS = 250;
+
 /** The shared store (PostgreSQL, a cluster) or the embedded one (SQLite in the data directory), opened. */
 async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() => void | Promise<void>)[]): Promise<Stores> {
   if (!cfg.storeUrl) {
@@ -251,6 +254,8 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
       groupCommitMaxDelayMs: cfg.groupCommitDelayMs,
       maxDbBytes: cfg.maxDbBytes,
       onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+      checkpointEveryMs: CHECKPOINT_EVERY_MS,
+      onCheckpointerLost: (e) => cfg.log('checkpoint_worker_lost', { error: e.message.slice(0, 200) }),
     });
     cleanup.push(() => sqlite.close());
     return { store: sqlite, engineStore: sqlite, cluster: null, clock: cfg.wallClock ?? Date.now };
@@ -381,7 +386,9 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     const a = (alerting = new Alerting(cfg.alerting, { sent: am.sent, dropped: am.dropped, queueLength: am.queueLength, silencesSkipped: am.silencesSkipped, log: cfg.log }));
     cleanup.push(() => a.close());
   }
+  const phases = startupPhases();
   const stores = await openStores(cfg, metrics, cleanup);
+  phases.mark('open_store');
   const { cluster, engineStore } = stores;
   if (cluster) {
     // The measured offset of this host's clock from the database's (verdicts use the database's), and its bound.
@@ -390,8 +397,10 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   }
   const engine = createEngine(registry, cfg, metrics, stores);
   const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(stores.clock());
+  phases.mark('restore');
   // Acknowledgements outlive a restart: each applies again while its run is still in the acknowledged verdict.
   if (!cluster) for (const { run, ack } of (engineStore as ReceiptStore).acks()) engine.applyAck(run, ack.verdict, ack.at, ack);
+  phases.mark('acks');
   if (!cluster) cfg.log('restored', restored);
   if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
@@ -428,6 +437,8 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const bodyBudget = new BodyBudget(cfg.maxBodyTotalBytes ?? Math.max(64 * 1024 * 1024, 4 * cfg.maxBodyBytes));
   const parts: Parts = { ...stores, cfg, bodyBudget, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, replay: { running: false }, decodePool, loop: { probe: () => {} } };
   const listeners = await startListeners(parts, cleanup);
+  phases.mark('listen');
+  cfg.log('startup', phases.done());
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were
   // acknowledged): replayed in batches while the listeners serve; /readyz answers 503 until it is done. In a cluster,
   // the owner of a trace's partition adopts the span log of an instance that is gone (ClusterCoordinator).
@@ -438,6 +449,21 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   cleanup.push(() => loop.stop());
   const scheduler = startPeriodic(tasks, cfg.tickMs, cfg.log, stores.clock, { observer: loop.periodic });
   return { engine, metrics, alerting, ports: listeners.ports, close: closer(parts, listeners, scheduler, lock) };
+}
+
+/** Milliseconds spent in each start-up phase before the listeners answer (the `startup` log line). */
+function startupPhases(): { mark(phase: string): void; done(): Record<string, number> } {
+  const t0 = performance.now();
+  let last = t0;
+  const ms: Record<string, number> = {};
+  return {
+    mark(phase) {
+      const t = performance.now();
+      ms[phase] = Math.round(t - last);
+      last = t;
+    },
+    done: () => ({ ...ms, total: Math.round(last - t0), since_process_start: Math.round(last) }),
+  };
 }
 
 /** The span log replay after a restart, while serving (readiness: `replay.failed`, Ingestor.replayProgress). */

@@ -25,6 +25,7 @@ import Database from 'better-sqlite3';
 import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
+import { Checkpointer } from './checkpointer.js';
 import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 import { SpanLogPruner, UNSLICED, type Slicer } from './span-log-prune.js';
 
@@ -141,6 +142,13 @@ export interface ReceiptStoreOptions {
   retryDelayMs?: number;
   /** Called after each group commit lands, with its duration in seconds and its number of receipts (for metrics). */
   onCommit?: (seconds: number, receipts: number) => void;
+  /**
+   * Checkpoints in a worker thread every this many ms (src/store/checkpointer.ts), none on the event loop but the
+   * scrub's last few frames; unset: SQLite's auto-checkpoint in the committing call (the CLI, tests). `serve` sets it.
+   */
+  checkpointEveryMs?: number;
+  /** Called when the checkpoint worker is lost (SQLite's auto-checkpoint is back on). */
+  onCheckpointerLost?: (error: Error) => void;
 }
 
 /** A commit that did not land (disk full, read-only, I/O error). The affected appends are not acknowledged. */
@@ -223,8 +231,13 @@ export interface PrunableRun {
 }
 /** Least time between two WAL scrubs after sliced span-log prunes. */
 const SPAN_LOG_SCRUB_MS = 60_000;
-/** Runs deleted per transaction by the sliced retention prune. */
+/** Runs read per transaction by the retention prune (at most; see PRUNE_BATCH_MS). */
 const PRUNE_RUNS_BATCH = 200;
+/**
+ * A retention prune transaction stops deleting once it has run this long (at least one run each): with secure_delete
+ * a run's pages are overwritten, so a run's cost varies with its receipts and a count alone does not bound the slice.
+ */
+const PRUNE_BATCH_MS = 8;
 
 type Row = Record<string, unknown>;
 
@@ -290,6 +303,8 @@ export class ReceiptStore {
   /** See setFlushGate. */
   private flushGate: (() => Promise<void> | null) | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
+  /** Runs the WAL checkpoints off the event loop, when `checkpointEveryMs` is set. */
+  private checkpointer: Checkpointer | null = null;
   private isHealthy = true;
   private closed = false;
   private receiptCount: number;
@@ -444,6 +459,7 @@ export class ReceiptStore {
       if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
       const store = new ReceiptStore(db, opts);
       if (opts.maxDbBytes !== undefined) store.setMaxDbBytes(opts.maxDbBytes);
+      if (opts.checkpointEveryMs) store.checkpointInWorker(join(dir, DATABASE_FILE), opts.checkpointEveryMs, opts.onCheckpointerLost);
       return store;
     } catch (err) {
       db.close();
@@ -660,27 +676,27 @@ export class ReceiptStore {
    * PRUNE_RUNS_BATCH of them, oldest first (one transaction; pruneSliced does the rest). Returns how many.
    */
   prune(olderThanMs: number, now: number): number {
-    const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH);
+    const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH, Infinity).runs;
     if (n > 0) this.scrubWal();
     return n;
   }
 
   /**
-   * The retention prune in slices: batches of PRUNE_RUNS_BATCH runs (one transaction each), pausing when `slicer`'s
-   * budget is spent; one WAL scrub at the end. Costs the runs that passed the retention since the last call.
+   * The retention prune in slices: transactions of at most PRUNE_RUNS_BATCH runs and PRUNE_BATCH_MS each, pausing
+   * when `slicer`'s budget is spent; one WAL scrub at the end. Costs the runs that passed the retention since the last call.
    */
   async pruneSliced(olderThanMs: number, now: number, slicer: Slicer = UNSLICED, retired?: (runs: readonly PrunableRun[]) => void): Promise<number> {
     let total = 0;
     for (;;) {
       if (this.closed) break;
-      const n = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH, retired);
-      total += n;
-      if (n < PRUNE_RUNS_BATCH) break;
+      const batch = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH, PRUNE_BATCH_MS, retired);
+      total += batch.runs;
+      if (batch.last) break;
       if (slicer.due()) await slicer.pause();
     }
     if (total === 0) return 0;
     await slicer.pause(); // the scrub in a slice of its own
-    if (!this.closed) this.scrubWal();
+    await this.scrub();
     return total;
   }
 
@@ -727,10 +743,8 @@ export class ReceiptStore {
       if (Date.now() - this.spanLogScrubbedAt < SPAN_LOG_SCRUB_MS) return n;
       await slicer.pause();
     }
-    if (!this.closed) {
-      this.scrubWal();
-      this.spanLogScrubbedAt = Date.now();
-    }
+    await this.scrub();
+    this.spanLogScrubbedAt = Date.now();
     return n;
   }
 
@@ -762,34 +776,60 @@ export class ReceiptStore {
     for (const name of readdirSync(dir)) if (name.startsWith(DATABASE_FILE)) chmodSync(join(dir, name), 0o600);
   }
 
-  /** One transaction: at most `limit` settled runs updated before `cutoff`, oldest first (the runs_by_settled_age index). */
-  private pruneBatch(cutoff: number, limit: number, retired?: (runs: readonly PrunableRun[]) => void): number {
+  /**
+   * One transaction: at most `limit` settled runs updated before `cutoff`, oldest first (the runs_by_settled_age
+   * index), stopping once it has run `budgetMs` (at least one run). `last`: no run past the cutoff is left.
+   */
+  private pruneBatch(cutoff: number, limit: number, budgetMs: number, retired?: (runs: readonly PrunableRun[]) => void): { runs: number; last: boolean } {
     this.flush();
+    const started = performance.now();
     const pruned = this.db.transaction(() => {
       let receipts = 0;
       const rows = this.stmt.prunable.all(cutoff, limit);
-      const runs = rows.map((r) => r.run);
-      for (const run of runs) {
+      let n = 0;
+      while (n < rows.length && (n === 0 || performance.now() - started < budgetMs)) {
+        const run = rows[n++].run;
         receipts += this.stmt.deleteReceipts.run(run).changes;
         this.stmt.deletePin.run(run);
         this.stmt.deleteAck.run(run);
         this.stmt.deleteRun.run(run);
       }
-      return { runs: runs.length, receipts, rows };
+      return { runs: n, receipts, rows: rows.slice(0, n), last: n === rows.length && rows.length < limit };
     })();
     this.receiptCount -= pruned.receipts;
     this.runCount -= pruned.runs;
     // Committed: the engine lets go of these runs in this same turn.
     if (retired && pruned.rows.length > 0) retired(pruned.rows.map((r) => ({ run: r.run, verdict: r.verdict, contract: r.contract ?? '', version: r.version ?? '' })));
-    return pruned.runs;
+    return { runs: pruned.runs, last: pruned.last };
   }
 
   /**
    * Copies the WAL into the database and truncates it to zero bytes, so the frames that held deleted rows are
    * gone from the WAL file too (with secure_delete, their pages in the database are zeroed). After pruning and at close.
    */
-  private scrubWal(): void {
-    this.db.pragma('wal_checkpoint(TRUNCATE)');
+  private scrubWal(): boolean {
+    const [row] = this.db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+    return row?.busy === 0;
+  }
+
+  /**
+   * The scrub from a job: the worker's PASSIVE checkpoint copies the WAL first (off the event loop), so the truncating
+   * checkpoint here copies only what was written since. Tried again if the worker's own timer held the checkpoint lock.
+   */
+  private async scrub(): Promise<void> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      await this.checkpointer?.passive();
+      if (this.closed || this.scrubWal()) return;
+    }
+  }
+
+  /** WAL checkpoints in a worker thread: SQLite's auto-checkpoint off while it runs, on again if it is lost. */
+  private checkpointInWorker(file: string, everyMs: number, onLost?: (error: Error) => void): void {
+    this.db.pragma('wal_autocheckpoint = 0');
+    this.checkpointer = new Checkpointer(file, everyMs, (e) => {
+      if (!this.closed) this.db.pragma('wal_autocheckpoint = 1000');
+      onLost?.(e);
+    });
   }
 
   /** Commits what is queued, then closes. Appends still queued are rejected if that commit fails. */
@@ -799,6 +839,7 @@ export class ReceiptStore {
     this.closed = true;
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    this.checkpointer?.close();
     try {
       this.scrubWal();
     } catch {

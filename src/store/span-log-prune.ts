@@ -48,8 +48,11 @@ export interface SpanLogRows {
 
 /** Rows read per page (one statement each); a slice reads pages until its budget is spent. */
 export const PRUNE_PAGE_ROWS = 512;
-/** Most rows one DELETE removes; otherwise one DELETE per slice (each is a commit, an fsync on SQLite). */
-export const PRUNE_DELETE_ROWS = 8192;
+/**
+ * Most rows one DELETE removes (each DELETE is a commit, an fsync on SQLite; with secure_delete it overwrites the rows'
+ * pages, so a DELETE costs its rows' bytes): a slice that is due pauses between two DELETEs.
+ */
+export const PRUNE_DELETE_ROWS = 1024;
 
 interface Held {
   seqs: number[];
@@ -98,11 +101,14 @@ export class SpanLogPruner {
     }
     let deleted = 0;
     const doomed: number[] = [];
+    /** Deletes the doomed rows, PRUNE_DELETE_ROWS per statement, pausing between statements once the slice is due. */
     const flush = async () => {
-      if (doomed.length === 0) return;
-      const removed = this.rows.remove(doomed.splice(0));
-      this.keepBelowLast();
-      deleted += await removed;
+      while (doomed.length > 0) {
+        const removed = this.rows.remove(doomed.splice(0, PRUNE_DELETE_ROWS));
+        this.keepBelowLast();
+        deleted += await removed;
+        if (doomed.length > 0 && slicer.due()) await slicer.pause();
+      }
     };
     // The held traces that are done now.
     for (const [traceId, h] of this.held) {

@@ -1,0 +1,82 @@
+/**
+ * WAL checkpoints off the event loop (issue 44). A checkpoint copies the WAL's pages into the database and fsyncs it:
+ * run by SQLite's auto-checkpoint it lands in whichever commit crosses 1,000 pages, on the main thread, and a
+ * truncating one (the scrub after a prune) copies everything since the last. Here a worker thread with its own
+ * connection runs PASSIVE checkpoints every `everyMs` (they never block writers), and the store's scrub first asks it
+ * for one, so the truncating checkpoint left on the main thread copies only the frames written since.
+ *
+ * If the worker cannot start or dies, `onLost` is called (the store turns SQLite's auto-checkpoint back on) and
+ * `passive()` resolves at once: nothing waits for a thread that is gone.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+
+/** Most a close waits for the worker to close its connection (it may be inside a checkpoint). */
+const CLOSE_WAIT_MS = 5_000;
+
+/** The worker's script: beside this module once built (dist/store); from the sources (tests), the built one. */
+function workerScript(): URL {
+  const here = new URL('./checkpoint-worker.js', import.meta.url);
+  if (existsSync(fileURLToPath(here))) return here;
+  return new URL('../../dist/store/checkpoint-worker.js', import.meta.url);
+}
+
+export class Checkpointer {
+  private worker: Worker | null;
+  private readonly closed = new Int32Array(new SharedArrayBuffer(4));
+  private readonly waiting = new Map<number, () => void>();
+  private nextId = 1;
+
+  constructor(file: string, everyMs: number, private readonly onLost: (error: Error) => void) {
+    this.worker = new Worker(workerScript(), { workerData: { file, everyMs, closed: this.closed } });
+    this.worker.unref();
+    this.worker.on('message', (m: { id: number }) => {
+      this.waiting.get(m.id)?.();
+      this.waiting.delete(m.id);
+    });
+    this.worker.on('error', (e) => this.lost(e));
+    this.worker.on('exit', (code) => {
+      if (this.worker) this.lost(new Error(`checkpoint worker exited with code ${code}`));
+    });
+  }
+
+  /** True while the worker runs the checkpoints. */
+  get running(): boolean {
+    return this.worker !== null;
+  }
+
+  /** A PASSIVE checkpoint now, in the worker; resolves when it is done (at once when the worker is gone). */
+  passive(): Promise<void> {
+    const w = this.worker;
+    if (!w) return Promise.resolve();
+    return new Promise((resolve) => {
+      const id = this.nextId++;
+      this.waiting.set(id, resolve);
+      w.postMessage({ id });
+    });
+  }
+
+  /** Closes the worker's connection, waiting for it (synchronously, at most CLOSE_WAIT_MS), then ends the thread. */
+  close(): void {
+    const w = this.worker;
+    if (!w) return;
+    this.worker = null;
+    w.postMessage('close');
+    Atomics.wait(this.closed, 0, 0, CLOSE_WAIT_MS);
+    void w.terminate();
+    this.release();
+  }
+
+  private lost(error: Error): void {
+    if (!this.worker) return;
+    this.worker = null;
+    this.release();
+    this.onLost(error);
+  }
+
+  private release(): void {
+    for (const resolve of this.waiting.values()) resolve();
+    this.waiting.clear();
+  }
+}
