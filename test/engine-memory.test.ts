@@ -91,6 +91,40 @@ describe('memory holds what can still change', () => {
     expect(again.gauge().find((g) => g.verdict === 'healthy')?.count).toBe(1);
   });
 
+  it('a restart reads only the runs that can still change: settled runs are counted, not read, and load again on their next receipt', async () => {
+    const dir = tempDir('ta-mem-restart-');
+    const first = engineOver(dir);
+    const now = t0 + 1000;
+    for (let i = 0; i < 300; i++) await first.ingest(healthy(`ok${i}`), 'src', now);
+    for (let i = 0; i < 4; i++) await first.ingest([start(`open${i}`), delegate(`open${i}`)], 'src', now);
+    await first.ingest([start('bad'), { run: 'bad', event: 'x', at: at(1), type: 'edge', from: 'researcher', to: 'publisher', kind: 'delegate' } as Receipt], 'src', now);
+    expect(first.verdictOf('bad')?.verdict).toBe('forbidden_edge');
+    open.splice(0).forEach((s) => s.close());
+
+    const store = ReceiptStore.open(dir);
+    open.push(store);
+    const read: string[] = [];
+    const iterate = store.iterateLiveRuns.bind(store);
+    store.iterateLiveRuns = function* (pageSize?: number, changeable?: boolean) {
+      for (const lr of iterate(pageSize, changeable)) (read.push(lr.run), yield lr);
+    };
+    const engine = new AuditEngine(registry, store, { retentionMs: 5_000 });
+    const restored = engine.restore(now + 10);
+    // the four working runs and the alerting one: read and live; the 300 healthy ones: counted from the store
+    expect(read.sort()).toEqual(['bad', 'open0', 'open1', 'open2', 'open3']);
+    expect(restored.runs).toBe(5);
+    const count = (verdict: string) => engine.gauge().find((g) => g.verdict === verdict && g.contract === 'research-publish')?.count;
+    expect(count('healthy')).toBe(300);
+    expect(count('working')).toBe(4);
+    expect(count('forbidden_edge')).toBe(1);
+    expect(engine.verdictOf('ok7')?.verdict).toBe('healthy');
+    // a late receipt of a settled run loads it with its stored pin and receipts: still healthy, counted once
+    await engine.ingest([{ run: 'ok7', event: 'end', at: at(9), type: 'run.end', result: 'completed', from: 'orchestrator' } as Receipt], 'src', now + 20);
+    expect(engine.get('ok7')?.receipts).toHaveLength(6);
+    expect(engine.verdictOf('ok7')?.verdict).toBe('healthy');
+    expect(count('healthy')).toBe(300);
+  });
+
   it('the cap counts only runs that can still change: settled runs make room, idle runs are evicted, refusal is per run', async () => {
     const engine = engineOver(tempDir('ta-mem-'), { maxLiveRuns: 2, idleEvictMs: 60_000 });
     const now = t0 + 1000;

@@ -351,7 +351,10 @@ export class AuditEngine extends EventEmitter {
   restore(now: number): { runs: number; receipts: number } {
     let receipts = 0;
     const changed: string[] = [];
-    for (const lr of this.store.iterateLiveRuns()) {
+    // Settled runs stay in the store (loaded on their next receipt): a store that can count them and name their pinned
+    // contents is read for the runs that can still change only, so a restart costs those, not what is stored.
+    const changeableOnly = this.retires && this.restoreSettled(changed);
+    for (const lr of this.store.iterateLiveRuns(undefined, changeableOnly)) {
       try {
         if (lr.pin && lr.contractHash) {
           const current = this.registry.get(lr.pin.contract, lr.pin.version);
@@ -373,6 +376,29 @@ export class AuditEngine extends EventEmitter {
       throw new Error(`contract file changed under an existing version: ${[...new Set(changed)].join(', ')}; publish a new version instead (running runs keep their pinned content)`);
     }
     return { runs: this.runs.size, receipts };
+  }
+
+  /**
+   * The settled runs of a restart without reading them: counted for topology_runs, and their pinned contents checked
+   * against the contract files (a content the registry lacks and a stored run pins is learned; under a version the
+   * registry has, it is a changed file). False when the store cannot (every run is then read).
+   */
+  private restoreSettled(changed: string[]): boolean {
+    const { settledRunCounts, pinnedContents, runPinnedTo } = this.store;
+    if (!settledRunCounts || !pinnedContents || !runPinnedTo) return false;
+    for (const row of pinnedContents.call(this.store)) {
+      if (this.pinner.contract(row.hash)) continue; // the registry's own content
+      const run = runPinnedTo.call(this.store, row.hash);
+      if (run === null) continue; // pinned only by runs already pruned
+      if (this.registry.get(row.contract, row.version)) changed.push(`${row.contract}@${row.version} (pinned by run ${run})`);
+      try {
+        this.pinner.learn(row.hash, row.content, `pinned ${row.contract}@${row.version}`);
+      } catch (e) {
+        throw new RestoreError(`store table contracts, row hash ${row.hash} (pinned by run ${run}): ${(e as Error).message}`);
+      }
+    }
+    for (const c of settledRunCounts.call(this.store)) this.gauges.retain(c.contract, c.version, c.verdict, c.runs);
+    return true;
   }
 
   /** The pinned content of a stored run's contract, read back from the store unless known. */

@@ -6,6 +6,7 @@
 import type { RunState } from '../core/classify.js';
 import type { ShadowVerdict } from '../core/shadow.js';
 import type { AckRecord, RunVerdict, Verdict } from '../core/types.js';
+import { ALERTING_VERDICTS } from '../core/types.js';
 import type { PinRecord } from '../store/index.js';
 
 export interface LiveRun {
@@ -66,7 +67,7 @@ export function verdictKey(v: RunVerdict): { contract: string; version: string; 
 }
 
 /** Verdicts that alert: unsafe topology, false completion, incomplete and uncertain. */
-export const ALERT_VERDICTS: ReadonlySet<Verdict> = new Set<Verdict>(['stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'incomplete', 'uncertain']);
+export const ALERT_VERDICTS: ReadonlySet<Verdict> = new Set<Verdict>(ALERTING_VERDICTS);
 
 /** A live run's alert state at `now` (the rules the alerting and stalled gauges count by). */
 export function alertState(live: LiveRun, now: number, windowMs: number, stallMs: number): { acked: boolean; alerting: boolean; stalled: boolean } | null {

@@ -54,8 +54,13 @@ export interface RunRows {
    * it): the engine then writes the verdict state whenever that changes (findings included), not only its verdict.
    */
   readonly listsVerdicts?: boolean;
-  /** The stored runs to rebuild live state from, page by page. */
-  iterateLiveRuns(): Iterable<StoredRun>;
+  /** The stored runs to rebuild live state from, page by page; `changeable`: only those not settled, or alerting. */
+  iterateLiveRuns(pageSize?: number, changeable?: boolean): Iterable<StoredRun>;
+  /** The stored runs `iterateLiveRuns(_, true)` leaves out, counted (a restart's topology_runs for them). */
+  settledRunCounts?(): { contract: string; version: string; verdict: Verdict; runs: number }[];
+  /** Every pinned contract content stored, and a run pinned to one (restart's check of changed contract files). */
+  pinnedContents?(): { hash: string; contract: string; version: string; content: string }[];
+  runPinnedTo?(hash: string): string | null;
   prune(olderThanMs: number, now: number): number;
 }
 

@@ -17,6 +17,9 @@ export const VERDICTS = [
 ] as const;
 export type Verdict = (typeof VERDICTS)[number];
 
+/** Verdicts that alert (unsafe topology, false completion, incomplete and uncertain): a settled run in one stays live until pruned. */
+export const ALERTING_VERDICTS = ['uncertain', 'stale_contract', 'unknown_agent', 'forbidden_edge', 'ambiguous_route', 'false_complete', 'incomplete'] as const satisfies readonly Verdict[];
+
 /** Precedence: lower index wins. */
 export const PRECEDENCE: Readonly<Record<Verdict, number>> = Object.freeze(Object.fromEntries(VERDICTS.map((v, i) => [v, i])) as Record<Verdict, number>);
 export const precedence = (v: Verdict): number => PRECEDENCE[v] ?? -1;

@@ -26,7 +26,7 @@ import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import { Checkpointer } from './checkpointer.js';
-import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+import { CHANGEABLE_RUN, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 import { SpanLogPruner, UNSLICED, type Slicer } from './span-log-prune.js';
 
 export interface StoredReceipt {
@@ -511,19 +511,21 @@ export class ReceiptStore {
   }
 
   /**
-   * liveRuns, streamed: read page by page (keyset pagination, no cursor held open), so a restart never holds
-   * every row at once and the caller may write to the store between pages.
+   * liveRuns, streamed: read page by page (keyset pagination on (first_at, run), no cursor held open), so a restart
+   * never holds every row at once and the caller may write to the store between pages. `changeable`: only the runs
+   * a restart loads (CHANGEABLE_RUN, by its partial index): a restart then costs what can still change, not what is
+   * stored; settledRunCounts counts the rest.
    */
-  *iterateLiveRuns(pageSize = 1000): Generator<LiveRun> {
+  *iterateLiveRuns(pageSize = 1000, changeable = false): Generator<LiveRun> {
     this.flush();
-    const page = this.db.prepare<[number, number, string, number], Row>(
+    const page = this.db.prepare<[number, string, number], Row>(
       `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled,
               p.contract, p.version, p.phase, p.contract_hash
-       FROM runs r LEFT JOIN pins p ON p.run = r.run
-       WHERE r.first_at > ? OR (r.first_at = ? AND r.run > ?) ORDER BY r.first_at, r.run LIMIT ?`);
+       FROM runs r ${changeable ? 'INDEXED BY runs_changeable' : ''} LEFT JOIN pins p ON p.run = r.run
+       WHERE (r.first_at, r.run) > (?, ?) ${changeable ? `AND ${CHANGEABLE_RUN}` : ''} ORDER BY r.first_at, r.run LIMIT ?`);
     let after: [number, string] = [Number.MIN_SAFE_INTEGER, ''];
     for (;;) {
-      const rows = page.all(after[0], after[0], after[1], pageSize);
+      const rows = page.all(after[0], after[1], pageSize);
       for (const row of rows) {
         yield liveRunOf(row);
       }
@@ -531,6 +533,28 @@ export class ReceiptStore {
       const last = rows[rows.length - 1];
       after = [last.first_at as number, last.run as string];
     }
+  }
+
+  /** Stored runs that a restart leaves in the store (settled, not alerting), counted by contract, version and verdict. */
+  settledRunCounts(): { contract: string; version: string; verdict: Verdict; runs: number }[] {
+    this.flush();
+    return this.db
+      .prepare<[], { contract: string | null; version: string | null; verdict: Verdict; runs: number }>(
+        `SELECT p.contract, p.version, r.verdict, count(*) AS runs FROM runs r LEFT JOIN pins p ON p.run = r.run
+         WHERE NOT ${CHANGEABLE_RUN} GROUP BY p.contract, p.version, r.verdict`)
+      .all()
+      .map((r) => ({ contract: r.contract ?? '', version: r.version ?? '', verdict: r.verdict, runs: r.runs }));
+  }
+
+  /** Every pinned contract content stored (one row per content hash; a few per contract version ever pinned). */
+  pinnedContents(): { hash: string; contract: string; version: string; content: string }[] {
+    this.flush();
+    return this.db.prepare<[], { hash: string; contract: string; version: string; content: string }>('SELECT hash, contract, version, content FROM contracts').all();
+  }
+
+  /** A stored run pinned to this content hash, if any (a scan of the pins: asked only for content the registry lacks). */
+  runPinnedTo(hash: string): string | null {
+    return this.db.prepare<[string], { run: string }>('SELECT run FROM pins WHERE contract_hash = ? LIMIT 1').get(hash)?.run ?? null;
   }
 
   /**

@@ -10,7 +10,16 @@
  * contracts: pinned contract content by content hash, so a running run keeps its pinned content.
  * acks: the latest acknowledgement of a run (verdict, who, when, why); deleted with the run.
  */
+import { ALERTING_VERDICTS } from '../core/types.js';
+
 export const SCHEMA_VERSION = 1;
+
+/**
+ * The runs a restart loads into memory (the partial index runs_changeable): not settled, or settled in a verdict that
+ * alerts. The others stay in the store only (counted by settledRunCounts). A query uses the index only when its WHERE
+ * holds this same text.
+ */
+export const CHANGEABLE_RUN = `(settled = 0 OR verdict IS NULL OR verdict IN (${ALERTING_VERDICTS.map((v) => `'${v}'`).join(', ')}))`;
 
 export const SCHEMA_SQL = `
 CREATE TABLE IF NOT EXISTS receipts (
@@ -32,6 +41,7 @@ CREATE TABLE IF NOT EXISTS runs (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS runs_by_settled_age ON runs (settled, updated_at);
 CREATE INDEX IF NOT EXISTS runs_by_first ON runs (first_at, run);
+CREATE INDEX IF NOT EXISTS runs_changeable ON runs (first_at, run) WHERE ${CHANGEABLE_RUN};
 CREATE TABLE IF NOT EXISTS pins (
   run TEXT PRIMARY KEY,
   contract TEXT NOT NULL,
