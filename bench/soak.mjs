@@ -39,13 +39,19 @@
 //   node bench/soak.mjs --minutes 3 --rate-traces 100 --kill-at 2
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { ROOT, quantile, round, sleep } from './otlp-load.mjs';
+
+/** The servers' temporary log files (removed at exit). */
+const tempLogs = new Set();
+process.on('exit', () => {
+  for (const f of tempLogs) rmSync(f, { force: true });
+});
 
 const { values: args } = parseArgs({
   options: {
@@ -218,24 +224,36 @@ async function startServe(opts) {
   const args = [join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0'];
   if (opts.store) args.push('--store', opts.store, '--instance', opts.instance);
   else args.push('--data', opts.dataDir);
-  const child = spawn(process.execPath, [...NODE_ARGS, ...args, ...EXTRA], { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
+  // The server's log (stderr: a line per verdict change at the default level) goes to a file, as under journald or a
+  // container runtime, not through a pipe this process reads: a load generator busy on its own event loop drains a
+  // pipe late, and a server writing to a full pipe blocks (stdio pipes are synchronous on Linux), a stall that is the
+  // bench's, not the server's. SOAK_SERVER_LOG=FILE: that file (appended; with stdout), else a temporary one.
+  const logFile = process.env.SOAK_SERVER_LOG ?? join(os.tmpdir(), `ta-soak-server-${process.pid}-${opts.instance ?? 'single'}.log`);
+  const logFd = openSync(logFile, 'a');
+  const child = spawn(process.execPath, [...NODE_ARGS, ...args, ...EXTRA], { stdio: ['ignore', 'pipe', logFd], cwd: ROOT });
+  closeSync(logFd);
+  if (!process.env.SOAK_SERVER_LOG) tempLogs.add(logFile);
   let out = '';
-  let err = '';
-  // SOAK_SERVER_LOG=FILE: the server's output appended there (e.g. with --node-args=--trace-gc).
+  const err = () => {
+    try {
+      return readFileSync(logFile, 'utf8').slice(-20_000);
+    } catch {
+      return '';
+    }
+  };
   const log = process.env.SOAK_SERVER_LOG ? createWriteStream(process.env.SOAK_SERVER_LOG, { flags: 'a' }) : null;
-  if (log) (child.stdout.on('data', (d) => log.write(d)), child.stderr.on('data', (d) => log.write(d)));
+  if (log) child.stdout.on('data', (d) => log.write(d));
   child.stdout.on('data', (d) => (out = (out + d).slice(-100_000)));
-  child.stderr.on('data', (d) => (err = (err + d).slice(-20_000)));
   const ports = await new Promise((res, rej) => {
-    const t = setTimeout(() => rej(new Error(`server did not start: ${err}`)), 120_000);
+    const t = setTimeout(() => rej(new Error(`server did not start: ${err()}`)), 120_000);
     child.stdout.on('data', () => {
       const line = out.split('\n').find((l) => l.startsWith('{"listening"'));
       if (line) (clearTimeout(t), res(JSON.parse(line).listening));
     });
-    child.once('exit', (code) => (clearTimeout(t), rej(new Error(`server exited with ${code}: ${err}`))));
+    child.once('exit', (code) => (clearTimeout(t), rej(new Error(`server exited with ${code}: ${err()}`))));
   });
   const exited = new Promise((r) => child.once('exit', (code, signal) => r(code ?? signal)));
-  return { ...opts, child, pid: child.pid, ports, exited, stderr: () => err };
+  return { ...opts, child, pid: child.pid, ports, exited, stderr: err };
 }
 
 async function untilHealthy(port) {
