@@ -3,13 +3,14 @@
 // throwaway server at full speed for --capacity-seconds), then sends a fraction of it (--fraction, default 0.5; or
 // --rate-traces N traces/s) to a fresh server for --minutes, and prints one line per minute:
 //
-//   min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  rss_mib  db_mib  span_log_rows  skeleton_spans
+//   min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  db_mib  span_log_rows  skeleton_spans
 //        ack_p99_ms  errors  traces
 //
 // healthz_max_ms: the slowest of one GET /healthz per second per server; healthz_failed: those not answered 200
 // within 5 s (a killed server's, with --kill-at); loop_p99/max: the server's
 // nodejs_eventloop_lag_p99/max_seconds over that minute (the histogram is reset at each scrape, one per minute);
-// rss: process_resident_memory_bytes; db: the SQLite files (receipts.db + -wal) or pg_database_size; span_log_rows:
+// gc_over_100ms: garbage-collection pauses over 100 ms that minute (nodejs_gc_duration_seconds); rss:
+// process_resident_memory_bytes; heap: nodejs_heap_size_used_bytes; db: the SQLite files (receipts.db + -wal) or pg_database_size; span_log_rows:
 // rows of span_log; skeleton_spans: topology_span_skeleton_spans; ack_p99: client-side latency of the exports
 // acknowledged that minute; errors: exports not acknowledged (non-200 or failed requests). In --cluster mode
 // (two instances on a throwaway PostgreSQL, clients split between them) the server columns are the worse (max) or
@@ -269,7 +270,20 @@ async function untilHealthy(port) {
 async function scrapeOf(port) {
   const { text } = await request(port, 'GET', '/metrics', null, 30_000);
   const v = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-  return { p99: v('nodejs_eventloop_lag_p99_seconds') * 1000, max: v('nodejs_eventloop_lag_max_seconds') * 1000, rss: v('process_resident_memory_bytes') / 2 ** 20, skeleton: v('topology_span_skeleton_spans') };
+  // Garbage-collection pauses over 100 ms since the process started (every kind): the count minus the 0.1 s bucket.
+  let gcOver100 = 0;
+  for (const m of text.matchAll(/^nodejs_gc_duration_seconds_count\{kind="(\w+)"\} (\S+)$/gm)) {
+    const under = Number(new RegExp(`^nodejs_gc_duration_seconds_bucket\\{(?:kind="${m[1]}",le="0.1"|le="0.1",kind="${m[1]}")\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    gcOver100 += Number(m[2]) - under;
+  }
+  return {
+    p99: v('nodejs_eventloop_lag_p99_seconds') * 1000,
+    max: v('nodejs_eventloop_lag_max_seconds') * 1000,
+    rss: v('process_resident_memory_bytes') / 2 ** 20,
+    heap: v('nodejs_heap_size_used_bytes') / 2 ** 20,
+    gcOver100,
+    skeleton: v('topology_span_skeleton_spans'),
+  };
 }
 
 // ---- the database ----------------------------------------------------------------------------------------------
@@ -417,7 +431,7 @@ async function main() {
     probe = sqliteProbe(dataDir);
   }
   console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST }));
-  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  rss_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] && !args.cluster ? '  list_missing' : ''));
+  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] && !args.cluster ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
   const errorsByStatus = {};
@@ -456,6 +470,9 @@ async function main() {
       console.log(JSON.stringify({ killedAtMinute: m, restartToHealthzMs: Math.round(performance.now() - t0) }));
     }
     const scrapes = await Promise.all(servers.map((s) => scrapeOf(s.ports.api)));
+    // GC pauses over 100 ms this minute (a restarted server counts from zero).
+    const gcOver100 = scrapes.reduce((a, x, i) => a + x.gcOver100 - (servers[i].gcSeen ?? 0), 0);
+    scrapes.forEach((x, i) => (servers[i].gcSeen = x.gcOver100));
     const cur = minute;
     minute = { acks: [], errors: 0, traces: 0, healthMax: 0, healthFailures: 0 };
     const row = {
@@ -464,7 +481,9 @@ async function main() {
       healthzFailed: cur.healthFailures,
       loopP99Ms: round(Math.max(...scrapes.map((x) => x.p99)), 1),
       loopMaxMs: round(Math.max(...scrapes.map((x) => x.max)), 1),
+      gcOver100Ms: gcOver100,
       rssMiB: round(scrapes.reduce((a, x) => a + x.rss, 0), 1),
+      heapMiB: round(scrapes.reduce((a, x) => a + x.heap, 0), 1),
       dbMiB: round(await probe.size(), 1),
       spanLogRows: await probe.spanLogRows(),
       skeletonSpans: scrapes.reduce((a, x) => a + x.skeleton, 0),

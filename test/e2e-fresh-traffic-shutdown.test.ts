@@ -69,6 +69,9 @@ describe('fresh-trace traffic, then health and shutdown (issue 44)', () => {
       const metrics = await (await fetch(`${server.api}/metrics`)).text();
       expect(sample(metrics, 'nodejs_eventloop_lag_max_seconds')).toBeGreaterThan(0);
       expect(sample(metrics, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+      expect(sample(metrics, 'nodejs_heap_size_used_bytes')).toBeGreaterThan(0);
+      // a minute of traffic allocates: young-generation collections were timed
+      expect(Number(/^nodejs_gc_duration_seconds_count\{kind="minor"\} (\S+)$/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThan(0);
       expect(Number(/^topology_periodic_slice_seconds_count\{task="span_log_prune"\} (\S+)$/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThan(0);
       expect(Number(/^topology_periodic_task_failures_total\{task="span_log_prune"\} (\S+)$/m.exec(metrics)?.[1] ?? NaN)).toBe(0);
 
