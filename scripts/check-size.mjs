@@ -4,7 +4,7 @@
 // more than MAX_CORE_NON_NULL non-null assertions (`x!`) in src/core. A size is the lines the node spans, from the
 // line of its first token to the line of its last, nested functions included.
 // Usage: node scripts/check-size.mjs [ROOT]   (exit 0 clean, 1 with one line per violation: file:line name size)
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
 
@@ -35,14 +35,7 @@ export const ALLOWED_FUNCTION_FILES = [
 
 const root = resolve(process.argv[2] ?? '.');
 const src = join(root, 'src');
-const files = [];
-(function walk(d) {
-  for (const n of readdirSync(d)) {
-    const p = join(d, n);
-    if (statSync(p).isDirectory()) walk(p);
-    else if (/\.(ts|mts|tsx)$/.test(n) && !n.endsWith('.d.ts')) files.push(p);
-  }
-})(src);
+const files = ts.sys.readDirectory(src, ['.ts', '.mts', '.tsx'], ['**/*.d.ts']);
 
 /** A function-like node's name: its declared name, the variable or property it is assigned to, or `<anonymous>`. */
 function nameOf(node) {
