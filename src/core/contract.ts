@@ -438,19 +438,13 @@ function describeZodIssue(iss: z.core.$ZodIssue): string {
   return iss.message;
 }
 
-/**
- * Semantic validation and normalisation (section 2a). Reports through `add`.
- * Over ~120 lines (163) on purpose: it is the one ordered walk of a contract file, section by section (agents, phases,
- * plan, allow, stall, first), each check reporting at its path; splitting it would pass the half-built contract and
- * the seen-names sets between functions without making any check easier to read. Split it by section when it grows.
- */
-function buildContract(f: ContractFile, add: (path: Path, message: string) => void, phaseNames: string[], warn: (path: Path, message: string) => void = () => {}): Contract {
-  const agentSet = new Set(f.agents);
-  const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
-  for (const a of new Set(dupAgents)) add(['agents'], `agent "${a}" is listed twice`);
-  if (!agentSet.has(f.owner)) add(['owner'], `owner "${f.owner}" is not declared in agents`);
+type Report = (path: Path, message: string) => void;
+/** An edge entry read into its spec and its other fields (max, after, dependency, within), or null when it does not parse. */
+type EntryReader = (entry: unknown, path: Path) => { spec: EdgeSpec; extra: Record<string, unknown> } | null;
 
-  const toSpec = (entry: unknown, path: Path): { spec: EdgeSpec; extra: Record<string, unknown> } | null => {
+/** The reader of edge entries (string, {edge}, {from, to, kind}): reports an unparsable edge, undeclared agents, a target twice. */
+function edgeEntryReader(agentSet: ReadonlySet<string>, add: Report): EntryReader {
+  return (entry, path) => {
     let spec: EdgeSpec;
     let extra: Record<string, unknown> = {};
     if (typeof entry === 'string') {
@@ -480,11 +474,14 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
     if (new Set(spec.to).size !== spec.to.length) add(fieldOf('to'), `a target is listed twice in ${specKey(spec)}`);
     return { spec, extra };
   };
+}
 
+/** The allow rules, and each concrete edge's rule (an edge may be allowed by one entry only). */
+function allowRules(f: ContractFile, read: EntryReader, add: Report): { allow: AllowRule[]; allowByEdge: Map<string, AllowRule> } {
   const allow: AllowRule[] = [];
   const allowByEdge = new Map<string, AllowRule>();
   f.allow.forEach((entry, i) => {
-    const r = toSpec(entry, ['allow', i]);
+    const r = read(entry, ['allow', i]);
     if (!r) return;
     const rule: AllowRule = { index: i, spec: r.spec, key: specKey(r.spec), max: (r.extra.max as number | undefined) ?? 1 };
     allow.push(rule);
@@ -495,85 +492,108 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
       else allowByEdge.set(k, rule);
     }
   });
+  return { allow, allowByEdge };
+}
 
-  const phases: Phase[] = [];
-  const rank = (name: string) => (phaseNames.includes(name) ? phaseNames.indexOf(name) : Infinity);
-  const inSourceOrder = Object.entries(f.phases).sort(([a], [b]) => rank(a) - rank(b));
-  for (const [name, ph] of inSourceOrder) {
-    const plan: PlanStep[] = [];
-    const byCompact = new Map<string, number>();
-    const seenEdges = new Map<string, number>();
-    const rawAfter: (string[] | undefined)[] = [];
-    const origIndex: number[] = [];
-    ph.expect.forEach((entry, i) => {
-      const path: Path = ['phases', name, 'expect', i];
-      const r = toSpec(entry, path);
-      if (!r) return;
-      const step: PlanStep = { index: plan.length, spec: r.spec, key: specKey(r.spec), after: [] };
-      for (const t of r.spec.to) {
-        const k = tripleKey(r.spec.from, t, r.spec.kind);
-        if (!allowByEdge.has(k) && agentSet.has(r.spec.from) && agentSet.has(t)) add(path, `expected edge "${r.spec.from} -> ${t} : ${r.spec.kind}" is not allowed by any allow entry`);
-        const prev = seenEdges.get(k);
-        if (prev !== undefined) add(path, `edge "${r.spec.from} -> ${t} : ${r.spec.kind}" appears twice in the plan (repeated work is a max on its allow entry)`);
-        else seenEdges.set(k, i);
-      }
-      const dep = r.extra.dependency as string | undefined;
-      const within = r.extra.within as string | undefined;
-      if (dep !== undefined) {
-        if (!agentSet.has(dep)) add([...path, 'dependency'], `agent "${dep}" is not declared in agents`);
-        if (within === undefined) add([...path, 'dependency'], 'a dependency needs a deadline (`within`): an unbounded wait is an ownership defect');
-        step.dependency = dep;
-      }
-      if (within !== undefined) {
-        const ms = parseDuration(within);
-        if (ms === null) add([...path, 'within'], `invalid duration "${within}"`);
-        else step.withinMs = ms;
-      }
-      byCompact.set(compactKey(step.key), plan.length);
-      rawAfter.push(r.extra.after as string[] | undefined);
-      origIndex.push(i);
-      plan.push(step);
-    });
-    // resolve `after`
-    plan.forEach((step, si) => {
-      const after = rawAfter[si];
-      const path: Path = ['phases', name, 'expect', origIndex[si]];
-      if (after === undefined) {
-        step.after = si === 0 ? [] : [si - 1];
-        return;
-      }
-      after.forEach((a, ai) => {
-        const idx = byCompact.get(compactKey(a));
-        if (idx === undefined) add([...path, 'after', ai], `"${a}" is not an edge of phase "${name}" (name it as written in the plan)`);
-        else if (idx === si) add([...path, 'after', ai], 'an edge cannot come after itself');
-        else step.after.push(idx);
-      });
-    });
-    const cycle = findCycle(plan);
-    if (cycle) add(['phases', name, 'expect'], `\`after\` forms a cycle: ${cycle.map((i) => plan[i].key).join(' -> ')}`);
-    const phase: Phase = { name, outcome: ph.outcome, plan };
-    const limit = (key: 'progress_within' | 'max_duration'): number | undefined => {
-      const text = ph[key];
-      if (text === undefined) return undefined;
-      const ms = parseDuration(text);
-      if (ms === null) add(['phases', name, key], `invalid duration "${text}"`);
-      return ms ?? undefined;
-    };
-    const progressWithinMs = limit('progress_within');
-    const maxDurationMs = limit('max_duration');
-    if (progressWithinMs !== undefined) phase.progressWithinMs = progressWithinMs;
-    if (maxDurationMs !== undefined) phase.maxDurationMs = maxDurationMs;
-    if (progressWithinMs === undefined && maxDurationMs === undefined) {
-      plan.forEach((step, si) => {
-        if (step.withinMs === undefined) {
-          warn(['phases', name, 'expect', origIndex[si]], `${step.key} has no \`within\` and phase "${name}" has neither progress_within nor max_duration: a run can stay working forever`);
-        }
-      });
+type PhaseFile = ContractFile['phases'][string];
+/** What the plan of a phase is read against: the declared agents, the allow rules by edge, the entry reader, the report. */
+interface PlanScope {
+  agentSet: ReadonlySet<string>;
+  allowByEdge: ReadonlyMap<string, AllowRule>;
+  read: EntryReader;
+  add: Report;
+}
+
+/** A phase's plan steps as written (`after` not yet resolved), with each step's `after` text and its index in the file. */
+function planSteps(name: string, ph: PhaseFile, scope: PlanScope): { plan: PlanStep[]; rawAfter: (string[] | undefined)[]; origIndex: number[] } {
+  const { agentSet, allowByEdge, read, add } = scope;
+  const plan: PlanStep[] = [];
+  const seenEdges = new Map<string, number>();
+  const rawAfter: (string[] | undefined)[] = [];
+  const origIndex: number[] = [];
+  ph.expect.forEach((entry, i) => {
+    const path: Path = ['phases', name, 'expect', i];
+    const r = read(entry, path);
+    if (!r) return;
+    const step: PlanStep = { index: plan.length, spec: r.spec, key: specKey(r.spec), after: [] };
+    for (const t of r.spec.to) {
+      const k = tripleKey(r.spec.from, t, r.spec.kind);
+      if (!allowByEdge.has(k) && agentSet.has(r.spec.from) && agentSet.has(t)) add(path, `expected edge "${r.spec.from} -> ${t} : ${r.spec.kind}" is not allowed by any allow entry`);
+      const prev = seenEdges.get(k);
+      if (prev !== undefined) add(path, `edge "${r.spec.from} -> ${t} : ${r.spec.kind}" appears twice in the plan (repeated work is a max on its allow entry)`);
+      else seenEdges.set(k, i);
     }
-    phases.push(phase);
-  }
+    const dep = r.extra.dependency as string | undefined;
+    const within = r.extra.within as string | undefined;
+    if (dep !== undefined) {
+      if (!agentSet.has(dep)) add([...path, 'dependency'], `agent "${dep}" is not declared in agents`);
+      if (within === undefined) add([...path, 'dependency'], 'a dependency needs a deadline (`within`): an unbounded wait is an ownership defect');
+      step.dependency = dep;
+    }
+    if (within !== undefined) {
+      const ms = parseDuration(within);
+      if (ms === null) add([...path, 'within'], `invalid duration "${within}"`);
+      else step.withinMs = ms;
+    }
+    rawAfter.push(r.extra.after as string[] | undefined);
+    origIndex.push(i);
+    plan.push(step);
+  });
+  return { plan, rawAfter, origIndex };
+}
 
-  const canonicalDoc = {
+/** Resolves each step's `after` (named as written in the plan; unset: the step before it) and reports a cycle. */
+function resolveAfter(name: string, plan: PlanStep[], rawAfter: readonly (string[] | undefined)[], origIndex: readonly number[], add: Report): void {
+  const byCompact = new Map<string, number>();
+  plan.forEach((step, si) => byCompact.set(compactKey(step.key), si));
+  plan.forEach((step, si) => {
+    const after = rawAfter[si];
+    const path: Path = ['phases', name, 'expect', origIndex[si]];
+    if (after === undefined) {
+      step.after = si === 0 ? [] : [si - 1];
+      return;
+    }
+    after.forEach((a, ai) => {
+      const idx = byCompact.get(compactKey(a));
+      if (idx === undefined) add([...path, 'after', ai], `"${a}" is not an edge of phase "${name}" (name it as written in the plan)`);
+      else if (idx === si) add([...path, 'after', ai], 'an edge cannot come after itself');
+      else step.after.push(idx);
+    });
+  });
+  const cycle = findCycle(plan);
+  if (cycle) add(['phases', name, 'expect'], `\`after\` forms a cycle: ${cycle.map((i) => plan[i].key).join(' -> ')}`);
+}
+
+/** One phase: its plan, its stall limit (progress_within) and duration limit; warns when nothing bounds a run's wait. */
+function buildPhase(name: string, ph: PhaseFile, scope: PlanScope, warn: Report): Phase {
+  const { add } = scope;
+  const { plan, rawAfter, origIndex } = planSteps(name, ph, scope);
+  resolveAfter(name, plan, rawAfter, origIndex, add);
+  const phase: Phase = { name, outcome: ph.outcome, plan };
+  const limit = (key: 'progress_within' | 'max_duration'): number | undefined => {
+    const text = ph[key];
+    if (text === undefined) return undefined;
+    const ms = parseDuration(text);
+    if (ms === null) add(['phases', name, key], `invalid duration "${text}"`);
+    return ms ?? undefined;
+  };
+  const progressWithinMs = limit('progress_within');
+  const maxDurationMs = limit('max_duration');
+  if (progressWithinMs !== undefined) phase.progressWithinMs = progressWithinMs;
+  if (maxDurationMs !== undefined) phase.maxDurationMs = maxDurationMs;
+  if (progressWithinMs === undefined && maxDurationMs === undefined) {
+    plan.forEach((step, si) => {
+      if (step.withinMs === undefined) {
+        warn(['phases', name, 'expect', origIndex[si]], `${step.key} has no \`within\` and phase "${name}" has neither progress_within nor max_duration: a run can stay working forever`);
+      }
+    });
+  }
+  return phase;
+}
+
+/** The canonical text of a contract (its content hash is over this). */
+function canonicalText(f: ContractFile, allow: readonly AllowRule[], phases: readonly Phase[]): string {
+  return JSON.stringify({
     contract: f.contract,
     version: f.version,
     retired: f.retired,
@@ -590,8 +610,24 @@ function buildContract(f: ContractFile, add: (path: Path, message: string) => vo
       ...(p.progressWithinMs !== undefined ? { progressWithinMs: p.progressWithinMs } : {}),
       ...(p.maxDurationMs !== undefined ? { maxDurationMs: p.maxDurationMs } : {}),
     })),
-  };
-  const canonical = JSON.stringify(canonicalDoc);
+  });
+}
+
+/**
+ * Semantic validation and normalisation (section 2a), reporting through `add`: the one ordered walk of a contract
+ * file, section by section (agents, allow, phases in source order), each check reporting at its path.
+ */
+function buildContract(f: ContractFile, add: Report, phaseNames: string[], warn: Report = () => {}): Contract {
+  const agentSet = new Set(f.agents);
+  const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
+  for (const a of new Set(dupAgents)) add(['agents'], `agent "${a}" is listed twice`);
+  if (!agentSet.has(f.owner)) add(['owner'], `owner "${f.owner}" is not declared in agents`);
+  const read = edgeEntryReader(agentSet, add);
+  const { allow, allowByEdge } = allowRules(f, read, add);
+  const rank = (name: string) => (phaseNames.includes(name) ? phaseNames.indexOf(name) : Infinity);
+  const inSourceOrder = Object.entries(f.phases).sort(([a], [b]) => rank(a) - rank(b));
+  const phases = inSourceOrder.map(([name, ph]) => buildPhase(name, ph, { agentSet, allowByEdge, read, add }, warn));
+  const canonical = canonicalText(f, allow, phases);
   return {
     contract: f.contract,
     version: f.version,

@@ -96,6 +96,42 @@ function removeFrom<T>(byTrace: Map<string, Map<string, T>>, traceId: string, ke
   if (m.size === 0) byTrace.delete(traceId);
 }
 
+/** An idle trace in the idle heap, by the seq of its entry. */
+interface IdleEntry {
+  seq: number;
+  traceId: string;
+}
+
+/** Adds an idle trace to the min-heap by seq (the oldest idle trace on top). */
+function pushIdle(h: IdleEntry[], seq: number, traceId: string): void {
+  h.push({ seq, traceId });
+  let i = h.length - 1;
+  while (i > 0) {
+    const p = (i - 1) >> 1;
+    if (h[p].seq <= seq) break;
+    h[i] = h[p];
+    i = p;
+  }
+  h[i] = { seq, traceId };
+}
+
+/** Removes the top of the idle heap (the caller read it; the heap is not empty). */
+function popIdle(h: IdleEntry[]): void {
+  const last = h.pop();
+  if (last === undefined || h.length === 0) return;
+  let i = 0;
+  for (;;) {
+    const l = 2 * i + 1;
+    if (l >= h.length) break;
+    const r = l + 1;
+    const c = r < h.length && h[r].seq < h[l].seq ? r : l;
+    if (h[c].seq >= last.seq) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = last;
+}
+
 export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private readonly traces = new Map<string, TraceEntry<I, X>>();
   private readonly agents = new Map<string, A>(); // key trace/span, arrival order
@@ -112,7 +148,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
   private readonly handoffArrival = new Map<string, number>();
   private arrivals = 0;
   /** Idle traces (no pending work) by seq; entries whose trace is gone, re-created or pending are stale and skipped. */
-  private heap: { seq: number; traceId: string }[] = [];
+  private heap: IdleEntry[] = [];
   private seq = 0;
   private indexed = 0;
   private expired = 0;
@@ -184,7 +220,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
       if (orphan > 0) this.orphanPending.delete(traceId);
       t = { nodes: new Map(), lastSeen: now, state: this.newState(), seq: ++this.seq, pending: orphan };
       this.traces.set(traceId, t);
-      if (orphan === 0) this.pushIdle(t.seq, traceId);
+      if (orphan === 0) pushIdle(this.heap, t.seq, traceId);
       this.dueTrace(traceId, t);
     }
     if (now < this.latest) this.clockBack = { agents: true, handoffs: true, traces: true };
@@ -297,8 +333,6 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     this.dec(h.traceId);
     return true;
   }
-
-
 
   /**
    * Forgets every trace `pick` selects, with its waiting agent and handoff spans, without handing them back (they end
@@ -437,7 +471,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     const t = this.traces.get(traceId);
     if (t) {
       if (--t.pending === 0) {
-        this.pushIdle(t.seq, traceId);
+        pushIdle(this.heap, t.seq, traceId);
         if (!this.traceSlot.has(traceId)) this.dueTrace(traceId, t); // the sweep dropped it while it waited
       }
       return;
@@ -463,7 +497,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     while (this.heap.length > 0) {
       const top = this.heap[0]!;
       const t = this.traces.get(top.traceId);
-      this.popIdle();
+      popIdle(this.heap);
       if (!t || t.seq !== top.seq || t.pending > 0) continue; // stale: gone, re-created, or waiting again
       if (top.traceId === current) {
         held = top; // the span just indexed stays (its agent span is about to wait): back in the heap below
@@ -473,7 +507,7 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
       this.evicted += t.nodes.size;
       if (this.indexed <= this.opts.maxSpans) break;
     }
-    if (held !== null) this.pushIdle(held.seq, held.traceId);
+    if (held !== null) pushIdle(this.heap, held.seq, held.traceId);
     if (this.indexed > this.opts.maxSpans) {
       // Map order is first-indexed order, and no idle trace is left: the first ones are the oldest waiting.
       for (const [traceId, t] of this.traces) {
@@ -523,35 +557,5 @@ export class PendingIndex<I, A extends SpanKey, H extends SpanKey, X> {
     if (this.heap.length <= 2 * this.traces.size + 64) return;
     this.heap = [];
     for (const [traceId, t] of this.traces) if (t.pending === 0) this.heap.push({ seq: t.seq, traceId }); // Map order = seq order: a valid heap
-  }
-
-  private pushIdle(seq: number, traceId: string): void {
-    const h = this.heap;
-    h.push({ seq, traceId });
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (h[p]!.seq <= seq) break;
-      h[i] = h[p]!;
-      i = p;
-    }
-    h[i] = { seq, traceId };
-  }
-
-  private popIdle(): void {
-    const h = this.heap;
-    const last = h.pop()!;
-    if (h.length === 0) return;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= h.length) break;
-      const r = l + 1;
-      const c = r < h.length && h[r]!.seq < h[l]!.seq ? r : l;
-      if (h[c]!.seq >= last.seq) break;
-      h[i] = h[c]!;
-      i = c;
-    }
-    h[i] = last;
   }
 }

@@ -195,15 +195,8 @@ function count(n: number | undefined): number {
   return n ?? 1;
 }
 
-/**
- * Longer than ~120 lines on purpose: it is a declaration table (each metric family once: name, help, labels, its
- * zero series) followed by the one-line methods that move them; split, a family's declaration and its method would
- * sit in different functions and the closed label sets could no longer be read in one place.
- */
-export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetrics {
-  const now = options.now ?? Date.now;
-  const registry = new MetricsRegistry({ maxSeries: options.maxSeries, refusedSeriesCounter: METRIC_NAMES.seriesRefused });
-
+/** The families of runs and ingest: verdicts and run gauges, receipts, spans and requests by result. */
+function runAndIngestFamilies(registry: MetricsRegistry) {
   const runs: Gauge = registry.gauge({
     name: METRIC_NAMES.runs,
     help: 'Runs currently in each verdict, by pinned contract and version.',
@@ -244,6 +237,11 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     help: 'Ingest requests refused before acceptance, by transport and reason.',
     labelNames: ['transport', 'reason'],
   });
+  return { runs, alertingRuns, stalledRuns, verdicts, receipts, otlpSpans, ingestRequests, ingestRejected };
+}
+
+/** The families of the store and live memory: group commits, live runs, partitions, the span skeleton. */
+function storeFamilies(registry: MetricsRegistry) {
   const commitDuration: Histogram = registry.histogram({
     name: METRIC_NAMES.storeCommitDuration,
     help: 'Duration of one group commit of receipts to the store.',
@@ -278,6 +276,22 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     name: METRIC_NAMES.callerUnresolved,
     help: 'Derived receipts whose caller was still unresolved when the wait ended (recorded as gap receipts).',
   });
+  // Unlabelled metrics start at zero so that dashboards and rate() see them from the first scrape.
+  commitDuration.touch([]);
+  commitBatch.touch([]);
+  liveRuns.set([], 0);
+  clusterPartitions.set([], 0);
+  pendingParents.set([], 0);
+  pendingEvicted.touch(['total']);
+  pendingEvicted.touch(['trace']);
+  skeletonSpans.set([], 0);
+  idleEvicted.touch([]);
+  callerUnresolved.touch([]);
+  return { commitDuration, commitBatch, liveRuns, idleEvicted, clusterPartitions, pendingParents, pendingEvicted, skeletonSpans, callerUnresolved };
+}
+
+/** The families of refusals, health, shadow evaluation and the build. */
+function healthAndShadowFamilies(registry: MetricsRegistry, version: string | undefined) {
   const unmappedTraces: Counter = registry.counter({
     name: METRIC_NAMES.unmappedTraces,
     help: 'Traces that carried agent-framework markers but yielded no receipt, by dialect family and reason.',
@@ -313,21 +327,66 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
   });
   const buildInfo = registry.info({ name: METRIC_NAMES.buildInfo, help: 'Build of topology-audit.', labelNames: ['version'] });
 
-  // Unlabelled metrics start at zero so that dashboards and rate() see them from the first scrape.
-  commitDuration.touch([]);
-  commitBatch.touch([]);
-  liveRuns.set([], 0);
-  clusterPartitions.set([], 0);
-  pendingParents.set([], 0);
-  pendingEvicted.touch(['total']);
-  pendingEvicted.touch(['trace']);
-  skeletonSpans.set([], 0);
-  idleEvicted.touch([]);
-  callerUnresolved.touch([]);
   queueDepth.set([], 0);
   saturated.set([], 0);
   storeHealthy.set([], 1);
-  buildInfo.set([options.version ?? 'unknown']);
+  buildInfo.set([version ?? 'unknown']);
+  return { unmappedTraces, ingestRefused, queueDepth, saturated, storeHealthy, shadowVerdicts, shadowDisagreements, buildInfo };
+}
+
+/** The rows of topology_runs: every (contract, version) present gets all ten verdicts, zero where no row says otherwise. */
+function runsGaugeEntries(rows: Iterable<RunsGaugeRow>): Array<readonly [readonly string[], number]> {
+  const byPin = new Map<string, { contract: string; version: string; counts: Map<Verdict, number> }>();
+  for (const row of rows) {
+    if (!VERDICT_SET.has(row.verdict)) throw new TypeError(`unknown verdict ${JSON.stringify(row.verdict)}`);
+    const contract = nonEmpty(row.contract);
+    const version = nonEmpty(row.version);
+    const key = `${contract}\u0000${version}`;
+    let pin = byPin.get(key);
+    if (pin === undefined) {
+      pin = { contract, version, counts: new Map() };
+      byPin.set(key, pin);
+    }
+    pin.counts.set(row.verdict, (pin.counts.get(row.verdict) ?? 0) + row.runs);
+  }
+  const entries: Array<readonly [readonly string[], number]> = [];
+  for (const pin of byPin.values()) {
+    for (const v of VERDICTS) entries.push([[pin.contract, pin.version, v], pin.counts.get(v) ?? 0]);
+  }
+  return entries;
+}
+
+/** The rows of topology_alerting_runs and topology_stalled_runs, with a zero row for each alerting verdict of every contract. */
+function alertingGaugeEntries(
+  contracts: Iterable<string>,
+  alerting: Iterable<{ contract: string; verdict: Verdict; count: number }>,
+  stalled: Iterable<{ contract: string; count: number }>,
+): { alerting: Array<readonly [readonly string[], number]>; stalled: Array<readonly [readonly string[], number]> } {
+  const a = new Map<string, number>();
+  const st = new Map<string, number>();
+  for (const c of contracts) {
+    for (const v of ALERTING_VERDICTS) a.set(`${nonEmpty(c)}\u0000${v}`, 0);
+    st.set(nonEmpty(c), 0);
+  }
+  for (const r of alerting) {
+    if (!VERDICT_SET.has(r.verdict)) throw new TypeError(`unknown verdict ${JSON.stringify(r.verdict)}`);
+    const k = `${nonEmpty(r.contract)}\u0000${r.verdict}`;
+    a.set(k, (a.get(k) ?? 0) + r.count);
+  }
+  for (const r of stalled) st.set(nonEmpty(r.contract), (st.get(nonEmpty(r.contract)) ?? 0) + r.count);
+  return { alerting: [...a].map(([k, n]) => [k.split('\u0000'), n] as const), stalled: [...st].map(([c, n]) => [[c], n] as const) };
+}
+
+/**
+ * The metrics: each family declared once (name, help, labels, its zero series) in the three family functions above, in
+ * the order of the exposition, then the one-line methods that move them.
+ */
+export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetrics {
+  const now = options.now ?? Date.now;
+  const registry = new MetricsRegistry({ maxSeries: options.maxSeries, refusedSeriesCounter: METRIC_NAMES.seriesRefused });
+  const { runs, alertingRuns, stalledRuns, verdicts, receipts, otlpSpans, ingestRequests, ingestRejected } = runAndIngestFamilies(registry);
+  const { commitDuration, commitBatch, liveRuns, idleEvicted, clusterPartitions, pendingParents, pendingEvicted, skeletonSpans, callerUnresolved } = storeFamilies(registry);
+  const { unmappedTraces, ingestRefused, queueDepth, saturated, storeHealthy, shadowVerdicts, shadowDisagreements, buildInfo } = healthAndShadowFamilies(registry, options.version);
 
   return {
     registry,
@@ -340,41 +399,13 @@ export function createAuditMetrics(options: AuditMetricsOptions = {}): AuditMetr
     },
 
     setRunsGauge(rows) {
-      const byPin = new Map<string, { contract: string; version: string; counts: Map<Verdict, number> }>();
-      for (const row of rows) {
-        if (!VERDICT_SET.has(row.verdict)) throw new TypeError(`unknown verdict ${JSON.stringify(row.verdict)}`);
-        const contract = nonEmpty(row.contract);
-        const version = nonEmpty(row.version);
-        const key = `${contract}\u0000${version}`;
-        let pin = byPin.get(key);
-        if (pin === undefined) {
-          pin = { contract, version, counts: new Map() };
-          byPin.set(key, pin);
-        }
-        pin.counts.set(row.verdict, (pin.counts.get(row.verdict) ?? 0) + row.runs);
-      }
-      const entries: Array<readonly [readonly string[], number]> = [];
-      for (const pin of byPin.values()) {
-        for (const v of VERDICTS) entries.push([[pin.contract, pin.version, v], pin.counts.get(v) ?? 0]);
-      }
-      runs.replaceAll(entries);
+      runs.replaceAll(runsGaugeEntries(rows));
     },
 
     setAlertingGauges(contracts, alerting, stalled) {
-      const a = new Map<string, number>();
-      const st = new Map<string, number>();
-      for (const c of contracts) {
-        for (const v of ALERTING_VERDICTS) a.set(`${nonEmpty(c)}\u0000${v}`, 0);
-        st.set(nonEmpty(c), 0);
-      }
-      for (const r of alerting) {
-        if (!VERDICT_SET.has(r.verdict)) throw new TypeError(`unknown verdict ${JSON.stringify(r.verdict)}`);
-        const k = `${nonEmpty(r.contract)}\u0000${r.verdict}`;
-        a.set(k, (a.get(k) ?? 0) + r.count);
-      }
-      for (const r of stalled) st.set(nonEmpty(r.contract), (st.get(nonEmpty(r.contract)) ?? 0) + r.count);
-      alertingRuns.replaceAll([...a].map(([k, n]) => [k.split('\u0000'), n] as const));
-      stalledRuns.replaceAll([...st].map(([c, n]) => [[c], n] as const));
+      const entries = alertingGaugeEntries(contracts, alerting, stalled);
+      alertingRuns.replaceAll(entries.alerting);
+      stalledRuns.replaceAll(entries.stalled);
     },
 
     receipt(type, result, n) {

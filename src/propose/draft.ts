@@ -151,22 +151,8 @@ function forbiddenByEdge(obs: readonly ForbiddenObservation[], runs: Set<string>
   return out;
 }
 
-/**
- * Draft a contract from receipts. Throws ProposeError when there is nothing to draft from.
- * Over ~120 lines (about 190) on purpose: it is one pass of numbered steps over the same run summaries (names, agents,
- * allow entries, the plan, forbidden marks, comments), each reading the counts the step before it made; split into
- * functions, each would take most of the others' locals as parameters.
- */
-export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions = {}): Draft {
-  const minShare = opts.minShare ?? 0.05;
-  if (!(minShare >= 0 && minShare < 1)) throw new ProposeError(`--min-share must be at least 0 and below 1, got ${minShare}`);
-  const runs = [...groupByRun(receipts).values()].filter((s) => s.edges.size > 0);
-  const n = runs.length;
-  if (n === 0) throw new ProposeError('no run with an edge receipt to draft from');
-  const common = n * (1 - minShare); // "nearly every run"
-  const rareBelow = n * minShare;
-
-  // Names: contract, version and phase as the runs' run.start receipts name them, unless given.
+/** The names a draft takes unless given: contract and phase as most run.start receipts name them, the next version, the starter most runs share. */
+function draftNames(runs: readonly RunState[], opts: ProposeOptions): { contract: string; phase: string; version: string; owner: string; ownerRuns: number } {
   const contracts = new Map<string, number>();
   const phases = new Map<string, number>();
   const owners = new Map<string, number>();
@@ -181,16 +167,21 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
   const phase = opts.phase ?? mostCommon(phases)?.[0] ?? 'main';
   const version = opts.version ?? nextVersion(opts.knownVersions?.(contract) ?? [], runs, contract);
   const [owner, ownerRuns] = mostCommon(owners)!;
+  return { contract, phase, version, owner, ownerRuns };
+}
 
-  // Per concrete edge: runs showing it, most observations in one run, and which runs.
-  interface Obs {
-    from: string;
-    to: string;
-    kind: string;
-    runs: Set<number>;
-    max: number;
-  }
-  const edges = new Map<string, Obs>();
+/** One concrete edge across the runs: the runs showing it (by index) and the most observations in one run. */
+interface EdgeObservation {
+  from: string;
+  to: string;
+  kind: string;
+  runs: Set<number>;
+  max: number;
+}
+
+/** Every concrete edge the runs show, most-shown first (then by source, target and kind). */
+function observedEdges(runs: readonly RunState[]): EdgeObservation[] {
+  const edges = new Map<string, EdgeObservation>();
   runs.forEach((s, i) => {
     for (const [k, e] of s.edges) {
       let o = edges.get(k);
@@ -199,11 +190,17 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
       o.max = Math.max(o.max, e.count);
     }
   });
-  const all = [...edges.values()].sort((a, b) => b.runs.size - a.runs.size || cmp(a.from, b.from) || cmp(a.to, b.to) || cmp(a.kind, b.kind));
+  return [...edges.values()].sort((a, b) => b.runs.size - a.runs.size || cmp(a.from, b.from) || cmp(a.to, b.to) || cmp(a.kind, b.kind));
+}
+
+/** Observed edges sorted into forbidden (by the version in force), rare (below --min-share) and kept. */
+function sortObservedEdges(
+  all: readonly EdgeObservation[],
+  forbiddenBy: Map<string, { under: Set<string>; runs: Set<string> }>,
+  rareBelow: number,
+): { forbidden: ForbiddenEdge[]; rare: DraftEdge[]; kept: EdgeObservation[] } {
   const rare: DraftEdge[] = [];
-  const kept: Obs[] = [];
-  const forbiddenBy = forbiddenByEdge(opts.forbidden ?? [], new Set(runs.map((s) => s.run)));
-  const ambiguousBy = forbiddenByEdge(opts.ambiguous ?? [], new Set(runs.map((s) => s.run)));
+  const kept: EdgeObservation[] = [];
   const forbidden: ForbiddenEdge[] = [];
   for (const o of all) {
     const f = forbiddenBy.get(edgeKey(o.from, o.to, o.kind));
@@ -211,10 +208,13 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
     else if (o.runs.size < rareBelow) rare.push({ from: o.from, to: [o.to], kind: o.kind, max: o.max, runs: o.runs.size, perTarget: [o.runs.size] });
     else kept.push(o);
   }
+  return { forbidden, rare, kept };
+}
 
-  // Bounded choices: targets of one source and kind that never appear together in a run are alternatives.
-  const groups: Obs[][] = [];
-  const bySourceKind = new Map<string, Obs[][]>();
+/** Bounded choices: targets of one source and kind that never appear together in a run are alternatives of one entry. */
+function boundedChoices(kept: readonly EdgeObservation[]): EdgeObservation[][] {
+  const groups: EdgeObservation[][] = [];
+  const bySourceKind = new Map<string, EdgeObservation[][]>();
   for (const o of kept) {
     const sk = `${o.from}\u0000${o.kind}`;
     const list = bySourceKind.get(sk) ?? [];
@@ -227,43 +227,48 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
     }
     bySourceKind.set(sk, list);
   }
-  const allow: DraftEdge[] = groups.map((g) => {
-    const runSet = new Set<number>();
-    for (const m of g) for (const r of m.runs) runSet.add(r);
-    // Most observations of the entry in one run: per run, the sum over its targets. Runs judged ambiguous_route on
-    // it (more than the max in force) do not raise the drafted max unless no other run shows it; they are marked.
-    const amb = g.map((m) => ambiguousBy.get(edgeKey(m.from, m.to, m.kind))).filter((x) => x !== undefined);
-    const ambRuns = new Set(amb.flatMap((a) => [...a.runs]));
-    let max = 0;
-    let ambMax = 0;
-    let ambCount = 0;
-    for (const r of runSet) {
-      let c = 0;
-      for (const m of g) c += runs[r].edges.get(tripleKey(m.from, m.to, m.kind))?.count ?? 0;
-      if (ambRuns.has(runs[r].run)) {
-        ambMax = Math.max(ambMax, c);
-        ambCount++;
-      } else max = Math.max(max, c);
-    }
-    if (max === 0) max = ambMax;
-    const entry: DraftEdge = { from: g[0].from, to: g.map((m) => m.to), kind: g[0].kind, max, runs: runSet.size, perTarget: g.map((m) => m.runs.size) };
-    if (ambCount) entry.ambiguous = { under: [...new Set(amb.flatMap((a) => [...a.under]))].sort(), runs: ambCount, max: ambMax };
-    return entry;
-  });
+  return groups;
+}
 
-  // The plan: entries (nearly) every run shows.
-  const expected = allow.filter((e) => e.runs >= common);
-  const firstAt = (s: RunState, e: DraftEdge): number | null => {
-    let t: number | null = null;
-    for (const to of e.to) {
-      const agg = s.edges.get(tripleKey(e.from, to, e.kind));
-      if (agg && (t === null || agg.first.at < t)) t = agg.first.at;
-    }
-    return t;
-  };
-  const times = runs.map((s) => expected.map((e) => firstAt(s, e)));
-  // before[a][b]: in every run showing both, a came strictly first (and at least one run shows both).
-  const m = expected.length;
+/**
+ * One allow entry from a group of targets. Its max: most observations of the entry in one run (per run, the sum over
+ * its targets). Runs judged ambiguous_route on it (more than the max in force) do not raise the drafted max unless no
+ * other run shows it; they are marked.
+ */
+function allowEntry(g: readonly EdgeObservation[], runs: readonly RunState[], ambiguousBy: Map<string, { under: Set<string>; runs: Set<string> }>): DraftEdge {
+  const runSet = new Set<number>();
+  for (const m of g) for (const r of m.runs) runSet.add(r);
+  const amb = g.map((m) => ambiguousBy.get(edgeKey(m.from, m.to, m.kind))).filter((x) => x !== undefined);
+  const ambRuns = new Set(amb.flatMap((a) => [...a.runs]));
+  let max = 0;
+  let ambMax = 0;
+  let ambCount = 0;
+  for (const r of runSet) {
+    let c = 0;
+    for (const m of g) c += runs[r].edges.get(tripleKey(m.from, m.to, m.kind))?.count ?? 0;
+    if (ambRuns.has(runs[r].run)) {
+      ambMax = Math.max(ambMax, c);
+      ambCount++;
+    } else max = Math.max(max, c);
+  }
+  if (max === 0) max = ambMax;
+  const entry: DraftEdge = { from: g[0].from, to: g.map((m) => m.to), kind: g[0].kind, max, runs: runSet.size, perTarget: g.map((m) => m.runs.size) };
+  if (ambCount) entry.ambiguous = { under: [...new Set(amb.flatMap((a) => [...a.under]))].sort(), runs: ambCount, max: ambMax };
+  return entry;
+}
+
+/** A run's first observation of an entry (any of its targets), or null. */
+function firstAt(s: RunState, e: DraftEdge): number | null {
+  let t: number | null = null;
+  for (const to of e.to) {
+    const agg = s.edges.get(tripleKey(e.from, to, e.kind));
+    if (agg && (t === null || agg.first.at < t)) t = agg.first.at;
+  }
+  return t;
+}
+
+/** before[a][b]: in every run showing both steps, a came strictly first (and at least one run shows both). */
+function stepsBefore(times: readonly (readonly (number | null)[])[], m: number): boolean[][] {
   const before = Array.from({ length: m }, () => new Array<boolean>(m).fill(false));
   for (let a = 0; a < m; a++) {
     for (let b = 0; b < m; b++) {
@@ -283,13 +288,12 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
       before[a][b] = ok && both > 0;
     }
   }
-  // Order the steps by their median first observation, then keep only the direct predecessors.
-  const median = (i: number) => {
-    const v = times.map((t) => t[i]).filter((x): x is number => x !== null);
-    return v.length ? percentile(v, 50) : Infinity;
-  };
-  // A topological order (by `before`), ready steps by earliest median first.
-  const medians = expected.map((_, i) => median(i));
+  return before;
+}
+
+/** A topological order of the steps (by `before`), ready steps by earliest median first observation; breaks cycles in `before`. */
+function stepOrder(expected: readonly DraftEdge[], before: boolean[][], medians: readonly number[]): number[] {
+  const m = expected.length;
   const order: number[] = [];
   const placed = new Set<number>();
   while (order.length < m) {
@@ -307,16 +311,30 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
     order.push(ready[0]);
     placed.add(ready[0]);
   }
+  return order;
+}
+
+/** The run's start: its first run.start, else its first receipt. */
+const startOf = (s: RunState) => {
+  const st = s.firstStart();
+  return st ? instant(st.at) : s.firstAt;
+};
+
+/** The plan: entries (nearly) every run shows, ordered, each after its direct predecessors, within the observed delay at the percentile. */
+function draftPlan(runs: readonly RunState[], allow: readonly DraftEdge[], common: number, pct: number): DraftStep[] {
+  const expected = allow.filter((e) => e.runs >= common);
+  const times = runs.map((s) => expected.map((e) => firstAt(s, e)));
+  const before = stepsBefore(times, expected.length);
+  const median = (i: number) => {
+    const v = times.map((t) => t[i]).filter((x): x is number => x !== null);
+    return v.length ? percentile(v, 50) : Infinity;
+  };
+  const order = stepOrder(expected, before, expected.map((_, i) => median(i)));
   const direct = (b: number) => {
     const preds = order.filter((a) => before[a][b]);
     return preds.filter((a) => !preds.some((c) => c !== a && before[a][c]));
   };
-  const startOf = (s: RunState) => {
-    const st = s.firstStart();
-    return st ? instant(st.at) : s.firstAt;
-  };
-  const pct = opts.percentile ?? 99;
-  const plan: DraftStep[] = order.map((i) => {
+  return order.map((i) => {
     const after = direct(i);
     const delays: number[] = [];
     runs.forEach((s, r) => {
@@ -333,7 +351,27 @@ export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions =
     const observedMs = delays.length ? percentile(delays, pct) : 0;
     return { edge: expected[i], key: specText(expected[i]), after: after.map((a) => specText(expected[a])), withinMs: roundUpDuration(observedMs), observedMs, measured: delays.length };
   });
+}
 
+/**
+ * Draft a contract from receipts. Throws ProposeError when there is nothing to draft from. Steps: names, observed
+ * edges sorted into forbidden / rare / kept, bounded choices, allow entries, the plan, the agents declared.
+ */
+export function proposeDraft(receipts: Iterable<Receipt>, opts: ProposeOptions = {}): Draft {
+  const minShare = opts.minShare ?? 0.05;
+  if (!(minShare >= 0 && minShare < 1)) throw new ProposeError(`--min-share must be at least 0 and below 1, got ${minShare}`);
+  const runs = [...groupByRun(receipts).values()].filter((s) => s.edges.size > 0);
+  const n = runs.length;
+  if (n === 0) throw new ProposeError('no run with an edge receipt to draft from');
+  const common = n * (1 - minShare); // "nearly every run"
+  const rareBelow = n * minShare;
+  const { contract, phase, version, owner, ownerRuns } = draftNames(runs, opts);
+  const runIds = new Set(runs.map((s) => s.run));
+  const { forbidden, rare, kept } = sortObservedEdges(observedEdges(runs), forbiddenByEdge(opts.forbidden ?? [], runIds), rareBelow);
+  const ambiguousBy = forbiddenByEdge(opts.ambiguous ?? [], runIds);
+  const allow = boundedChoices(kept).map((g) => allowEntry(g, runs, ambiguousBy));
+  const pct = opts.percentile ?? 99;
+  const plan = draftPlan(runs, allow, common, pct);
   const outcomeRuns = runs.filter((s) => s.verifiedOutcome !== null).length;
   // Agents named only by kept entries are declared; an agent seen only on a rare edge is listed in its comment.
   const declared = new Set<string>([owner]);

@@ -272,6 +272,51 @@ function segments(path: string): string[] | null {
   }
 }
 
+/** The view's static files (its style, icon and client modules, read once from the build); false for other paths. */
+function sendAsset(res: ServerResponse, path: string, clientDir: string | null, assets: Map<string, Buffer>): boolean {
+  if (path === '/ui/app.css') {
+    send(res, 200, 'text/css; charset=utf-8', STYLE_CSS, { 'cache-control': 'no-cache' });
+    return true;
+  }
+  if (path === '/ui/icon.svg') {
+    send(res, 200, 'image/svg+xml', ICON_SVG, { 'cache-control': 'max-age=86400' });
+    return true;
+  }
+  const m = /^\/ui\/client\/([a-z][a-z0-9-]*\.js(?:\.map)?)$/.exec(path);
+  if (!m) return false;
+  let body = assets.get(m[1]);
+  if (!body && clientDir && existsSync(join(clientDir, m[1]))) {
+    body = readFileSync(join(clientDir, m[1]));
+    assets.set(m[1], body);
+  }
+  if (!body) send(res, 404, 'text/plain; charset=utf-8', clientDir ? 'no such file' : 'the web view is not built: run npm run build');
+  else send(res, 200, m[1].endsWith('.map') ? 'application/json' : 'text/javascript; charset=utf-8', body, { 'cache-control': 'no-cache' });
+  return true;
+}
+
+/** GET /ui/api/runs: a page of the run list, filtered by verdict, contract and the alert state flags (true or false; absent: either). */
+async function sendRunList(res: ServerResponse, q: URLSearchParams, engine: AuditEngine, now: () => number, silenceOf: UiOptions['silenceOf']): Promise<void> {
+  const limit = Number(q.get('limit') ?? 200) || 200;
+  const flags: Record<'acked' | 'alerting' | 'silenced', boolean | undefined> = { acked: undefined, alerting: undefined, silenced: undefined };
+  for (const k of ['acked', 'alerting', 'silenced'] as const) {
+    const v = q.get(k);
+    if (v === null || v === '') continue;
+    if (v !== 'true' && v !== 'false') {
+      sendJson(res, 400, { error: `${k}: true or false` });
+      return;
+    }
+    flags[k] = v === 'true';
+  }
+  try {
+    const after = q.get('after') || undefined;
+    const list = await listRuns(engine, { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, after, ...flags }, now(), silenceOf);
+    sendJson(res, 200, { ...list, silences: !!silenceOf, now: new Date(now()).toISOString() });
+  } catch (e) {
+    if (!(e instanceof ListCursorError)) throw e;
+    sendJson(res, 400, { error: e.message });
+  }
+}
+
 /** The web view's routes. Returns false for paths it does not own (the API handles them). */
 export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Route {
   const now = options.now ?? Date.now;
@@ -305,28 +350,7 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
       send(res, 200, 'text/html; charset=utf-8', shell, { 'cache-control': 'no-cache' });
       return true;
     }
-    if (path === '/ui/app.css') {
-      send(res, 200, 'text/css; charset=utf-8', STYLE_CSS, { 'cache-control': 'no-cache' });
-      return true;
-    }
-    if (path === '/ui/icon.svg') {
-      send(res, 200, 'image/svg+xml', ICON_SVG, { 'cache-control': 'max-age=86400' });
-      return true;
-    }
-    const m = /^\/ui\/client\/([a-z][a-z0-9-]*\.js(?:\.map)?)$/.exec(path);
-    if (m) {
-      let body = assets.get(m[1]);
-      if (!body && clientDir && existsSync(join(clientDir, m[1]))) {
-        body = readFileSync(join(clientDir, m[1]));
-        assets.set(m[1], body);
-      }
-      if (!body) {
-        send(res, 404, 'text/plain; charset=utf-8', clientDir ? 'no such file' : 'the web view is not built: run npm run build');
-        return true;
-      }
-      send(res, 200, m[1].endsWith('.map') ? 'application/json' : 'text/javascript; charset=utf-8', body, { 'cache-control': 'no-cache' });
-      return true;
-    }
+    if (sendAsset(res, path, clientDir, assets)) return true;
     if (path === '/ui/events' || path.startsWith('/ui/api/')) {
       if (options.authenticate && !options.authenticate(req)) {
         sendJson(res, 401, { error: 'missing or invalid bearer token' });
@@ -356,27 +380,7 @@ export function createUiRoutes(engine: AuditEngine, options: UiOptions = {}): Ro
     }
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (resource === 'runs' && id === undefined) {
-      const q = url.searchParams;
-      const limit = Number(q.get('limit') ?? 200) || 200;
-      // The alert state filters: true or false (absent: either).
-      const flags: Record<'acked' | 'alerting' | 'silenced', boolean | undefined> = { acked: undefined, alerting: undefined, silenced: undefined };
-      for (const k of ['acked', 'alerting', 'silenced'] as const) {
-        const v = q.get(k);
-        if (v === null || v === '') continue;
-        if (v !== 'true' && v !== 'false') {
-          sendJson(res, 400, { error: `${k}: true or false` });
-          return true;
-        }
-        flags[k] = v === 'true';
-      }
-      try {
-        const after = q.get('after') || undefined;
-        const list = await listRuns(engine, { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, after, ...flags }, now(), options.silenceOf);
-        sendJson(res, 200, { ...list, silences: !!options.silenceOf, now: new Date(now()).toISOString() });
-      } catch (e) {
-        if (!(e instanceof ListCursorError)) throw e;
-        sendJson(res, 400, { error: e.message });
-      }
+      await sendRunList(res, url.searchParams, engine, now, options.silenceOf);
       return true;
     }
     if (resource === 'runs' && id !== undefined) {

@@ -438,34 +438,29 @@ function namedLoops(
   return out;
 }
 
+type GraphRoot = { traceId: string; spanId: string; name?: string; status?: number };
+
+/** Whether `spanId` sits beneath `ancestor` by span parentage. */
+function beneath(t: LgTrace, spanId: string, ancestor: string): boolean {
+  let p = t.spans.get(spanId)?.parent ?? null;
+  for (let hops = 0; p !== null && hops < 10_000; hops++) {
+    if (p === ancestor) return true;
+    p = t.spans.get(p)?.parent ?? null;
+  }
+  return false;
+}
+
 /**
- * The graph under `root` -> receipts, read level by level. The evidence used, and nothing else:
- * - a node's task and the task it ran inside: the checkpoint namespace (`supervisor:…|researcher:…`: the
- *   researcher task ran inside the supervisor's), else span parentage;
- * - a task the node invoked (a functional-API `task` inside its `entrypoint`, not beneath the node's span):
- *   `node -> task : delegate` and `task -> node : return`; siblings imply nothing about each other;
- * - the nodes of a graph (the root graph, or a subgraph beneath a node): their sequence, as before (a transfer
- *   beneath a node, a return of control, a graph edge); a subgraph is entered by `node -> entry : delegate` and
- *   left by `last -> node : return`, so inner routes are the inner agents' edges under the outer node;
- * - nodes that overlap in time at one level are not ordered by anything: a gap, and no edge into or out of them.
- * Over ~120 lines (about 170) on purpose: the walk helpers (beneath, enclosing) and the edge and gap writers are
- * closures over the one trace, its task index and the outcome being built, and so is the nested readSequence.
+ * The tasks of the graph under `root`: node spans beneath it (a node span right beneath a span of the same task is
+ * that task's subgraph), each with the task it ran inside (checkpoint namespace, else span parentage), the tasks
+ * by parent, and `enclosing`: the nearest task at or above a span (below the root), or null.
  */
-function readGraph(root: { traceId: string; spanId: string; name?: string; status?: number }, t: LgTrace, run: string): LangGraphOutcome {
-  const beneath = (spanId: string, ancestor: string): boolean => {
-    let p = t.spans.get(spanId)?.parent ?? null;
-    for (let hops = 0; p !== null && hops < 10_000; hops++) {
-      if (p === ancestor) return true;
-      p = t.spans.get(p)?.parent ?? null;
-    }
-    return false;
-  };
-  // Tasks: node spans beneath the root; a node span right beneath a span of the same task is that task's subgraph.
+function graphTasks(root: GraphRoot, t: LgTrace): { tasks: Task[]; children: Map<Task | null, Task[]>; enclosing: (spanId: string | null) => Task | null } {
   const tasks: Task[] = [];
   const taskOfSpan = new Map<string, Task>();
   const byNs = new Map<string, Task>();
   for (const [spanId, s] of t.spans) {
-    if (s.node === null || INTERNAL_NODES.has(s.node) || !beneath(spanId, root.spanId)) continue;
+    if (s.node === null || INTERNAL_NODES.has(s.node) || !beneath(t, spanId, root.spanId)) continue;
     const p = s.parent !== null ? t.spans.get(s.parent) : undefined;
     const wrapper = p !== undefined && p.node === s.node && (s.ns ? p.ns === s.ns : !p.ns);
     if (wrapper) continue;
@@ -474,7 +469,6 @@ function readGraph(root: { traceId: string; spanId: string; name?: string; statu
     taskOfSpan.set(spanId, task);
     if (s.ns) byNs.set(s.ns, task);
   }
-  /** The nearest task at or above `spanId` by parentage (below the root), or null. */
   const enclosing = (spanId: string | null): Task | null => {
     let p = spanId;
     for (let hops = 0; p !== null && p !== root.spanId && hops < 10_000; hops++) {
@@ -489,22 +483,39 @@ function readGraph(root: { traceId: string; spanId: string; name?: string; statu
     const cut = ns ? ns.lastIndexOf('|') : -1;
     const byPath = ns && cut > 0 ? byNs.get(ns.slice(0, cut)) : undefined;
     task.parent = byPath ?? enclosing(task.s.parent);
-    task.inner = task.parent === null || beneath(task.spanId, task.parent.spanId);
+    task.inner = task.parent === null || beneath(t, task.spanId, task.parent.spanId);
   }
   // A level made only of agent-loop nodes is its parent agent's own loop.
-  const children = new Map<Task | null, Task[]>();
-  for (const task of tasks) {
-    const list = children.get(task.parent);
-    if (list) list.push(task);
-    else children.set(task.parent, [task]);
-  }
+  const children = groupByParent(tasks);
   for (const list of children.values()) {
     const inner = list.filter((x) => x.inner);
     if (inner.length > 0 && inner.every((x) => AGENT_LOOP_NODES.has(x.agent))) for (const x of inner) x.loop = true;
   }
-  // A prebuilt agent's loop that names its agent (createAgent's `lc_agent_name` on its nodes, else, at the top level, the
-  // graph root's name) is that agent: a task of its own standing for the loop's graph span (see namedLoops).
+  return { tasks, children, enclosing };
+}
+
+/** Tasks by the task they ran inside (null: the root graph), in order. */
+function groupByParent(tasks: readonly Task[]): Map<Task | null, Task[]> {
+  const out = new Map<Task | null, Task[]>();
+  for (const task of tasks) {
+    const list = out.get(task.parent);
+    if (list) list.push(task);
+    else out.set(task.parent, [task]);
+  }
+  return out;
+}
+
+/**
+ * The agents of the graph: a prebuilt agent's loop that names its agent (createAgent's `lc_agent_name` on its nodes,
+ * else, at the top level, the graph root's name) is that agent, a task of its own standing for the loop's graph span
+ * (see namedLoops); `agentOf` maps a task to the agent task it counts for; `read`: the tasks that are agents.
+ */
+function graphAgents(root: GraphRoot, t: LgTrace, tasks: readonly Task[], children: Map<Task | null, Task[]>): { agentOf: (task: Task | null) => Task | null; read: Task[] } {
   const virtualOf = new Map<Task, Task>();
+  const isLoopDescendant = (x: Task): boolean => {
+    for (let p = x.parent, hops = 0; p !== null && hops < 10_000; p = p.parent, hops++) if (p.loop) return true;
+    return false;
+  };
   const agentOf = (task: Task | null): Task | null => {
     let x = task;
     for (let hops = 0; x !== null && hops < 10_000; hops++) {
@@ -515,122 +526,168 @@ function readGraph(root: { traceId: string; spanId: string; name?: string; statu
     }
     return x;
   };
-  function isLoopDescendant(x: Task): boolean {
-    for (let p = x.parent, hops = 0; p !== null && hops < 10_000; p = p.parent, hops++) if (p.loop) return true;
-    return false;
-  }
   const virtuals = namedLoops(root, t, children, virtualOf, agentOf);
-  const read = [...tasks, ...virtuals].filter((x) => agentOf(x) === x);
-  const outcome: LangGraphOutcome = { traceId: root.traceId, run, receipts: [], nodes: read.map((n) => ({ spanId: n.spanId, agent: n.agent })) };
-  const gapCount = new Map<string, number>();
-  const gap = (spanId: string, atMs: number, reason: string, source: string, ends: { from?: string; to?: string } = {}) => {
-    const k = gapCount.get(spanId) ?? 0;
-    gapCount.set(spanId, k + 1);
-    const r: Receipt = { run, event: k === 0 ? `${spanId}:gap` : `${spanId}:gap.${k}`, type: 'gap', at: iso(atMs), reason };
-    if (ends.from && isId(ends.from)) r.from = ends.from;
-    if (ends.to && isId(ends.to)) r.to = ends.to;
-    outcome.receipts.push(withEvidence(r, { span: source }));
-    outcome.reason ??= reason;
-  };
-  if (read.length === 0) {
-    outcome.reason = 'langgraph_no_nodes';
-    return outcome;
-  }
-  // Transfers, by the agent task they sit beneath.
-  const transfers = new Map<Task, string[]>();
-  const transferSources = new Map<string, string[]>(); // `${task span id} ${target}` -> sources of the transfer spans naming it
+  return { agentOf, read: [...tasks, ...virtuals].filter((x) => agentOf(x) === x) };
+}
+
+/** Transfers, by the agent task they sit beneath, and the sources of the transfer spans naming each target. */
+interface GraphTransfers {
+  byTask: Map<Task, string[]>;
+  /** `${task span id} ${target}` -> sources of the transfer spans naming it */
+  sources: Map<string, string[]>;
+}
+
+function graphTransfers(t: LgTrace, agentOf: (task: Task | null) => Task | null, enclosing: (spanId: string | null) => Task | null): GraphTransfers {
+  const byTask = new Map<Task, string[]>();
+  const sources = new Map<string, string[]>();
   for (const [spanId, s] of t.spans) {
     if (s.transferTo === null) continue;
     const n = agentOf(enclosing(spanId));
     if (n === null) continue;
-    const list = transfers.get(n);
+    const list = byTask.get(n);
     if (list) list.push(s.transferTo);
-    else transfers.set(n, [s.transferTo]);
+    else byTask.set(n, [s.transferTo]);
     const k = `${n.spanId} ${s.transferTo}`;
-    const srcs = transferSources.get(k);
+    const srcs = sources.get(k);
     if (srcs) srcs.push(s.source);
-    else transferSources.set(k, [s.source]);
+    else sources.set(k, [s.source]);
   }
-  for (const n of read) if (!isId(n.agent)) gap(n.spanId, n.s.startMs, 'agent_id_invalid', n.s.source);
-  // Evidence: the node span of each end vouches for its agent, and a transfer span for the agent it names.
-  const edge = (spanId: string, suffix: string, at: string, from: Task, to: Task, kind: EdgeKind, status: number, transferred = false) => {
-    if (!isId(from.agent) || !isId(to.agent)) return;
-    const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at, from: from.agent, to: to.agent, kind };
-    if (localStatus(status) === 'error') r.status = 'error';
-    const toSources = [to.s.source, ...(transferred ? (transferSources.get(`${from.spanId} ${to.agent}`) ?? []) : [])];
-    outcome.receipts.push(withEvidence(r, { from: [from.s.source], to: [...new Set(toSources)], span: spanId === from.spanId ? from.s.source : to.s.source }));
+  return { byTask, sources };
+}
+
+/** The receipts of one graph as they are written: gaps (numbered per span) and edges with their evidence. */
+interface GraphWriter {
+  gap(spanId: string, atMs: number, reason: string, source: string, ends?: { from?: string; to?: string }): void;
+  edge(spanId: string, suffix: string, at: string, from: Task, to: Task, kind: EdgeKind, status: number, transferred?: boolean): void;
+}
+
+function graphWriter(run: string, outcome: LangGraphOutcome, transfers: GraphTransfers): GraphWriter {
+  const gapCount = new Map<string, number>();
+  return {
+    gap(spanId, atMs, reason, source, ends = {}) {
+      const k = gapCount.get(spanId) ?? 0;
+      gapCount.set(spanId, k + 1);
+      const r: Receipt = { run, event: k === 0 ? `${spanId}:gap` : `${spanId}:gap.${k}`, type: 'gap', at: iso(atMs), reason };
+      if (ends.from && isId(ends.from)) r.from = ends.from;
+      if (ends.to && isId(ends.to)) r.to = ends.to;
+      outcome.receipts.push(withEvidence(r, { span: source }));
+      outcome.reason ??= reason;
+    },
+    // Evidence: the node span of each end vouches for its agent, and a transfer span for the agent it names.
+    edge(spanId, suffix, at, from, to, kind, status, transferred = false) {
+      if (!isId(from.agent) || !isId(to.agent)) return;
+      const r: Receipt = { run, event: `${spanId}:${suffix}`, type: 'edge', at, from: from.agent, to: to.agent, kind };
+      if (localStatus(status) === 'error') r.status = 'error';
+      const toSources = [to.s.source, ...(transferred ? (transfers.sources.get(`${from.spanId} ${to.agent}`) ?? []) : [])];
+      outcome.receipts.push(withEvidence(r, { from: [from.s.source], to: [...new Set(toSources)], span: spanId === from.spanId ? from.s.source : to.s.source }));
+    },
   };
-  const startOf = (x: Task) => exactIso(x.s.startMs, x.s.startNs);
-  const endOf = (x: Task) => exactIso(x.s.endMs, x.s.endNs);
-  const levels = new Map<Task | null, Task[]>();
-  for (const x of read) {
-    const list = levels.get(x.parent);
-    if (list) list.push(x);
-    else levels.set(x.parent, [x]);
+}
+
+const taskStart = (x: Task) => exactIso(x.s.startMs, x.s.startNs);
+const taskEnd = (x: Task) => exactIso(x.s.endMs, x.s.endNs);
+
+/** One step of a sequence: `from` ran, then `to`; `transfer`: `from` transferred control to `to`'s agent. */
+interface SequenceStep {
+  from: Task;
+  to: Task;
+  transfer: boolean;
+}
+
+/**
+ * The steps of one level's nodes, in order. Groups of nodes that ran in parallel: one superstep's nodes where
+ * LangGraph's steps order them (see orderedBySteps), else nodes that overlap in time. The first of a group follows the
+ * node before it; the others are not ordered by anything (a gap each), nor is whatever follows the group.
+ */
+function sequenceSteps(nodes: readonly Task[], transfers: GraphTransfers, w: GraphWriter): { steps: SequenceStep[]; overlapped: Set<Task> } {
+  const bySteps = orderedBySteps(nodes);
+  const overlapped = new Set<Task>();
+  const steps: SequenceStep[] = [];
+  let prev: Task | null = null;
+  let broken = false;
+  for (let i = 0; i < nodes.length; ) {
+    let j = i + 1;
+    let end = nodes[i].s.endMs;
+    if (bySteps) while (j < nodes.length && nodes[j].s.step === nodes[i].s.step) j++;
+    else while (j < nodes.length && nodes[j].s.startMs < end) end = Math.max(end, nodes[j++].s.endMs);
+    const cur = nodes[i];
+    if (prev !== null && !broken) steps.push({ from: prev, to: cur, transfer: (transfers.byTask.get(prev) ?? []).includes(cur.agent) });
+    for (let k = i + 1; k < j; k++) {
+      overlapped.add(nodes[k]);
+      w.gap(nodes[k].spanId, nodes[k].s.startMs, 'langgraph_parallel_nodes', nodes[k].s.source, { to: nodes[k].agent });
+    }
+    if (j > i + 1) overlapped.add(cur);
+    broken = j > i + 1;
+    prev = cur;
+    i = j;
   }
-  for (const [owner, list] of levels) {
+  return { steps, overlapped };
+}
+
+/** The nodes of one graph level in sequence: its edges (transfers, returns of control, graph edges) and gaps. */
+function readSequence(owner: Task | null, nodes: readonly Task[], transfers: GraphTransfers, w: GraphWriter): void {
+  if (nodes.length === 0) return;
+  const { steps, overlapped } = sequenceSteps(nodes, transfers, w);
+  // A subgraph beneath a node: the node enters it at its first node and gets control back from its last.
+  const first = nodes[0];
+  const last = nodes[nodes.length - 1];
+  if (owner !== null && first.agent !== owner.agent) w.edge(first.spanId, 'delegate', taskStart(first), owner, first, 'delegate', first.s.status);
+  const callers: string[] = []; // delegation stack of agents
+  for (let i = 0; i < steps.length; i++) {
+    const st = steps[i];
+    if (st.transfer) {
+      const next = steps[i + 1];
+      const returns = next !== undefined && next.from === st.to && next.to.agent === st.from.agent && !next.transfer;
+      if (returns) callers.push(st.from.agent);
+      w.edge(st.to.spanId, returns ? 'delegate' : 'handoff', taskStart(st.to), st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
+    } else if (callers.length > 0 && callers[callers.length - 1] === st.to.agent) {
+      callers.pop();
+      w.edge(st.from.spanId, 'return', taskEnd(st.from), st.from, st.to, 'return', st.from.s.status);
+    } else {
+      w.edge(st.to.spanId, 'handoff', taskStart(st.to), st.from, st.to, 'handoff', st.to.s.status);
+    }
+  }
+  if (owner !== null && !overlapped.has(last) && last.agent !== owner.agent && localStatus(last.s.status) !== 'error') w.edge(last.spanId, 'return', taskEnd(last), last, owner, 'return', last.s.status);
+  // A transfer whose target never ran (the graph stopped, or the target is not a node): a gap.
+  for (const n of nodes) {
+    for (const target of transfers.byTask.get(n) ?? []) {
+      const ran = steps.some((st) => st.from === n && st.to.agent === target);
+      if (!ran) w.gap(n.spanId, n.s.endMs, 'handoff_target_unresolved', n.s.source, { from: n.agent, to: target });
+    }
+  }
+}
+
+/**
+ * The graph under `root` -> receipts, read level by level. The evidence used, and nothing else:
+ * - a node's task and the task it ran inside: the checkpoint namespace (`supervisor:…|researcher:…`: the
+ *   researcher task ran inside the supervisor's), else span parentage (graphTasks);
+ * - a task the node invoked (a functional-API `task` inside its `entrypoint`, not beneath the node's span):
+ *   `node -> task : delegate` and `task -> node : return`; siblings imply nothing about each other;
+ * - the nodes of a graph (the root graph, or a subgraph beneath a node): their sequence (readSequence: a transfer
+ *   beneath a node, a return of control, a graph edge); a subgraph is entered by `node -> entry : delegate` and
+ *   left by `last -> node : return`, so inner routes are the inner agents' edges under the outer node;
+ * - nodes that overlap in time at one level are not ordered by anything: a gap, and no edge into or out of them.
+ */
+function readGraph(root: GraphRoot, t: LgTrace, run: string): LangGraphOutcome {
+  const { tasks, children, enclosing } = graphTasks(root, t);
+  const { agentOf, read } = graphAgents(root, t, tasks, children);
+  const outcome: LangGraphOutcome = { traceId: root.traceId, run, receipts: [], nodes: read.map((n) => ({ spanId: n.spanId, agent: n.agent })) };
+  if (read.length === 0) {
+    outcome.reason = 'langgraph_no_nodes';
+    return outcome;
+  }
+  const transfers = graphTransfers(t, agentOf, enclosing);
+  const w = graphWriter(run, outcome, transfers);
+  for (const n of read) if (!isId(n.agent)) w.gap(n.spanId, n.s.startMs, 'agent_id_invalid', n.s.source);
+  for (const [owner, list] of groupByParent(read)) {
     // Tasks the owner invoked: a call each, with its return.
     for (const c of list) {
       if (c.inner || owner === null) continue;
-      edge(c.spanId, 'delegate', startOf(c), owner, c, 'delegate', c.s.status);
-      if (localStatus(c.s.status) !== 'error') edge(c.spanId, 'return', endOf(c), c, owner, 'return', c.s.status);
+      w.edge(c.spanId, 'delegate', taskStart(c), owner, c, 'delegate', c.s.status);
+      if (localStatus(c.s.status) !== 'error') w.edge(c.spanId, 'return', taskEnd(c), c, owner, 'return', c.s.status);
     }
     const nodes = list.filter((x) => x.inner).sort((a, b) => a.s.startMs - b.s.startMs || (a.spanId < b.spanId ? -1 : 1));
-    readSequence(owner, nodes);
-  }
-  function readSequence(owner: Task | null, nodes: Task[]): void {
-    if (nodes.length === 0) return;
-    // Groups of nodes that ran in parallel: one superstep's nodes where LangGraph's steps order them (see
-    // orderedBySteps), else nodes that overlap in time. The first of a group follows the node before it; the others
-    // are not ordered by anything (a gap each), nor is whatever follows the group.
-    const bySteps = orderedBySteps(nodes);
-    const overlapped = new Set<Task>();
-    const steps: { from: Task; to: Task; transfer: boolean }[] = [];
-    let prev: Task | null = null;
-    let broken = false;
-    for (let i = 0; i < nodes.length; ) {
-      let j = i + 1;
-      let end = nodes[i].s.endMs;
-      if (bySteps) while (j < nodes.length && nodes[j].s.step === nodes[i].s.step) j++;
-      else while (j < nodes.length && nodes[j].s.startMs < end) end = Math.max(end, nodes[j++].s.endMs);
-      const cur = nodes[i];
-      if (prev !== null && !broken) steps.push({ from: prev, to: cur, transfer: (transfers.get(prev) ?? []).includes(cur.agent) });
-      for (let k = i + 1; k < j; k++) {
-        overlapped.add(nodes[k]);
-        gap(nodes[k].spanId, nodes[k].s.startMs, 'langgraph_parallel_nodes', nodes[k].s.source, { to: nodes[k].agent });
-      }
-      if (j > i + 1) overlapped.add(cur);
-      broken = j > i + 1;
-      prev = cur;
-      i = j;
-    }
-    // A subgraph beneath a node: the node enters it at its first node and gets control back from its last.
-    const first = nodes[0];
-    const last = nodes[nodes.length - 1];
-    if (owner !== null && first.agent !== owner.agent) edge(first.spanId, 'delegate', startOf(first), owner, first, 'delegate', first.s.status);
-    const callers: string[] = []; // delegation stack of agents
-    for (let i = 0; i < steps.length; i++) {
-      const st = steps[i];
-      if (st.transfer) {
-        const next = steps[i + 1];
-        const returns = next !== undefined && next.from === st.to && next.to.agent === st.from.agent && !next.transfer;
-        if (returns) callers.push(st.from.agent);
-        edge(st.to.spanId, returns ? 'delegate' : 'handoff', startOf(st.to), st.from, st.to, returns ? 'delegate' : 'handoff', st.to.s.status, true);
-      } else if (callers.length > 0 && callers[callers.length - 1] === st.to.agent) {
-        callers.pop();
-        edge(st.from.spanId, 'return', endOf(st.from), st.from, st.to, 'return', st.from.s.status);
-      } else {
-        edge(st.to.spanId, 'handoff', startOf(st.to), st.from, st.to, 'handoff', st.to.s.status);
-      }
-    }
-    if (owner !== null && !overlapped.has(last) && last.agent !== owner.agent && localStatus(last.s.status) !== 'error') edge(last.spanId, 'return', endOf(last), last, owner, 'return', last.s.status);
-    // A transfer whose target never ran (the graph stopped, or the target is not a node): a gap.
-    for (const n of nodes) {
-      for (const target of transfers.get(n) ?? []) {
-        const ran = steps.some((st) => st.from === n && st.to.agent === target);
-        if (!ran) gap(n.spanId, n.s.endMs, 'handoff_target_unresolved', n.s.source, { from: n.agent, to: target });
-      }
-    }
+    readSequence(owner, nodes, transfers, w);
   }
   return outcome;
 }

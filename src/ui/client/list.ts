@@ -2,8 +2,8 @@
  * The run list: newest first, filtered by verdict, contract and alert state (kept in the URL), updated live. It answers
  * "since when": absolute start times with dates (UTC, local on hover), when each run entered its verdict, and
  * whether it is alerting, acknowledged or silenced.
- * Over ~120 lines (about 130): the page's elements and the closures that keep them current (filters, chips, the live
- * stream, disposal) share its local state, as every page of this web view does; most of its length is markup.
+ * The page's markup is built by the functions below (listElements, runRow, runsBody, verdictChips); listPage keeps the
+ * state (filters, cursor, live updates) and the closures that keep the markup current.
  */
 import type { RunList, RunRow } from '../view.js';
 import type { Ctx, View } from './page.js';
@@ -29,18 +29,8 @@ function stateCell(r: RunRow): HTMLElement {
   return badges.length ? h('span', { class: 'states' }, badges) : h('span', { class: 'faint' }, '–');
 }
 
-export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
-  let verdict = params.query.get('verdict') ?? '';
-  let contract = params.query.get('contract') ?? '';
-  // Cursor paging: the page shown starts after `after` (the `next` of the page before); `before` the cursors of the
-  // pages before it, for Previous.
-  let after = params.query.get('after') ?? '';
-  const before: string[] = [];
-  let state = STATES.some(([k]) => k === (params.query.get('state') ?? '')) ? (params.query.get('state') ?? '') : '';
-  let disposed = false;
-  const changed = new Set<string>();
-  ctx.setTitle('Runs');
-
+/** The page's elements: its head, the verdict chips, the filters, the table's place, the pager. */
+function listElements(state: string) {
   const head = h(
     'div',
     { class: 'page-head' },
@@ -62,6 +52,85 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
     body,
     pager,
   );
+  return { head, chips, verdictSelect, contractSelect, stateSelect, summary, body, prev, next, card };
+}
+
+/** One run's row; `flash`: it changed since the last load. */
+function runRow(r: RunRow, flash: boolean): HTMLTableRowElement {
+  return h(
+    'tr',
+    { 'data-run': r.run, class: flash ? 'flash' : undefined },
+    // data-label names the column when a narrow screen shows each row as a card.
+    h('td', { class: 'run', 'data-label': 'Run' }, h('a', { href: runHref(r.run) }, r.run)),
+    h('td', { 'data-label': 'Verdict' }, verdictBadge(r.verdict), r.verdictSince ? h('div', { class: 'since' }, 'since ', whenEl(r.verdictSince)) : null),
+    h('td', { 'data-label': 'Naive rule' }, naiveBadge(r.naive)),
+    h('td', { class: 'nowrap', 'data-label': 'Contract' }, r.pin ? h('a', { href: contractHref(r.pin.contract) }, `${r.pin.contract}@${r.pin.version}`) : h('span', { class: 'faint' }, 'no pin'), r.pin ? h('div', { class: 'faint' }, r.pin.phase) : null),
+    h('td', { class: 'msg', 'data-label': 'First finding' }, r.firstFinding ?? h('span', { class: 'faint' }, 'no findings')),
+    h('td', { 'data-label': 'State' }, stateCell(r)),
+    h('td', { class: 'time', 'data-label': 'Started' }, whenEl(r.startedAt), h('span', { class: 'updated' }, 'updated ', agoEl(r.updatedAt))),
+  );
+}
+
+/** The table of the runs shown, or what to say when none is. */
+function runsBody(d: RunList, changed: ReadonlySet<string>): HTMLElement {
+  if (!d.runs.length) {
+    return h(
+      'div',
+      { class: 'empty' },
+      d.total
+        ? 'No run matches these filters.'
+        : h('span', {}, 'No runs yet. Send receipts as NDJSON to ', h('code', {}, 'POST /v1/receipts'), ' or OTLP traces to the OTLP ports.'),
+    );
+  }
+  return h(
+    'table',
+    { 'aria-label': 'Runs', class: 'cards-narrow' },
+    h('thead', {}, h('tr', {}, ['Run', 'Verdict', 'Naive rule', 'Contract', 'First finding', 'State', 'Started'].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, d.runs.map((r) => runRow(r, changed.has(r.run)))),
+  );
+}
+
+/** A chip per verdict with its count; pressing one filters by it (pressing the pressed one clears the filter). */
+function verdictChips(d: RunList, verdict: string, pick: (v: string) => void): HTMLElement[] {
+  return d.verdicts.map((v) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        class: `chip${d.counts[v] ? '' : ' zero'}`,
+        'aria-pressed': String(verdict === v),
+        title: d.meanings[v],
+        onclick: () => pick(verdict === v ? '' : v),
+      },
+      verdictBadge(v),
+      h('span', { class: 'n' }, d.counts[v]),
+    ),
+  );
+}
+
+/** The list API's query for these filters and cursor. */
+function runsQuery(verdict: string, contract: string, after: string, state: string): URLSearchParams {
+  const q = new URLSearchParams({ limit: '500' });
+  if (verdict) q.set('verdict', verdict);
+  if (contract) q.set('contract', contract);
+  if (after) q.set('after', after);
+  for (const [k, v] of Object.entries(STATES.find(([key]) => key === state)?.[2] ?? {})) q.set(k, v);
+  return q;
+}
+
+export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
+  let verdict = params.query.get('verdict') ?? '';
+  let contract = params.query.get('contract') ?? '';
+  // Cursor paging: the page shown starts after `after` (the `next` of the page before); `before` the cursors of the
+  // pages before it, for Previous.
+  let after = params.query.get('after') ?? '';
+  const before: string[] = [];
+  let state = STATES.some(([k]) => k === (params.query.get('state') ?? '')) ? (params.query.get('state') ?? '') : '';
+  let disposed = false;
+  const changed = new Set<string>();
+  ctx.setTitle('Runs');
+
+  const { head, chips, verdictSelect, contractSelect, stateSelect, summary, body, prev, next, card } = listElements(state);
   let nextCursor: string | null = null;
   const goTo = (cursor: string) => {
     after = cursor;
@@ -98,7 +167,7 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
   contractSelect.addEventListener('change', () => setFilter(verdict, contractSelect.value));
   stateSelect.addEventListener('change', () => setFilter(verdict, contract, stateSelect.value));
 
-  function renderFilters(d: RunList): void {
+  function render(d: RunList): void {
     verdictSelect.replaceChildren(
       h('option', { value: '' }, `All verdicts (${d.total})`),
       ...d.verdicts.map((v) => h('option', { value: v, selected: v === verdict }, `${v} (${d.counts[v]})`)),
@@ -106,80 +175,22 @@ export function listPage(ctx: Ctx, params: { query: URLSearchParams }): View {
     verdictSelect.value = verdict;
     contractSelect.replaceChildren(h('option', { value: '' }, 'All contracts'), ...d.contracts.map((c) => h('option', { value: c, selected: c === contract }, c)));
     contractSelect.value = contract;
-    chips.replaceChildren(
-      ...d.verdicts.map((v) =>
-        h(
-          'button',
-          {
-            type: 'button',
-            class: `chip${d.counts[v] ? '' : ' zero'}`,
-            'aria-pressed': String(verdict === v),
-            title: d.meanings[v],
-            onclick: () => setFilter(verdict === v ? '' : v, contract),
-          },
-          verdictBadge(v),
-          h('span', { class: 'n' }, d.counts[v]),
-        ),
-      ),
-    );
-  }
-
-  function row(r: RunRow): HTMLTableRowElement {
-    return h(
-      'tr',
-      { 'data-run': r.run, class: changed.has(r.run) ? 'flash' : undefined },
-      // data-label names the column when a narrow screen shows each row as a card.
-      h('td', { class: 'run', 'data-label': 'Run' }, h('a', { href: runHref(r.run) }, r.run)),
-      h('td', { 'data-label': 'Verdict' }, verdictBadge(r.verdict), r.verdictSince ? h('div', { class: 'since' }, 'since ', whenEl(r.verdictSince)) : null),
-      h('td', { 'data-label': 'Naive rule' }, naiveBadge(r.naive)),
-      h('td', { class: 'nowrap', 'data-label': 'Contract' }, r.pin ? h('a', { href: contractHref(r.pin.contract) }, `${r.pin.contract}@${r.pin.version}`) : h('span', { class: 'faint' }, 'no pin'), r.pin ? h('div', { class: 'faint' }, r.pin.phase) : null),
-      h('td', { class: 'msg', 'data-label': 'First finding' }, r.firstFinding ?? h('span', { class: 'faint' }, 'no findings')),
-      h('td', { 'data-label': 'State' }, stateCell(r)),
-      h('td', { class: 'time', 'data-label': 'Started' }, whenEl(r.startedAt), h('span', { class: 'updated' }, 'updated ', agoEl(r.updatedAt))),
-    );
-  }
-
-  function renderRows(d: RunList): void {
+    chips.replaceChildren(...verdictChips(d, verdict, (v) => setFilter(v, contract)));
     const shown = d.runs.length;
     summary.textContent = `${shown} run${shown === 1 ? '' : 's'} shown${verdict || contract || state ? ' (filtered)' : ''}`;
     const silencedOption = stateSelect.querySelectorAll('option[value^="silenced"], option[value="unsilenced"]');
     silencedOption.forEach((o) => ((o as HTMLOptionElement).disabled = !d.silences));
-    if (!shown) {
-      body.replaceChildren(
-        h(
-          'div',
-          { class: 'empty' },
-          d.total
-            ? 'No run matches these filters.'
-            : h('span', {}, 'No runs yet. Send receipts as NDJSON to ', h('code', {}, 'POST /v1/receipts'), ' or OTLP traces to the OTLP ports.'),
-        ),
-      );
-      return;
-    }
-    body.replaceChildren(
-      h(
-        'table',
-        { 'aria-label': 'Runs', class: 'cards-narrow' },
-        h('thead', {}, h('tr', {}, ['Run', 'Verdict', 'Naive rule', 'Contract', 'First finding', 'State', 'Started'].map((t) => h('th', { scope: 'col' }, t)))),
-        h('tbody', {}, d.runs.map(row)),
-      ),
-    );
+    body.replaceChildren(runsBody(d, changed));
   }
 
   async function load(): Promise<void> {
-    const q = new URLSearchParams({ limit: '500' });
-    if (verdict) q.set('verdict', verdict);
-    if (contract) q.set('contract', contract);
-    if (after) q.set('after', after);
-    for (const [k, v] of Object.entries(STATES.find(([key]) => key === state)?.[2] ?? {})) q.set(k, v);
     try {
-      const d = await getJson<RunList>(`/ui/api/runs?${q}`);
+      const d = await getJson<RunList>(`/ui/api/runs?${runsQuery(verdict, contract, after, state)}`);
       if (disposed) return;
       nextCursor = d.next ?? null;
       next.disabled = nextCursor === null;
       prev.disabled = after === '';
-      renderFilters(d);
-      renderRows(d);
+      render(d);
       changed.clear();
     } catch (e) {
       if (!disposed) body.replaceChildren(h('div', { class: 'empty', role: 'alert' }, `Could not load the runs: ${(e as Error).message}`));
