@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 
 /** Most a close waits for the worker to close its connection (it may be inside a checkpoint). */
-const CLOSE_WAIT_MS = 5_000;
+const CLOSE_WAIT_MS = 2_000;
 
 /** The worker's script: beside this module once built (dist/store); from the sources (tests), the built one. */
 function workerScript(): URL {
