@@ -857,12 +857,18 @@ export class PgStore {
    * Runs, newest first (by first receipt; `oldest`: oldest first), optionally of one verdict and/or one pinned
    * contract, each with the verdict its owner last wrote for the list views (`listed`, or null; null too for the runs
    * of partitions this instance holds, which the list views read from memory), leaving out the runs of partitions
-   * `exceptParts` (those the caller lists from its memory). Lean for lists of 10,000 (issue 32):
+   * `exceptParts` (those the caller lists from its memory); `after`: the page after that cursor (keyset). Lean for lists of 10,000 (issue 32):
    * no pin columns (the list views take the pin from `listed` or from memory), rows as arrays, instants as numbers.
    */
-  async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean; exceptParts?: readonly number[] }): Promise<ListedRun[]> {
+  async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean; after?: { firstAt: number; run: string }; exceptParts?: readonly number[] }): Promise<ListedRun[]> {
     const where: string[] = [];
     const values: unknown[] = [filter.limit];
+    if (filter.after) {
+      // Keyset paging, as the embedded store pages: after the cursor in the listing's order.
+      values.push(filter.after.firstAt, filter.after.run);
+      const cmp = filter.oldest ? '>' : '<';
+      where.push(`(r.first_at ${cmp} $${values.length - 1} OR (r.first_at = $${values.length - 1} AND r.run ${cmp} $${values.length}))`);
+    }
     if (filter.exceptParts?.length) {
       if (filter.exceptParts.length >= this.partitions) return [];
       values.push([...filter.exceptParts]);
