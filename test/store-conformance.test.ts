@@ -1,7 +1,8 @@
 /**
  * One storage conformance suite (issue 48): the same cases run against both backends, the embedded SQLite store and
  * the PostgreSQL store of a cluster (a throwaway cluster from test/helpers/pg-cluster.ts), through one asynchronous
- * view of a store (`Backend` below). What a case asserts is what the engine, the API and the retention rely on:
+ * view of a store: the storage port (src/store/port.ts) each backend implements. What a case asserts is what the
+ * engine, the API and the retention rely on:
  * append (outcomes, commit order), dedup, conflicts, pins (first written wins, content by hash), run rows (verdict
  * states), acknowledgements, the span log, retention and listing (filters, paging).
  */
@@ -9,77 +10,25 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AckRecord, Pin, Receipt, Verdict } from '../src/core/types.js';
-import { PgStore, ReceiptStore, type AppendPin, type AppendResult, type PinRecord, type SpanLogEntry, type StoredReceipt } from '../src/store/index.js';
+import type { Receipt } from '../src/core/types.js';
+import { PgStore, ReceiptStore, type AppendPin, type StoredReceipt } from '../src/store/index.js';
+import type { StoragePort } from '../src/store/port.js';
+import { SqlitePort } from '../src/store/sqlite/port.js';
+import { PgPort } from '../src/store/pg/port.js';
 import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
 import { edge, end, registryOf, start, tinyContract } from './helpers/receipts.js';
 
-/** A stored run's row as both backends answer it. */
-interface RunRow {
-  run: string;
-  firstAt: number;
-  verdict: Verdict | null;
-  settled: boolean;
-}
-
-/** What this suite asks of a store: today's two store classes, seen through one asynchronous view. */
-interface Backend {
-  append(items: readonly StoredReceipt[], spanLog?: readonly SpanLogEntry[], pins?: readonly AppendPin[]): Promise<AppendResult>;
-  readReceipts(run: string): Promise<Receipt[]>;
-  getPin(run: string): Promise<PinRecord | null>;
-  setPin(run: string, pin: Pin, contractHash: string): Promise<PinRecord>;
-  putContractContent(hash: string, contract: string, version: string, content: string): Promise<void>;
-  getContractContent(hash: string): Promise<string | null>;
-  setVerdictState(run: string, verdict: Verdict, settled: boolean, updatedAt: number): Promise<void>;
-  getRun(run: string): Promise<RunRow | null>;
-  listRuns(f: { verdict?: string; contract?: string; oldest?: boolean; after?: { firstAt: number; run: string }; limit: number }): Promise<RunRow[]>;
-  verdictCounts(f: { contract?: string }): Promise<Record<string, number>>;
-  putAck(run: string, ack: AckRecord): Promise<void>;
-  getAck(run: string): Promise<AckRecord | null>;
-  spanLog(): Promise<{ seq: number; traceId: string; body: string }[]>;
-  deleteSpanLogUpTo(seq: number): Promise<void>;
-  pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): Promise<number>;
-  prune(olderThanMs: number, now: number): Promise<number>;
-  sync(): Promise<void>;
-  close(): Promise<void>;
-}
-
-const rowOf = (r: { run: string; firstAt: number; verdict: Verdict | string | null; settled: boolean }): RunRow => ({
-  run: r.run,
-  firstAt: r.firstAt,
-  verdict: r.verdict as Verdict | null,
-  settled: r.settled,
-});
+type Backend = StoragePort;
 
 function sqliteBackend(): Backend {
   const dir = mkdtempSync(join(tmpdir(), 'ta-conformance-'));
-  const s = ReceiptStore.open(dir);
-  return {
-    append: (items, spanLog, pins) => s.append(items, spanLog, pins),
-    readReceipts: (run) => s.readReceipts(run),
-    getPin: async (run) => s.getPin(run),
-    setPin: async (run, pin, hash) => s.setPin(run, pin, hash),
-    putContractContent: async (...a) => s.putContractContent(...a),
-    getContractContent: async (hash) => s.getContractContent(hash),
-    setVerdictState: async (run, verdict, settled, updatedAt) => s.setVerdictState(run, verdict, settled, updatedAt),
-    getRun: async (run) => {
-      for (const r of s.iterateLiveRuns()) if (r.run === run) return rowOf(r);
-      return null;
-    },
-    listRuns: async (f) => s.listRuns(f).map(rowOf),
-    verdictCounts: async (f) => s.verdictCounts(f),
-    putAck: async (run, ack) => s.putAck(run, ack),
-    getAck: async (run) => s.getAck(run),
-    spanLog: async () => s.spanLog(),
-    deleteSpanLogUpTo: async (seq) => s.deleteSpanLogUpTo(seq),
-    pruneSpanLog: (before, stillPending) => s.pruneSpanLog(before, stillPending),
-    prune: (olderThanMs, now) => s.pruneSliced(olderThanMs, now),
-    sync: () => s.sync(),
+  const port = new SqlitePort(ReceiptStore.open(dir));
+  return Object.assign(port, {
     close: async () => {
-      s.close();
+      port.store.close();
       rmSync(dir, { recursive: true, force: true });
     },
-  };
+  });
 }
 
 const PARTITIONS = 4;
@@ -88,37 +37,7 @@ const PARTITIONS = 4;
 async function pgBackend(url: string): Promise<Backend> {
   const s = await PgStore.open(url, { instance: 'conformance', partitions: PARTITIONS });
   const parts = await s.claimLeases(PARTITIONS, 600_000);
-  return {
-    append: (items, spanLog, pins) => s.append(items, spanLog, pins),
-    readReceipts: (run) => s.runReceipts(run),
-    getPin: (run) => s.getPin(run),
-    setPin: (run, pin, hash) => s.setPin(run, pin, hash),
-    putContractContent: (...a) => s.putContractContent(...a),
-    getContractContent: (hash) => s.getContractContent(hash),
-    setVerdictState: async (run, verdict, settled, updatedAt) => {
-      await s.setVerdictStates([{ run, verdict, settled, updatedAt }]);
-    },
-    getRun: async (run) => {
-      const r = await s.getRun(run);
-      return r ? rowOf(r) : null;
-    },
-    listRuns: async (f) => (await s.listRuns(f)).map(rowOf),
-    verdictCounts: (f) => s.verdictCounts(f),
-    putAck: (run, ack) => s.putAck(run, ack.verdict, ack.at, ack),
-    getAck: async (run) => {
-      const a = await s.getAck(run);
-      return a ? { verdict: a.verdict as Verdict, by: a.by, at: a.ackedAt, reason: a.reason } : null;
-    },
-    spanLog: async () => (await s.spanLog(parts, s.instance)).map(({ seq, traceId, body }) => ({ seq, traceId, body })),
-    deleteSpanLogUpTo: async (seq) => {
-      const upTo = (await s.spanLog(parts, s.instance)).filter((e) => e.seq <= seq).map((e) => e.seq);
-      await s.deleteSpanLog(upTo);
-    },
-    pruneSpanLog: (before, stillPending) => s.pruneSpanLog(before, stillPending, s.instance),
-    prune: (olderThanMs, now) => s.prune(olderThanMs, now, parts),
-    sync: () => s.sync(),
-    close: () => s.close(),
-  };
+  return new PgPort(s, () => parts);
 }
 
 let cluster: PgCluster;

@@ -26,7 +26,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { PoolClient } from 'pg';
-import type { Pin, Receipt, Verdict } from '../core/types.js';
+import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import {
@@ -43,7 +43,7 @@ import {
   type PinRecord,
   type SpanLogEntry,
   type StoredReceipt,
-} from './receipt-store.js';
+} from './types.js';
 import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-schema.js';
 import { SpanLogPruner, type Slicer, type SpanLogRows } from './span-log-prune.js';
 
@@ -757,22 +757,22 @@ export class PgStore {
   }
 
   /** Records that an operator acknowledged `verdict` of `run` (the latest acknowledgement wins). */
-  async putAck(run: string, verdict: string, ackedAt: number, who: { by?: string | null; reason?: string | null } = {}): Promise<void> {
+  async putAck(run: string, ack: AckRecord): Promise<void> {
     await this.inTransaction(async (client) => {
       await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
       await client.query(
         `INSERT INTO acks (run, part, verdict, acked_at, seq, acked_by, reason) VALUES ($1, $2, $3, $4, nextval('acks_seq'), $5, $6)
          ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, acked_at = excluded.acked_at, seq = excluded.seq, acked_by = excluded.acked_by, reason = excluded.reason`,
-        [run, this.partitionOf(run), verdict, ackedAt, who.by ?? null, who.reason ?? null],
+        [run, this.partitionOf(run), ack.verdict, ack.at, ack.by ?? null, ack.reason ?? null],
       );
     });
   }
 
   /** The latest acknowledgement of a run, from any instance. */
-  async getAck(run: string): Promise<{ verdict: string; ackedAt: number; by: string | null; reason: string | null } | null> {
+  async getAck(run: string): Promise<AckRecord | null> {
     const res = await this.pool.query('SELECT verdict, acked_at, acked_by, reason FROM acks WHERE run = $1', [run]);
     const r = res.rows[0] as Row | undefined;
-    return r ? { verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null } : null;
+    return r ? { verdict: r.verdict as Verdict, at: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null } : null;
   }
 
   /** Acknowledgements of partitions `parts` written after `afterSeq`, in seq order. */
