@@ -29,6 +29,15 @@ export const LAYERS = {
  * src/core/index.ts re-exports (the handoff audit through src/core/handoffs.ts).
  */
 export const CORE_INTERNAL = ['rules/', 'obs.ts', 'idset.ts', 'sha256.ts', 'receipt-schema.ts', 'vocab.ts'];
+/**
+ * The storage seam (issue 48): which backend runs is known only to the storage folder and serve's composition (and,
+ * until ownership is a strategy behind a port of its own, to src/cluster/: the leases live on the PostgreSQL store).
+ * Elsewhere no code names a backend class or imports a database driver; nowhere is a store tested with `instanceof`.
+ */
+export const BACKEND_NAMES = /\b(ReceiptStore|PgStore|SqlitePort|PgPort|ClusterEngineStore)\b/;
+export const BACKEND_PACKAGES = ['better-sqlite3', 'pg', 'pg-pool'];
+export const BACKEND_AWARE = ['store/', 'server/serve.ts', 'cluster/'];
+const STORE_INSTANCEOF = /\binstanceof\s+(ReceiptStore|PgStore|SqlitePort|PgPort|ClusterEngineStore|\w*Store\b)/;
 /** Packages a pure folder may import (no node: built-ins, no I/O). */
 export const PURE = { core: ['zod', 'yaml'], handoff: ['zod', 'yaml'] };
 
@@ -61,11 +70,28 @@ const fileOf = (target) => {
   return null;
 };
 const fileSet = new Set(files);
+/** The text with its comments blanked (line numbers kept): a comment may name a backend, code may not. */
+const codeOf = (text) => text.replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*/g, (c) => c.replace(/[^\n]/g, ' '));
+function storageSeam(file, text) {
+  const rel = relative(src, file).split(sep).join('/');
+  const code = codeOf(text);
+  const lineOf = (index) => code.slice(0, index).split('\n').length;
+  const io = STORE_INSTANCEOF.exec(code);
+  if (io) violations.push(`${relative(root, file)}:${lineOf(io.index)}: a store is not tested with instanceof (${io[0]}): give the port what the caller needs`);
+  if (BACKEND_AWARE.some((a) => (a.endsWith('/') ? rel.startsWith(a) : rel === a))) return;
+  const name = BACKEND_NAMES.exec(code);
+  if (name) violations.push(`${relative(root, file)}:${lineOf(name.index)}: names the storage backend ${name[1]} outside src/store and serve's composition`);
+  for (const m of code.matchAll(IMPORT)) {
+    const spec = m[1] ?? m[2] ?? m[3];
+    if (BACKEND_PACKAGES.includes(spec)) violations.push(`${relative(root, file)}:${lineOf(m.index + m[0].indexOf(spec))}: imports the database driver "${spec}" outside src/store`);
+  }
+}
 for (const file of files) {
   const from = folderOf(file);
   if (from.includes('.')) continue; // src/index.ts: the library entry re-exports
   if (!from.includes('.') && !(from in LAYERS)) violations.push(`${relative(root, file)}: folder src/${from} has no layer (add it to LAYERS)`);
   const text = readFileSync(file, 'utf8');
+  storageSeam(file, text);
   for (const m of text.matchAll(IMPORT)) {
     const spec = m[1] ?? m[2] ?? m[3];
     const line = text.slice(0, m.index).split('\n').length + (m[0].startsWith('\n') ? 1 : 0);

@@ -55,6 +55,20 @@ describe('the layering check', () => {
     expect(r.stderr).toMatch(/cycle: (core -> store -> core|store -> core -> store)/);
   });
 
+  it('fails when a store is tested with instanceof, or a backend is named outside the storage folder and serve', () => {
+    const root = copyWith((src) => {
+      appendFileSync(join(src, 'audit', 'acks.ts'), "\nimport pg from 'pg';\nexport const _pg = pg;\n");
+      appendFileSync(join(src, 'server', 'api.ts'), "\n// PgStore in a comment is fine\nexport type _S = import('../store/index.js').PgStore;\n");
+      appendFileSync(join(src, 'server', 'serve.ts'), "\nexport const _isSqlite = (s: unknown): boolean => s instanceof ReceiptStore;\n");
+    });
+    const r = check(root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/src\/audit\/acks\.ts:\d+: imports the database driver "pg" outside src\/store/);
+    expect(r.stderr).toMatch(/src\/server\/api\.ts:\d+: names the storage backend PgStore outside src\/store and serve's composition/);
+    expect(r.stderr).toMatch(/src\/server\/serve\.ts:\d+: a store is not tested with instanceof \(instanceof ReceiptStore\)/);
+    expect(r.stderr).toMatch(/layers: 3 violation\(s\)/);
+  });
+
   it('reports a file cycle with its path, and a deep import of a core-internal module, in a tiny fake tree', () => {
     const root = mkdtempSync(join(tmpdir(), 'ta-layers-fake-'));
     temps.push(root);

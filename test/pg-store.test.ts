@@ -437,8 +437,8 @@ describe('PgStore: tail across instances', () => {
     await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r0 }), 'tok', 111)]);
     await b.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r5 }), 'tok2', 222)]);
     await b.append([delivery(edge('e2', 0, 'a -> c : delegate', { run: r0 }), 'tok2', 333)]);
-    await b.putAck(r5, 'forbidden_edge', 444, { by: 'oncall', reason: 'known' });
-    await b.putAck(r0, 'working', 555);
+    await b.putAck(r5, { verdict: 'forbidden_edge', at: 444, by: 'oncall', reason: 'known' });
+    await b.putAck(r0, { verdict: 'working', at: 555, by: null, reason: null });
     for (const [parts, after, limit, ackAfter] of [[[0, 5], 0, 10, 0], [[0], 0, 10, 0], [[5], 0, 1, 0], [[0, 5], 0, 1, 0]] as [number[], number, number, number][]) {
       const both = await a.tailWithAcks(after, limit, parts, 'a', ackAfter);
       expect(both.receipts).toEqual(await a.tail(after, limit, parts, 'a'));

@@ -40,8 +40,7 @@ export class SharedStoreRuns implements RemoteRuns {
   }
 
   async ack(run: string): Promise<AckRecord | null> {
-    const a = await this.pg.getAck(run);
-    return a ? { verdict: a.verdict as Verdict, by: a.by, at: a.ackedAt, reason: a.reason } : null;
+    return this.pg.getAck(run);
   }
 
   /**

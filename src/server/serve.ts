@@ -16,6 +16,9 @@ import { Alerting, type AlertingConfig, type SilenceView } from '../alerting/ind
 import { ReceiptStore } from '../store/index.js';
 import type { AckRecord } from '../core/types.js';
 import { PgStore, TrustMismatchError } from '../store/pg-store.js';
+import type { Acks } from '../store/port.js';
+import { SqlitePort } from '../store/sqlite/port.js';
+import { PgPort } from '../store/pg/port.js';
 import { ClusterCoordinator } from '../cluster/coordinator.js';
 import { ClusterEngineStore } from '../cluster/engine-store.js';
 import { SharedStoreRuns } from '../cluster/remote.js';
@@ -23,7 +26,7 @@ import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry, type WriteAuth } from './auth.js';
-import { AuditEngine } from '../audit/engine.js';
+import { AuditEngine, type EngineStore } from '../audit/engine.js';
 import type { Route } from './api.js';
 import { Ingestor } from '../audit/ingestor.js';
 import { otlpHttpHandler } from './otlp-http.js';
@@ -258,7 +261,7 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
       onCheckpointerLost: (e) => cfg.log('checkpoint_worker_lost', { error: e.message.slice(0, 200) }),
     });
     cleanup.push(() => sqlite.close());
-    return { store: sqlite, engineStore: sqlite, cluster: null, clock: cfg.wallClock ?? Date.now };
+    return { store: sqlite, engineStore: sqlite, acks: new SqlitePort(sqlite), storedAcks: () => sqlite.acks(), cluster: null, clock: cfg.wallClock ?? Date.now };
   }
   const pg = await PgStore.open(cfg.storeUrl, {
     instance: cfg.instance ?? defaultInstanceName(),
@@ -283,6 +286,10 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
   return {
     store: { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() },
     engineStore: shared,
+    acks: new PgPort(pg, () => cluster?.ownedParts() ?? []),
+    // A cluster's acknowledgements reach the owners through the tail (ClusterCoordinator), none restored at start.
+    storedAcks: () => [],
+    flushBehind: () => shared.flush(),
     cluster,
     remote: new SharedStoreRuns(pg, { listedHere: () => cluster?.listedParts() ?? [] }),
     clock,
@@ -290,8 +297,15 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
 }
 
 interface Stores {
-  store: { healthy(): boolean; sync(): Promise<void>; close(): void | Promise<void> };
-  engineStore: ReceiptStore | ClusterEngineStore;
+  /** `setFlushGate`: the embedded store's group commit waits for the bodies being decoded (--workers). */
+  store: { healthy(): boolean; sync(): Promise<void>; close(): void | Promise<void>; setFlushGate?(gate: () => Promise<void> | null): void };
+  engineStore: EngineStore;
+  /** Operators' acknowledgements (the storage port's; stored before the API answers). */
+  acks: Acks;
+  /** The acknowledgements to apply again at start. */
+  storedAcks(): { run: string; ack: AckRecord }[];
+  /** The writes the engine's store holds behind (pins, verdict states), written by the tick; absent when none. */
+  flushBehind?: () => Promise<void>;
   cluster: ClusterCoordinator | null;
   remote?: SharedStoreRuns;
   /** The clock verdicts are timed on: this host's; in a cluster, the database's (this host's plus the measured offset). */
@@ -337,12 +351,12 @@ function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: Aud
 }
 
 /** An operator's acknowledgement: stored (SQLite at once; PostgreSQL for every instance) before the API answers. */
-function acknowledger(engine: AuditEngine, { engineStore, cluster, clock }: Stores) {
+function acknowledger(engine: AuditEngine, { acks, cluster, clock }: Stores) {
   return async (run: string, who: { by: string | null; reason: string | null }): Promise<{ acked: boolean; record: AckRecord } | null> => {
     const now = clock();
     if (!cluster) {
       const local = engine.ack(run, now, who);
-      if (local?.acked) (engineStore as ReceiptStore).putAck(run, local.record);
+      if (local?.acked) await acks.putAck(run, local.record);
       return local;
     }
     // In a cluster the acknowledgement goes to the shared store; the run's owner applies it to its alerting series.
@@ -351,7 +365,7 @@ function acknowledger(engine: AuditEngine, { engineStore, cluster, clock }: Stor
     const local = engine.ack(run, now, who);
     if (local && !local.acked) return local;
     const record: AckRecord = local?.record ?? { verdict: v.verdict, by: who.by, at: now, reason: who.reason };
-    await cluster.pg.putAck(run, record.verdict, record.at, record);
+    await acks.putAck(run, record);
     return { acked: true, record };
   };
 }
@@ -389,7 +403,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const phases = startupPhases();
   const stores = await openStores(cfg, metrics, cleanup);
   phases.mark('open_store');
-  const { cluster, engineStore } = stores;
+  const { cluster } = stores;
   if (cluster) {
     // The measured offset of this host's clock from the database's (verdicts use the database's), and its bound.
     const offset = metrics.registry.gauge({ name: 'topology_cluster_clock_offset_seconds', help: "The database's clock minus this host's, measured with each heartbeat (verdicts are timed on the database's clock; past 60 s the instance holds no partition)." });
@@ -399,7 +413,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(stores.clock());
   phases.mark('restore');
   // Acknowledgements outlive a restart: each applies again while its run is still in the acknowledged verdict.
-  if (!cluster) for (const { run, ack } of (engineStore as ReceiptStore).acks()) engine.applyAck(run, ack.verdict, ack.at, ack);
+  for (const { run, ack } of stores.storedAcks()) engine.applyAck(run, ack.verdict, ack.at, ack);
   phases.mark('acks');
   if (!cluster) cfg.log('restored', restored);
   if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
@@ -432,7 +446,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   if (decodePool) {
     cleanup.push(() => decodePool.close());
     // A group commit waits for the bodies being decoded at that moment (at most one decode): their receipts ride in it.
-    if (stores.store instanceof ReceiptStore) stores.store.setFlushGate(() => decodePool.decoding());
+    stores.store.setFlushGate?.(() => decodePool.decoding());
   }
   const bodyBudget = new BodyBudget(cfg.maxBodyTotalBytes ?? Math.max(64 * 1024 * 1024, 4 * cfg.maxBodyBytes));
   const parts: Parts = { ...stores, cfg, bodyBudget, metrics, resources, alerting, engine, pipeline, ingestor, stopping: { now: false }, replay: { running: false }, decodePool, loop: { probe: () => {} } };
@@ -646,7 +660,7 @@ async function startGrpcListener(p: Parts, auth: ReturnType<typeof authenticator
  * and the gauges and logs that report them.
  */
 function periodicTasks(p: Parts): PeriodicTask[] {
-  const { cfg, engine, engineStore, cluster, pipeline, ingestor, metrics, resources, alerting, store } = p;
+  const { cfg, engine, flushBehind, cluster, pipeline, ingestor, metrics, resources, alerting, store } = p;
   const alertWindowMs = cfg.alertWindowMs ?? DEFAULTS.alertWindowMs;
   const stallAfterMs = cfg.stallAfterMs ?? DEFAULTS.stallAfterMs;
   const logIntervalMs = cfg.logIntervalMs ?? DEFAULTS.logIntervalMs;
@@ -672,7 +686,7 @@ function periodicTasks(p: Parts): PeriodicTask[] {
     { name: 'event_loop_probe', everyMs: 0, run: () => p.loop.probe() },
     cluster !== null && { name: 'cluster_guard', everyMs: 0, run: () => cluster.guard() },
     { name: 'engine_deadlines', everyMs: 0, run: (now) => engine.tick(now) },
-    engineStore instanceof ClusterEngineStore && { name: 'cluster_flush', everyMs: 0, run: () => void engineStore.flush() },
+    flushBehind !== undefined && { name: 'cluster_flush', everyMs: 0, run: () => void flushBehind() },
     cluster !== null && { name: 'cluster_partitions_gauge', everyMs: 0, run: () => metrics.setClusterPartitions(cluster.stats().owned) },
     {
       // Walks the waiting spans and the followed traces (skeleton, unmapped, coverage): every min(1 s, parent-wait / 10),

@@ -1,8 +1,7 @@
+export { ReceiptStore, DATABASE_FILE, type ReceiptStoreOptions } from './receipt-store.js';
 export {
-  ReceiptStore,
   StoreCommitError,
   StoreRowError,
-  DATABASE_FILE,
   type StoredReceipt,
   type SpanLogEntry,
   type AppendOutcome,
@@ -11,8 +10,7 @@ export {
   type PinRecord,
   type LiveRun,
   type PrunableRun,
-  type ReceiptStoreOptions,
-} from './receipt-store.js';
+} from './types.js';
 export { canonicalReceiptJson, compactReceiptJson, sameReceipt, storedReceiptFields } from '../core/canonical.js';
 export { PgStore, partitionOf, type PgStoreOptions, type TailedReceipt, type ListedRun, type LeaseRow } from './pg-store.js';
 export { PG_MIGRATIONS, PG_SCHEMA_VERSION, LOG_LOCK, MIGRATION_LOCK, DEFAULT_PARTITIONS, migrate, type PgMigration } from './pg-schema.js';

@@ -26,7 +26,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { PoolClient } from 'pg';
-import type { Pin, Receipt, Verdict } from '../core/types.js';
+import type { AckRecord, Pin, Receipt, Verdict } from '../core/types.js';
 import { sharedPin } from '../core/registry.js';
 import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import {
@@ -43,7 +43,7 @@ import {
   type PinRecord,
   type SpanLogEntry,
   type StoredReceipt,
-} from './receipt-store.js';
+} from './types.js';
 import { DEFAULT_PARTITIONS, LOG_LOCK, MIGRATION_LOCK, migrate } from './pg-schema.js';
 import { SpanLogPruner, type Slicer, type SpanLogRows } from './span-log-prune.js';
 
@@ -757,22 +757,22 @@ export class PgStore {
   }
 
   /** Records that an operator acknowledged `verdict` of `run` (the latest acknowledgement wins). */
-  async putAck(run: string, verdict: string, ackedAt: number, who: { by?: string | null; reason?: string | null } = {}): Promise<void> {
+  async putAck(run: string, ack: AckRecord): Promise<void> {
     await this.inTransaction(async (client) => {
       await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
       await client.query(
         `INSERT INTO acks (run, part, verdict, acked_at, seq, acked_by, reason) VALUES ($1, $2, $3, $4, nextval('acks_seq'), $5, $6)
          ON CONFLICT (run) DO UPDATE SET verdict = excluded.verdict, acked_at = excluded.acked_at, seq = excluded.seq, acked_by = excluded.acked_by, reason = excluded.reason`,
-        [run, this.partitionOf(run), verdict, ackedAt, who.by ?? null, who.reason ?? null],
+        [run, this.partitionOf(run), ack.verdict, ack.at, ack.by ?? null, ack.reason ?? null],
       );
     });
   }
 
   /** The latest acknowledgement of a run, from any instance. */
-  async getAck(run: string): Promise<{ verdict: string; ackedAt: number; by: string | null; reason: string | null } | null> {
+  async getAck(run: string): Promise<AckRecord | null> {
     const res = await this.pool.query('SELECT verdict, acked_at, acked_by, reason FROM acks WHERE run = $1', [run]);
     const r = res.rows[0] as Row | undefined;
-    return r ? { verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null } : null;
+    return r ? { verdict: r.verdict as Verdict, at: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null } : null;
   }
 
   /** Acknowledgements of partitions `parts` written after `afterSeq`, in seq order. */
@@ -857,12 +857,18 @@ export class PgStore {
    * Runs, newest first (by first receipt; `oldest`: oldest first), optionally of one verdict and/or one pinned
    * contract, each with the verdict its owner last wrote for the list views (`listed`, or null; null too for the runs
    * of partitions this instance holds, which the list views read from memory), leaving out the runs of partitions
-   * `exceptParts` (those the caller lists from its memory). Lean for lists of 10,000 (issue 32):
+   * `exceptParts` (those the caller lists from its memory); `after`: the page after that cursor (keyset). Lean for lists of 10,000 (issue 32):
    * no pin columns (the list views take the pin from `listed` or from memory), rows as arrays, instants as numbers.
    */
-  async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean; exceptParts?: readonly number[] }): Promise<ListedRun[]> {
+  async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean; after?: { firstAt: number; run: string }; exceptParts?: readonly number[] }): Promise<ListedRun[]> {
     const where: string[] = [];
     const values: unknown[] = [filter.limit];
+    if (filter.after) {
+      // Keyset paging, as the embedded store pages: after the cursor in the listing's order.
+      values.push(filter.after.firstAt, filter.after.run);
+      const cmp = filter.oldest ? '>' : '<';
+      where.push(`(r.first_at ${cmp} $${values.length - 1} OR (r.first_at = $${values.length - 1} AND r.run ${cmp} $${values.length}))`);
+    }
     if (filter.exceptParts?.length) {
       if (filter.exceptParts.length >= this.partitions) return [];
       values.push([...filter.exceptParts]);

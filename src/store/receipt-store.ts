@@ -18,7 +18,6 @@
  * durable no later than the next acknowledged append. A run's first pin handed to `append` itself (with its
  * contract's content) is written in the transaction of that append's receipts: durable exactly when they are.
  */
-import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -28,45 +27,21 @@ import { canonicalReceiptJson, compactReceiptJson } from '../core/canonical.js';
 import { Checkpointer } from './checkpointer.js';
 import { CHANGEABLE_RUN, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 import { SpanLogPruner, UNSLICED, type Slicer } from './span-log-prune.js';
-
-export interface StoredReceipt {
-  receipt: Receipt;
-  /** The authenticated source that delivered it (e.g. a token name), never content. */
-  source: string;
-  /** Server time of receipt, ms since epoch. */
-  receivedAt: number;
-  /** compactReceiptJson(receipt), when the caller already made it (then it is not made again). */
-  body?: string;
-  /**
-   * Source-scoped event ids (serve with --ingest-tokens; issue 30.2): this source's tag. When another source stored
-   * this (run, event) first, the receipt is stored under scopedEventId(event, scope) instead of conflicting with that
-   * source's receipt, and `storedAs` is set to that id (both stores: sourceScopedEvent decides).
-   */
-  scope?: string;
-  storedAs?: string;
-}
-
-/**
- * The event id a receipt is stored under when another source stored its (run, event) first: `event@tag` (an id of
- * the id rule: at most 200 characters, a long id shortened with a digest of the whole).
- */
-export function scopedEventId(event: string, tag: string): string {
-  const id = `${event}@${tag}`;
-  if (id.length <= 200) return id;
-  return `${event.slice(0, 200 - tag.length - 18)}#${createHash('sha256').update(event).digest('hex').slice(0, 16)}@${tag}`;
-}
-
-/**
- * The rule of source-scoped event ids, shared by the SQLite and PostgreSQL stores: a delivery whose (run, event) holds
- * other content, stored first (variant 0) by `firstSource`, is stored under scopedEventId(event, its scope) when it
- * carries a scope and neither it nor the first is the auditor's own or from the same source. Null: it stays under
- * its (run, event) (a conflict, as without --ingest-tokens).
- */
-export function sourceScopedEvent(item: StoredReceipt, firstSource: string | undefined): string | null {
-  if (item.scope === undefined || item.source === 'auditor') return null;
-  if (firstSource === undefined || firstSource === item.source || firstSource === 'auditor') return null;
-  return scopedEventId(item.receipt.event, item.scope);
-}
+import {
+  StoreCommitError,
+  StoreRowError,
+  countOutcome,
+  emptyResult,
+  sourceScopedEvent,
+  type AppendOutcome,
+  type AppendPin,
+  type AppendResult,
+  type LiveRun,
+  type PinRecord,
+  type PrunableRun,
+  type SpanLogEntry,
+  type StoredReceipt,
+} from './types.js';
 
 interface AckRow {
   verdict: string;
@@ -76,53 +51,6 @@ interface AckRow {
 }
 
 const ackOf = (row: AckRow): AckRecord => ({ verdict: row.verdict as Verdict, by: row.by, at: Number(row.acked_at), reason: row.reason });
-
-export type AppendOutcome = 'accepted' | 'duplicate' | 'conflict';
-
-export interface AppendResult {
-  accepted: number;
-  duplicates: number;
-  conflicts: number;
-  /** Per input index. A conflict is stored beside the first version; a duplicate is not stored again. */
-  results: AppendOutcome[];
-  /**
-   * The pins in force, after the commit, of the runs whose first pin this append carried (AppendPin): its own, or the
-   * one written before it (the first pin written wins). A run whose pin row is gone (pruned meanwhile) is absent.
-   */
-  pins?: Map<string, PinRecord>;
-}
-
-export interface PinRecord {
-  pin: Pin;
-  contractHash: string;
-}
-
-/**
- * A run's first pin, handed to `append` with the receipts that bring the run (or make it pinnable) and written in
- * the same transaction (both stores), with its contract's content when that is not stored yet. A run that has a pin
- * keeps it: the first pin written wins and is never changed.
- */
-export interface AppendPin {
-  run: string;
-  pin: Pin;
-  contractHash: string;
-  /** The pinned contract's name, version and canonical content (stored by contractHash; a hash names one content). */
-  contract: string;
-  version: string;
-  content: string;
-}
-
-export interface LiveRun {
-  run: string;
-  /** Server time of the run's first stored receipt (or first verdict state), ms since epoch. */
-  firstAt: number;
-  /** Last receipt or verdict update, ms since epoch. */
-  updatedAt: number;
-  verdict: Verdict | null;
-  settled: boolean;
-  pin: Pin | null;
-  contractHash: string | null;
-}
 
 /** ReceiptStore.flushTimer while a group waits for its flush gate. */
 const GATED = 'gated' as const;
@@ -149,41 +77,6 @@ export interface ReceiptStoreOptions {
   checkpointEveryMs?: number;
   /** Called when the checkpoint worker is lost (SQLite's auto-checkpoint is back on). */
   onCheckpointerLost?: (error: Error) => void;
-}
-
-/** A commit that did not land (disk full, read-only, I/O error). The affected appends are not acknowledged. */
-/** A stored row that cannot be read back, named by table and row (never by content). */
-export class StoreRowError extends Error {
-  override name = 'StoreRowError';
-  constructor(readonly table: string, readonly row: string, reason: string) {
-    super(`store table ${table}, row ${row}: ${reason}`);
-  }
-}
-
-export class StoreCommitError extends Error {
-  readonly code: string | undefined;
-  constructor(cause: unknown) {
-    const code = typeof cause === 'object' && cause !== null && 'code' in cause ? String(cause.code) : undefined;
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    super(`receipt store commit failed: ${reason}`, { cause });
-    this.name = 'StoreCommitError';
-    this.code = code;
-  }
-}
-
-/**
- * Content-free span records (allow-listed attributes only) of traces whose agent spans still wait for a caller or
- * target: committed with the receipts of the same export, so an acknowledged export's pending work survives kill -9.
- */
-export interface SpanLogEntry {
-  traceId: string;
-  loggedAt: number;
-  body: string;
-  /**
-   * Cluster with `--span-routing any`: spans of a trace another instance resolves, forwarded to the owner of the
-   * trace's partition (whoever that is when it reads them), not held here. The embedded store never sees one.
-   */
-  forwarded?: boolean;
 }
 
 interface QueuedAppend {
@@ -222,13 +115,6 @@ interface RunTouch {
 
 export const DATABASE_FILE = 'receipts.db';
 
-/** A settled run past the retention: its stored verdict and pin (the gauges it leaves). */
-export interface PrunableRun {
-  run: string;
-  verdict: Verdict | null;
-  contract: string;
-  version: string;
-}
 /** Least time between two WAL scrubs after sliced span-log prunes. */
 const SPAN_LOG_SCRUB_MS = 60_000;
 /** Runs read per transaction by the retention prune (at most; see PRUNE_BATCH_MS). */
@@ -240,19 +126,6 @@ const PRUNE_RUNS_BATCH = 200;
 const PRUNE_BATCH_MS = 8;
 
 type Row = Record<string, unknown>;
-
-/** An append's result before any receipt (shared with the PostgreSQL store). */
-export function emptyResult(): AppendResult {
-  return { accepted: 0, duplicates: 0, conflicts: 0, results: [] };
-}
-
-/** Counts one delivery's outcome into an append's result (shared with the PostgreSQL store). */
-export function countOutcome(result: AppendResult, outcome: AppendOutcome): void {
-  result.results.push(outcome);
-  if (outcome === 'accepted') result.accepted++;
-  else if (outcome === 'duplicate') result.duplicates++;
-  else result.conflicts++;
-}
 
 function touchRun(touched: Map<string, RunTouch>, run: string, at: number): void {
   const seen = touched.get(run);
@@ -575,6 +448,16 @@ export class ReceiptStore {
     this.runVerdictStmt ??= this.db.prepare<[string], { verdict: string | null; settled: number }>('SELECT verdict, settled FROM runs WHERE run = ?');
     const row = this.runVerdictStmt.get(run);
     return row ? { verdict: row.verdict as Verdict | null, settled: row.settled === 1 } : null;
+  }
+
+  /** One run's row with its pin (its verdict state as last set), or null when the run is not stored. */
+  getRun(run: string): LiveRun | null {
+    this.flush();
+    const row = this.db
+      .prepare<[string], Row>(`SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = ?`)
+      .get(run);
+    return row ? liveRunOf(row) : null;
   }
 
   /** The settled runs `prune(olderThanMs, now)` would delete, with their stored verdict and pin (the gauges count them). */
