@@ -382,7 +382,7 @@ async function deadlineTransitions() {
   if (waiting !== DEADLINE_RUNS) throw new Error(`expected ${DEADLINE_RUNS} waiting runs, found ${waiting} (setup took ${setup.seconds} s; raise the deadline offset)`);
 
   const lateness = [];
-  engine.on('run', (run, verdict) => {
+  engine.events.subscribe('runEvaluated', ({ run, verdict }) => {
     if (verdict.verdict === 'incomplete' && deadlineOf.has(run)) lateness.push(Date.now() - deadlineOf.get(run));
   });
   const ticks = [];

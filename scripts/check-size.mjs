@@ -28,8 +28,6 @@ export const ALLOWED_FUNCTION_FILES = [
   'src/audit/engine.ts',
   'src/store/pg-store.ts',
   'src/store/receipt-store.ts',
-  'src/server/serve.ts', // serve composes a backend from its config (the storage port, options defined once)
-  /^src\/server\/otlp-[^/]*\.ts$/, // the export step shared by every OTLP transport (startGrpcH2)
   'src/cli/serve.ts', // options defined once: every command parsing from one definition (serveCommand)
 ];
 

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Receipt } from '../src/core/types.js';
-import { AuditEngine, type EngineOptions } from '../src/audit/engine.js';
+import { AuditEngine, EventBus, type AuditEvents, type EngineOptions } from '../src/audit/engine.js';
 import { ReceiptStore } from '../src/store/index.js';
 import { tempDir } from './helpers/server.js';
 import { loadContractDir } from '../src/audit/contracts-dir.js';
@@ -42,19 +42,16 @@ describe('periodic tasks on runs in every state', () => {
   it('prune handles a run created by an ingest and not evaluated yet', async () => {
     let pruned: number | Error | null = null;
     let listed = -1;
-    const engine: AuditEngine = engineOver(tempDir('ta-mem-'), {
-      hooks: {
-        // Called after the fold created the run and before it is evaluated: the state a timer can find it in.
-        receipts: () => {
-          if (pruned !== null) return;
-          try {
-            pruned = engine.prune(t0 + 60_000);
-            listed = engine.list({ limit: 10 }).length;
-          } catch (e) {
-            pruned = e as Error;
-          }
-        },
-      },
+    const engine: AuditEngine = engineOver(tempDir('ta-mem-'));
+    // Published after the fold created the run and before it is evaluated: the state a timer can find it in.
+    engine.events.subscribe('receiptsStored', () => {
+      if (pruned !== null) return;
+      try {
+        pruned = engine.prune(t0 + 60_000);
+        listed = engine.list({ limit: 10 }).length;
+      } catch (e) {
+        pruned = e as Error;
+      }
     });
     await engine.ingest([start('fresh'), delegate('fresh')], 'src', t0 + 10);
     expect(pruned).toBe(0);
@@ -80,7 +77,9 @@ describe('memory holds what can still change', () => {
     expect(engine.gauge().find((g) => g.verdict === 'healthy')?.count).toBe(10);
     // a late receipt loads it again (with every stored receipt): no transition, and it leaves again
     const entered: string[] = [];
-    const again = engineOver(tempDir('ta-mem-'), { hooks: { verdictEntered: (run, _c, _v, verdict) => entered.push(`${run}:${verdict}`) } });
+    const events = new EventBus<AuditEvents>();
+    events.subscribe('verdictEntered', ({ run, verdict }) => entered.push(`${run}:${verdict}`));
+    const again = engineOver(tempDir('ta-mem-'), { events });
     await again.ingest(healthy('late'), 'src', now);
     expect(entered).toEqual(['late:healthy']);
     const out = await again.ingest([{ run: 'late', event: 'end', at: at(9), type: 'run.end', result: 'completed', from: 'orchestrator' } as Receipt], 'src', now + 1);

@@ -30,8 +30,8 @@ function engineOver(dir: string, maxDeliveredDigests?: number) {
   const engine = new AuditEngine(registry, store, {
     retentionMs: 86_400_000,
     maxDeliveredDigests,
-    hooks: { receipts: (_t, result, n) => (counted[result] = (counted[result] ?? 0) + n) },
   });
+  engine.events.subscribe('receiptsStored', ({ result, n }) => (counted[result] = (counted[result] ?? 0) + n));
   engine.restore(t0);
   return { store, engine, counted, append: vi.spyOn(store, 'append') };
 }

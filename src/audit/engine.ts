@@ -3,13 +3,13 @@
  * run with them) -> fold (RunState.add) -> pin (the run's pinning: the stored pin, or a later run.start's) ->
  * evaluate (the pure `evaluate` of src/core, which reads and writes no store). Keeps one RunState per live run in memory (rebuilt from the store on start),
  * re-evaluates only the runs a batch touched, and moves verdicts with time through a deadline heap fed by each
- * verdict's nextChangeAt. Every change of a live run is announced to its listeners (`runChanged`).
+ * verdict's nextChangeAt. Verdicts, receipts and every change of a live run are published on its event bus
+ * (events.ts: `engine.events`), which the gauges, metrics, logs, API and UI subscribe to.
  *
  * The jobs around the live runs live in their own modules: admission and the live limits (admission.ts), the pin
  * step (pinning.ts), the gauges that listen (gauges.ts), acknowledgements (acks.ts), the cluster reads of runs held
  * elsewhere (cluster-reads.ts); AuditEngine composes them and keeps the surface the server, CLI and UI use.
  */
-import { EventEmitter } from 'node:events';
 import type { Contract } from '../core/contract.js';
 import { RunState, evaluate, evaluateSteps, type AddResult, type Pinning, type ReceiptSource } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
@@ -25,7 +25,8 @@ import { Admission, LiveLimitError } from './admission.js';
 import { ackOf, ackRun, ackedAtOf, applyAck, type AckWho } from './acks.js';
 import { ClusterReads, type RunView } from './cluster-reads.js';
 import { RunGauges, type AlertRow, type GaugeRow, type StallRow } from './gauges.js';
-import { ALERT_VERDICTS, alertState, nextChange, verdictKey, type LiveRun, type RunListener } from './live-run.js';
+import { ALERT_VERDICTS, alertState, nextChange, verdictKey, type LiveRun } from './live-run.js';
+import { EventBus, type AuditEvents } from './events.js';
 import type { ListFilter, ListedRun } from './listing.js';
 import { listOrder, matchesAlertFilter, sameListed } from './listing.js';
 import { Pinner } from './pinning.js';
@@ -34,24 +35,16 @@ import type { DetachedRun, EngineStore, RemoteRuns } from './store.js';
 
 export { LiveLimitError } from './admission.js';
 export { ALERT_VERDICTS, type LiveRun, type RunListener } from './live-run.js';
+export { EventBus, type AuditEvents, type EventSource } from './events.js';
 export type { ListFilter, ListedRun } from './listing.js';
 export type { DetachedRun, EngineStore, RemoteRuns, ReceiptAppender, ReceiptReader, PinStore, RunRows, SpanLogStore } from './store.js';
-
-export interface EngineHooks {
-  /** A run entered a verdict (also on first evaluation). */
-  verdictEntered?: (run: string, contract: string, version: string, verdict: Verdict, previous: { contract: string; version: string; verdict: Verdict } | null) => void;
-  receipts?: (type: string, result: 'accepted' | 'duplicate' | 'conflict', n: number) => void;
-  /** Runs left live memory idle (see Admission.evictIdle). */
-  idleEvicted?: (n: number) => void;
-  /** A run's shadow verdict under a candidate changed (also on first evaluation); `disagreed`: it started to disagree. */
-  shadowEntered?: (run: string, shadow: ShadowVerdict, disagreed: boolean) => void;
-}
 
 export interface EngineOptions {
   defaultContract?: string;
   /** Settled runs idle for longer than this are pruned from store and memory. */
   retentionMs: number;
-  hooks?: EngineHooks;
+  /** Where the engine publishes its events (events.ts); default: a bus of its own. Subscribe before `restore`. */
+  events?: EventBus<AuditEvents>;
   /** Candidate versions every run of their contract is also evaluated against (never changes the pinned verdict). */
   shadow?: Contract[];
   /** Live runs held in memory beyond which receipts of new runs are refused (LiveLimitError). */
@@ -170,8 +163,10 @@ function countType(perType: PerType, type: string, result: 'accepted' | 'duplica
 // runs' own job (restore, ingest -> fold -> pin -> evaluate with the first pins and the chunked, sliced ingest of
 // large batches, takeovers, deadlines, prune, ~570 lines), ~40 short delegations to the admission, pinning, gauges,
 // acks and cluster reads it composes: the surface server/, cli/, ui/ and cluster/ call. Splitting the live runs' job further would hand the map's invariants (held receipts, digests,
-// deadlines, listeners told) to several owners.
-export class AuditEngine extends EventEmitter {
+// deadlines, events published) to several owners.
+export class AuditEngine {
+  /** Verdicts, receipts and run changes, published as they happen (events.ts). */
+  readonly events: EventBus<AuditEvents>;
   private readonly runs = new Map<string, LiveRun>();
   private readonly deadlines = new DeadlineHeap();
   private heldReceipts = 0;
@@ -191,8 +186,6 @@ export class AuditEngine extends EventEmitter {
   private readonly retires: boolean;
   /** Digests of stored receipts of live runs: a redelivery is recognised without the store (see DeliveredDigests). */
   private readonly delivered: DeliveredDigests;
-  /** Told of every change of a live run (the gauges). */
-  private readonly runListeners: RunListener[] = [];
   private readonly gauges = new RunGauges();
   private readonly admission: Admission;
   private readonly pinner: Pinner;
@@ -212,13 +205,12 @@ export class AuditEngine extends EventEmitter {
     readonly store: EngineStore,
     private readonly opts: EngineOptions,
   ) {
-    super();
-    this.setMaxListeners(0);
+    this.events = opts.events ?? new EventBus<AuditEvents>();
     this.delivered = new DeliveredDigests(opts.maxDeliveredDigests);
     this.ahead = new ReadAhead(store, (run) => this.runs.get(run)?.state.version);
     this.receiptSource = this.ahead.source;
     this.pinner = new Pinner(registry, store, opts.defaultContract);
-    this.runListeners.push(this.gauges);
+    this.gauges.subscribe(this.events);
     // With shadow candidates, settled runs stay (the shadow summary counts them; an evaluation mode, not a soak).
     this.retires = !opts.owns && !opts.remote && !opts.shadow?.length && this.ahead.synchronous && typeof store.listRuns === 'function' && typeof store.runVerdict === 'function';
     const runs = this.runs;
@@ -233,7 +225,7 @@ export class AuditEngine extends EventEmitter {
       },
       // Where settled runs do not leave live memory, they count against the cap (it bounds memory).
       { ...opts, countSettled: !this.retires },
-      opts.hooks?.idleEvicted,
+      (runs) => this.events.publish('idleEvicted', { runs }),
     );
     this.reads = new ClusterReads(
       {
@@ -248,13 +240,8 @@ export class AuditEngine extends EventEmitter {
     );
   }
 
-  /** Adds a listener to the live runs' changes (the gauges listen from the start). */
-  listen(listener: RunListener): void {
-    this.runListeners.push(listener);
-  }
-
   private runChanged(live: LiveRun): void {
-    for (const l of this.runListeners) l.runChanged(live);
+    this.events.publish('runChanged', { live });
   }
 
   /**
@@ -263,10 +250,7 @@ export class AuditEngine extends EventEmitter {
    */
   private forget(run: string, live: LiveRun, retired = false): void {
     this.runs.delete(run);
-    for (const l of this.runListeners) {
-      if (retired && l === this.gauges) this.gauges.runRetired(live);
-      else l.runForgotten(live);
-    }
+    this.events.publish('runForgotten', { live, retired });
     this.heldReceipts -= live.held;
     this.delivered.forget(run);
     this.deadlines.set(run, null);
@@ -427,7 +411,7 @@ export class AuditEngine extends EventEmitter {
     restored.verdict = this.evaluateRun(state, this.pinner.pin(state, undefined), now, restored);
     const replaced = this.runs.get(lr.run);
     if (replaced) {
-      for (const l of this.runListeners) l.runForgotten(replaced);
+      this.events.publish('runForgotten', { live: replaced, retired: false });
       this.admission.untrack(replaced);
     }
     this.runs.set(lr.run, restored);
@@ -591,7 +575,7 @@ export class AuditEngine extends EventEmitter {
     }
     res.duplicates += known;
     for (const [type, t] of perType) {
-      for (const k of ['accepted', 'duplicate', 'conflict'] as const) if (t[k]) this.opts.hooks?.receipts?.(type, k, t[k]);
+      for (const k of ['accepted', 'duplicate', 'conflict'] as const) if (t[k]) this.events.publish('receiptsStored', { type, result: k, n: t[k] });
     }
     const slice = new Slicer();
     let waiting: Promise<void>[] | undefined;
@@ -787,11 +771,11 @@ export class AuditEngine extends EventEmitter {
     this.runChanged(live);
     live.updatedAt = now;
     this.deadlines.set(run, nextChange(live));
-    if (live.shadow && this.opts.hooks?.shadowEntered) {
+    if (live.shadow && this.events.has('shadowEntered')) {
       for (const sv of live.shadow) {
         const prev = shadowBefore?.find((x) => x.contract === sv.contract && x.version === sv.version);
         const disagreed = sv.disagrees && !prev?.disagrees;
-        if (!prev || prev.verdict !== sv.verdict || disagreed) this.opts.hooks.shadowEntered(run, sv, disagreed);
+        if (!prev || prev.verdict !== sv.verdict || disagreed) this.events.publish('shadowEntered', { run, shadow: sv, disagreed });
       }
     }
     const a = verdictKey(after);
@@ -799,7 +783,7 @@ export class AuditEngine extends EventEmitter {
     live.previous = undefined;
     if (!b || a.verdict !== b.verdict || a.contract !== b.contract || a.version !== b.version) {
       live.enteredAt = now;
-      this.opts.hooks?.verdictEntered?.(run, a.contract, a.version, a.verdict, b);
+      this.events.publish('verdictEntered', { run, ...a, previous: b, result: after });
     }
     const listed = this.store.listsVerdicts === true;
     if (!before || before.verdict !== after.verdict || before.settled !== after.settled || before.findings.length !== after.findings.length || (listed && (!sameListed(before, after) || live.listedFirstAt !== live.state.firstAt))) {
@@ -808,14 +792,14 @@ export class AuditEngine extends EventEmitter {
       this.store.setVerdictState(run, after.verdict, after.settled, now, { verdict: after, firstAt: live.state.firstAt });
     }
     this.admission.track(live);
-    this.emit('run', run, after);
+    this.events.publish('runEvaluated', { run, verdict: after });
     this.retireIfSettled(run, live, now);
     return undefined;
   }
 
   /**
    * Evaluates a live run in steps (`evaluateSteps`), yielding to the event loop every ~8 ms, so that the
-   * `reevaluate` that follows finds the verdict cached on the state and does the rest (listeners, hooks, the
+   * `reevaluate` that follows finds the verdict cached on the state and does the rest (the events published, the
    * verdict state for the store) at once. A run naming 20,000 agents has 40,001 findings: one synchronous evaluation
    * of it held the event loop 0.2-0.5 s. Nothing else is done here: if the run changes meanwhile (another request
    * folds into it), the state does not keep this verdict and `reevaluate` evaluates again; a read back the
@@ -840,7 +824,7 @@ export class AuditEngine extends EventEmitter {
       () => void this.deferred.delete(run),
       (e: unknown) => {
         this.deferred.delete(run);
-        this.emit('readBackFailed', run, e);
+        this.events.publish('readBackFailed', { run, error: e });
       },
     );
     this.deferred.set(run, done);
@@ -902,12 +886,12 @@ export class AuditEngine extends EventEmitter {
     for (const r of receipts) this.counted(live, r, live.state.add(r));
     if (live.state.size === 0 && live.state.conflicts.size === 0) {
       this.runs.delete(stored.run);
-      for (const l of this.runListeners) l.runForgotten(live);
+      this.events.publish('runForgotten', { live, retired: false });
       this.admission.untrack(live);
       return;
     }
     if (live.verdict === null && stored.verdict) {
-      // The stored verdict stands for the previous one: the hooks see a transition only if evaluation moves it.
+      // The stored verdict stands for the previous one: subscribers see a transition only if evaluation moves it.
       const previous = this.evaluateRun(live.state, this.pinRun(live), now, live);
       if (previous.verdict === stored.verdict) {
         live.verdict = previous;
@@ -947,7 +931,7 @@ export class AuditEngine extends EventEmitter {
   /** A restored run whose verdict differs from the one stored before the restart (time passed, a contract changed): a transition. */
   private restoredChange(stored: { run: string; verdict: Verdict | null; pin: Pin | null }, now: RunVerdict, at: number): void {
     const previous = { contract: stored.pin?.contract ?? '', version: stored.pin?.version ?? '', verdict: stored.verdict! };
-    this.opts.hooks?.verdictEntered?.(stored.run, now.pin?.contract ?? '', now.pin?.version ?? '', now.verdict, previous);
+    this.events.publish('verdictEntered', { run: stored.run, ...verdictKey(now), previous, result: now });
     this.store.setVerdictState(stored.run, now.verdict, now.settled, at);
   }
 
@@ -1245,7 +1229,7 @@ export class AuditEngine extends EventEmitter {
       return { acked: true, at: new Date(now).toISOString(), record };
     }
     const res = live ? ackRun(live, now, who) : null;
-    if (res?.acked) for (const l of this.runListeners) l.runAcked(live!);
+    if (res?.acked) this.events.publish('runAcked', { live: live! });
     return res;
   }
 
@@ -1263,7 +1247,7 @@ export class AuditEngine extends EventEmitter {
   applyAck(run: string, verdict: string, at: number, who: AckWho = {}): boolean {
     const live = this.runs.get(run);
     if (!applyAck(live, verdict, at, who)) return false;
-    for (const l of this.runListeners) l.runAcked(live!);
+    this.events.publish('runAcked', { live: live! });
     return true;
   }
 

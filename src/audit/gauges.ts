@@ -1,10 +1,12 @@
 /**
- * The gauges over the live runs, counted as runs change (they listen to the live runs' `runChanged`), never by a
+ * The gauges over the live runs, counted as runs change (subscribed to the engine's `runChanged`, `runAcked` and
+ * `runForgotten` events), never by a
  * walk over every live run: topology_runs (runs per contract, version, verdict), and the alerting and stalled rows
  * (runs per contract and alerting verdict within the alert window and unacknowledged; unsettled runs per contract
  * whose latest receipt is older than the stall time).
  */
 import type { Verdict } from '../core/types.js';
+import type { AuditEvents, EventSource } from './events.js';
 import { DeadlineHeap } from './heap.js';
 import { ALERT_VERDICTS, alertState, verdictKey, type LiveRun, type RunListener } from './live-run.js';
 
@@ -35,6 +37,16 @@ export class RunGauges implements RunListener {
   private alertChangesAll = true;
   private alertWindowMs = NaN;
   private alertStallMs = NaN;
+
+  /** Counts the live runs' changes as the engine publishes them; returns the unsubscribe. */
+  subscribe(events: EventSource<AuditEvents>): () => void {
+    const off = [
+      events.subscribe('runChanged', (e) => this.runChanged(e.live)),
+      events.subscribe('runAcked', (e) => this.runAcked(e.live)),
+      events.subscribe('runForgotten', (e) => (e.retired ? this.runRetired(e.live) : this.runForgotten(e.live))),
+    ];
+    return () => off.forEach((f) => f());
+  }
 
   runChanged(live: LiveRun): void {
     this.gaugeDirty.add(live);

@@ -48,7 +48,7 @@ export interface IngestLimits {
 
 /**
  * The counters the use case moves (the metrics layer's AuditMetrics has them; the audit layer does not import it,
- * as the engine's hooks do not).
+ * as the engine's events do not: src/metrics/events.ts subscribes to them).
  */
 export interface ConsumerCounters {
   receipt(type: string, result: 'rejected', n?: number): void;

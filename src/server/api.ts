@@ -120,21 +120,21 @@ export async function waitForSettled(engine: AuditEngine, run: string, ms: numbe
   if ((now && now.settled) || ms <= 0) return Promise.resolve(now);
   if (signal?.aborted) return Promise.resolve(null);
   return new Promise((resolve) => {
-    const onRun = (id: string, v: RunVerdict) => {
-      if (id !== run || !v.settled) return;
-      done(v);
+    const onRun = (e: { run: string; verdict: RunVerdict }) => {
+      if (e.run !== run || !e.verdict.settled) return;
+      done(e.verdict);
     };
     const onAbort = () => done(null);
     const timer = setTimeout(() => done(engine.verdictOf(run)), ms);
     const done = (v: RunVerdict | null) => {
       clearTimeout(timer);
-      engine.off('run', onRun);
+      unsubscribe();
       signal?.removeEventListener('abort', onAbort);
       waitingPolls--;
       resolve(v);
     };
     waitingPolls++;
-    engine.on('run', onRun);
+    const unsubscribe = engine.events.subscribe('runEvaluated', onRun);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

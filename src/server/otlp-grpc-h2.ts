@@ -21,9 +21,10 @@ import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { gunzip, inflate } from 'node:zlib';
 import type { AuditMetrics } from '../metrics/index.js';
-import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
+import { decodeExportTraceRequest, encodeExportTraceResponseProtobuf } from '../otlp/index.js';
 import { ConsumeError, type Consumer, type GrpcStatusName, type IngestSource } from '../audit/consumer.js';
 import { BodyBuffers } from './body.js';
+import { ExportStep, type ExportMessage } from './export-step.js';
 import { GRPC_CODE, grpcRefusal } from './refusal.js';
 import { httpsOptions, type TlsMaterial } from './tls.js';
 import { decodeGrpcMessage, type DecodePool } from './worker-pool.js';
@@ -222,14 +223,7 @@ export function startGrpcH2(
     metrics.ingestRequest('grpc', status);
     trailersOnly(stream, status, message);
   };
-  /** Every refusal, mapped once (src/server/refusal.ts) and counted. */
-  const refuse = (stream: http2.ServerHttp2Stream, e: unknown) => {
-    const r = grpcRefusal(e);
-    if (r.limit) opts.onLiveLimit?.(r.limit);
-    if (r.reason) metrics.ingestRejected('grpc', r.reason);
-    metrics.ingestRequest('grpc', r.status);
-    trailersOnly(stream, r.status, r.message, r.metadata);
-  };
+  const step = new ExportStep(consumer, metrics, { transport: 'grpc', okStatus: 'OK', refusal: grpcRefusal, onLiveLimit: opts.onLiveLimit });
 
   server.on('stream', (stream, headers) => {
     stream.on('error', () => {});
@@ -247,89 +241,69 @@ export function startGrpcH2(
       return answer(stream, 'UNIMPLEMENTED', `unknown method ${String(path).slice(0, 100)}; this receiver serves ${EXPORT_PATH.slice(1)}`);
     }
     const enc = String(headers['grpc-encoding'] ?? 'identity').toLowerCase();
-    if (enc !== 'identity' && enc !== 'gzip' && enc !== 'deflate') {
-      stream.resume();
-      return refuse(stream, new ConsumeError('bad_content_type', `unsupported grpc-encoding "${enc.slice(0, 40)}" (identity, gzip, deflate)`, { grpcStatus: 'UNIMPLEMENTED' }));
-    }
-    const authorization = headers.authorization;
-    const auth = authenticate(Array.isArray(authorization) ? authorization[0] : authorization);
-    if (!auth) {
-      stream.resume();
-      return refuse(stream, new ConsumeError('unauthenticated', 'missing or invalid bearer token'));
-    }
-    if (consumer.saturated) {
-      stream.resume();
-      return refuse(stream, ConsumeError.saturated());
-    }
-    void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', auth);
+    const from = () => {
+      if (enc !== 'identity' && enc !== 'gzip' && enc !== 'deflate') {
+        throw new ConsumeError('bad_content_type', `unsupported grpc-encoding "${enc.slice(0, 40)}" (identity, gzip, deflate)`, { grpcStatus: 'UNIMPLEMENTED' });
+      }
+      const authorization = headers.authorization;
+      return authenticate(Array.isArray(authorization) ? authorization[0] : authorization);
+    };
+    void exportCall(stream, enc as 'identity' | 'gzip' | 'deflate', from);
   });
 
-  /**
-   * One export. The admission slot is taken only once the message is complete (docs/operations.md): a stream that
-   * sends headers and no message (or a slow one) holds a stream of its connection, never an ingest slot.
-   */
-  async function exportCall(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate', auth: IngestSource): Promise<void> {
-    let release = () => {};
-    try {
-      const msg = await readMessage(stream, opts.maxMessageBytes, pool);
-      try {
-        release = consumer.admit();
-      } catch (e) {
-        msg.release();
-        throw e;
-      }
-      let decoded: DecodedExport | undefined;
-      if (opts.decodePool && msg.compressed && enc !== 'identity') {
-        // Compressed: inflated and decoded in a worker (an uncompressed message is decoded here, as in otlp-http.ts).
-        // The pool copies the message before it returns: its memory goes back at once.
-        const decoding = decodeGrpcMessage(opts.decodePool, enc, msg.body, opts.maxMessageBytes);
-        msg.release();
-        decoded = await decoding;
-      } else try {
-        let body = msg.body;
-        if (msg.compressed) {
-          if (enc === 'identity') throw framing('INTERNAL', 'compressed message without a grpc-encoding');
-          try {
-            body = await inflateWith(enc, msg.body, opts.maxMessageBytes);
-          } catch (e) {
-            if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
-              throw framing('RESOURCE_EXHAUSTED', `inflated message exceeds the limit of ${opts.maxMessageBytes} bytes`, 'too_large');
-            }
-            throw framing('INTERNAL', `message is not valid ${enc}`);
-          }
+  /** The message of one export, read into pooled memory; a compressed one is inflated here or in the decode pool. */
+  async function read(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate'): Promise<ExportMessage> {
+    const msg = await readMessage(stream, opts.maxMessageBytes, pool);
+    return {
+      release: msg.release,
+      decode: () => {
+        if (opts.decodePool && msg.compressed && enc !== 'identity') {
+          // Compressed: inflated and decoded in a worker (an uncompressed message is decoded here, as in otlp-http.ts).
+          // The pool copies the message before it returns: its memory goes back at once.
+          const decoding = decodeGrpcMessage(opts.decodePool, enc, msg.body, opts.maxMessageBytes);
+          msg.release();
+          return decoding;
         }
-        // The decoder copies what it keeps into strings: nothing refers to the pooled body after this.
-        decoded = decodeExportTraceRequest(body);
-      } catch (e) {
-        if (e instanceof OtlpDecodeError) throw new ConsumeError('undecodable', `undecodable protobuf: ${e.message}`);
-        throw e;
-      } finally {
-        msg.release();
-      }
-      const ingesting = consumer.consumeSpans(decoded, 'grpc', auth);
-      decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
-      const result = await ingesting;
-      metrics.ingestRequest('grpc', 'OK');
-      if (result.liveLimit) opts.onLiveLimit?.(result.liveLimit);
-      const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
-      const reply = encodeExportTraceResponseProtobuf(partial);
-      const framed = Buffer.allocUnsafe(5 + reply.length);
-      framed[0] = 0;
-      framed.writeUInt32BE(reply.length, 1);
-      framed.set(reply, 5);
-      if (stream.destroyed || stream.closed) return; // the client went away; its receipts are committed anyway
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip' }, { waitForTrailers: true });
-      stream.once('wantTrailers', () => {
-        stream.sendTrailers({ 'grpc-status': '0' });
-        wakeLoop();
-      });
-      stream.end(framed);
-      wakeLoop();
+        // The decoder copies what it keeps into strings: nothing refers to the pooled body once it returned.
+        return msg.compressed ? inflated(msg.body, enc).then(decodeExportTraceRequest) : decodeExportTraceRequest(msg.body);
+      },
+    };
+  }
+
+  /** A compressed message inflated (the pooled body is read until this settles). */
+  async function inflated(body: Buffer, enc: 'identity' | 'gzip' | 'deflate'): Promise<Buffer> {
+    if (enc === 'identity') throw framing('INTERNAL', 'compressed message without a grpc-encoding');
+    try {
+      return await inflateWith(enc, body, opts.maxMessageBytes);
     } catch (e) {
-      refuse(stream, e);
-    } finally {
-      release();
+      if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) {
+        throw framing('RESOURCE_EXHAUSTED', `inflated message exceeds the limit of ${opts.maxMessageBytes} bytes`, 'too_large');
+      }
+      throw framing('INTERNAL', `message is not valid ${enc}`);
     }
+  }
+
+  /**
+   * One export (src/server/export-step.ts). The admission slot is taken only once the message is complete
+   * (docs/operations.md): a stream that sends headers and no message (or a slow one) holds a stream of its
+   * connection, never an ingest slot.
+   */
+  async function exportCall(stream: http2.ServerHttp2Stream, enc: 'identity' | 'gzip' | 'deflate', from: () => IngestSource | null): Promise<void> {
+    const out = await step.export({ from, read: () => read(stream, enc), discard: () => stream.resume(), what: 'protobuf' });
+    if (!out.ok) return trailersOnly(stream, out.refused.status, out.refused.message, out.refused.metadata);
+    const reply = encodeExportTraceResponseProtobuf(out.partial);
+    const framed = Buffer.allocUnsafe(5 + reply.length);
+    framed[0] = 0;
+    framed.writeUInt32BE(reply.length, 1);
+    framed.set(reply, 5);
+    if (stream.destroyed || stream.closed) return; // the client went away; its receipts are committed anyway
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip' }, { waitForTrailers: true });
+    stream.once('wantTrailers', () => {
+      stream.sendTrailers({ 'grpc-status': '0' });
+      wakeLoop();
+    });
+    stream.end(framed);
+    wakeLoop();
   }
 
   return listenH2(server, sessions, host, port);

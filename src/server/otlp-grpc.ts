@@ -1,8 +1,9 @@
 /** OTLP/gRPC receiver: TraceService/Export with the request as a raw Buffer, decoded by the same content-free walker. */
 import * as grpc from '@grpc/grpc-js';
 import type { AuditMetrics } from '../metrics/index.js';
-import { OtlpDecodeError, decodeExportTraceRequest, encodeExportTraceResponseProtobuf, type DecodedExport } from '../otlp/index.js';
-import { ConsumeError, type Consumer, type IngestSource } from '../audit/consumer.js';
+import { decodeExportTraceRequest, encodeExportTraceResponseProtobuf } from '../otlp/index.js';
+import type { Consumer, IngestSource } from '../audit/consumer.js';
+import { ExportStep, type ExportMessage } from './export-step.js';
 import { grpcRefusal } from './refusal.js';
 
 export const TRACE_SERVICE = {
@@ -40,44 +41,20 @@ export function startGrpc(consumer: Consumer, metrics: AuditMetrics, host: strin
     'grpc.max_connection_idle_ms': opts.maxConnectionIdleMs ?? 300_000,
     'grpc-node.max_session_memory': opts.maxSessionMemoryMiB ?? 64,
   });
-  /** Every refusal, mapped once (src/server/refusal.ts) and counted. */
-  const fail = (cb: grpc.sendUnaryData<Buffer>, e: unknown) => {
-    const r = grpcRefusal(e);
-    if (r.limit) opts.onLiveLimit?.(r.limit);
-    if (r.reason) metrics.ingestRejected('grpc', r.reason);
-    metrics.ingestRequest('grpc', r.status);
-    const metadata = new grpc.Metadata();
-    for (const [k, v] of Object.entries(r.metadata)) metadata.set(k, v);
-    cb({ code: r.code, details: r.message, metadata });
-  };
+  const step = new ExportStep(consumer, metrics, { transport: 'grpc', okStatus: 'OK', refusal: grpcRefusal, onLiveLimit: opts.onLiveLimit });
   server.addService(TRACE_SERVICE, {
     Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
-      let release: () => void;
-      let auth: IngestSource | null;
-      let decoded: DecodedExport | undefined;
-      try {
-        auth = authenticate(call.metadata);
-        if (!auth) throw new ConsumeError('unauthenticated', 'missing or invalid bearer token');
-        release = consumer.admit();
-      } catch (e) {
-        return fail(cb, e);
-      }
-      try {
-        decoded = decodeExportTraceRequest(call.request);
-      } catch (e) {
-        release();
-        return fail(cb, e instanceof OtlpDecodeError ? new ConsumeError('undecodable', `undecodable protobuf: ${e.message}`) : e);
-      }
-      const ingesting = consumer.consumeSpans(decoded, 'grpc', auth);
-      decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
-      ingesting.finally(release).then(
-        (result) => {
-          metrics.ingestRequest('grpc', 'OK');
-          if (result.liveLimit) opts.onLiveLimit?.(result.liveLimit);
-          const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
-          cb(null, Buffer.from(encodeExportTraceResponseProtobuf(partial)));
+      // @grpc/grpc-js has read the whole message (within grpc.max_receive_message_length) before the call.
+      const message: ExportMessage = { decode: () => decodeExportTraceRequest(call.request), release: () => {} };
+      step.export({ from: () => authenticate(call.metadata), read: () => Promise.resolve(message), discard: () => {}, what: 'protobuf' }).then(
+        (out) => {
+          if (out.ok) return cb(null, Buffer.from(encodeExportTraceResponseProtobuf(out.partial)));
+          const metadata = new grpc.Metadata();
+          for (const [k, v] of Object.entries(out.refused.metadata)) metadata.set(k, v);
+          cb({ code: out.refused.code, details: out.refused.message, metadata });
         },
-        (e) => fail(cb, e),
+        // Not reached (the step maps every failure); an answer all the same.
+        () => cb({ code: grpc.status.INTERNAL, details: 'internal error' }),
       );
     },
   });

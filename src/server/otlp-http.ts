@@ -2,7 +2,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuditMetrics } from '../metrics/index.js';
 import {
-  OtlpDecodeError,
   decodeExportTraceJson,
   decodeExportTraceRequest,
   encodeExportTraceResponseJson,
@@ -10,10 +9,10 @@ import {
   encodeRpcStatusJson,
   encodeRpcStatusProtobuf,
   GrpcStatusCode,
-  type DecodedExport,
 } from '../otlp/index.js';
 import { ConsumeError, type Consumer, type IngestSource } from '../audit/consumer.js';
 import { BodyBuffers, readBodyInto, withinBodyBudget, type BodyBudget } from './body.js';
+import { ExportStep, type ExportMessage } from './export-step.js';
 import { httpRefusal } from './refusal.js';
 import { decodeHttpBody, type DecodePool } from './worker-pool.js';
 
@@ -54,83 +53,57 @@ function sendStatus(res: ServerResponse, status: number, format: Format | null, 
 export function otlpHttpHandler(consumer: Consumer, metrics: AuditMetrics, opts: OtlpHttpOptions, authenticate: Authenticate) {
   // Export bodies are decoded as soon as they are read and never kept: their memory is reused.
   const bodies = new BodyBuffers();
+  const step = new ExportStep(consumer, metrics, { transport: 'http', okStatus: 200, refusal: (e) => httpRefusal(e, opts.retryAfterSeconds), onLiveLimit: opts.onLiveLimit });
+  const pool = opts.decodePool;
+  /** Reads the body within the body budget; a compressed body is inflated and decoded in the pool (with --workers). */
+  const read = async (req: IncomingMessage, format: Format): Promise<ExportMessage> => {
+    const { body, release, encoding } = await withinBodyBudget(req, opts.bodyBudget, opts.maxBodyBytes, () =>
+      pool ? readBodyInto(req, opts.maxBodyBytes, bodies, false, pool) : readBodyInto(req, opts.maxBodyBytes, bodies).then((r) => ({ ...r, encoding: 'identity' as const })),
+    );
+    return {
+      release,
+      decode: () => {
+        if (pool && encoding !== 'identity') {
+          // Compressed: inflated and decoded in a worker. An uncompressed body is decoded here: the decoder reads ~4 GB/s,
+          // less than handing the body over and the records back would cost (docs/internals/performance.md).
+          // A compressed body was read into one of the pool's shared buffers (pool.take): the worker reads it there and
+          // the pool takes it back once the worker answered; any other body is copied before decode returns. Either
+          // way the body may be released at once.
+          const decoding = decodeHttpBody(pool, format, encoding, body, opts.maxBodyBytes);
+          release();
+          return decoding;
+        }
+        // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
+        return format === 'protobuf' ? decodeExportTraceRequest(body) : decodeExportTraceJson(body);
+      },
+    };
+  };
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const format = formatOf(req.headers['content-type']);
     const path = (req.url ?? '/').split('?')[0];
-    const answer = (status: number, grpcCode: number, message: string, reason?: Parameters<AuditMetrics['ingestRejected']>[1], headers: Record<string, string> = {}) => {
-      if (reason) metrics.ingestRejected('http', reason);
+    const answer = (r: { status: number; grpcCode: number; message: string; headers?: Record<string, string> }) => sendStatus(res, r.status, format, r.grpcCode, r.message, r.headers);
+    const unimplemented = (status: number, message: string, headers: Record<string, string> = {}) => {
       metrics.ingestRequest('http', status);
-      sendStatus(res, status, format, grpcCode, message, headers);
+      answer({ status, grpcCode: GrpcStatusCode.UNIMPLEMENTED, message, headers });
     };
     if (path !== '/v1/traces') {
       req.resume();
       // A receipt POST or an API call sent to the OTLP port: name the port it belongs on.
       const wrongPort = /^\/(v1\/receipts|api\/|healthz|readyz|metrics)/.test(path) && opts.apiPort?.() ? `; receipts, the API and /metrics are on the auditor's API port ${opts.apiPort!()}, not this OTLP/HTTP port` : '';
-      return answer(404, GrpcStatusCode.UNIMPLEMENTED, `no such endpoint ${path.slice(0, 80)}; OTLP traces go to POST /v1/traces${wrongPort}`);
+      return unimplemented(404, `no such endpoint ${path.slice(0, 80)}; OTLP traces go to POST /v1/traces${wrongPort}`);
     }
     if (req.method !== 'POST') {
       req.resume();
-      return answer(405, GrpcStatusCode.UNIMPLEMENTED, 'use POST for /v1/traces', undefined, { allow: 'POST' });
+      return unimplemented(405, 'use POST for /v1/traces', { allow: 'POST' });
     }
-    let release: (() => void) | undefined;
-    try {
-      const auth = authenticate(req);
-      if (!auth) {
-        req.resume();
-        throw new ConsumeError('unauthenticated', 'missing or invalid bearer token');
-      }
-      if (!format) {
-        req.resume();
-        throw new ConsumeError('bad_content_type', 'unsupported content type; use application/x-protobuf or application/json');
-      }
-      // Refuse early when saturated, but take the admission slot only once the body is complete: a slow body
-      // holds its connection (bounded by --max-connections and --request-timeout), never a slot.
-      if (consumer.saturated) {
-        req.resume();
-        throw ConsumeError.saturated();
-      }
-      const pool = opts.decodePool;
-      const { body, release: releaseBody, encoding } = await withinBodyBudget(req, opts.bodyBudget, opts.maxBodyBytes, () =>
-        pool ? readBodyInto(req, opts.maxBodyBytes, bodies, false, pool) : readBodyInto(req, opts.maxBodyBytes, bodies).then((r) => ({ ...r, encoding: 'identity' as const })),
-      );
-      try {
-        release = consumer.admit();
-      } catch (e) {
-        releaseBody();
-        throw e;
-      }
-      let decoded: DecodedExport | undefined;
-      if (pool && encoding !== 'identity') {
-        // Compressed: inflated and decoded in a worker. An uncompressed body is decoded here: the decoder reads ~4 GB/s,
-        // less than handing the body over and the records back would cost (docs/internals/performance.md).
-        // A compressed body was read into one of the pool's shared buffers (pool.take): the worker reads it there and
-        // the pool takes it back once the worker answered; any other body is copied before decode returns. Either
-        // way releaseBody may be called at once.
-        const decoding = decodeHttpBody(pool, format, encoding, body, opts.maxBodyBytes);
-        releaseBody();
-        decoded = await decoding;
-      } else try {
-        // The decoders copy what they keep (ids, kept attribute values) into strings: nothing refers to `body` after.
-        decoded = format === 'protobuf' ? decodeExportTraceRequest(body) : decodeExportTraceJson(body);
-      } catch (e) {
-        if (e instanceof OtlpDecodeError) throw new ConsumeError('undecodable', `undecodable ${format === 'protobuf' ? 'protobuf' : 'JSON'} body: ${e.message}`);
-        throw e;
-      } finally {
-        releaseBody();
-      }
-      const ingesting = consumer.consumeSpans(decoded, 'http', auth);
-      decoded = undefined; // not held while the commit waits (see Ingestor.consumeSpans)
-      const result = await ingesting;
-      metrics.ingestRequest('http', 200);
-      if (result.liveLimit) opts.onLiveLimit?.(result.liveLimit);
-      const partial = result.rejectedSpans ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage } : undefined;
-      send(res, 200, format, format === 'protobuf' ? encodeExportTraceResponseProtobuf(partial) : encodeExportTraceResponseJson(partial));
-    } catch (e) {
-      const r = httpRefusal(e, opts.retryAfterSeconds);
-      if (r.limit) opts.onLiveLimit?.(r.limit);
-      return answer(r.status, r.grpcCode, r.message, r.reason, r.headers);
-    } finally {
-      release?.();
-    }
+    const from = () => {
+      const who = authenticate(req);
+      // Authenticated (an unauthenticated request is refused as such first), in a format this receiver does not read.
+      if (who && !format) throw new ConsumeError('bad_content_type', 'unsupported content type; use application/x-protobuf or application/json');
+      return who;
+    };
+    const out = await step.export({ from, read: () => read(req, format!), discard: () => req.resume(), what: format === 'protobuf' ? 'protobuf body' : 'JSON body' });
+    if (!out.ok) return answer(out.refused);
+    send(res, 200, format, format === 'protobuf' ? encodeExportTraceResponseProtobuf(out.partial) : encodeExportTraceResponseJson(out.partial));
   };
 }

@@ -26,7 +26,8 @@ import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry, type WriteAuth } from './auth.js';
-import { AuditEngine, type EngineStore } from '../audit/engine.js';
+import { AuditEngine, EventBus, type AuditEvents, type EngineStore } from '../audit/engine.js';
+import { subscribeMetrics } from '../metrics/events.js';
 import type { Route } from './api.js';
 import { Ingestor } from '../audit/ingestor.js';
 import { otlpHttpHandler } from './otlp-http.js';
@@ -312,6 +313,29 @@ interface Stores {
   clock: () => number;
 }
 
+/**
+ * The engine's event bus with its subscribers (src/audit/events.ts): the metrics, and the logs of verdict changes and
+ * failed read-backs. A subscriber that throws is counted and logged (the 1st, 2nd, 4th, 8th, ... time per event).
+ */
+function engineEvents(cfg: ServeConfig, metrics: AuditMetrics, cluster: ClusterCoordinator | null): EventBus<AuditEvents> {
+  const events: EventBus<AuditEvents> = new EventBus<AuditEvents>({
+    onError: (event, e) => {
+      const failures = events.failures(event);
+      if ((failures & (failures - 1)) === 0) cfg.log('event_subscriber_failed', { event, failures, error: (e as Error)?.name ?? 'Error' });
+    },
+  });
+  subscribeMetrics(events, metrics, cluster);
+  // Content-free: run id, pin, verdict and the finding code that decided it.
+  events.subscribe('verdictEntered', ({ run, contract, version, verdict, previous, result }) => {
+    const code = result.findings.find((f) => f.verdict === verdict)?.code;
+    cfg.log('verdict_changed', { run, contract: contract || null, version: version || null, verdict, previous: previous?.verdict ?? null, ...(code ? { code } : {}) });
+  });
+  // Cluster mode: a re-evaluation that needed the run's receipts back from the shared store and could not read them
+  // (the run keeps its last verdict; the next receipt or tick tries again). Content-free: run id and the error's class.
+  events.subscribe('readBackFailed', ({ run, error: e }) => cfg.log('read_back_failed', { run, error: `${(e as Error)?.name ?? 'Error'}: ${String((e as Error)?.message ?? e).slice(0, 200)}` }));
+  return events;
+}
+
 function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: AuditMetrics, stores: Stores): AuditEngine {
   const { cluster } = stores;
   const engine: AuditEngine = new AuditEngine(registry, stores.engineStore, {
@@ -328,25 +352,9 @@ function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: Aud
     fairSources: cfg.ingestTokens !== undefined,
     idleEvictMs: cfg.idleEvictMs,
     alertWindowMs: cfg.alertWindowMs ?? DEFAULTS.alertWindowMs,
-    hooks: {
-      idleEvicted: (n) => metrics.liveRunsIdleEvicted(n),
-      verdictEntered: (run, contract, version, verdict, previous) => {
-        // In a cluster a transition is counted once its state is in the shared table (each counted by one instance).
-        const count = () => metrics.verdictEntered(contract, verdict, run);
-        if (cluster && previous?.verdict !== verdict) cluster.countWhenWritten(run, count);
-        else count();
-        // Content-free: run id, pin, verdict and the finding code that decided it.
-        const code = engine.verdictOf(run)?.findings.find((f) => f.verdict === verdict)?.code;
-        cfg.log('verdict_changed', { run, contract: contract || null, version: version || null, verdict, previous: previous?.verdict ?? null, ...(code ? { code } : {}) });
-      },
-      receipts: (type, result, n) => metrics.receipt(type, result, n),
-      shadowEntered: (_run, s, disagreed) => metrics.shadowVerdictEntered(s.contract, s.version, s.verdict, disagreed),
-    },
+    events: engineEvents(cfg, metrics, cluster),
     shadow: cfg.shadow,
   });
-  // Cluster mode: a re-evaluation that needed the run's receipts back from the shared store and could not read them
-  // (the run keeps its last verdict; the next receipt or tick tries again). Content-free: run id and the error's class.
-  engine.on('readBackFailed', (run: string, e: unknown) => cfg.log('read_back_failed', { run, error: `${(e as Error)?.name ?? 'Error'}: ${String((e as Error)?.message ?? e).slice(0, 200)}` }));
   return engine;
 }
 

@@ -114,7 +114,9 @@ class RunEvents {
   private flushTimer: NodeJS.Timeout | null = null;
   private watchTimer: NodeJS.Timeout | null = null;
   private readonly servers = new Set<Server>();
-  private readonly onRun = (run: string, _v: RunVerdict) => {
+  /** Subscribed to the engine's evaluations while a page is open (the unsubscribe). */
+  private unsubscribe: (() => void) | null = null;
+  private readonly onRun = ({ run }: { run: string }) => {
     this.dirty.add(run);
     if (!this.flushTimer) this.flushTimer = setTimeout(() => this.flush(), this.opts.flushMs);
   };
@@ -161,7 +163,7 @@ class RunEvents {
       ...SECURITY_HEADERS,
     });
     res.write(`retry: 1500\nevent: hello\ndata: ${JSON.stringify({ now: new Date().toISOString() })}\n\n`);
-    if (this.clients.size === 0) this.engine.on('run', this.onRun);
+    if (this.clients.size === 0) this.unsubscribe ??= this.engine.events.subscribe('runEvaluated', this.onRun);
     this.clients.add(res);
     this.opts.onStreams?.(this.clients.size);
     const server = (req.socket as unknown as { server?: Server }).server;
@@ -195,7 +197,8 @@ class RunEvents {
   }
 
   private idle(): void {
-    this.engine.off('run', this.onRun);
+    this.unsubscribe?.();
+    this.unsubscribe = null;
     if (this.watchTimer) clearInterval(this.watchTimer);
     if (this.flushTimer) clearTimeout(this.flushTimer);
     this.watchTimer = null;
