@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import { existsSync, fstatSync, readFileSync, readdirSync, statSync, writeSync } from "node:fs";
 import { isatty } from "node:tty";
 import { parseArgs } from "node:util";
+import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { isAbsolute, join, relative } from "node:path";
 // \0rolldown/runtime.js
@@ -1047,7 +1048,7 @@ function datetime(args) {
 	const timeRegex = args.local ? `${qualified}|${timeSource({ precision: args.precision })}` : qualified;
 	return new RegExp(`^${dateSource}T(?:${timeRegex})$`);
 }
-var cuid, cuid2, ulid, xid, ksuid, nanoid, duration, guid, uuid, email, _emoji$1, ipv4, ipv6, cidrv4, cidrv6, base64, base64url, httpProtocol, e164, dateSource, date, anyString, integer, number$1, boolean$1, lowercase, uppercase;
+var cuid, cuid2, ulid, xid, ksuid, nanoid, duration$1, guid, uuid, email, _emoji$1, ipv4, ipv6, cidrv4, cidrv6, base64, base64url, httpProtocol, e164, dateSource, date, anyString, integer, number$1, boolean$1, lowercase, uppercase;
 var init_regexes = __esmMin((() => {
 	cuid = /^[cC][0-9a-z]{6,}$/;
 	cuid2 = /^[0-9a-z]+$/;
@@ -1055,7 +1056,7 @@ var init_regexes = __esmMin((() => {
 	xid = /^[0-9a-vA-V]{20}$/;
 	ksuid = /^[A-Za-z0-9]{27}$/;
 	nanoid = /^[a-zA-Z0-9_-]{21}$/;
-	duration = /^P(?:(\d+W)|(?!.*W)(?=\d|T\d)(\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+([.,]\d+)?S)?)?)$/;
+	duration$1 = /^P(?:(\d+W)|(?!.*W)(?=\d|T\d)(\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+([.,]\d+)?S)?)?)$/;
 	guid = /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$/;
 	uuid = (version) => {
 		if (!version) return /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$/;
@@ -2065,7 +2066,7 @@ var init_schemas$1 = __esmMin((() => {
 		$ZodStringFormat.init(inst, def);
 	});
 	$ZodISODuration = /*@__PURE__*/ $constructor("$ZodISODuration", (inst, def) => {
-		def.pattern ?? (def.pattern = duration);
+		def.pattern ?? (def.pattern = duration$1);
 		$ZodStringFormat.init(inst, def);
 	});
 	$ZodIPv4 = /*@__PURE__*/ $constructor("$ZodIPv4", (inst, def) => {
@@ -6476,6 +6477,7 @@ function allSpecs() {
 }
 function defaultText(f) {
 	if (f.shown !== void 0) return f.shown;
+	if (f.env !== void 0) return f.default === void 0 ? `$${f.env}` : `$${f.env} or ${String(f.default)}`;
 	if (f.type === "boolean") return f.default === true ? "on" : "off";
 	return f.default === void 0 ? "" : String(f.default);
 }
@@ -6500,28 +6502,43 @@ function renderHelp(spec) {
 	for (const [c, m] of exits) out.push(`  ${String(c).padStart(3)}  ${m}`);
 	return out.join("\n") + "\n";
 }
-/** Parse argv with the spec's flag table (plus -h/--help, handled by main before this). */
-function parseCommandArgs(spec, argv) {
+/** The default of a flag at parse time: its environment variable when set, else its default. */
+function flagDefault(f, env = process.env) {
+	const fromEnv = f.env === void 0 ? void 0 : env[f.env];
+	return fromEnv !== void 0 ? fromEnv : f.default;
+}
+/**
+* Parse argv with the spec's flag table (plus -h/--help, handled by main before this); a bad flag throws node's
+* parseArgs error (with its ERR_PARSE_ARGS code: the dispatcher adds "did you mean --x?").
+*/
+function parseFlags(spec, argv) {
 	const options = {};
-	for (const f of [...spec.flags, HELP_FLAG]) options[f.name] = {
-		type: f.type,
-		...f.short ? { short: f.short } : {},
-		...f.multiple ? {
-			multiple: true,
-			default: []
-		} : f.default !== void 0 ? { default: f.default } : {}
-	};
-	try {
-		const { values, positionals } = parseArgs({
-			args: argv,
-			options,
-			allowPositionals: true,
-			strict: true
-		});
-		return {
-			values,
-			positionals
+	for (const f of [...spec.flags, HELP_FLAG]) {
+		const def = flagDefault(f);
+		options[f.name] = {
+			type: f.type,
+			...f.short ? { short: f.short } : {},
+			...f.multiple ? {
+				multiple: true,
+				default: []
+			} : def !== void 0 ? { default: def } : {}
 		};
+	}
+	const { values, positionals } = parseArgs({
+		args: argv,
+		options,
+		allowPositionals: spec.positionals !== false,
+		strict: true
+	});
+	return {
+		values,
+		positionals
+	};
+}
+/** parseFlags, with a bad flag turned into a usage error naming the nearest flag and the command's --help. */
+function parseCommandArgs(spec, argv) {
+	try {
+		return parseFlags(spec, argv);
 	} catch (e) {
 		const message = e.message.replace(/\. To specify a positional.*$/s, "");
 		const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];
@@ -6594,7 +6611,548 @@ var init_spec = __esmMin((() => {
 		incomplete: 33
 	};
 }));
+// dist/ingest/runkey.js
+/** Parses `explicit,invocation,trace[,conversation]`; throws with a readable message. */
+function parseRunKey(text) {
+	const parts = text.split(",").map((p) => p.trim());
+	const out = [];
+	for (const p of parts) {
+		if (!RUN_KEY_PARTS.includes(p)) throw new Error(`--run-key: ${JSON.stringify(p)} is not one of ${RUN_KEY_PARTS.join(", ")}`);
+		if (out.includes(p)) throw new Error(`--run-key: ${p} is named twice`);
+		out.push(p);
+	}
+	return out;
+}
+var RUN_KEY_PARTS;
+var init_runkey = __esmMin((() => {
+	RUN_KEY_PARTS = [
+		"explicit",
+		"invocation",
+		"trace",
+		"conversation"
+	];
+}));
+// dist/ingest/trust.js
+var init_trust = __esmMin((() => {
+	init_receipt();
+}));
+// dist/server/auth.js
+/**
+* Bearer tokens for ingest and, separately, for the API. A token file has one token per line; an ingest line may
+* be `TOKEN agent-a,agent-b` to bind the token to the agents it may speak for. Comparison is constant-time.
+*/
+function parseTokenFile(text, file, allowAgents) {
+	const out = [];
+	const lineOf = /* @__PURE__ */ new Map();
+	text.split("\n").forEach((raw, i) => {
+		const line = raw.trim();
+		if (!line || line.startsWith("#")) return;
+		const [token, second, third, ...rest] = line.split(/\s+/);
+		if (allowAgents ? second !== void 0 && third !== void 0 : rest.length) throw new Error(`${file}:${i + 1}: expected ${allowAgents ? "\"TOKEN [agent-a,agent-b]\"" : "\"TOKEN [read|write] [NAME]\""}`);
+		if (token.length < 16) throw new Error(`${file}:${i + 1}: token too short (at least 16 characters)`);
+		const agents = allowAgents ? second : void 0;
+		let scope = allowAgents ? "write" : "read";
+		if (!allowAgents && second !== void 0) {
+			if (second !== "read" && second !== "write") throw new Error(`${file}:${i + 1}: API tokens take a scope ("read" or "write") and a name, no agent list`);
+			scope = second;
+		}
+		if (third !== void 0 && !TOKEN_NAME.test(third)) throw new Error(`${file}:${i + 1}: a token's name is at most 64 of A-Z a-z 0-9 . _ @ -`);
+		const d = digest(token);
+		const first = lineOf.get(d.toString("hex"));
+		if (first !== void 0) throw new Error(`${file}:${i + 1}: this token is already listed on line ${first}; list each token once`);
+		lineOf.set(d.toString("hex"), i + 1);
+		const source = `token-${i + 1}-${d.subarray(0, 4).toString("hex")}`;
+		out.push({
+			digest: d,
+			source,
+			agents: agents ? new Set(agents.split(",").filter(Boolean)) : null,
+			scope,
+			name: third ?? source
+		});
+	});
+	if (!out.length) throw new Error(`${file}: no tokens`);
+	return out;
+}
+function loadTokenFile(file, allowAgents) {
+	return parseTokenFile(readFileSync(file, "utf8"), file, allowAgents);
+}
+var TOKEN_NAME, digest;
+var init_auth = __esmMin((() => {
+	init_trust();
+	TOKEN_NAME = /^[A-Za-z0-9._@-]{1,64}$/;
+	digest = (t) => createHash("sha256").update(t).digest();
+}));
+// dist/server/serve-options.js
+var OptionError, port, duration, size, count$1, text, oneOf, integerIn, storeUrl, instanceName, runKey, tokenFile, LOG_LEVELS, logLevel, SERVE_OPTIONS;
+var init_serve_options = __esmMin((() => {
+	init_edge();
+	init_runkey();
+	init_auth();
+	OptionError = class extends Error {};
+	port = (v, flag) => {
+		const n = Number(v);
+		if (!Number.isInteger(n) || n < 0 || n > 65535) throw new OptionError(`${flag}: not a port: ${v}`);
+		return n;
+	};
+	duration = (v, flag) => {
+		const ms = parseDuration(v);
+		if (ms === null) throw new OptionError(`${flag}: "${v}" is not a duration; use a whole number with ms, s, m, h or d (e.g. 10s, 5m, 7d)`);
+		return ms;
+	};
+	size = (v, flag) => {
+		const m = /^(\d+)(|k|ki|m|mi|kib|mib)$/i.exec(v.trim());
+		if (!m) throw new OptionError(`${flag}: not a size (e.g. 20MiB): ${v}`);
+		const unit = m[2].toLowerCase();
+		return Number(m[1]) * (unit.startsWith("k") ? 1024 : unit.startsWith("m") ? 1048576 : 1);
+	};
+	count$1 = (v, flag) => {
+		const n = Number(v);
+		if (!Number.isInteger(n) || n < 1) throw new OptionError(`${flag}: expected a positive integer: ${v}`);
+		return n;
+	};
+	text = (v) => v;
+	oneOf = (words) => (v, flag) => {
+		if (!words.includes(v)) throw new OptionError(`${flag}: expected ${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}: ${v}`);
+		return v;
+	};
+	integerIn = (lo, hi) => (v, flag) => {
+		const n = Number(v.trim());
+		if (v.trim() === "" || !Number.isInteger(n) || n < lo || n > hi) throw new OptionError(`${flag}: expected an integer from ${lo} to ${hi}: ${v}`);
+		return n;
+	};
+	storeUrl = (v, flag) => {
+		if (!/^postgres(ql)?:\/\//.test(v)) throw new OptionError(`${flag}: expected a postgres://user@host:port/db URL (the embedded SQLite store in --data DIR is the default)`);
+		try {
+			new URL(v);
+		} catch {
+			throw new OptionError(`${flag}: not a valid URL`);
+		}
+		return v;
+	};
+	instanceName = (v, flag) => {
+		if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(v)) throw new OptionError(`${flag}: 1-100 characters of A-Z a-z 0-9 _ . : -`);
+		return v;
+	};
+	runKey = (v) => {
+		try {
+			return parseRunKey(v);
+		} catch (e) {
+			throw new OptionError(`serve: ${e.message}`);
+		}
+	};
+	tokenFile = (allowAgents) => (v) => {
+		try {
+			return loadTokenFile(v, allowAgents);
+		} catch (e) {
+			throw new OptionError(e.message);
+		}
+	};
+	LOG_LEVELS = [
+		"debug",
+		"info",
+		"warn",
+		"error"
+	];
+	logLevel = (v, flag) => {
+		if (!LOG_LEVELS.includes(v)) throw new OptionError(`${flag}: "${v}" is not one of ${LOG_LEVELS.join(", ")}`);
+		return v;
+	};
+	SERVE_OPTIONS = {
+		contracts: {
+			value: "DIR",
+			shown: "the package's contracts/ examples",
+			help: "directory of contract YAML files"
+		},
+		contract: {
+			key: "defaultContract",
+			parse: text,
+			value: "ID",
+			help: "contract for runs whose run.start names none"
+		},
+		data: {
+			key: "dataDir",
+			parse: text,
+			value: "DIR",
+			default: "./data",
+			help: "SQLite data directory"
+		},
+		store: {
+			key: "storeUrl",
+			parse: storeUrl,
+			value: "URL",
+			help: "shared PostgreSQL store (postgres://user@host:port/db) instead of --data: any number of instances share it (password via PGPASSWORD or ~/.pgpass; docs/scaling.md)"
+		},
+		instance: {
+			key: "instance",
+			parse: instanceName,
+			value: "NAME",
+			shown: "host-pid-random",
+			help: "this instance's name in a cluster (--store)"
+		},
+		"lease-ttl": {
+			key: "leaseTtlMs",
+			parse: duration,
+			value: "DUR",
+			default: "10s",
+			help: "cluster: how long a partition lease lasts unrenewed (a crashed instance's runs are taken over within this plus 0.5 s)"
+		},
+		"span-routing": {
+			key: "spanRouting",
+			parse: oneOf(["trace", "any"]),
+			value: "MODE",
+			shown: "trace",
+			help: "cluster: 'trace' when the Collector routes spans by trace id; 'any' when a span may reach any instance (spans of other instances' traces are forwarded through the shared store)"
+		},
+		partitions: {
+			key: "partitions",
+			parse: integerIn(1, 4096),
+			value: "N",
+			shown: "64",
+			help: "cluster: hash partitions of runs, fixed when the shared schema is created"
+		},
+		port: {
+			key: "port",
+			parse: port,
+			value: "N",
+			default: "9464",
+			help: "API, web view and /metrics port"
+		},
+		"otlp-http-port": {
+			key: "otlpHttpPort",
+			parse: port,
+			value: "N",
+			default: "4318",
+			help: "OTLP/HTTP receiver port (POST /v1/traces)"
+		},
+		"otlp-grpc-port": {
+			key: "otlpGrpcPort",
+			parse: port,
+			value: "N",
+			default: "4317",
+			help: "OTLP/gRPC receiver port"
+		},
+		host: {
+			key: "host",
+			parse: text,
+			value: "ADDR",
+			default: "127.0.0.1",
+			help: "listen address (non-loopback needs tokens or --insecure)"
+		},
+		"log-level": {
+			parse: logLevel,
+			value: "LEVEL",
+			default: "info",
+			help: "debug, info, warn or error (JSON lines on stderr)"
+		},
+		"log-interval": {
+			key: "logIntervalMs",
+			parse: duration,
+			value: "DUR",
+			default: "60s",
+			help: "how often the ingest summary is logged"
+		},
+		"alert-window": {
+			key: "alertWindowMs",
+			parse: duration,
+			value: "DUR",
+			default: "1h",
+			help: "how long a new bad verdict stays in topology_alerting_runs (unless acknowledged)"
+		},
+		"stall-after": {
+			key: "stallAfterMs",
+			parse: duration,
+			value: "DUR",
+			default: "30m",
+			help: "an unsettled run with no receipt for this long counts in topology_stalled_runs"
+		},
+		retention: {
+			key: "retentionMs",
+			parse: duration,
+			value: "DUR",
+			default: "7d",
+			help: "settled runs idle this long are pruned"
+		},
+		"parent-wait": {
+			key: "parentWaitMs",
+			parse: duration,
+			value: "DUR",
+			default: "10s",
+			help: "how long an agent span waits for its caller's span"
+		},
+		"max-skeleton-spans": {
+			key: "maxPendingSpans",
+			parse: count$1,
+			value: "N",
+			default: "200000",
+			help: "spans of recent traces kept for caller resolution (span ids, parents, agent ids); past it the oldest traces go and their waiting spans become gaps"
+		},
+		"max-trace-spans": {
+			key: "maxTraceSpans",
+			parse: count$1,
+			value: "N",
+			default: "10000",
+			help: "of those, spans one trace may keep (its oldest go first)"
+		},
+		"max-body": {
+			key: "maxBodyBytes",
+			parse: size,
+			value: "SIZE",
+			default: "20MiB",
+			help: "largest HTTP request body"
+		},
+		"max-body-total": {
+			key: "maxBodyTotalBytes",
+			parse: size,
+			value: "SIZE",
+			shown: "4 x --max-body, at least 64MiB",
+			help: "request bodies being read at once, across the HTTP listeners; past it 503 + Retry-After before reading"
+		},
+		"max-grpc-message": {
+			key: "maxGrpcMessageBytes",
+			parse: size,
+			value: "SIZE",
+			default: "4MiB",
+			help: "largest gRPC message"
+		},
+		"max-pending-receipts": {
+			key: "maxPendingReceipts",
+			parse: count$1,
+			value: "N",
+			default: "200000",
+			help: "receipts queued before ingest answers 429"
+		},
+		"max-inflight": {
+			key: "maxInflightRequests",
+			parse: count$1,
+			value: "N",
+			default: "256",
+			help: "concurrent ingest requests"
+		},
+		"group-commit-delay": {
+			key: "groupCommitDelayMs",
+			parse: duration,
+			value: "DUR",
+			default: "0ms",
+			help: "longest wait before a group commit"
+		},
+		"max-db-size": {
+			key: "maxDbBytes",
+			parse: size,
+			value: "SIZE",
+			help: "cap on the database size (commits past it fail like a full disk)"
+		},
+		"ingest-tokens": {
+			key: "ingestTokens",
+			parse: tokenFile(true),
+			value: "FILE",
+			help: "ingest bearer tokens (JSON, with source bindings)"
+		},
+		"api-tokens": {
+			key: "apiTokens",
+			parse: tokenFile(false),
+			value: "FILE",
+			help: "API bearer tokens (also open the web view: it asks for one once per browser session)"
+		},
+		"viewer-tokens": {
+			key: "viewerTokens",
+			parse: tokenFile(false),
+			value: "FILE",
+			help: "read-only tokens that open the web view only, never the API (needs --api-tokens)"
+		},
+		insecure: {
+			type: "boolean",
+			default: false,
+			help: "allow a non-loopback --host without tokens"
+		},
+		"tls-cert": {
+			value: "FILE",
+			help: "PEM certificate (with --tls-key): every listener speaks TLS"
+		},
+		"tls-key": {
+			value: "FILE",
+			help: "PEM private key"
+		},
+		"tls-client-ca": {
+			value: "FILE",
+			help: "require client certificates signed by this CA"
+		},
+		shadow: {
+			value: "CONTRACT@VERSION",
+			multiple: true,
+			help: "also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)"
+		},
+		"grpc-impl": {
+			key: "grpcImpl",
+			parse: oneOf(["h2", "grpc-js"]),
+			value: "IMPL",
+			default: "h2",
+			help: "gRPC receiver: h2 (node:http2) or grpc-js"
+		},
+		workers: {
+			key: "workers",
+			parse: integerIn(0, 256),
+			value: "N",
+			shown: "available cores - 1 (at least 1)",
+			help: "threads that inflate and decode compressed (gzip, deflate) OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: on the main thread (docs/internals/performance.md)"
+		},
+		"max-connections": {
+			key: "maxConnections",
+			parse: count$1,
+			value: "N",
+			default: "1024",
+			help: "open connections per HTTP listener"
+		},
+		"headers-timeout": {
+			key: "headersTimeoutMs",
+			parse: duration,
+			value: "DUR",
+			default: "10s",
+			help: "time to receive request headers (and the TLS handshake)"
+		},
+		"request-timeout": {
+			key: "requestTimeoutMs",
+			parse: duration,
+			value: "DUR",
+			default: "60s",
+			help: "time to receive a whole request, body included"
+		},
+		"keep-alive-timeout": {
+			key: "keepAliveTimeoutMs",
+			parse: duration,
+			value: "DUR",
+			default: "5s",
+			help: "idle keep-alive connections are closed after this"
+		},
+		"max-grpc-streams": {
+			key: "maxGrpcStreams",
+			parse: count$1,
+			value: "N",
+			default: "100",
+			help: "concurrent gRPC streams per connection"
+		},
+		"max-live-runs": {
+			key: "maxLiveRuns",
+			parse: count$1,
+			value: "N",
+			default: "100000",
+			help: "live runs held in memory; past it receipts of new runs get 503 + Retry-After"
+		},
+		"max-live-receipts": {
+			key: "maxLiveReceipts",
+			parse: count$1,
+			value: "N",
+			default: "2000000",
+			help: "receipts held by live runs; past it ingest answers 503 + Retry-After"
+		},
+		"max-long-polls": {
+			key: "maxLongPolls",
+			parse: count$1,
+			value: "N",
+			default: "512",
+			help: "long-polls (verdict?wait=) waiting at once on the API port; past it 429 + Retry-After"
+		},
+		"health-port": {
+			key: "healthPort",
+			parse: port,
+			value: "PORT",
+			shown: "none",
+			help: "a separate listener serving only /healthz, /readyz and /metrics (64 connections), answered while the API port is flooded"
+		},
+		"idle-evict-after": {
+			key: "idleEvictMs",
+			parse: duration,
+			value: "DUR",
+			default: "15m",
+			help: "at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)"
+		},
+		"max-event-streams": {
+			parse: count$1,
+			value: "N",
+			default: "64",
+			help: "open web-view event streams (SSE)"
+		},
+		"run-key": {
+			key: "runKey",
+			parse: runKey,
+			value: "ORDER",
+			default: "explicit,invocation,trace",
+			help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)"
+		},
+		"alertmanager-url": {
+			value: "URL",
+			multiple: true,
+			help: "send each alerting run as an alert to this Alertmanager (repeatable: an HA pair; docs/alerting.md)"
+		},
+		"external-url": {
+			value: "URL",
+			shown: "http://HOST:PORT",
+			help: "the auditor's URL as on-call opens it (run_url and runbook_url of alerts)"
+		},
+		"runbook-url": {
+			value: "URL",
+			shown: "EXTERNAL-URL/runbooks",
+			help: "runbook page of alerts (the alert's name is appended as #fragment)"
+		},
+		"alertmanager-resend": {
+			parse: duration,
+			value: "DUR",
+			shown: "1m",
+			help: "firing alerts are sent again this often (valid for 4 intervals)"
+		},
+		"alertmanager-timeout": {
+			parse: duration,
+			value: "DUR",
+			shown: "10s",
+			help: "one request to an Alertmanager, answer included (a total deadline)"
+		},
+		"alertmanager-max-silence": {
+			parse: duration,
+			value: "DUR",
+			shown: "7d",
+			help: "longest silence `ack --silence` may create"
+		},
+		"alertmanager-queue-capacity": {
+			parse: count$1,
+			value: "N",
+			shown: "10000",
+			help: "alerts waiting for Alertmanager; past it the oldest are dropped (counted)"
+		},
+		"alertmanager-ca-file": {
+			value: "FILE",
+			help: "CA certificate(s) to verify an https Alertmanager"
+		},
+		"alertmanager-insecure-skip-verify": {
+			type: "boolean",
+			default: false,
+			help: "do not verify an https Alertmanager's certificate"
+		},
+		"alertmanager-bearer-token-file": {
+			value: "FILE",
+			help: "bearer token sent to Alertmanager"
+		},
+		"alertmanager-basic-auth-user": {
+			value: "NAME",
+			help: "basic auth user for Alertmanager (with --alertmanager-basic-auth-password-file)"
+		},
+		"alertmanager-basic-auth-password-file": {
+			value: "FILE",
+			help: "basic auth password file for Alertmanager"
+		}
+	};
+}));
 // dist/cli/specs.js
+/** The help and parser flags of an option table (src/server/serve-options.ts). */
+function flagsOf(table) {
+	return Object.entries(table).map(([name, o]) => ({
+		name,
+		type: o.type ?? "string",
+		...o.multiple ? { multiple: true } : {},
+		...o.value !== void 0 ? { value: o.value } : {},
+		...o.default !== void 0 ? { default: o.default } : {},
+		...o.shown !== void 0 ? { shown: o.shown } : {},
+		help: o.help
+	}));
+}
 /** Top-level usage: one line per registered command. */
 function topUsage(specs) {
 	const width = Math.max(...specs.map((s) => s.name.length));
@@ -6614,22 +7172,22 @@ function topUsage(specs) {
 var DEFAULT_SERVER, serverFlag, tokenFlag, jsonFlag, formatFlag, jsonAlias, exit, GATE_SPEC;
 var init_specs = __esmMin((() => {
 	init_spec();
+	init_serve_options();
 	DEFAULT_SERVER = "http://127.0.0.1:9464";
 	serverFlag = () => ({
 		name: "server",
 		short: "s",
 		type: "string",
 		value: "URL",
-		default: process.env.TOPOLOGY_AUDIT_SERVER ?? DEFAULT_SERVER,
-		shown: `$TOPOLOGY_AUDIT_SERVER or ${DEFAULT_SERVER}`,
+		default: DEFAULT_SERVER,
+		env: "TOPOLOGY_AUDIT_SERVER",
 		help: "the auditor's API address (the --port of serve, not an OTLP port)"
 	});
 	tokenFlag = () => ({
 		name: "token",
 		type: "string",
 		value: "TOKEN",
-		default: process.env.TOPOLOGY_AUDIT_TOKEN,
-		shown: "$TOPOLOGY_AUDIT_TOKEN",
+		env: "TOPOLOGY_AUDIT_TOKEN",
 		help: "API bearer token when serve runs with --api-tokens"
 	});
 	jsonFlag = {
@@ -6700,420 +7258,8 @@ var init_specs = __esmMin((() => {
 		name: "serve",
 		summary: "run the live auditor: OTLP receivers, API, web view and /metrics",
 		usage: ["serve [--contracts DIR] [--contract ID] [--data DIR] [--port N] [--otlp-http-port N] [--otlp-grpc-port N] [--host ADDR] [options]"],
-		flags: [
-			{
-				name: "contracts",
-				type: "string",
-				value: "DIR",
-				shown: "the package's contracts/ examples",
-				help: "directory of contract YAML files"
-			},
-			{
-				name: "contract",
-				type: "string",
-				value: "ID",
-				help: "contract for runs whose run.start names none"
-			},
-			{
-				name: "data",
-				type: "string",
-				value: "DIR",
-				default: "./data",
-				help: "SQLite data directory"
-			},
-			{
-				name: "store",
-				type: "string",
-				value: "URL",
-				help: "shared PostgreSQL store (postgres://user@host:port/db) instead of --data: any number of instances share it (password via PGPASSWORD or ~/.pgpass; docs/scaling.md)"
-			},
-			{
-				name: "instance",
-				type: "string",
-				value: "NAME",
-				shown: "host-pid-random",
-				help: "this instance's name in a cluster (--store)"
-			},
-			{
-				name: "lease-ttl",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "cluster: how long a partition lease lasts unrenewed (a crashed instance's runs are taken over within this plus 0.5 s)"
-			},
-			{
-				name: "span-routing",
-				type: "string",
-				value: "MODE",
-				default: "trace",
-				help: "cluster: 'trace' when the Collector routes spans by trace id; 'any' when a span may reach any instance (spans of other instances' traces are forwarded through the shared store)"
-			},
-			{
-				name: "partitions",
-				type: "string",
-				value: "N",
-				default: "64",
-				help: "cluster: hash partitions of runs, fixed when the shared schema is created"
-			},
-			{
-				name: "port",
-				type: "string",
-				value: "N",
-				default: "9464",
-				help: "API, web view and /metrics port"
-			},
-			{
-				name: "otlp-http-port",
-				type: "string",
-				value: "N",
-				default: "4318",
-				help: "OTLP/HTTP receiver port (POST /v1/traces)"
-			},
-			{
-				name: "otlp-grpc-port",
-				type: "string",
-				value: "N",
-				default: "4317",
-				help: "OTLP/gRPC receiver port"
-			},
-			{
-				name: "host",
-				type: "string",
-				value: "ADDR",
-				default: "127.0.0.1",
-				help: "listen address (non-loopback needs tokens or --insecure)"
-			},
-			{
-				name: "log-level",
-				type: "string",
-				value: "LEVEL",
-				default: "info",
-				help: "debug, info, warn or error (JSON lines on stderr)"
-			},
-			{
-				name: "log-interval",
-				type: "string",
-				value: "DUR",
-				default: "60s",
-				help: "how often the ingest summary is logged"
-			},
-			{
-				name: "alert-window",
-				type: "string",
-				value: "DUR",
-				default: "1h",
-				help: "how long a new bad verdict stays in topology_alerting_runs (unless acknowledged)"
-			},
-			{
-				name: "stall-after",
-				type: "string",
-				value: "DUR",
-				default: "30m",
-				help: "an unsettled run with no receipt for this long counts in topology_stalled_runs"
-			},
-			{
-				name: "retention",
-				type: "string",
-				value: "DUR",
-				default: "7d",
-				help: "settled runs idle this long are pruned"
-			},
-			{
-				name: "parent-wait",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "how long an agent span waits for its caller's span"
-			},
-			{
-				name: "max-skeleton-spans",
-				type: "string",
-				value: "N",
-				default: "200000",
-				help: "spans of recent traces kept for caller resolution (span ids, parents, agent ids); past it the oldest traces go and their waiting spans become gaps"
-			},
-			{
-				name: "max-trace-spans",
-				type: "string",
-				value: "N",
-				default: "10000",
-				help: "of those, spans one trace may keep (its oldest go first)"
-			},
-			{
-				name: "max-body",
-				type: "string",
-				value: "SIZE",
-				default: "20MiB",
-				help: "largest HTTP request body"
-			},
-			{
-				name: "max-body-total",
-				type: "string",
-				value: "SIZE",
-				shown: "4 x --max-body, at least 64MiB",
-				help: "request bodies being read at once, across the HTTP listeners; past it 503 + Retry-After before reading"
-			},
-			{
-				name: "max-grpc-message",
-				type: "string",
-				value: "SIZE",
-				default: "4MiB",
-				help: "largest gRPC message"
-			},
-			{
-				name: "max-pending-receipts",
-				type: "string",
-				value: "N",
-				default: "200000",
-				help: "receipts queued before ingest answers 429"
-			},
-			{
-				name: "max-inflight",
-				type: "string",
-				value: "N",
-				default: "256",
-				help: "concurrent ingest requests"
-			},
-			{
-				name: "group-commit-delay",
-				type: "string",
-				value: "DUR",
-				default: "0ms",
-				help: "longest wait before a group commit"
-			},
-			{
-				name: "max-db-size",
-				type: "string",
-				value: "SIZE",
-				help: "cap on the database size (commits past it fail like a full disk)"
-			},
-			{
-				name: "ingest-tokens",
-				type: "string",
-				value: "FILE",
-				help: "ingest bearer tokens (JSON, with source bindings)"
-			},
-			{
-				name: "api-tokens",
-				type: "string",
-				value: "FILE",
-				help: "API bearer tokens (also open the web view: it asks for one once per browser session)"
-			},
-			{
-				name: "viewer-tokens",
-				type: "string",
-				value: "FILE",
-				help: "read-only tokens that open the web view only, never the API (needs --api-tokens)"
-			},
-			{
-				name: "insecure",
-				type: "boolean",
-				default: false,
-				help: "allow a non-loopback --host without tokens"
-			},
-			{
-				name: "tls-cert",
-				type: "string",
-				value: "FILE",
-				help: "PEM certificate (with --tls-key): every listener speaks TLS"
-			},
-			{
-				name: "tls-key",
-				type: "string",
-				value: "FILE",
-				help: "PEM private key"
-			},
-			{
-				name: "tls-client-ca",
-				type: "string",
-				value: "FILE",
-				help: "require client certificates signed by this CA"
-			},
-			{
-				name: "shadow",
-				type: "string",
-				value: "CONTRACT@VERSION",
-				multiple: true,
-				help: "also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)"
-			},
-			{
-				name: "grpc-impl",
-				type: "string",
-				value: "IMPL",
-				default: "h2",
-				help: "gRPC receiver: h2 (node:http2) or grpc-js"
-			},
-			{
-				name: "workers",
-				type: "string",
-				value: "N",
-				shown: "available cores - 1 (at least 1)",
-				help: "threads that inflate and decode compressed (gzip, deflate) OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: on the main thread (docs/internals/performance.md)"
-			},
-			{
-				name: "max-connections",
-				type: "string",
-				value: "N",
-				default: "1024",
-				help: "open connections per HTTP listener"
-			},
-			{
-				name: "headers-timeout",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "time to receive request headers (and the TLS handshake)"
-			},
-			{
-				name: "request-timeout",
-				type: "string",
-				value: "DUR",
-				default: "60s",
-				help: "time to receive a whole request, body included"
-			},
-			{
-				name: "keep-alive-timeout",
-				type: "string",
-				value: "DUR",
-				default: "5s",
-				help: "idle keep-alive connections are closed after this"
-			},
-			{
-				name: "max-grpc-streams",
-				type: "string",
-				value: "N",
-				default: "100",
-				help: "concurrent gRPC streams per connection"
-			},
-			{
-				name: "max-live-runs",
-				type: "string",
-				value: "N",
-				default: "100000",
-				help: "live runs held in memory; past it receipts of new runs get 503 + Retry-After"
-			},
-			{
-				name: "max-live-receipts",
-				type: "string",
-				value: "N",
-				default: "2000000",
-				help: "receipts held by live runs; past it ingest answers 503 + Retry-After"
-			},
-			{
-				name: "max-long-polls",
-				type: "string",
-				value: "N",
-				default: "512",
-				help: "long-polls (verdict?wait=) waiting at once on the API port; past it 429 + Retry-After"
-			},
-			{
-				name: "health-port",
-				type: "string",
-				value: "PORT",
-				default: "none",
-				help: "a separate listener serving only /healthz, /readyz and /metrics (64 connections), answered while the API port is flooded"
-			},
-			{
-				name: "idle-evict-after",
-				type: "string",
-				value: "DUR",
-				default: "15m",
-				help: "at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)"
-			},
-			{
-				name: "max-event-streams",
-				type: "string",
-				value: "N",
-				default: "64",
-				help: "open web-view event streams (SSE)"
-			},
-			{
-				name: "run-key",
-				type: "string",
-				value: "ORDER",
-				default: "explicit,invocation,trace",
-				help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)"
-			},
-			{
-				name: "alertmanager-url",
-				type: "string",
-				value: "URL",
-				multiple: true,
-				help: "send each alerting run as an alert to this Alertmanager (repeatable: an HA pair; docs/alerting.md)"
-			},
-			{
-				name: "external-url",
-				type: "string",
-				value: "URL",
-				shown: "http://HOST:PORT",
-				help: "the auditor's URL as on-call opens it (run_url and runbook_url of alerts)"
-			},
-			{
-				name: "runbook-url",
-				type: "string",
-				value: "URL",
-				shown: "EXTERNAL-URL/runbooks",
-				help: "runbook page of alerts (the alert's name is appended as #fragment)"
-			},
-			{
-				name: "alertmanager-resend",
-				type: "string",
-				value: "DUR",
-				default: "1m",
-				help: "firing alerts are sent again this often (valid for 4 intervals)"
-			},
-			{
-				name: "alertmanager-timeout",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "one request to an Alertmanager, answer included (a total deadline)"
-			},
-			{
-				name: "alertmanager-max-silence",
-				type: "string",
-				value: "DUR",
-				default: "7d",
-				help: "longest silence `ack --silence` may create"
-			},
-			{
-				name: "alertmanager-queue-capacity",
-				type: "string",
-				value: "N",
-				default: "10000",
-				help: "alerts waiting for Alertmanager; past it the oldest are dropped (counted)"
-			},
-			{
-				name: "alertmanager-ca-file",
-				type: "string",
-				value: "FILE",
-				help: "CA certificate(s) to verify an https Alertmanager"
-			},
-			{
-				name: "alertmanager-insecure-skip-verify",
-				type: "boolean",
-				default: false,
-				help: "do not verify an https Alertmanager's certificate"
-			},
-			{
-				name: "alertmanager-bearer-token-file",
-				type: "string",
-				value: "FILE",
-				help: "bearer token sent to Alertmanager"
-			},
-			{
-				name: "alertmanager-basic-auth-user",
-				type: "string",
-				value: "NAME",
-				help: "basic auth user for Alertmanager (with --alertmanager-basic-auth-password-file)"
-			},
-			{
-				name: "alertmanager-basic-auth-password-file",
-				type: "string",
-				value: "FILE",
-				help: "basic auth password file for Alertmanager"
-			}
-		],
+		flags: flagsOf(SERVE_OPTIONS),
+		positionals: false,
 		examples: ["topology-audit serve", "topology-audit serve --contracts ./contracts --data /var/lib/topology-audit --log-level warn"],
 		exits: exit(0, 2)
 	});
