@@ -118,6 +118,14 @@ describe('help, version, errors', () => {
     expect((await cli('serve', 'stray')).stderr).toMatch(/^topology-audit serve: Unexpected argument 'stray'/);
   });
 
+  it('every command parses from its spec: none calls parseArgs itself, and handoff board --help names its --server and --token', async () => {
+    const cliDir = join(ROOT, 'src', 'cli');
+    for (const f of readdirSync(cliDir).filter((n) => n.endsWith('.ts') && n !== 'spec.ts')) expect(readFileSync(join(cliDir, f), 'utf8'), f).not.toMatch(/\bparseArgs\(/);
+    const help = (await cli('handoff', '--help')).stdout;
+    expect(help).toMatch(/--server URL +board: .*\(default: \$TOPOLOGY_AUDIT_SERVER or http:\/\/127\.0\.0\.1:9464\)/);
+    expect(help).toMatch(/--token TOKEN +board: .*\(default: \$TOPOLOGY_AUDIT_TOKEN\)/);
+  });
+
   it('top-level help lists every command and the exit-code table; --version prints the package version', async () => {
     const r = await cli('--help');
     expect(r.code).toBe(0);

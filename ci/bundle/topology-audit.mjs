@@ -6508,12 +6508,13 @@ function flagDefault(f, env = process.env) {
 	return fromEnv !== void 0 ? fromEnv : f.default;
 }
 /**
-* Parse argv with the spec's flag table (plus -h/--help, handled by main before this); a bad flag throws node's
-* parseArgs error (with its ERR_PARSE_ARGS code: the dispatcher adds "did you mean --x?").
+* Parse argv with the spec's flag table (plus -h/--help, handled by main before this), or with the flags of it named
+* in `only` (a subcommand's share); a bad flag throws node's parseArgs error (with its ERR_PARSE_ARGS code: the
+* dispatcher adds "did you mean --x?").
 */
-function parseFlags(spec, argv) {
+function parseFlags(spec, argv, only) {
 	const options = {};
-	for (const f of [...spec.flags, HELP_FLAG]) {
+	for (const f of [...spec.flags.filter((g) => only === void 0 || only.includes(g.name)), HELP_FLAG]) {
 		const def = flagDefault(f);
 		options[f.name] = {
 			type: f.type,
@@ -7169,7 +7170,7 @@ function topUsage(specs) {
 	lines.push("", "Environment: TOPOLOGY_AUDIT_SERVER, TOPOLOGY_AUDIT_TOKEN, NO_COLOR. Docs: docs/cli.md");
 	return lines.join("\n") + "\n";
 }
-var DEFAULT_SERVER, serverFlag, tokenFlag, jsonFlag, formatFlag, jsonAlias, exit, GATE_SPEC;
+var DEFAULT_SERVER, serverFlag, tokenFlag, jsonFlag, formatFlag, jsonAlias, exit, GATE_SPEC, CONTRACT_SPEC;
 var init_specs = __esmMin((() => {
 	init_spec();
 	init_serve_options();
@@ -7530,6 +7531,14 @@ var init_specs = __esmMin((() => {
 				value: "RFC3339",
 				help: "audit: as of this time"
 			},
+			{
+				...serverFlag(),
+				help: "board: the auditor's API address"
+			},
+			{
+				...tokenFlag(),
+				help: "board: API bearer token when serve runs with --api-tokens"
+			},
 			jsonFlag
 		],
 		examples: ["topology-audit handoff audit receipts/handoffs/ho-budget-copied.ndjson --json", "topology-audit handoff board run-42 --server http://127.0.0.1:9464"],
@@ -7603,7 +7612,7 @@ var init_specs = __esmMin((() => {
 		examples: ["topology-audit propose receipts/drift.ndjson --contracts contracts --contract-id research-publish > draft.yaml", "topology-audit propose --server http://127.0.0.1:9464 --since 24h"],
 		exits: exit(0, 2)
 	});
-	registerSpec({
+	CONTRACT_SPEC = registerSpec({
 		name: "contract",
 		summary: "compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)",
 		usage: ["contract diff A@V1 B@V2 [--contracts DIR] [--format text|json|junit|github|markdown]"],
@@ -108968,11 +108977,6 @@ var init_contract_diff = __esmMin((() => {
 	};
 }));
 // dist/cli/contract.js
-/**
-* `contract diff A@V1 B@V2 [--contracts DIR] [--json]`: what changed between two contract versions (agents, allowed
-* edges, multiplicities, plan, deadlines), with the web view's version comparison (src/render/contract-diff.ts).
-* Exit codes as diff(1): 0 same content, 1 differences, 2 usage or bad input.
-*/
 var contract_exports = /* @__PURE__ */ __exportAll({
 	CONTRACT_USAGE: () => CONTRACT_USAGE,
 	changeFindings: () => changeFindings,
@@ -109102,40 +109106,17 @@ async function contractCommand(argv, io) {
 		return 0;
 	}
 	if (sub !== "diff") throw new UsageError(`contract: unknown subcommand ${JSON.stringify(sub ?? "")}\n${CONTRACT_USAGE}`);
-	const { values, positionals } = parseArgs({
-		args: rest,
-		allowPositionals: true,
-		options: {
-			contracts: {
-				type: "string",
-				short: "c",
-				default: packagedContractsDir()
-			},
-			json: {
-				type: "boolean",
-				default: false
-			},
-			format: {
-				type: "string",
-				short: "f",
-				default: "text"
-			},
-			help: {
-				type: "boolean",
-				short: "h",
-				default: false
-			}
-		}
-	});
+	const { values, positionals } = parseFlags(CONTRACT_SPEC, rest);
+	const contractsDir = typeof values.contracts === "string" ? values.contracts : packagedContractsDir();
 	if (values.help) {
 		io.stdout(CONTRACT_USAGE);
 		return 0;
 	}
 	const format = outputFormat(values, "contract diff");
 	if (positionals.length !== 2) throw new UsageError("contract diff: give two versions, A@V1 B@V2");
-	const registry = loadContractDir(values.contracts);
-	const a = lookup(registry, positionals[0], values.contracts);
-	const b = lookup(registry, positionals[1], values.contracts);
+	const registry = loadContractDir(contractsDir);
+	const a = lookup(registry, positionals[0], contractsDir);
+	const b = lookup(registry, positionals[1], contractsDir);
 	const ch = diffContracts(a, b);
 	if (format === "markdown") io.stdout(contractDiffMarkdown(ch, a, b));
 	else if (format === "junit" || format === "github") io.stdout(reportText(contractDiffReport(ch, a, b), format));
@@ -109161,6 +109142,8 @@ async function contractCommand(argv, io) {
 }
 var CONTRACT_USAGE, marks, CHANGE_WORD;
 var init_contract = __esmMin((() => {
+	init_spec();
+	init_specs();
 	init_paths();
 	init_shadow();
 	init_contract_diff();

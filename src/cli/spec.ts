@@ -110,12 +110,13 @@ export function flagDefault(f: FlagSpec, env: NodeJS.ProcessEnv = process.env): 
 }
 
 /**
- * Parse argv with the spec's flag table (plus -h/--help, handled by main before this); a bad flag throws node's
- * parseArgs error (with its ERR_PARSE_ARGS code: the dispatcher adds "did you mean --x?").
+ * Parse argv with the spec's flag table (plus -h/--help, handled by main before this), or with the flags of it named
+ * in `only` (a subcommand's share); a bad flag throws node's parseArgs error (with its ERR_PARSE_ARGS code: the
+ * dispatcher adds "did you mean --x?").
  */
-export function parseFlags(spec: CommandSpec, argv: string[]): Parsed {
+export function parseFlags(spec: CommandSpec, argv: string[], only?: readonly string[]): Parsed {
   const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean; default?: string | boolean | string[] }> = {};
-  for (const f of [...spec.flags, HELP_FLAG]) {
+  for (const f of [...spec.flags.filter((g) => only === undefined || only.includes(g.name)), HELP_FLAG]) {
     const def = flagDefault(f);
     options[f.name] = { type: f.type, ...(f.short ? { short: f.short } : {}), ...(f.multiple ? { multiple: true, default: [] } : def !== undefined ? { default: def } : {}) };
   }

@@ -182,7 +182,7 @@ registerSpec({
   exits: exit(0, 2),
 });
 
-registerSpec({
+export const EXPERIMENT_SPEC = registerSpec({
   name: 'experiment',
   summary: 'compare a baseline and a candidate configuration (diff) or their paired case records (compare)',
   usage: ['experiment diff MANIFEST [--json]', 'experiment compare MANIFEST [--json | --markdown] [--fail-on DISPOSITION[,DISPOSITION]]'],
@@ -195,7 +195,7 @@ registerSpec({
   ],
 });
 
-registerSpec({
+export const HANDOFF_SPEC = registerSpec({
   name: 'handoff',
   summary: 'admit, return, aggregate and audit delegated handoffs',
   usage: [
@@ -211,6 +211,8 @@ registerSpec({
     { name: 'state', type: 'string', value: 'FILE', help: 'admit/return: the handoff state document' },
     { name: 'handoff', type: 'string', value: 'FILE', help: 'return: the admitted handoff' },
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit: as of this time' },
+    { ...serverFlag(), help: "board: the auditor's API address" },
+    { ...tokenFlag(), help: 'board: API bearer token when serve runs with --api-tokens' },
     jsonFlag,
   ],
   examples: ['topology-audit handoff audit receipts/handoffs/ho-budget-copied.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
@@ -243,7 +245,7 @@ registerSpec({
   exits: exit(0, 2),
 });
 
-registerSpec({
+export const CONTRACT_SPEC = registerSpec({
   name: 'contract',
   summary: 'compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)',
   usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--format text|json|junit|github|markdown]'],
