@@ -47,6 +47,88 @@ var __toESM = (mod, isNodeMode, target) => (target = mod != null ? __create(__ge
 	enumerable: true
 }) : target, mod));
 var __require = /* #__PURE__ */ (() => createRequire(import.meta.url))();
+// packages/receipt/dist/vocab.js
+var EDGE_KINDS, HANDOFF_STATES, EFFECT_STATUSES;
+var init_vocab$1 = __esmMin((() => {
+	EDGE_KINDS = [
+		"delegate",
+		"handoff",
+		"return"
+	];
+	HANDOFF_STATES = [
+		"PROPOSED",
+		"ADMITTED",
+		"DISPATCHED",
+		"RUNNING",
+		"RETURNED",
+		"ACCEPTED",
+		"REJECTED",
+		"CANCELLED",
+		"TIMED_OUT",
+		"FAILED"
+	];
+	EFFECT_STATUSES = [
+		"attempted",
+		"committed",
+		"failed",
+		"compensated",
+		"unknown"
+	];
+}));
+// packages/receipt/dist/edge-text.js
+/** Parse `"a -> b : kind"` or `"a -> [b, c] : kind"` (spaces ignored). */
+function parseEdge(text) {
+	const m = EDGE_RE.exec(text);
+	if (!m) throw new EdgeSyntaxError(`not an edge: ${JSON.stringify(text)} (expected "from -> to : kind")`);
+	const from = m[1].trim();
+	const rawTo = m[2].trim();
+	const kind = m[3];
+	if (!EDGE_KINDS.includes(kind)) throw new EdgeSyntaxError(`unknown edge kind ${JSON.stringify(kind)} (expected one of ${EDGE_KINDS.join(", ")})`);
+	const to = rawTo.startsWith("[") ? rawTo.slice(1, -1).split(",").map((s) => s.trim()).filter((s) => s.length > 0) : [rawTo];
+	if (to.length === 0) throw new EdgeSyntaxError(`edge ${JSON.stringify(text)} has no target`);
+	return {
+		from,
+		to,
+		kind
+	};
+}
+var EDGE_RE, EdgeSyntaxError;
+var init_edge_text = __esmMin((() => {
+	init_vocab$1();
+	EDGE_RE = /^\s*([^\s\[\]>:,-][^\[\]>:,]*?)\s*->\s*(\[[^\]]*\]|[^\[\]>:,]+?)\s*:\s*([A-Za-z_]+)\s*$/;
+	EdgeSyntaxError = class extends Error {};
+}));
+// packages/receipt/dist/instant-text.js
+/** Instant texts (semantics 2a "Time"): RFC 3339 with at most nine fraction digits, a date and time that exist. */
+/** Days in a month of a year (proleptic Gregorian). */
+function daysIn(year, month) {
+	if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+	return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+/**
+* Why a text is not an instant (semantics 2a "Time"), or null when it is one: RFC 3339 with at most nine fraction
+* digits, and a date and time that exist: month 01-12, a day the month has (2026-02-30 and 2026-04-31 are refused,
+* where `Date.parse` would run on into the next month), hour 00-23 (24:00:00 is refused), minute and second 00-59
+* (no leap second), offset hours 00-23 and minutes 00-59. The one check every path that reads a time text uses.
+*/
+function instantTextError(t) {
+	const m = RFC3339_TEXT.exec(t);
+	if (m === null) return "an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)";
+	const year = Number(m[1]);
+	const month = Number(m[2]);
+	const day = Number(m[3]);
+	if (month < 1 || month > 12) return `not a calendar date: month ${m[2]} does not exist`;
+	if (day < 1 || day > daysIn(year, month)) return `not a calendar date: ${m[1]}-${m[2]} has no day ${m[3]}`;
+	if (Number(m[4]) > 23) return `not a time of day: hour ${m[4]} (00-23; 24:00:00 is the next day's 00:00:00)`;
+	if (Number(m[5]) > 59) return `not a time of day: minute ${m[5]}`;
+	if (Number(m[6]) > 59) return `not a time of day: second ${m[6]} (leap seconds are not instants)`;
+	if (m[9] !== void 0 && (Number(m[9]) > 23 || Number(m[10]) > 59)) return `not a UTC offset: ${m[8]}`;
+	return null;
+}
+var RFC3339_TEXT;
+var init_instant_text = __esmMin((() => {
+	RFC3339_TEXT = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+}));
 // node_modules/zod/v4/core/util.js
 function getEnumValues(entries) {
 	const numericValues = Object.values(entries).filter((v) => typeof v === "number");
@@ -5705,276 +5787,7 @@ var init_zod = __esmMin((() => {
 	init_external();
 	init_external();
 }));
-// dist/core/vocab.js
-var EDGE_KINDS, HANDOFF_STATES, EFFECT_STATUSES;
-var init_vocab = __esmMin((() => {
-	EDGE_KINDS = [
-		"delegate",
-		"handoff",
-		"return"
-	];
-	HANDOFF_STATES = [
-		"PROPOSED",
-		"ADMITTED",
-		"DISPATCHED",
-		"RUNNING",
-		"RETURNED",
-		"ACCEPTED",
-		"REJECTED",
-		"CANCELLED",
-		"TIMED_OUT",
-		"FAILED"
-	];
-	EFFECT_STATUSES = [
-		"attempted",
-		"committed",
-		"failed",
-		"compensated",
-		"unknown"
-	];
-}));
-// dist/core/edge.js
-/** Parse `"a -> b : kind"` or `"a -> [b, c] : kind"` (spaces ignored). */
-function parseEdge(text) {
-	const m = EDGE_RE.exec(text);
-	if (!m) throw new EdgeSyntaxError(`not an edge: ${JSON.stringify(text)} (expected "from -> to : kind")`);
-	const from = m[1].trim();
-	const rawTo = m[2].trim();
-	const kind = m[3];
-	if (!EDGE_KINDS.includes(kind)) throw new EdgeSyntaxError(`unknown edge kind ${JSON.stringify(kind)} (expected one of ${EDGE_KINDS.join(", ")})`);
-	const to = rawTo.startsWith("[") ? rawTo.slice(1, -1).split(",").map((s) => s.trim()).filter((s) => s.length > 0) : [rawTo];
-	if (to.length === 0) throw new EdgeSyntaxError(`edge ${JSON.stringify(text)} has no target`);
-	return {
-		from,
-		to,
-		kind
-	};
-}
-/** The canonical edge key of one concrete edge: `from -> to : kind`. */
-function edgeKey(from, to, kind) {
-	return `${from} -> ${to} : ${kind}`;
-}
-/** Canonical text of an edge spec: a single target plainly, several in brackets. */
-function specKey(spec) {
-	return spec.to.length === 1 ? edgeKey(spec.from, spec.to[0], spec.kind) : `${spec.from} -> [${spec.to.join(", ")}] : ${spec.kind}`;
-}
-/** Key for lookups: no spaces at all, so `a->b:kind` equals `a -> b : kind`. */
-function compactKey(text) {
-	return text.replace(/\s+/g, "");
-}
-/**
-* Compact triple key used by maps on the hot path. Interned: the same text gives the same flat string object (up to
-* a bound; past it keys are made as they are), so looking a run's edge up in a contract's map is a pointer compare.
-*/
-function tripleKey(from, to, kind) {
-	const k = `${from}\u0000${to}\u0000${kind}`;
-	const known = triples.get(k);
-	if (known !== void 0) return known;
-	if (triples.size >= TRIPLE_KEYS) return k;
-	triples.set(k, k);
-	return k;
-}
-/** Durations: an integer with ms, s, m, h or d. Returns milliseconds or null when malformed. */
-function parseDuration(text) {
-	const m = DURATION_RE.exec(text.trim());
-	if (!m) return null;
-	const ms = Number(m[1]) * UNIT_MS[m[2]];
-	return Number.isSafeInteger(ms) ? ms : null;
-}
-function formatDuration(ms) {
-	if (ms % 864e5 === 0 && ms > 0) return `${ms / 864e5}d`;
-	if (ms % 36e5 === 0 && ms > 0) return `${ms / 36e5}h`;
-	if (ms % 6e4 === 0 && ms > 0) return `${ms / 6e4}m`;
-	if (ms % 1e3 === 0 && ms > 0) return `${ms / 1e3}s`;
-	return `${ms}ms`;
-}
-/** Human "how long", e.g. 2m30s. */
-function humanDuration(ms) {
-	const neg = ms < 0;
-	let rest = Math.abs(Math.round(ms));
-	if (rest < 1e3) return `${neg ? "-" : ""}${rest}ms`;
-	const parts = [];
-	for (const [unit, size] of [
-		["d", 864e5],
-		["h", 36e5],
-		["m", 6e4],
-		["s", 1e3]
-	]) if (rest >= size) {
-		parts.push(`${Math.floor(rest / size)}${unit}`);
-		rest %= size;
-	}
-	return (neg ? "-" : "") + parts.slice(0, 2).join("");
-}
-var EDGE_RE, EdgeSyntaxError, triples, TRIPLE_KEYS, DURATION_RE, UNIT_MS;
-var init_edge = __esmMin((() => {
-	init_vocab();
-	EDGE_RE = /^\s*([^\s\[\]>:,-][^\[\]>:,]*?)\s*->\s*(\[[^\]]*\]|[^\[\]>:,]+?)\s*:\s*([A-Za-z_]+)\s*$/;
-	EdgeSyntaxError = class extends Error {};
-	triples = /* @__PURE__ */ new Map();
-	TRIPLE_KEYS = 1e5;
-	DURATION_RE = /^(\d+)(ms|s|m|h|d)$/;
-	UNIT_MS = {
-		ms: 1,
-		s: 1e3,
-		m: 6e4,
-		h: 36e5,
-		d: 864e5
-	};
-}));
-// dist/core/time.js
-/**
-* Instants exact to the nanosecond (semantics 2a "Time"), kept cheap: whole milliseconds since the epoch (an
-* integer double, exact) plus the nanoseconds below the millisecond (an integer 0..999_999). Most instants differ
-* by a millisecond or more, so a comparison is one integer step and a second one only on a tie. No BigInt, no
-* allocation on the hot path (callers keep the two numbers side by side). Pure: no I/O.
-*/
-/** Nanoseconds past the millisecond of an RFC 3339 text (validated upstream): fraction digits 4..9, zero-padded. */
-function subMillisOf(t) {
-	if (t.length < 25 || t.charCodeAt(19) !== 46) return 0;
-	let ns = 0;
-	let i = 23;
-	let scale = 1e5;
-	for (; scale >= 1; i++, scale /= 10) {
-		const c = t.charCodeAt(i) - 48;
-		if (!(c >= 0 && c <= 9)) break;
-		ns += c * scale;
-	}
-	return ns;
-}
-/**
-* `Date.parse` of the ISO form of a text: a lowercase `t` or a space between date and time becomes `T`, a final `z`
-* becomes `Z`. `Date.parse` reads only the uppercase `T` form as ISO; other forms go to its legacy parser, which
-* reads years 0000-0099 as 1950-2049 ("0050-01-01 00:00:00Z" would be 1950).
-*/
-function isoParse(t) {
-	const c = t.charCodeAt(10);
-	let iso = t.length > 10 && (c === 116 || c === 32) ? `${t.slice(0, 10)}T${t.slice(11)}` : t;
-	if (iso.endsWith("z")) iso = `${iso.slice(0, -1)}Z`;
-	return Date.parse(iso);
-}
-/** Two decimal digits at i..i+1, or -1. */
-function two(t, i) {
-	const a = t.charCodeAt(i) - 48;
-	const b = t.charCodeAt(i + 1) - 48;
-	return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
-}
-/**
-* Whole milliseconds of an RFC 3339 text, exactly as `Date.parse` gives them (a longer fraction is truncated to the
-* millisecond, never rounded up), so together with subMillisOf this is exact. The common form
-* `YYYY-MM-DD(T|t| )HH:MM:SS[.fraction](Z|z|+HH:MM|-HH:MM)` with fields in range is read directly (no allocation,
-* a fraction of the cost of `Date.parse`); anything else (out-of-range fields, other texts) is left to `Date.parse` (test/core-nanotime.test.ts checks the two agree).
-*/
-function millisOf(t) {
-	const n = t.length;
-	if (n < 20 || t.charCodeAt(4) !== 45 || t.charCodeAt(7) !== 45 || !isDateTimeSeparator(t.charCodeAt(10)) || t.charCodeAt(13) !== 58 || t.charCodeAt(16) !== 58) return isoParse(t);
-	const y1 = two(t, 0);
-	const y2 = two(t, 2);
-	const mo = two(t, 5);
-	const d = two(t, 8);
-	const h = two(t, 11);
-	const mi = two(t, 14);
-	const s = two(t, 17);
-	if (y1 < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59) return isoParse(t);
-	let i = 19;
-	let frac = 0;
-	if (t.charCodeAt(i) === 46) {
-		i++;
-		const from = i;
-		let scale = 100;
-		for (; i < n; i++) {
-			const c = t.charCodeAt(i) - 48;
-			if (!(c >= 0 && c <= 9)) break;
-			if (scale >= 1) frac += c * scale;
-			scale /= 10;
-		}
-		if (i === from || i - from > 9) return isoParse(t);
-	}
-	let offset = 0;
-	const z = t.charCodeAt(i);
-	if ((z === 90 || z === 122) && i + 1 === n) {} else if ((z === 43 || z === 45) && i + 6 === n && t.charCodeAt(i + 3) === 58) {
-		const oh = two(t, i + 1);
-		const om = two(t, i + 4);
-		if (oh < 0 || oh > 23 || om < 0 || om > 59) return isoParse(t);
-		offset = (oh * 60 + om) * (z === 43 ? -6e4 : 6e4);
-	} else return isoParse(t);
-	const year = y1 * 100 + y2;
-	const yy = mo <= 2 ? year - 1 : year;
-	const era = Math.floor(yy / 400);
-	const yoe = yy - era * 400;
-	const mp = mo > 2 ? mo - 3 : mo + 9;
-	const doy = Math.floor((153 * mp + 2) / 5) + d - 1;
-	return (((era * 146097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719468) * 24 + h) * 60 + mi) * 6e4 + s * 1e3 + frac + offset;
-}
-/** Days in a month of a year (proleptic Gregorian). */
-function daysIn(year, month) {
-	if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
-	return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-}
-/**
-* Why a text is not an instant (semantics 2a "Time"), or null when it is one: RFC 3339 with at most nine fraction
-* digits, and a date and time that exist: month 01-12, a day the month has (2026-02-30 and 2026-04-31 are refused,
-* where `Date.parse` would run on into the next month), hour 00-23 (24:00:00 is refused), minute and second 00-59
-* (no leap second), offset hours 00-23 and minutes 00-59. The one check every path that reads a time text uses.
-*/
-function instantTextError(t) {
-	const m = RFC3339_TEXT.exec(t);
-	if (m === null) return "an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)";
-	const year = Number(m[1]);
-	const month = Number(m[2]);
-	const day = Number(m[3]);
-	if (month < 1 || month > 12) return `not a calendar date: month ${m[2]} does not exist`;
-	if (day < 1 || day > daysIn(year, month)) return `not a calendar date: ${m[1]}-${m[2]} has no day ${m[3]}`;
-	if (Number(m[4]) > 23) return `not a time of day: hour ${m[4]} (00-23; 24:00:00 is the next day's 00:00:00)`;
-	if (Number(m[5]) > 59) return `not a time of day: minute ${m[5]}`;
-	if (Number(m[6]) > 59) return `not a time of day: second ${m[6]} (leap seconds are not instants)`;
-	if (m[9] !== void 0 && (Number(m[9]) > 23 || Number(m[10]) > 59)) return `not a UTC offset: ${m[8]}`;
-	return null;
-}
-/** The instant of an RFC 3339 text (validated upstream). */
-function parseInstant(t) {
-	return {
-		ms: millisOf(t),
-		ns: subMillisOf(t)
-	};
-}
-/** The instant of a number (whole or fractional milliseconds are taken as they are: ns 0) or an Instant. */
-function toInstant(t) {
-	return typeof t === "number" ? {
-		ms: t,
-		ns: 0
-	} : t;
-}
-/** Sign of a - b. */
-function compareInstants(a, b) {
-	return a.ms !== b.ms ? a.ms < b.ms ? -1 : 1 : a.ns - b.ns;
-}
-/** RFC 3339 text of (ms, ns): milliseconds always (as Date#toISOString), then the sub-millisecond digits when non-zero. */
-function formatInstant(ms, ns = 0) {
-	const base = new Date(ms).toISOString();
-	if (ns === 0) return base;
-	const digits = String(ns).padStart(6, "0").replace(/0+$/, "");
-	return `${base.slice(0, -1)}${digits}Z`;
-}
-/** Human "how long" of a - b in (ms, ns) parts: below a millisecond in ns or µs ("1ns", "400µs"), else as `human` says. */
-function humanDelta(aMs, aNs, bMs, bNs, human) {
-	const totalNs = (aMs - bMs) * 1e6 + (aNs - bNs);
-	if (Math.abs(totalNs) < 1e3) return `${totalNs}ns`;
-	if (Math.abs(totalNs) < 1e6) return `${totalNs / 1e3}µs`;
-	return human(aMs - bMs + (aNs - bNs) / 1e6);
-}
-var isDateTimeSeparator, RFC3339_TEXT, NEVER, earlierOf, instantText, ceilMillis;
-var init_time = __esmMin((() => {
-	isDateTimeSeparator = (c) => c === 84 || c === 116 || c === 32;
-	RFC3339_TEXT = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
-	NEVER = Object.freeze({
-		ms: Infinity,
-		ns: 0
-	});
-	earlierOf = (a, b) => compareInstants(b, a) < 0 ? b : a;
-	instantText = (t) => formatInstant(t.ms, t.ns);
-	ceilMillis = (ms, ns) => ns > 0 ? ms + 1 : ms;
-}));
-// dist/core/receipt-schema.js
+// packages/receipt/dist/schema.js
 /**
 * Why a text is not a run or event id, or null when it is one (semantics 2a "Ids"): 1-200 of the id set plus "/",
 * not `.` or `..`, and no "/"-separated segment empty, `.` or `..` (`a//b`, `../x`, `run/.` are refused: such an
@@ -5997,11 +5810,11 @@ function runIdSegmentError(v) {
 	}
 }
 var ID_PATTERN, Id$1, RUN_ID_PATTERN, RUN_ID_TEXT, RunId, AGENT_ID_PATTERN, AgentId, Time, VERSION_PATTERN, Version, EdgeString, common, Units, ReceiptSchema;
-var init_receipt_schema = __esmMin((() => {
+var init_schema = __esmMin((() => {
 	init_zod();
-	init_vocab();
-	init_edge();
-	init_time();
+	init_vocab$1();
+	init_edge_text();
+	init_instant_text();
 	ID_PATTERN = /^[A-Za-z0-9_.:@#+=-]{1,200}$/;
 	Id$1 = string().regex(ID_PATTERN, "an id: 1-200 of letters, digits and _ . : @ # + = - (no spaces, no paths)");
 	RUN_ID_PATTERN = /^[A-Za-z0-9_.:@#+=\/-]{1,200}$/;
@@ -6136,6 +5949,170 @@ var init_receipt_schema = __esmMin((() => {
 		})
 	]);
 }));
+// packages/receipt/dist/validate.js
+function describe$1(err) {
+	return err.issues.map((i) => {
+		const field = i.path.join(".");
+		if (i.code === "unrecognized_keys") return `unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(", ")}`;
+		if (i.code === "invalid_union" && i.path.length === 0) return "unknown or missing \"type\" (run.start, edge, wait, outcome, run.end, gap, handoff)";
+		return field ? `${field}: ${i.message}` : i.message;
+	}).join("; ");
+}
+/** Validate one decoded JSON value as a receipt. */
+function validateReceipt(value) {
+	if (!value || typeof value !== "object" || Array.isArray(value)) return {
+		ok: false,
+		error: "a receipt is a JSON object"
+	};
+	const r = ReceiptSchema.safeParse(value);
+	if (!r.success) return {
+		ok: false,
+		error: describe$1(r.error)
+	};
+	return {
+		ok: true,
+		receipt: r.data
+	};
+}
+var init_validate$1 = __esmMin((() => {
+	init_schema();
+}));
+// packages/receipt/dist/index.js
+var init_dist = __esmMin((() => {
+	init_vocab$1();
+	init_edge_text();
+	init_instant_text();
+	init_schema();
+	init_validate$1();
+}));
+// dist/core/time.js
+/**
+* Instants exact to the nanosecond (semantics 2a "Time"), kept cheap: whole milliseconds since the epoch (an
+* integer double, exact) plus the nanoseconds below the millisecond (an integer 0..999_999). Most instants differ
+* by a millisecond or more, so a comparison is one integer step and a second one only on a tie. No BigInt, no
+* allocation on the hot path (callers keep the two numbers side by side). Pure: no I/O.
+*/
+/** Nanoseconds past the millisecond of an RFC 3339 text (validated upstream): fraction digits 4..9, zero-padded. */
+function subMillisOf(t) {
+	if (t.length < 25 || t.charCodeAt(19) !== 46) return 0;
+	let ns = 0;
+	let i = 23;
+	let scale = 1e5;
+	for (; scale >= 1; i++, scale /= 10) {
+		const c = t.charCodeAt(i) - 48;
+		if (!(c >= 0 && c <= 9)) break;
+		ns += c * scale;
+	}
+	return ns;
+}
+/**
+* `Date.parse` of the ISO form of a text: a lowercase `t` or a space between date and time becomes `T`, a final `z`
+* becomes `Z`. `Date.parse` reads only the uppercase `T` form as ISO; other forms go to its legacy parser, which
+* reads years 0000-0099 as 1950-2049 ("0050-01-01 00:00:00Z" would be 1950).
+*/
+function isoParse(t) {
+	const c = t.charCodeAt(10);
+	let iso = t.length > 10 && (c === 116 || c === 32) ? `${t.slice(0, 10)}T${t.slice(11)}` : t;
+	if (iso.endsWith("z")) iso = `${iso.slice(0, -1)}Z`;
+	return Date.parse(iso);
+}
+/** Two decimal digits at i..i+1, or -1. */
+function two(t, i) {
+	const a = t.charCodeAt(i) - 48;
+	const b = t.charCodeAt(i + 1) - 48;
+	return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
+}
+/**
+* Whole milliseconds of an RFC 3339 text, exactly as `Date.parse` gives them (a longer fraction is truncated to the
+* millisecond, never rounded up), so together with subMillisOf this is exact. The common form
+* `YYYY-MM-DD(T|t| )HH:MM:SS[.fraction](Z|z|+HH:MM|-HH:MM)` with fields in range is read directly (no allocation,
+* a fraction of the cost of `Date.parse`); anything else (out-of-range fields, other texts) is left to `Date.parse` (test/core-nanotime.test.ts checks the two agree).
+*/
+function millisOf(t) {
+	const n = t.length;
+	if (n < 20 || t.charCodeAt(4) !== 45 || t.charCodeAt(7) !== 45 || !isDateTimeSeparator(t.charCodeAt(10)) || t.charCodeAt(13) !== 58 || t.charCodeAt(16) !== 58) return isoParse(t);
+	const y1 = two(t, 0);
+	const y2 = two(t, 2);
+	const mo = two(t, 5);
+	const d = two(t, 8);
+	const h = two(t, 11);
+	const mi = two(t, 14);
+	const s = two(t, 17);
+	if (y1 < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59) return isoParse(t);
+	let i = 19;
+	let frac = 0;
+	if (t.charCodeAt(i) === 46) {
+		i++;
+		const from = i;
+		let scale = 100;
+		for (; i < n; i++) {
+			const c = t.charCodeAt(i) - 48;
+			if (!(c >= 0 && c <= 9)) break;
+			if (scale >= 1) frac += c * scale;
+			scale /= 10;
+		}
+		if (i === from || i - from > 9) return isoParse(t);
+	}
+	let offset = 0;
+	const z = t.charCodeAt(i);
+	if ((z === 90 || z === 122) && i + 1 === n) {} else if ((z === 43 || z === 45) && i + 6 === n && t.charCodeAt(i + 3) === 58) {
+		const oh = two(t, i + 1);
+		const om = two(t, i + 4);
+		if (oh < 0 || oh > 23 || om < 0 || om > 59) return isoParse(t);
+		offset = (oh * 60 + om) * (z === 43 ? -6e4 : 6e4);
+	} else return isoParse(t);
+	const year = y1 * 100 + y2;
+	const yy = mo <= 2 ? year - 1 : year;
+	const era = Math.floor(yy / 400);
+	const yoe = yy - era * 400;
+	const mp = mo > 2 ? mo - 3 : mo + 9;
+	const doy = Math.floor((153 * mp + 2) / 5) + d - 1;
+	return (((era * 146097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719468) * 24 + h) * 60 + mi) * 6e4 + s * 1e3 + frac + offset;
+}
+/** The instant of an RFC 3339 text (validated upstream). */
+function parseInstant(t) {
+	return {
+		ms: millisOf(t),
+		ns: subMillisOf(t)
+	};
+}
+/** The instant of a number (whole or fractional milliseconds are taken as they are: ns 0) or an Instant. */
+function toInstant(t) {
+	return typeof t === "number" ? {
+		ms: t,
+		ns: 0
+	} : t;
+}
+/** Sign of a - b. */
+function compareInstants(a, b) {
+	return a.ms !== b.ms ? a.ms < b.ms ? -1 : 1 : a.ns - b.ns;
+}
+/** RFC 3339 text of (ms, ns): milliseconds always (as Date#toISOString), then the sub-millisecond digits when non-zero. */
+function formatInstant(ms, ns = 0) {
+	const base = new Date(ms).toISOString();
+	if (ns === 0) return base;
+	const digits = String(ns).padStart(6, "0").replace(/0+$/, "");
+	return `${base.slice(0, -1)}${digits}Z`;
+}
+/** Human "how long" of a - b in (ms, ns) parts: below a millisecond in ns or µs ("1ns", "400µs"), else as `human` says. */
+function humanDelta(aMs, aNs, bMs, bNs, human) {
+	const totalNs = (aMs - bMs) * 1e6 + (aNs - bNs);
+	if (Math.abs(totalNs) < 1e3) return `${totalNs}ns`;
+	if (Math.abs(totalNs) < 1e6) return `${totalNs / 1e3}µs`;
+	return human(aMs - bMs + (aNs - bNs) / 1e6);
+}
+var isDateTimeSeparator, NEVER, earlierOf, instantText, ceilMillis;
+var init_time = __esmMin((() => {
+	init_dist();
+	isDateTimeSeparator = (c) => c === 84 || c === 116 || c === 32;
+	NEVER = Object.freeze({
+		ms: Infinity,
+		ns: 0
+	});
+	earlierOf = (a, b) => compareInstants(b, a) < 0 ? b : a;
+	instantText = (t) => formatInstant(t.ms, t.ns);
+	ceilMillis = (ms, ns) => ns > 0 ? ms + 1 : ms;
+}));
 // dist/core/canonical.js
 /** The receipt with only its known fields, absent (undefined) fields dropped: what the store writes. */
 function storedReceiptFields(receipt) {
@@ -6233,31 +6210,11 @@ var init_canonical = __esmMin((() => {
 	VERSION_FIELDS = /* @__PURE__ */ new Set(["version", "stateVersion"]);
 	EDGE_FIELDS = /* @__PURE__ */ new Set(["edge"]);
 }));
+// dist/core/receipt-schema.js
+var init_receipt_schema = __esmMin((() => {
+	init_dist();
+}));
 // dist/core/receipt.js
-function describe$1(err) {
-	return err.issues.map((i) => {
-		const field = i.path.join(".");
-		if (i.code === "unrecognized_keys") return `unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(", ")}`;
-		if (i.code === "invalid_union" && i.path.length === 0) return "unknown or missing \"type\" (run.start, edge, wait, outcome, run.end, gap, handoff)";
-		return field ? `${field}: ${i.message}` : i.message;
-	}).join("; ");
-}
-/** Validate one decoded JSON value as a receipt. */
-function validateReceipt(value) {
-	if (!value || typeof value !== "object" || Array.isArray(value)) return {
-		ok: false,
-		error: "a receipt is a JSON object"
-	};
-	const r = ReceiptSchema.safeParse(value);
-	if (!r.success) return {
-		ok: false,
-		error: describe$1(r.error)
-	};
-	return {
-		ok: true,
-		receipt: r.data
-	};
-}
 /** Parse one NDJSON line. */
 function parseReceiptLine(line) {
 	let value;
@@ -6308,7 +6265,7 @@ function instant(t) {
 }
 var ReceiptFileError, receiptCanon;
 var init_receipt = __esmMin((() => {
-	init_receipt_schema();
+	init_dist();
 	init_canonical();
 	init_time();
 	init_receipt_schema();
@@ -6431,6 +6388,76 @@ var init_io = __esmMin((() => {
 		stderr: outputSink("stderr", 2)
 	};
 	UsageError = class extends Error {};
+}));
+// dist/core/edge.js
+/** The canonical edge key of one concrete edge: `from -> to : kind`. */
+function edgeKey(from, to, kind) {
+	return `${from} -> ${to} : ${kind}`;
+}
+/** Canonical text of an edge spec: a single target plainly, several in brackets. */
+function specKey(spec) {
+	return spec.to.length === 1 ? edgeKey(spec.from, spec.to[0], spec.kind) : `${spec.from} -> [${spec.to.join(", ")}] : ${spec.kind}`;
+}
+/** Key for lookups: no spaces at all, so `a->b:kind` equals `a -> b : kind`. */
+function compactKey(text) {
+	return text.replace(/\s+/g, "");
+}
+/**
+* Compact triple key used by maps on the hot path. Interned: the same text gives the same flat string object (up to
+* a bound; past it keys are made as they are), so looking a run's edge up in a contract's map is a pointer compare.
+*/
+function tripleKey(from, to, kind) {
+	const k = `${from}\u0000${to}\u0000${kind}`;
+	const known = triples.get(k);
+	if (known !== void 0) return known;
+	if (triples.size >= TRIPLE_KEYS) return k;
+	triples.set(k, k);
+	return k;
+}
+/** Durations: an integer with ms, s, m, h or d. Returns milliseconds or null when malformed. */
+function parseDuration(text) {
+	const m = DURATION_RE.exec(text.trim());
+	if (!m) return null;
+	const ms = Number(m[1]) * UNIT_MS[m[2]];
+	return Number.isSafeInteger(ms) ? ms : null;
+}
+function formatDuration(ms) {
+	if (ms % 864e5 === 0 && ms > 0) return `${ms / 864e5}d`;
+	if (ms % 36e5 === 0 && ms > 0) return `${ms / 36e5}h`;
+	if (ms % 6e4 === 0 && ms > 0) return `${ms / 6e4}m`;
+	if (ms % 1e3 === 0 && ms > 0) return `${ms / 1e3}s`;
+	return `${ms}ms`;
+}
+/** Human "how long", e.g. 2m30s. */
+function humanDuration(ms) {
+	const neg = ms < 0;
+	let rest = Math.abs(Math.round(ms));
+	if (rest < 1e3) return `${neg ? "-" : ""}${rest}ms`;
+	const parts = [];
+	for (const [unit, size] of [
+		["d", 864e5],
+		["h", 36e5],
+		["m", 6e4],
+		["s", 1e3]
+	]) if (rest >= size) {
+		parts.push(`${Math.floor(rest / size)}${unit}`);
+		rest %= size;
+	}
+	return (neg ? "-" : "") + parts.slice(0, 2).join("");
+}
+var triples, TRIPLE_KEYS, DURATION_RE, UNIT_MS;
+var init_edge = __esmMin((() => {
+	init_dist();
+	triples = /* @__PURE__ */ new Map();
+	TRIPLE_KEYS = 1e5;
+	DURATION_RE = /^(\d+)(ms|s|m|h|d)$/;
+	UNIT_MS = {
+		ms: 1,
+		s: 1e3,
+		m: 6e4,
+		h: 36e5,
+		d: 864e5
+	};
 }));
 // dist/core/suggest.js
 /** "Did you mean": the known name nearest a misspelt one, for unknown fields and flags. Pure. */
@@ -7677,6 +7704,10 @@ function packagedContractsDir() {
 	return fileURLToPath(new URL("../../contracts/", import.meta.url)).replace(/\/$/, "");
 }
 var init_paths = __esmMin((() => {}));
+// dist/core/vocab.js
+var init_vocab = __esmMin((() => {
+	init_dist();
+}));
 // dist/core/types.js
 var VERDICTS, PRECEDENCE;
 var init_types = __esmMin((() => {
