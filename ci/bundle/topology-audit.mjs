@@ -6639,6 +6639,48 @@ var init_spec = __esmMin((() => {
 		incomplete: 33
 	};
 }));
+// dist/alerting/alert.js
+var init_alert = __esmMin((() => {
+	init_time();
+}));
+// dist/alerting/config.js
+var ALERTING_DEFAULTS;
+var init_config = __esmMin((() => {
+	ALERTING_DEFAULTS = {
+		resendMs: 6e4,
+		timeoutMs: 1e4,
+		queueCapacity: 1e4,
+		maxBatch: 64,
+		maxBackoffMs: 1e4,
+		silenceCacheMs: 5e3,
+		maxSilences: 1e4,
+		maxSilenceMs: 6048e5
+	};
+}));
+// dist/alerting/notifier.js
+var init_notifier = __esmMin((() => {
+	init_alert();
+})), init_run_alerts = __esmMin((() => {
+	init_alert();
+})), range;
+var init_linear_regex = __esmMin((() => {
+	range = (lo, hi) => (c) => c >= lo && c <= hi;
+	range(48, 57);
+	range(0, 127), range(33, 126), range(97, 122), range(32, 126), range(65, 90);
+}));
+// dist/alerting/silences.js
+var init_silences = __esmMin((() => {
+	init_time();
+	init_linear_regex();
+}));
+// dist/alerting/index.js
+var init_alerting = __esmMin((() => {
+	init_alert();
+	init_notifier();
+	init_run_alerts();
+	init_silences();
+	init_config();
+}));
 // dist/ingest/runkey.js
 /** Parses `explicit,invocation,trace[,conversation]`; throws with a readable message. */
 function parseRunKey(text) {
@@ -6714,6 +6756,7 @@ var init_auth = __esmMin((() => {
 var OptionError, port, duration, size, count$1, text, oneOf, integerIn, storeUrl, instanceName, runKey, tokenFile, LOG_LEVELS, logLevel, SERVE_OPTIONS;
 var init_serve_options = __esmMin((() => {
 	init_edge();
+	init_alerting();
 	init_runkey();
 	init_auth();
 	OptionError = class extends Error {};
@@ -7124,25 +7167,25 @@ var init_serve_options = __esmMin((() => {
 		"alertmanager-resend": {
 			parse: duration,
 			value: "DUR",
-			shown: "1m",
+			shown: formatDuration(ALERTING_DEFAULTS.resendMs),
 			help: "firing alerts are sent again this often (valid for 4 intervals)"
 		},
 		"alertmanager-timeout": {
 			parse: duration,
 			value: "DUR",
-			shown: "10s",
+			shown: formatDuration(ALERTING_DEFAULTS.timeoutMs),
 			help: "one request to an Alertmanager, answer included (a total deadline)"
 		},
 		"alertmanager-max-silence": {
 			parse: duration,
 			value: "DUR",
-			shown: "7d",
+			shown: formatDuration(ALERTING_DEFAULTS.maxSilenceMs),
 			help: "longest silence `ack --silence` may create"
 		},
 		"alertmanager-queue-capacity": {
 			parse: count$1,
 			value: "N",
-			shown: "10000",
+			shown: String(ALERTING_DEFAULTS.queueCapacity),
 			help: "alerts waiting for Alertmanager; past it the oldest are dropped (counted)"
 		},
 		"alertmanager-ca-file": {

@@ -8,7 +8,8 @@
  * (TLS files, the Alertmanager options), loads something the server does not take (contracts, shadows) or sets the
  * command's own behaviour (log level, --insecure, the web view's stream cap).
  */
-import { parseDuration } from '../core/edge.js';
+import { formatDuration, parseDuration } from '../core/edge.js';
+import { ALERTING_DEFAULTS } from '../alerting/index.js';
 import { parseRunKey, type RunKeyPart } from '../ingest/runkey.js';
 import { loadTokenFile, type TokenEntry } from './auth.js';
 
@@ -183,14 +184,14 @@ export const SERVE_OPTIONS = {
   'idle-evict-after': { key: 'idleEvictMs', parse: duration, value: 'DUR', default: '15m', help: 'at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)' },
   'max-event-streams': { parse: count, value: 'N', default: '64', help: 'open web-view event streams (SSE)' },
   'run-key': { key: 'runKey', parse: runKey, value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
-  // The Alertmanager options make one AlertingConfig (src/alerting/config.ts holds their defaults).
+  // The Alertmanager options make one AlertingConfig; their defaults are ALERTING_DEFAULTS (src/alerting/config.ts), shown from there.
   'alertmanager-url': { value: 'URL', multiple: true, help: 'send each alerting run as an alert to this Alertmanager (repeatable: an HA pair; docs/alerting.md)' },
   'external-url': { value: 'URL', shown: 'http://HOST:PORT', help: "the auditor's URL as on-call opens it (run_url and runbook_url of alerts)" },
   'runbook-url': { value: 'URL', shown: 'EXTERNAL-URL/runbooks', help: "runbook page of alerts (the alert's name is appended as #fragment)" },
-  'alertmanager-resend': { parse: duration, value: 'DUR', shown: '1m', help: 'firing alerts are sent again this often (valid for 4 intervals)' },
-  'alertmanager-timeout': { parse: duration, value: 'DUR', shown: '10s', help: 'one request to an Alertmanager, answer included (a total deadline)' },
-  'alertmanager-max-silence': { parse: duration, value: 'DUR', shown: '7d', help: 'longest silence `ack --silence` may create' },
-  'alertmanager-queue-capacity': { parse: count, value: 'N', shown: '10000', help: 'alerts waiting for Alertmanager; past it the oldest are dropped (counted)' },
+  'alertmanager-resend': { parse: duration, value: 'DUR', shown: formatDuration(ALERTING_DEFAULTS.resendMs), help: 'firing alerts are sent again this often (valid for 4 intervals)' },
+  'alertmanager-timeout': { parse: duration, value: 'DUR', shown: formatDuration(ALERTING_DEFAULTS.timeoutMs), help: 'one request to an Alertmanager, answer included (a total deadline)' },
+  'alertmanager-max-silence': { parse: duration, value: 'DUR', shown: formatDuration(ALERTING_DEFAULTS.maxSilenceMs), help: 'longest silence `ack --silence` may create' },
+  'alertmanager-queue-capacity': { parse: count, value: 'N', shown: String(ALERTING_DEFAULTS.queueCapacity), help: 'alerts waiting for Alertmanager; past it the oldest are dropped (counted)' },
   'alertmanager-ca-file': { value: 'FILE', help: 'CA certificate(s) to verify an https Alertmanager' },
   'alertmanager-insecure-skip-verify': { type: 'boolean', default: false, help: "do not verify an https Alertmanager's certificate" },
   'alertmanager-bearer-token-file': { value: 'FILE', help: 'bearer token sent to Alertmanager' },
