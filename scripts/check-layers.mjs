@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The layering of src/, checked (the receipt emitter is its own package, packages/emitter, importing only `topology-audit`): which folder may import which, core stays pure, no cycles between folders,
+// The layering of src/, checked (the receipt emitter is its own package, packages/emitter, importing only the shared
+// receipt package @topology-audit/receipt, itself pure: packages/receipt): which folder may import which, core stays pure, no cycles between folders,
 // no cycles between files, and no file outside src/core imports a module internal to the core (CORE_INTERNAL).
 // Usage: node scripts/check-layers.mjs [ROOT]   (exit 0 clean, 1 with one line per violation)
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -38,8 +39,14 @@ export const BACKEND_NAMES = /\b(ReceiptStore|PgStore|SqlitePort|PgPort|ClusterE
 export const BACKEND_PACKAGES = ['better-sqlite3', 'pg', 'pg-pool'];
 export const BACKEND_AWARE = ['store/', 'server/serve.ts', 'cluster/'];
 const STORE_INSTANCEOF = /\binstanceof\s+(ReceiptStore|PgStore|SqlitePort|PgPort|ClusterEngineStore|\w*Store\b)/;
-/** Packages a pure folder may import (no node: built-ins, no I/O). */
-export const PURE = { core: ['zod', 'yaml'], handoff: ['zod', 'yaml'] };
+/**
+ * Packages a pure folder may import (no node: built-ins, no I/O). @topology-audit/receipt (packages/receipt, the
+ * receipt shapes and ids) may be among them because it is pure too: its files import only zod and each other
+ * (checked below).
+ */
+export const PURE = { core: ['zod', 'yaml', '@topology-audit/receipt'], handoff: ['zod', 'yaml'] };
+/** What the shared receipt package may import: its own files and these packages. */
+export const RECEIPT_PACKAGE_PURE = ['zod'];
 
 const root = resolve(process.argv[2] ?? '.');
 const src = join(root, 'src');
@@ -152,18 +159,24 @@ function visitFile(f) {
 }
 for (const f of files) if (!fileState.has(f)) visitFile(f);
 
-// packages/emitter: its own files, `topology-audit` (the root package's public entry only), OpenTelemetry, node:.
-const emitterSrc = join(root, 'packages', 'emitter', 'src');
-let emitterFiles = [];
-try { emitterFiles = readdirSync(emitterSrc).filter((n) => /\.(ts|mts)$/.test(n) && !n.endsWith('.d.ts')); } catch { /* not in this tree */ }
-for (const n of emitterFiles) {
-  const text = readFileSync(join(emitterSrc, n), 'utf8');
-  for (const m of text.matchAll(IMPORT)) {
-    const spec = m[1] ?? m[2] ?? m[3];
-    const ok = spec === 'topology-audit' || spec.startsWith('@opentelemetry/') || spec.startsWith('node:') || (spec.startsWith('./') && !spec.includes('..'));
-    if (!ok) violations.push(`packages/emitter/src/${n}:${text.slice(0, m.index).split('\n').length}: may import only its own files, "topology-audit", @opentelemetry/* and node: (${spec})`);
+/** Import rules of a package's src/: `ok(spec)` says whether one import is allowed; `rule` names the rule in the message. */
+function checkPackage(name, ok, rule) {
+  const dir = join(root, 'packages', name, 'src');
+  let names = [];
+  try { names = readdirSync(dir).filter((n) => /\.(ts|mts)$/.test(n) && !n.endsWith('.d.ts')); } catch { /* not in this tree */ }
+  for (const n of names) {
+    const text = readFileSync(join(dir, n), 'utf8');
+    for (const m of text.matchAll(IMPORT)) {
+      const spec = m[1] ?? m[2] ?? m[3];
+      if (!ok(spec)) violations.push(`packages/${name}/src/${n}:${text.slice(0, m.index).split('\n').length}: ${rule} (${spec})`);
+    }
   }
 }
+const ownFile = (spec) => spec.startsWith('./') && !spec.includes('..');
+// packages/emitter: its own files, the shared receipt package, OpenTelemetry, node: (never the server package).
+checkPackage('emitter', (spec) => spec === '@topology-audit/receipt' || spec.startsWith('@opentelemetry/') || spec.startsWith('node:') || ownFile(spec), 'may import only its own files, "@topology-audit/receipt", @opentelemetry/* and node:');
+// packages/receipt: pure, as src/core that imports it: its own files and zod only.
+checkPackage('receipt', (spec) => RECEIPT_PACKAGE_PURE.includes(spec) || ownFile(spec), `is pure and may import only its own files and ${RECEIPT_PACKAGE_PURE.join(', ')}`);
 
 if (violations.length) {
   for (const v of violations) console.error(v);

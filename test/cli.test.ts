@@ -10,7 +10,9 @@ import { EXIT_CODES, allSpecs, colorEnabled, specFor } from '../src/cli/spec.js'
 import { displayMessage } from '../src/core/meaning.js';
 import type { Finding } from '../src/core/types.js';
 import '../src/cli/specs.js';
-import { levelOf } from '../src/cli/serve.js';
+import { levelOf, readServeArgs } from '../src/cli/serve.js';
+import { SERVE_OPTIONS, type ServeOption } from '../src/server/serve-options.js';
+import { DEFAULTS } from '../src/server/serve.js';
 import { BIN, ROOT, runCli, startServerProcess, tempDir, type ServerProcess } from './helpers/server.js';
 import { waitFor } from './helpers/prometheus.js';
 
@@ -51,7 +53,7 @@ describe('help, version, errors', () => {
       for (const f of specFor(name)!.flags) {
         const line = r.stdout.split('\n').find((l) => l.includes(`--${f.name}`) && (l.trimStart().startsWith('-') || l.trimStart().startsWith(`--${f.name}`)));
         expect(line, `${name} --${f.name}`).toBeDefined();
-        if (f.shown || (f.default !== undefined && f.type === 'string')) expect(line).toContain(`(default: ${f.shown ?? f.default})`);
+        if (f.shown || f.env || (f.default !== undefined && f.type === 'string')) expect(line).toContain(`(default: ${f.shown ?? (f.env ? `$${f.env}` : f.default)}`);
       }
     }
   });
@@ -78,13 +80,50 @@ describe('help, version, errors', () => {
     expect((await cli('explain', 'x.json', '--bogus')).code).toBe(2);
   });
 
-  it('serve --help lists every option serve parses', async () => {
-    const source = readFileSync(join(ROOT, 'src', 'cli', 'serve.ts'), 'utf8');
-    const block = source.slice(source.indexOf('const SERVE_OPTIONS = {'), source.indexOf('} satisfies NonNullable<ParseArgsConfig'));
-    const parsed = [...block.matchAll(/^\s+'?([a-z-]+)'?: \{ type:/gm)].map((m) => m[1]);
-    expect(parsed.length).toBeGreaterThan(15);
+  it('serve parses, helps and defaults from its one option table', async () => {
+    const names = Object.keys(SERVE_OPTIONS);
+    expect(names.length).toBeGreaterThan(15);
+    // --help and the parser are the table: same flags, same order, same defaults.
+    expect(specFor('serve')!.flags.map((f) => f.name)).toEqual(names);
     const help = (await cli('serve', '--help')).stdout;
-    for (const p of parsed) expect(help, p).toContain(`--${p}`);
+    for (const n of names) expect(help, n).toContain(`--${n}`);
+    // DEFAULTS holds each option's default, parsed as a given value is; nothing given reads as DEFAULTS.
+    const table = Object.entries(SERVE_OPTIONS) as [string, ServeOption][];
+    const keyed = table.filter(([, o]) => o.key !== undefined && o.parse !== undefined);
+    const none = readServeArgs([]).config as Record<string, unknown>;
+    for (const [n, o] of keyed) {
+      const expected = typeof o.default === 'string' ? o.parse!(o.default, n) : undefined;
+      expect((DEFAULTS as Record<string, unknown>)[o.key!], n).toEqual(expected);
+      expect(none[o.key!], n).toEqual(expected);
+    }
+    // Each option given reaches its own config field (or the command's flags), parsed.
+    const sample: Record<string, string> = { DUR: '42s', N: '7', SIZE: '3MiB', PORT: '7', ADDR: '127.0.0.2', ID: 'c', NAME: 'i-1', DIR: 'd', LEVEL: 'warn', MODE: 'any', IMPL: 'grpc-js', ORDER: 'trace', 'CONTRACT@VERSION': 'a@1' };
+    sample.URL = 'postgres://u@127.0.0.1:5432/db';
+    for (const [n, o] of table) {
+      if (o.type === 'boolean') {
+        expect((readServeArgs([`--${n}`]).flags as Record<string, unknown>)[n], n).toBe(true);
+        continue;
+      }
+      const v = sample[o.value!];
+      if (v === undefined) continue; // FILE: read as a file (token files: test/e2e-auth.test.ts; TLS: test/tls.test.ts)
+      const { config, flags } = readServeArgs([`--${n}`, v]);
+      const want = o.parse ? o.parse(v, n) : o.multiple ? [v] : v;
+      if (o.key) expect((config as Record<string, unknown>)[o.key], n).toEqual(want);
+      else expect((flags as Record<string, unknown>)[n], n).toEqual(want);
+    }
+    // A bad value is a usage error naming the flag (the parser's own message), exit 2.
+    const bad = await cli('serve', '--max-live-runs', 'many');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe('topology-audit serve: --max-live-runs: expected a positive integer: many\n');
+    expect((await cli('serve', 'stray')).stderr).toMatch(/^topology-audit serve: Unexpected argument 'stray'/);
+  });
+
+  it('every command parses from its spec: none calls parseArgs itself, and handoff board --help names its --server and --token', async () => {
+    const cliDir = join(ROOT, 'src', 'cli');
+    for (const f of readdirSync(cliDir).filter((n) => n.endsWith('.ts') && n !== 'spec.ts')) expect(readFileSync(join(cliDir, f), 'utf8'), f).not.toMatch(/\bparseArgs\(/);
+    const help = (await cli('handoff', '--help')).stdout;
+    expect(help).toMatch(/--server URL +board: .*\(default: \$TOPOLOGY_AUDIT_SERVER or http:\/\/127\.0\.0\.1:9464\)/);
+    expect(help).toMatch(/--token TOKEN +board: .*\(default: \$TOPOLOGY_AUDIT_TOKEN\)/);
   });
 
   it('top-level help lists every command and the exit-code table; --version prints the package version', async () => {

@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import { existsSync, fstatSync, readFileSync, readdirSync, statSync, writeSync } from "node:fs";
 import { isatty } from "node:tty";
 import { parseArgs } from "node:util";
+import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { isAbsolute, join, relative } from "node:path";
 // \0rolldown/runtime.js
@@ -46,6 +47,88 @@ var __toESM = (mod, isNodeMode, target) => (target = mod != null ? __create(__ge
 	enumerable: true
 }) : target, mod));
 var __require = /* #__PURE__ */ (() => createRequire(import.meta.url))();
+// packages/receipt/dist/vocab.js
+var EDGE_KINDS, HANDOFF_STATES, EFFECT_STATUSES;
+var init_vocab$1 = __esmMin((() => {
+	EDGE_KINDS = [
+		"delegate",
+		"handoff",
+		"return"
+	];
+	HANDOFF_STATES = [
+		"PROPOSED",
+		"ADMITTED",
+		"DISPATCHED",
+		"RUNNING",
+		"RETURNED",
+		"ACCEPTED",
+		"REJECTED",
+		"CANCELLED",
+		"TIMED_OUT",
+		"FAILED"
+	];
+	EFFECT_STATUSES = [
+		"attempted",
+		"committed",
+		"failed",
+		"compensated",
+		"unknown"
+	];
+}));
+// packages/receipt/dist/edge-text.js
+/** Parse `"a -> b : kind"` or `"a -> [b, c] : kind"` (spaces ignored). */
+function parseEdge(text) {
+	const m = EDGE_RE.exec(text);
+	if (!m) throw new EdgeSyntaxError(`not an edge: ${JSON.stringify(text)} (expected "from -> to : kind")`);
+	const from = m[1].trim();
+	const rawTo = m[2].trim();
+	const kind = m[3];
+	if (!EDGE_KINDS.includes(kind)) throw new EdgeSyntaxError(`unknown edge kind ${JSON.stringify(kind)} (expected one of ${EDGE_KINDS.join(", ")})`);
+	const to = rawTo.startsWith("[") ? rawTo.slice(1, -1).split(",").map((s) => s.trim()).filter((s) => s.length > 0) : [rawTo];
+	if (to.length === 0) throw new EdgeSyntaxError(`edge ${JSON.stringify(text)} has no target`);
+	return {
+		from,
+		to,
+		kind
+	};
+}
+var EDGE_RE, EdgeSyntaxError;
+var init_edge_text = __esmMin((() => {
+	init_vocab$1();
+	EDGE_RE = /^\s*([^\s\[\]>:,-][^\[\]>:,]*?)\s*->\s*(\[[^\]]*\]|[^\[\]>:,]+?)\s*:\s*([A-Za-z_]+)\s*$/;
+	EdgeSyntaxError = class extends Error {};
+}));
+// packages/receipt/dist/instant-text.js
+/** Instant texts (semantics 2a "Time"): RFC 3339 with at most nine fraction digits, a date and time that exist. */
+/** Days in a month of a year (proleptic Gregorian). */
+function daysIn(year, month) {
+	if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+	return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+/**
+* Why a text is not an instant (semantics 2a "Time"), or null when it is one: RFC 3339 with at most nine fraction
+* digits, and a date and time that exist: month 01-12, a day the month has (2026-02-30 and 2026-04-31 are refused,
+* where `Date.parse` would run on into the next month), hour 00-23 (24:00:00 is refused), minute and second 00-59
+* (no leap second), offset hours 00-23 and minutes 00-59. The one check every path that reads a time text uses.
+*/
+function instantTextError(t) {
+	const m = RFC3339_TEXT.exec(t);
+	if (m === null) return "an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)";
+	const year = Number(m[1]);
+	const month = Number(m[2]);
+	const day = Number(m[3]);
+	if (month < 1 || month > 12) return `not a calendar date: month ${m[2]} does not exist`;
+	if (day < 1 || day > daysIn(year, month)) return `not a calendar date: ${m[1]}-${m[2]} has no day ${m[3]}`;
+	if (Number(m[4]) > 23) return `not a time of day: hour ${m[4]} (00-23; 24:00:00 is the next day's 00:00:00)`;
+	if (Number(m[5]) > 59) return `not a time of day: minute ${m[5]}`;
+	if (Number(m[6]) > 59) return `not a time of day: second ${m[6]} (leap seconds are not instants)`;
+	if (m[9] !== void 0 && (Number(m[9]) > 23 || Number(m[10]) > 59)) return `not a UTC offset: ${m[8]}`;
+	return null;
+}
+var RFC3339_TEXT;
+var init_instant_text = __esmMin((() => {
+	RFC3339_TEXT = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+}));
 // node_modules/zod/v4/core/util.js
 function getEnumValues(entries) {
 	const numericValues = Object.values(entries).filter((v) => typeof v === "number");
@@ -1047,7 +1130,7 @@ function datetime(args) {
 	const timeRegex = args.local ? `${qualified}|${timeSource({ precision: args.precision })}` : qualified;
 	return new RegExp(`^${dateSource}T(?:${timeRegex})$`);
 }
-var cuid, cuid2, ulid, xid, ksuid, nanoid, duration, guid, uuid, email, _emoji$1, ipv4, ipv6, cidrv4, cidrv6, base64, base64url, httpProtocol, e164, dateSource, date, anyString, integer, number$1, boolean$1, lowercase, uppercase;
+var cuid, cuid2, ulid, xid, ksuid, nanoid, duration$1, guid, uuid, email, _emoji$1, ipv4, ipv6, cidrv4, cidrv6, base64, base64url, httpProtocol, e164, dateSource, date, anyString, integer, number$1, boolean$1, lowercase, uppercase;
 var init_regexes = __esmMin((() => {
 	cuid = /^[cC][0-9a-z]{6,}$/;
 	cuid2 = /^[0-9a-z]+$/;
@@ -1055,7 +1138,7 @@ var init_regexes = __esmMin((() => {
 	xid = /^[0-9a-vA-V]{20}$/;
 	ksuid = /^[A-Za-z0-9]{27}$/;
 	nanoid = /^[a-zA-Z0-9_-]{21}$/;
-	duration = /^P(?:(\d+W)|(?!.*W)(?=\d|T\d)(\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+([.,]\d+)?S)?)?)$/;
+	duration$1 = /^P(?:(\d+W)|(?!.*W)(?=\d|T\d)(\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+([.,]\d+)?S)?)?)$/;
 	guid = /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$/;
 	uuid = (version) => {
 		if (!version) return /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$/;
@@ -2065,7 +2148,7 @@ var init_schemas$1 = __esmMin((() => {
 		$ZodStringFormat.init(inst, def);
 	});
 	$ZodISODuration = /*@__PURE__*/ $constructor("$ZodISODuration", (inst, def) => {
-		def.pattern ?? (def.pattern = duration);
+		def.pattern ?? (def.pattern = duration$1);
 		$ZodStringFormat.init(inst, def);
 	});
 	$ZodIPv4 = /*@__PURE__*/ $constructor("$ZodIPv4", (inst, def) => {
@@ -5704,276 +5787,7 @@ var init_zod = __esmMin((() => {
 	init_external();
 	init_external();
 }));
-// dist/core/vocab.js
-var EDGE_KINDS, HANDOFF_STATES, EFFECT_STATUSES;
-var init_vocab = __esmMin((() => {
-	EDGE_KINDS = [
-		"delegate",
-		"handoff",
-		"return"
-	];
-	HANDOFF_STATES = [
-		"PROPOSED",
-		"ADMITTED",
-		"DISPATCHED",
-		"RUNNING",
-		"RETURNED",
-		"ACCEPTED",
-		"REJECTED",
-		"CANCELLED",
-		"TIMED_OUT",
-		"FAILED"
-	];
-	EFFECT_STATUSES = [
-		"attempted",
-		"committed",
-		"failed",
-		"compensated",
-		"unknown"
-	];
-}));
-// dist/core/edge.js
-/** Parse `"a -> b : kind"` or `"a -> [b, c] : kind"` (spaces ignored). */
-function parseEdge(text) {
-	const m = EDGE_RE.exec(text);
-	if (!m) throw new EdgeSyntaxError(`not an edge: ${JSON.stringify(text)} (expected "from -> to : kind")`);
-	const from = m[1].trim();
-	const rawTo = m[2].trim();
-	const kind = m[3];
-	if (!EDGE_KINDS.includes(kind)) throw new EdgeSyntaxError(`unknown edge kind ${JSON.stringify(kind)} (expected one of ${EDGE_KINDS.join(", ")})`);
-	const to = rawTo.startsWith("[") ? rawTo.slice(1, -1).split(",").map((s) => s.trim()).filter((s) => s.length > 0) : [rawTo];
-	if (to.length === 0) throw new EdgeSyntaxError(`edge ${JSON.stringify(text)} has no target`);
-	return {
-		from,
-		to,
-		kind
-	};
-}
-/** The canonical edge key of one concrete edge: `from -> to : kind`. */
-function edgeKey(from, to, kind) {
-	return `${from} -> ${to} : ${kind}`;
-}
-/** Canonical text of an edge spec: a single target plainly, several in brackets. */
-function specKey(spec) {
-	return spec.to.length === 1 ? edgeKey(spec.from, spec.to[0], spec.kind) : `${spec.from} -> [${spec.to.join(", ")}] : ${spec.kind}`;
-}
-/** Key for lookups: no spaces at all, so `a->b:kind` equals `a -> b : kind`. */
-function compactKey(text) {
-	return text.replace(/\s+/g, "");
-}
-/**
-* Compact triple key used by maps on the hot path. Interned: the same text gives the same flat string object (up to
-* a bound; past it keys are made as they are), so looking a run's edge up in a contract's map is a pointer compare.
-*/
-function tripleKey(from, to, kind) {
-	const k = `${from}\u0000${to}\u0000${kind}`;
-	const known = triples.get(k);
-	if (known !== void 0) return known;
-	if (triples.size >= TRIPLE_KEYS) return k;
-	triples.set(k, k);
-	return k;
-}
-/** Durations: an integer with ms, s, m, h or d. Returns milliseconds or null when malformed. */
-function parseDuration(text) {
-	const m = DURATION_RE.exec(text.trim());
-	if (!m) return null;
-	const ms = Number(m[1]) * UNIT_MS[m[2]];
-	return Number.isSafeInteger(ms) ? ms : null;
-}
-function formatDuration(ms) {
-	if (ms % 864e5 === 0 && ms > 0) return `${ms / 864e5}d`;
-	if (ms % 36e5 === 0 && ms > 0) return `${ms / 36e5}h`;
-	if (ms % 6e4 === 0 && ms > 0) return `${ms / 6e4}m`;
-	if (ms % 1e3 === 0 && ms > 0) return `${ms / 1e3}s`;
-	return `${ms}ms`;
-}
-/** Human "how long", e.g. 2m30s. */
-function humanDuration(ms) {
-	const neg = ms < 0;
-	let rest = Math.abs(Math.round(ms));
-	if (rest < 1e3) return `${neg ? "-" : ""}${rest}ms`;
-	const parts = [];
-	for (const [unit, size] of [
-		["d", 864e5],
-		["h", 36e5],
-		["m", 6e4],
-		["s", 1e3]
-	]) if (rest >= size) {
-		parts.push(`${Math.floor(rest / size)}${unit}`);
-		rest %= size;
-	}
-	return (neg ? "-" : "") + parts.slice(0, 2).join("");
-}
-var EDGE_RE, EdgeSyntaxError, triples, TRIPLE_KEYS, DURATION_RE, UNIT_MS;
-var init_edge = __esmMin((() => {
-	init_vocab();
-	EDGE_RE = /^\s*([^\s\[\]>:,-][^\[\]>:,]*?)\s*->\s*(\[[^\]]*\]|[^\[\]>:,]+?)\s*:\s*([A-Za-z_]+)\s*$/;
-	EdgeSyntaxError = class extends Error {};
-	triples = /* @__PURE__ */ new Map();
-	TRIPLE_KEYS = 1e5;
-	DURATION_RE = /^(\d+)(ms|s|m|h|d)$/;
-	UNIT_MS = {
-		ms: 1,
-		s: 1e3,
-		m: 6e4,
-		h: 36e5,
-		d: 864e5
-	};
-}));
-// dist/core/time.js
-/**
-* Instants exact to the nanosecond (semantics 2a "Time"), kept cheap: whole milliseconds since the epoch (an
-* integer double, exact) plus the nanoseconds below the millisecond (an integer 0..999_999). Most instants differ
-* by a millisecond or more, so a comparison is one integer step and a second one only on a tie. No BigInt, no
-* allocation on the hot path (callers keep the two numbers side by side). Pure: no I/O.
-*/
-/** Nanoseconds past the millisecond of an RFC 3339 text (validated upstream): fraction digits 4..9, zero-padded. */
-function subMillisOf(t) {
-	if (t.length < 25 || t.charCodeAt(19) !== 46) return 0;
-	let ns = 0;
-	let i = 23;
-	let scale = 1e5;
-	for (; scale >= 1; i++, scale /= 10) {
-		const c = t.charCodeAt(i) - 48;
-		if (!(c >= 0 && c <= 9)) break;
-		ns += c * scale;
-	}
-	return ns;
-}
-/**
-* `Date.parse` of the ISO form of a text: a lowercase `t` or a space between date and time becomes `T`, a final `z`
-* becomes `Z`. `Date.parse` reads only the uppercase `T` form as ISO; other forms go to its legacy parser, which
-* reads years 0000-0099 as 1950-2049 ("0050-01-01 00:00:00Z" would be 1950).
-*/
-function isoParse(t) {
-	const c = t.charCodeAt(10);
-	let iso = t.length > 10 && (c === 116 || c === 32) ? `${t.slice(0, 10)}T${t.slice(11)}` : t;
-	if (iso.endsWith("z")) iso = `${iso.slice(0, -1)}Z`;
-	return Date.parse(iso);
-}
-/** Two decimal digits at i..i+1, or -1. */
-function two(t, i) {
-	const a = t.charCodeAt(i) - 48;
-	const b = t.charCodeAt(i + 1) - 48;
-	return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
-}
-/**
-* Whole milliseconds of an RFC 3339 text, exactly as `Date.parse` gives them (a longer fraction is truncated to the
-* millisecond, never rounded up), so together with subMillisOf this is exact. The common form
-* `YYYY-MM-DD(T|t| )HH:MM:SS[.fraction](Z|z|+HH:MM|-HH:MM)` with fields in range is read directly (no allocation,
-* a fraction of the cost of `Date.parse`); anything else (out-of-range fields, other texts) is left to `Date.parse` (test/core-nanotime.test.ts checks the two agree).
-*/
-function millisOf(t) {
-	const n = t.length;
-	if (n < 20 || t.charCodeAt(4) !== 45 || t.charCodeAt(7) !== 45 || !isDateTimeSeparator(t.charCodeAt(10)) || t.charCodeAt(13) !== 58 || t.charCodeAt(16) !== 58) return isoParse(t);
-	const y1 = two(t, 0);
-	const y2 = two(t, 2);
-	const mo = two(t, 5);
-	const d = two(t, 8);
-	const h = two(t, 11);
-	const mi = two(t, 14);
-	const s = two(t, 17);
-	if (y1 < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59) return isoParse(t);
-	let i = 19;
-	let frac = 0;
-	if (t.charCodeAt(i) === 46) {
-		i++;
-		const from = i;
-		let scale = 100;
-		for (; i < n; i++) {
-			const c = t.charCodeAt(i) - 48;
-			if (!(c >= 0 && c <= 9)) break;
-			if (scale >= 1) frac += c * scale;
-			scale /= 10;
-		}
-		if (i === from || i - from > 9) return isoParse(t);
-	}
-	let offset = 0;
-	const z = t.charCodeAt(i);
-	if ((z === 90 || z === 122) && i + 1 === n) {} else if ((z === 43 || z === 45) && i + 6 === n && t.charCodeAt(i + 3) === 58) {
-		const oh = two(t, i + 1);
-		const om = two(t, i + 4);
-		if (oh < 0 || oh > 23 || om < 0 || om > 59) return isoParse(t);
-		offset = (oh * 60 + om) * (z === 43 ? -6e4 : 6e4);
-	} else return isoParse(t);
-	const year = y1 * 100 + y2;
-	const yy = mo <= 2 ? year - 1 : year;
-	const era = Math.floor(yy / 400);
-	const yoe = yy - era * 400;
-	const mp = mo > 2 ? mo - 3 : mo + 9;
-	const doy = Math.floor((153 * mp + 2) / 5) + d - 1;
-	return (((era * 146097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719468) * 24 + h) * 60 + mi) * 6e4 + s * 1e3 + frac + offset;
-}
-/** Days in a month of a year (proleptic Gregorian). */
-function daysIn(year, month) {
-	if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
-	return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-}
-/**
-* Why a text is not an instant (semantics 2a "Time"), or null when it is one: RFC 3339 with at most nine fraction
-* digits, and a date and time that exist: month 01-12, a day the month has (2026-02-30 and 2026-04-31 are refused,
-* where `Date.parse` would run on into the next month), hour 00-23 (24:00:00 is refused), minute and second 00-59
-* (no leap second), offset hours 00-23 and minutes 00-59. The one check every path that reads a time text uses.
-*/
-function instantTextError(t) {
-	const m = RFC3339_TEXT.exec(t);
-	if (m === null) return "an RFC 3339 time, e.g. 2026-01-02T03:04:05Z, with at most nine fraction digits (nanoseconds)";
-	const year = Number(m[1]);
-	const month = Number(m[2]);
-	const day = Number(m[3]);
-	if (month < 1 || month > 12) return `not a calendar date: month ${m[2]} does not exist`;
-	if (day < 1 || day > daysIn(year, month)) return `not a calendar date: ${m[1]}-${m[2]} has no day ${m[3]}`;
-	if (Number(m[4]) > 23) return `not a time of day: hour ${m[4]} (00-23; 24:00:00 is the next day's 00:00:00)`;
-	if (Number(m[5]) > 59) return `not a time of day: minute ${m[5]}`;
-	if (Number(m[6]) > 59) return `not a time of day: second ${m[6]} (leap seconds are not instants)`;
-	if (m[9] !== void 0 && (Number(m[9]) > 23 || Number(m[10]) > 59)) return `not a UTC offset: ${m[8]}`;
-	return null;
-}
-/** The instant of an RFC 3339 text (validated upstream). */
-function parseInstant(t) {
-	return {
-		ms: millisOf(t),
-		ns: subMillisOf(t)
-	};
-}
-/** The instant of a number (whole or fractional milliseconds are taken as they are: ns 0) or an Instant. */
-function toInstant(t) {
-	return typeof t === "number" ? {
-		ms: t,
-		ns: 0
-	} : t;
-}
-/** Sign of a - b. */
-function compareInstants(a, b) {
-	return a.ms !== b.ms ? a.ms < b.ms ? -1 : 1 : a.ns - b.ns;
-}
-/** RFC 3339 text of (ms, ns): milliseconds always (as Date#toISOString), then the sub-millisecond digits when non-zero. */
-function formatInstant(ms, ns = 0) {
-	const base = new Date(ms).toISOString();
-	if (ns === 0) return base;
-	const digits = String(ns).padStart(6, "0").replace(/0+$/, "");
-	return `${base.slice(0, -1)}${digits}Z`;
-}
-/** Human "how long" of a - b in (ms, ns) parts: below a millisecond in ns or µs ("1ns", "400µs"), else as `human` says. */
-function humanDelta(aMs, aNs, bMs, bNs, human) {
-	const totalNs = (aMs - bMs) * 1e6 + (aNs - bNs);
-	if (Math.abs(totalNs) < 1e3) return `${totalNs}ns`;
-	if (Math.abs(totalNs) < 1e6) return `${totalNs / 1e3}µs`;
-	return human(aMs - bMs + (aNs - bNs) / 1e6);
-}
-var isDateTimeSeparator, RFC3339_TEXT, NEVER, earlierOf, instantText, ceilMillis;
-var init_time = __esmMin((() => {
-	isDateTimeSeparator = (c) => c === 84 || c === 116 || c === 32;
-	RFC3339_TEXT = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
-	NEVER = Object.freeze({
-		ms: Infinity,
-		ns: 0
-	});
-	earlierOf = (a, b) => compareInstants(b, a) < 0 ? b : a;
-	instantText = (t) => formatInstant(t.ms, t.ns);
-	ceilMillis = (ms, ns) => ns > 0 ? ms + 1 : ms;
-}));
-// dist/core/receipt-schema.js
+// packages/receipt/dist/schema.js
 /**
 * Why a text is not a run or event id, or null when it is one (semantics 2a "Ids"): 1-200 of the id set plus "/",
 * not `.` or `..`, and no "/"-separated segment empty, `.` or `..` (`a//b`, `../x`, `run/.` are refused: such an
@@ -5996,11 +5810,11 @@ function runIdSegmentError(v) {
 	}
 }
 var ID_PATTERN, Id$1, RUN_ID_PATTERN, RUN_ID_TEXT, RunId, AGENT_ID_PATTERN, AgentId, Time, VERSION_PATTERN, Version, EdgeString, common, Units, ReceiptSchema;
-var init_receipt_schema = __esmMin((() => {
+var init_schema = __esmMin((() => {
 	init_zod();
-	init_vocab();
-	init_edge();
-	init_time();
+	init_vocab$1();
+	init_edge_text();
+	init_instant_text();
 	ID_PATTERN = /^[A-Za-z0-9_.:@#+=-]{1,200}$/;
 	Id$1 = string().regex(ID_PATTERN, "an id: 1-200 of letters, digits and _ . : @ # + = - (no spaces, no paths)");
 	RUN_ID_PATTERN = /^[A-Za-z0-9_.:@#+=\/-]{1,200}$/;
@@ -6135,6 +5949,170 @@ var init_receipt_schema = __esmMin((() => {
 		})
 	]);
 }));
+// packages/receipt/dist/validate.js
+function describe$1(err) {
+	return err.issues.map((i) => {
+		const field = i.path.join(".");
+		if (i.code === "unrecognized_keys") return `unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(", ")}`;
+		if (i.code === "invalid_union" && i.path.length === 0) return "unknown or missing \"type\" (run.start, edge, wait, outcome, run.end, gap, handoff)";
+		return field ? `${field}: ${i.message}` : i.message;
+	}).join("; ");
+}
+/** Validate one decoded JSON value as a receipt. */
+function validateReceipt(value) {
+	if (!value || typeof value !== "object" || Array.isArray(value)) return {
+		ok: false,
+		error: "a receipt is a JSON object"
+	};
+	const r = ReceiptSchema.safeParse(value);
+	if (!r.success) return {
+		ok: false,
+		error: describe$1(r.error)
+	};
+	return {
+		ok: true,
+		receipt: r.data
+	};
+}
+var init_validate$1 = __esmMin((() => {
+	init_schema();
+}));
+// packages/receipt/dist/index.js
+var init_dist = __esmMin((() => {
+	init_vocab$1();
+	init_edge_text();
+	init_instant_text();
+	init_schema();
+	init_validate$1();
+}));
+// dist/core/time.js
+/**
+* Instants exact to the nanosecond (semantics 2a "Time"), kept cheap: whole milliseconds since the epoch (an
+* integer double, exact) plus the nanoseconds below the millisecond (an integer 0..999_999). Most instants differ
+* by a millisecond or more, so a comparison is one integer step and a second one only on a tie. No BigInt, no
+* allocation on the hot path (callers keep the two numbers side by side). Pure: no I/O.
+*/
+/** Nanoseconds past the millisecond of an RFC 3339 text (validated upstream): fraction digits 4..9, zero-padded. */
+function subMillisOf(t) {
+	if (t.length < 25 || t.charCodeAt(19) !== 46) return 0;
+	let ns = 0;
+	let i = 23;
+	let scale = 1e5;
+	for (; scale >= 1; i++, scale /= 10) {
+		const c = t.charCodeAt(i) - 48;
+		if (!(c >= 0 && c <= 9)) break;
+		ns += c * scale;
+	}
+	return ns;
+}
+/**
+* `Date.parse` of the ISO form of a text: a lowercase `t` or a space between date and time becomes `T`, a final `z`
+* becomes `Z`. `Date.parse` reads only the uppercase `T` form as ISO; other forms go to its legacy parser, which
+* reads years 0000-0099 as 1950-2049 ("0050-01-01 00:00:00Z" would be 1950).
+*/
+function isoParse(t) {
+	const c = t.charCodeAt(10);
+	let iso = t.length > 10 && (c === 116 || c === 32) ? `${t.slice(0, 10)}T${t.slice(11)}` : t;
+	if (iso.endsWith("z")) iso = `${iso.slice(0, -1)}Z`;
+	return Date.parse(iso);
+}
+/** Two decimal digits at i..i+1, or -1. */
+function two(t, i) {
+	const a = t.charCodeAt(i) - 48;
+	const b = t.charCodeAt(i + 1) - 48;
+	return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
+}
+/**
+* Whole milliseconds of an RFC 3339 text, exactly as `Date.parse` gives them (a longer fraction is truncated to the
+* millisecond, never rounded up), so together with subMillisOf this is exact. The common form
+* `YYYY-MM-DD(T|t| )HH:MM:SS[.fraction](Z|z|+HH:MM|-HH:MM)` with fields in range is read directly (no allocation,
+* a fraction of the cost of `Date.parse`); anything else (out-of-range fields, other texts) is left to `Date.parse` (test/core-nanotime.test.ts checks the two agree).
+*/
+function millisOf(t) {
+	const n = t.length;
+	if (n < 20 || t.charCodeAt(4) !== 45 || t.charCodeAt(7) !== 45 || !isDateTimeSeparator(t.charCodeAt(10)) || t.charCodeAt(13) !== 58 || t.charCodeAt(16) !== 58) return isoParse(t);
+	const y1 = two(t, 0);
+	const y2 = two(t, 2);
+	const mo = two(t, 5);
+	const d = two(t, 8);
+	const h = two(t, 11);
+	const mi = two(t, 14);
+	const s = two(t, 17);
+	if (y1 < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59) return isoParse(t);
+	let i = 19;
+	let frac = 0;
+	if (t.charCodeAt(i) === 46) {
+		i++;
+		const from = i;
+		let scale = 100;
+		for (; i < n; i++) {
+			const c = t.charCodeAt(i) - 48;
+			if (!(c >= 0 && c <= 9)) break;
+			if (scale >= 1) frac += c * scale;
+			scale /= 10;
+		}
+		if (i === from || i - from > 9) return isoParse(t);
+	}
+	let offset = 0;
+	const z = t.charCodeAt(i);
+	if ((z === 90 || z === 122) && i + 1 === n) {} else if ((z === 43 || z === 45) && i + 6 === n && t.charCodeAt(i + 3) === 58) {
+		const oh = two(t, i + 1);
+		const om = two(t, i + 4);
+		if (oh < 0 || oh > 23 || om < 0 || om > 59) return isoParse(t);
+		offset = (oh * 60 + om) * (z === 43 ? -6e4 : 6e4);
+	} else return isoParse(t);
+	const year = y1 * 100 + y2;
+	const yy = mo <= 2 ? year - 1 : year;
+	const era = Math.floor(yy / 400);
+	const yoe = yy - era * 400;
+	const mp = mo > 2 ? mo - 3 : mo + 9;
+	const doy = Math.floor((153 * mp + 2) / 5) + d - 1;
+	return (((era * 146097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719468) * 24 + h) * 60 + mi) * 6e4 + s * 1e3 + frac + offset;
+}
+/** The instant of an RFC 3339 text (validated upstream). */
+function parseInstant(t) {
+	return {
+		ms: millisOf(t),
+		ns: subMillisOf(t)
+	};
+}
+/** The instant of a number (whole or fractional milliseconds are taken as they are: ns 0) or an Instant. */
+function toInstant(t) {
+	return typeof t === "number" ? {
+		ms: t,
+		ns: 0
+	} : t;
+}
+/** Sign of a - b. */
+function compareInstants(a, b) {
+	return a.ms !== b.ms ? a.ms < b.ms ? -1 : 1 : a.ns - b.ns;
+}
+/** RFC 3339 text of (ms, ns): milliseconds always (as Date#toISOString), then the sub-millisecond digits when non-zero. */
+function formatInstant(ms, ns = 0) {
+	const base = new Date(ms).toISOString();
+	if (ns === 0) return base;
+	const digits = String(ns).padStart(6, "0").replace(/0+$/, "");
+	return `${base.slice(0, -1)}${digits}Z`;
+}
+/** Human "how long" of a - b in (ms, ns) parts: below a millisecond in ns or µs ("1ns", "400µs"), else as `human` says. */
+function humanDelta(aMs, aNs, bMs, bNs, human) {
+	const totalNs = (aMs - bMs) * 1e6 + (aNs - bNs);
+	if (Math.abs(totalNs) < 1e3) return `${totalNs}ns`;
+	if (Math.abs(totalNs) < 1e6) return `${totalNs / 1e3}µs`;
+	return human(aMs - bMs + (aNs - bNs) / 1e6);
+}
+var isDateTimeSeparator, NEVER, earlierOf, instantText, ceilMillis;
+var init_time = __esmMin((() => {
+	init_dist();
+	isDateTimeSeparator = (c) => c === 84 || c === 116 || c === 32;
+	NEVER = Object.freeze({
+		ms: Infinity,
+		ns: 0
+	});
+	earlierOf = (a, b) => compareInstants(b, a) < 0 ? b : a;
+	instantText = (t) => formatInstant(t.ms, t.ns);
+	ceilMillis = (ms, ns) => ns > 0 ? ms + 1 : ms;
+}));
 // dist/core/canonical.js
 /** The receipt with only its known fields, absent (undefined) fields dropped: what the store writes. */
 function storedReceiptFields(receipt) {
@@ -6232,31 +6210,11 @@ var init_canonical = __esmMin((() => {
 	VERSION_FIELDS = /* @__PURE__ */ new Set(["version", "stateVersion"]);
 	EDGE_FIELDS = /* @__PURE__ */ new Set(["edge"]);
 }));
+// dist/core/receipt-schema.js
+var init_receipt_schema = __esmMin((() => {
+	init_dist();
+}));
 // dist/core/receipt.js
-function describe$1(err) {
-	return err.issues.map((i) => {
-		const field = i.path.join(".");
-		if (i.code === "unrecognized_keys") return `unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(", ")}`;
-		if (i.code === "invalid_union" && i.path.length === 0) return "unknown or missing \"type\" (run.start, edge, wait, outcome, run.end, gap, handoff)";
-		return field ? `${field}: ${i.message}` : i.message;
-	}).join("; ");
-}
-/** Validate one decoded JSON value as a receipt. */
-function validateReceipt(value) {
-	if (!value || typeof value !== "object" || Array.isArray(value)) return {
-		ok: false,
-		error: "a receipt is a JSON object"
-	};
-	const r = ReceiptSchema.safeParse(value);
-	if (!r.success) return {
-		ok: false,
-		error: describe$1(r.error)
-	};
-	return {
-		ok: true,
-		receipt: r.data
-	};
-}
 /** Parse one NDJSON line. */
 function parseReceiptLine(line) {
 	let value;
@@ -6307,7 +6265,7 @@ function instant(t) {
 }
 var ReceiptFileError, receiptCanon;
 var init_receipt = __esmMin((() => {
-	init_receipt_schema();
+	init_dist();
 	init_canonical();
 	init_time();
 	init_receipt_schema();
@@ -6431,6 +6389,76 @@ var init_io = __esmMin((() => {
 	};
 	UsageError = class extends Error {};
 }));
+// dist/core/edge.js
+/** The canonical edge key of one concrete edge: `from -> to : kind`. */
+function edgeKey(from, to, kind) {
+	return `${from} -> ${to} : ${kind}`;
+}
+/** Canonical text of an edge spec: a single target plainly, several in brackets. */
+function specKey(spec) {
+	return spec.to.length === 1 ? edgeKey(spec.from, spec.to[0], spec.kind) : `${spec.from} -> [${spec.to.join(", ")}] : ${spec.kind}`;
+}
+/** Key for lookups: no spaces at all, so `a->b:kind` equals `a -> b : kind`. */
+function compactKey(text) {
+	return text.replace(/\s+/g, "");
+}
+/**
+* Compact triple key used by maps on the hot path. Interned: the same text gives the same flat string object (up to
+* a bound; past it keys are made as they are), so looking a run's edge up in a contract's map is a pointer compare.
+*/
+function tripleKey(from, to, kind) {
+	const k = `${from}\u0000${to}\u0000${kind}`;
+	const known = triples.get(k);
+	if (known !== void 0) return known;
+	if (triples.size >= TRIPLE_KEYS) return k;
+	triples.set(k, k);
+	return k;
+}
+/** Durations: an integer with ms, s, m, h or d. Returns milliseconds or null when malformed. */
+function parseDuration(text) {
+	const m = DURATION_RE.exec(text.trim());
+	if (!m) return null;
+	const ms = Number(m[1]) * UNIT_MS[m[2]];
+	return Number.isSafeInteger(ms) ? ms : null;
+}
+function formatDuration(ms) {
+	if (ms % 864e5 === 0 && ms > 0) return `${ms / 864e5}d`;
+	if (ms % 36e5 === 0 && ms > 0) return `${ms / 36e5}h`;
+	if (ms % 6e4 === 0 && ms > 0) return `${ms / 6e4}m`;
+	if (ms % 1e3 === 0 && ms > 0) return `${ms / 1e3}s`;
+	return `${ms}ms`;
+}
+/** Human "how long", e.g. 2m30s. */
+function humanDuration(ms) {
+	const neg = ms < 0;
+	let rest = Math.abs(Math.round(ms));
+	if (rest < 1e3) return `${neg ? "-" : ""}${rest}ms`;
+	const parts = [];
+	for (const [unit, size] of [
+		["d", 864e5],
+		["h", 36e5],
+		["m", 6e4],
+		["s", 1e3]
+	]) if (rest >= size) {
+		parts.push(`${Math.floor(rest / size)}${unit}`);
+		rest %= size;
+	}
+	return (neg ? "-" : "") + parts.slice(0, 2).join("");
+}
+var triples, TRIPLE_KEYS, DURATION_RE, UNIT_MS;
+var init_edge = __esmMin((() => {
+	init_dist();
+	triples = /* @__PURE__ */ new Map();
+	TRIPLE_KEYS = 1e5;
+	DURATION_RE = /^(\d+)(ms|s|m|h|d)$/;
+	UNIT_MS = {
+		ms: 1,
+		s: 1e3,
+		m: 6e4,
+		h: 36e5,
+		d: 864e5
+	};
+}));
 // dist/core/suggest.js
 /** "Did you mean": the known name nearest a misspelt one, for unknown fields and flags. Pure. */
 /** Edit distance (insert, delete, substitute, swap of neighbours) between two short strings. */
@@ -6476,6 +6504,7 @@ function allSpecs() {
 }
 function defaultText(f) {
 	if (f.shown !== void 0) return f.shown;
+	if (f.env !== void 0) return f.default === void 0 ? `$${f.env}` : `$${f.env} or ${String(f.default)}`;
 	if (f.type === "boolean") return f.default === true ? "on" : "off";
 	return f.default === void 0 ? "" : String(f.default);
 }
@@ -6500,28 +6529,44 @@ function renderHelp(spec) {
 	for (const [c, m] of exits) out.push(`  ${String(c).padStart(3)}  ${m}`);
 	return out.join("\n") + "\n";
 }
-/** Parse argv with the spec's flag table (plus -h/--help, handled by main before this). */
-function parseCommandArgs(spec, argv) {
+/** The default of a flag at parse time: its environment variable when set, else its default. */
+function flagDefault(f, env = process.env) {
+	const fromEnv = f.env === void 0 ? void 0 : env[f.env];
+	return fromEnv !== void 0 ? fromEnv : f.default;
+}
+/**
+* Parse argv with the spec's flag table (plus -h/--help, handled by main before this), or with the flags of it named
+* in `only` (a subcommand's share); a bad flag throws node's parseArgs error (with its ERR_PARSE_ARGS code: the
+* dispatcher adds "did you mean --x?").
+*/
+function parseFlags(spec, argv, only) {
 	const options = {};
-	for (const f of [...spec.flags, HELP_FLAG]) options[f.name] = {
-		type: f.type,
-		...f.short ? { short: f.short } : {},
-		...f.multiple ? {
-			multiple: true,
-			default: []
-		} : f.default !== void 0 ? { default: f.default } : {}
-	};
-	try {
-		const { values, positionals } = parseArgs({
-			args: argv,
-			options,
-			allowPositionals: true,
-			strict: true
-		});
-		return {
-			values,
-			positionals
+	for (const f of [...spec.flags.filter((g) => only === void 0 || only.includes(g.name)), HELP_FLAG]) {
+		const def = flagDefault(f);
+		options[f.name] = {
+			type: f.type,
+			...f.short ? { short: f.short } : {},
+			...f.multiple ? {
+				multiple: true,
+				default: []
+			} : def !== void 0 ? { default: def } : {}
 		};
+	}
+	const { values, positionals } = parseArgs({
+		args: argv,
+		options,
+		allowPositionals: spec.positionals !== false,
+		strict: true
+	});
+	return {
+		values,
+		positionals
+	};
+}
+/** parseFlags, with a bad flag turned into a usage error naming the nearest flag and the command's --help. */
+function parseCommandArgs(spec, argv) {
+	try {
+		return parseFlags(spec, argv);
 	} catch (e) {
 		const message = e.message.replace(/\. To specify a positional.*$/s, "");
 		const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];
@@ -6594,7 +6639,591 @@ var init_spec = __esmMin((() => {
 		incomplete: 33
 	};
 }));
+// dist/alerting/alert.js
+var init_alert = __esmMin((() => {
+	init_time();
+}));
+// dist/alerting/config.js
+var ALERTING_DEFAULTS;
+var init_config = __esmMin((() => {
+	ALERTING_DEFAULTS = {
+		resendMs: 6e4,
+		timeoutMs: 1e4,
+		queueCapacity: 1e4,
+		maxBatch: 64,
+		maxBackoffMs: 1e4,
+		silenceCacheMs: 5e3,
+		maxSilences: 1e4,
+		maxSilenceMs: 6048e5
+	};
+}));
+// dist/alerting/notifier.js
+var init_notifier = __esmMin((() => {
+	init_alert();
+})), init_run_alerts = __esmMin((() => {
+	init_alert();
+})), range;
+var init_linear_regex = __esmMin((() => {
+	range = (lo, hi) => (c) => c >= lo && c <= hi;
+	range(48, 57);
+	range(0, 127), range(33, 126), range(97, 122), range(32, 126), range(65, 90);
+}));
+// dist/alerting/silences.js
+var init_silences = __esmMin((() => {
+	init_time();
+	init_linear_regex();
+}));
+// dist/alerting/index.js
+var init_alerting = __esmMin((() => {
+	init_alert();
+	init_notifier();
+	init_run_alerts();
+	init_silences();
+	init_config();
+}));
+// dist/ingest/runkey.js
+/** Parses `explicit,invocation,trace[,conversation]`; throws with a readable message. */
+function parseRunKey(text) {
+	const parts = text.split(",").map((p) => p.trim());
+	const out = [];
+	for (const p of parts) {
+		if (!RUN_KEY_PARTS.includes(p)) throw new Error(`--run-key: ${JSON.stringify(p)} is not one of ${RUN_KEY_PARTS.join(", ")}`);
+		if (out.includes(p)) throw new Error(`--run-key: ${p} is named twice`);
+		out.push(p);
+	}
+	return out;
+}
+var RUN_KEY_PARTS;
+var init_runkey = __esmMin((() => {
+	RUN_KEY_PARTS = [
+		"explicit",
+		"invocation",
+		"trace",
+		"conversation"
+	];
+}));
+// dist/ingest/trust.js
+var init_trust = __esmMin((() => {
+	init_receipt();
+}));
+// dist/server/auth.js
+/**
+* Bearer tokens for ingest and, separately, for the API. A token file has one token per line; an ingest line may
+* be `TOKEN agent-a,agent-b` to bind the token to the agents it may speak for. Comparison is constant-time.
+*/
+function parseTokenFile(text, file, allowAgents) {
+	const out = [];
+	const lineOf = /* @__PURE__ */ new Map();
+	text.split("\n").forEach((raw, i) => {
+		const line = raw.trim();
+		if (!line || line.startsWith("#")) return;
+		const [token, second, third, ...rest] = line.split(/\s+/);
+		if (allowAgents ? second !== void 0 && third !== void 0 : rest.length) throw new Error(`${file}:${i + 1}: expected ${allowAgents ? "\"TOKEN [agent-a,agent-b]\"" : "\"TOKEN [read|write] [NAME]\""}`);
+		if (token.length < 16) throw new Error(`${file}:${i + 1}: token too short (at least 16 characters)`);
+		const agents = allowAgents ? second : void 0;
+		let scope = allowAgents ? "write" : "read";
+		if (!allowAgents && second !== void 0) {
+			if (second !== "read" && second !== "write") throw new Error(`${file}:${i + 1}: API tokens take a scope ("read" or "write") and a name, no agent list`);
+			scope = second;
+		}
+		if (third !== void 0 && !TOKEN_NAME.test(third)) throw new Error(`${file}:${i + 1}: a token's name is at most 64 of A-Z a-z 0-9 . _ @ -`);
+		const d = digest(token);
+		const first = lineOf.get(d.toString("hex"));
+		if (first !== void 0) throw new Error(`${file}:${i + 1}: this token is already listed on line ${first}; list each token once`);
+		lineOf.set(d.toString("hex"), i + 1);
+		const source = `token-${i + 1}-${d.subarray(0, 4).toString("hex")}`;
+		out.push({
+			digest: d,
+			source,
+			agents: agents ? new Set(agents.split(",").filter(Boolean)) : null,
+			scope,
+			name: third ?? source
+		});
+	});
+	if (!out.length) throw new Error(`${file}: no tokens`);
+	return out;
+}
+function loadTokenFile(file, allowAgents) {
+	return parseTokenFile(readFileSync(file, "utf8"), file, allowAgents);
+}
+var TOKEN_NAME, digest;
+var init_auth = __esmMin((() => {
+	init_trust();
+	TOKEN_NAME = /^[A-Za-z0-9._@-]{1,64}$/;
+	digest = (t) => createHash("sha256").update(t).digest();
+}));
+// dist/server/serve-options.js
+var OptionError, port, duration, size, count$1, text, oneOf, integerIn, storeUrl, instanceName, runKey, tokenFile, LOG_LEVELS, logLevel, SERVE_OPTIONS;
+var init_serve_options = __esmMin((() => {
+	init_edge();
+	init_alerting();
+	init_runkey();
+	init_auth();
+	OptionError = class extends Error {};
+	port = (v, flag) => {
+		const n = Number(v);
+		if (!Number.isInteger(n) || n < 0 || n > 65535) throw new OptionError(`${flag}: not a port: ${v}`);
+		return n;
+	};
+	duration = (v, flag) => {
+		const ms = parseDuration(v);
+		if (ms === null) throw new OptionError(`${flag}: "${v}" is not a duration; use a whole number with ms, s, m, h or d (e.g. 10s, 5m, 7d)`);
+		return ms;
+	};
+	size = (v, flag) => {
+		const m = /^(\d+)(|k|ki|m|mi|kib|mib)$/i.exec(v.trim());
+		if (!m) throw new OptionError(`${flag}: not a size (e.g. 20MiB): ${v}`);
+		const unit = m[2].toLowerCase();
+		return Number(m[1]) * (unit.startsWith("k") ? 1024 : unit.startsWith("m") ? 1048576 : 1);
+	};
+	count$1 = (v, flag) => {
+		const n = Number(v);
+		if (!Number.isInteger(n) || n < 1) throw new OptionError(`${flag}: expected a positive integer: ${v}`);
+		return n;
+	};
+	text = (v) => v;
+	oneOf = (words) => (v, flag) => {
+		if (!words.includes(v)) throw new OptionError(`${flag}: expected ${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}: ${v}`);
+		return v;
+	};
+	integerIn = (lo, hi) => (v, flag) => {
+		const n = Number(v.trim());
+		if (v.trim() === "" || !Number.isInteger(n) || n < lo || n > hi) throw new OptionError(`${flag}: expected an integer from ${lo} to ${hi}: ${v}`);
+		return n;
+	};
+	storeUrl = (v, flag) => {
+		if (!/^postgres(ql)?:\/\//.test(v)) throw new OptionError(`${flag}: expected a postgres://user@host:port/db URL (the embedded SQLite store in --data DIR is the default)`);
+		try {
+			new URL(v);
+		} catch {
+			throw new OptionError(`${flag}: not a valid URL`);
+		}
+		return v;
+	};
+	instanceName = (v, flag) => {
+		if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(v)) throw new OptionError(`${flag}: 1-100 characters of A-Z a-z 0-9 _ . : -`);
+		return v;
+	};
+	runKey = (v) => {
+		try {
+			return parseRunKey(v);
+		} catch (e) {
+			throw new OptionError(`serve: ${e.message}`);
+		}
+	};
+	tokenFile = (allowAgents) => (v) => {
+		try {
+			return loadTokenFile(v, allowAgents);
+		} catch (e) {
+			throw new OptionError(e.message);
+		}
+	};
+	LOG_LEVELS = [
+		"debug",
+		"info",
+		"warn",
+		"error"
+	];
+	logLevel = (v, flag) => {
+		if (!LOG_LEVELS.includes(v)) throw new OptionError(`${flag}: "${v}" is not one of ${LOG_LEVELS.join(", ")}`);
+		return v;
+	};
+	SERVE_OPTIONS = {
+		contracts: {
+			value: "DIR",
+			shown: "the package's contracts/ examples",
+			help: "directory of contract YAML files"
+		},
+		contract: {
+			key: "defaultContract",
+			parse: text,
+			value: "ID",
+			help: "contract for runs whose run.start names none"
+		},
+		data: {
+			key: "dataDir",
+			parse: text,
+			value: "DIR",
+			default: "./data",
+			help: "SQLite data directory"
+		},
+		store: {
+			key: "storeUrl",
+			parse: storeUrl,
+			value: "URL",
+			help: "shared PostgreSQL store (postgres://user@host:port/db) instead of --data: any number of instances share it (password via PGPASSWORD or ~/.pgpass; docs/scaling.md)"
+		},
+		instance: {
+			key: "instance",
+			parse: instanceName,
+			value: "NAME",
+			shown: "host-pid-random",
+			help: "this instance's name in a cluster (--store)"
+		},
+		"lease-ttl": {
+			key: "leaseTtlMs",
+			parse: duration,
+			value: "DUR",
+			default: "10s",
+			help: "cluster: how long a partition lease lasts unrenewed (a crashed instance's runs are taken over within this plus 0.5 s)"
+		},
+		"span-routing": {
+			key: "spanRouting",
+			parse: oneOf(["trace", "any"]),
+			value: "MODE",
+			shown: "trace",
+			help: "cluster: 'trace' when the Collector routes spans by trace id; 'any' when a span may reach any instance (spans of other instances' traces are forwarded through the shared store)"
+		},
+		partitions: {
+			key: "partitions",
+			parse: integerIn(1, 4096),
+			value: "N",
+			shown: "64",
+			help: "cluster: hash partitions of runs, fixed when the shared schema is created"
+		},
+		port: {
+			key: "port",
+			parse: port,
+			value: "N",
+			default: "9464",
+			help: "API, web view and /metrics port"
+		},
+		"otlp-http-port": {
+			key: "otlpHttpPort",
+			parse: port,
+			value: "N",
+			default: "4318",
+			help: "OTLP/HTTP receiver port (POST /v1/traces)"
+		},
+		"otlp-grpc-port": {
+			key: "otlpGrpcPort",
+			parse: port,
+			value: "N",
+			default: "4317",
+			help: "OTLP/gRPC receiver port"
+		},
+		host: {
+			key: "host",
+			parse: text,
+			value: "ADDR",
+			default: "127.0.0.1",
+			help: "listen address (non-loopback needs tokens or --insecure)"
+		},
+		"log-level": {
+			parse: logLevel,
+			value: "LEVEL",
+			default: "info",
+			help: "debug, info, warn or error (JSON lines on stderr)"
+		},
+		"log-interval": {
+			key: "logIntervalMs",
+			parse: duration,
+			value: "DUR",
+			default: "60s",
+			help: "how often the ingest summary is logged"
+		},
+		"alert-window": {
+			key: "alertWindowMs",
+			parse: duration,
+			value: "DUR",
+			default: "1h",
+			help: "how long a new bad verdict stays in topology_alerting_runs (unless acknowledged)"
+		},
+		"stall-after": {
+			key: "stallAfterMs",
+			parse: duration,
+			value: "DUR",
+			default: "30m",
+			help: "an unsettled run with no receipt for this long counts in topology_stalled_runs"
+		},
+		retention: {
+			key: "retentionMs",
+			parse: duration,
+			value: "DUR",
+			default: "7d",
+			help: "settled runs idle this long are pruned"
+		},
+		"parent-wait": {
+			key: "parentWaitMs",
+			parse: duration,
+			value: "DUR",
+			default: "10s",
+			help: "how long an agent span waits for its caller's span"
+		},
+		"max-skeleton-spans": {
+			key: "maxPendingSpans",
+			parse: count$1,
+			value: "N",
+			default: "200000",
+			help: "spans of recent traces kept for caller resolution (span ids, parents, agent ids); past it the oldest traces go and their waiting spans become gaps"
+		},
+		"max-trace-spans": {
+			key: "maxTraceSpans",
+			parse: count$1,
+			value: "N",
+			default: "10000",
+			help: "of those, spans one trace may keep (its oldest go first)"
+		},
+		"max-body": {
+			key: "maxBodyBytes",
+			parse: size,
+			value: "SIZE",
+			default: "20MiB",
+			help: "largest HTTP request body"
+		},
+		"max-body-total": {
+			key: "maxBodyTotalBytes",
+			parse: size,
+			value: "SIZE",
+			shown: "4 x --max-body, at least 64MiB",
+			help: "request bodies being read at once, across the HTTP listeners; past it 503 + Retry-After before reading"
+		},
+		"max-grpc-message": {
+			key: "maxGrpcMessageBytes",
+			parse: size,
+			value: "SIZE",
+			default: "4MiB",
+			help: "largest gRPC message"
+		},
+		"max-pending-receipts": {
+			key: "maxPendingReceipts",
+			parse: count$1,
+			value: "N",
+			default: "200000",
+			help: "receipts queued before ingest answers 429"
+		},
+		"max-inflight": {
+			key: "maxInflightRequests",
+			parse: count$1,
+			value: "N",
+			default: "256",
+			help: "concurrent ingest requests"
+		},
+		"group-commit-delay": {
+			key: "groupCommitDelayMs",
+			parse: duration,
+			value: "DUR",
+			default: "0ms",
+			help: "longest wait before a group commit"
+		},
+		"max-db-size": {
+			key: "maxDbBytes",
+			parse: size,
+			value: "SIZE",
+			help: "cap on the database size (commits past it fail like a full disk)"
+		},
+		"ingest-tokens": {
+			key: "ingestTokens",
+			parse: tokenFile(true),
+			value: "FILE",
+			help: "ingest bearer tokens (JSON, with source bindings)"
+		},
+		"api-tokens": {
+			key: "apiTokens",
+			parse: tokenFile(false),
+			value: "FILE",
+			help: "API bearer tokens (also open the web view: it asks for one once per browser session)"
+		},
+		"viewer-tokens": {
+			key: "viewerTokens",
+			parse: tokenFile(false),
+			value: "FILE",
+			help: "read-only tokens that open the web view only, never the API (needs --api-tokens)"
+		},
+		insecure: {
+			type: "boolean",
+			default: false,
+			help: "allow a non-loopback --host without tokens"
+		},
+		"tls-cert": {
+			value: "FILE",
+			help: "PEM certificate (with --tls-key): every listener speaks TLS"
+		},
+		"tls-key": {
+			value: "FILE",
+			help: "PEM private key"
+		},
+		"tls-client-ca": {
+			value: "FILE",
+			help: "require client certificates signed by this CA"
+		},
+		shadow: {
+			value: "CONTRACT@VERSION",
+			multiple: true,
+			help: "also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)"
+		},
+		"grpc-impl": {
+			key: "grpcImpl",
+			parse: oneOf(["h2", "grpc-js"]),
+			value: "IMPL",
+			default: "h2",
+			help: "gRPC receiver: h2 (node:http2) or grpc-js"
+		},
+		workers: {
+			key: "workers",
+			parse: integerIn(0, 256),
+			value: "N",
+			shown: "available cores - 1 (at least 1)",
+			help: "threads that inflate and decode compressed (gzip, deflate) OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: on the main thread (docs/internals/performance.md)"
+		},
+		"max-connections": {
+			key: "maxConnections",
+			parse: count$1,
+			value: "N",
+			default: "1024",
+			help: "open connections per HTTP listener"
+		},
+		"headers-timeout": {
+			key: "headersTimeoutMs",
+			parse: duration,
+			value: "DUR",
+			default: "10s",
+			help: "time to receive request headers (and the TLS handshake)"
+		},
+		"request-timeout": {
+			key: "requestTimeoutMs",
+			parse: duration,
+			value: "DUR",
+			default: "60s",
+			help: "time to receive a whole request, body included"
+		},
+		"keep-alive-timeout": {
+			key: "keepAliveTimeoutMs",
+			parse: duration,
+			value: "DUR",
+			default: "5s",
+			help: "idle keep-alive connections are closed after this"
+		},
+		"max-grpc-streams": {
+			key: "maxGrpcStreams",
+			parse: count$1,
+			value: "N",
+			default: "100",
+			help: "concurrent gRPC streams per connection"
+		},
+		"max-live-runs": {
+			key: "maxLiveRuns",
+			parse: count$1,
+			value: "N",
+			default: "100000",
+			help: "live runs held in memory; past it receipts of new runs get 503 + Retry-After"
+		},
+		"max-live-receipts": {
+			key: "maxLiveReceipts",
+			parse: count$1,
+			value: "N",
+			default: "2000000",
+			help: "receipts held by live runs; past it ingest answers 503 + Retry-After"
+		},
+		"max-long-polls": {
+			key: "maxLongPolls",
+			parse: count$1,
+			value: "N",
+			default: "512",
+			help: "long-polls (verdict?wait=) waiting at once on the API port; past it 429 + Retry-After"
+		},
+		"health-port": {
+			key: "healthPort",
+			parse: port,
+			value: "PORT",
+			shown: "none",
+			help: "a separate listener serving only /healthz, /readyz and /metrics (64 connections), answered while the API port is flooded"
+		},
+		"idle-evict-after": {
+			key: "idleEvictMs",
+			parse: duration,
+			value: "DUR",
+			default: "15m",
+			help: "at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)"
+		},
+		"max-event-streams": {
+			parse: count$1,
+			value: "N",
+			default: "64",
+			help: "open web-view event streams (SSE)"
+		},
+		"run-key": {
+			key: "runKey",
+			parse: runKey,
+			value: "ORDER",
+			default: "explicit,invocation,trace",
+			help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)"
+		},
+		"alertmanager-url": {
+			value: "URL",
+			multiple: true,
+			help: "send each alerting run as an alert to this Alertmanager (repeatable: an HA pair; docs/alerting.md)"
+		},
+		"external-url": {
+			value: "URL",
+			shown: "http://HOST:PORT",
+			help: "the auditor's URL as on-call opens it (run_url and runbook_url of alerts)"
+		},
+		"runbook-url": {
+			value: "URL",
+			shown: "EXTERNAL-URL/runbooks",
+			help: "runbook page of alerts (the alert's name is appended as #fragment)"
+		},
+		"alertmanager-resend": {
+			parse: duration,
+			value: "DUR",
+			shown: formatDuration(ALERTING_DEFAULTS.resendMs),
+			help: "firing alerts are sent again this often (valid for 4 intervals)"
+		},
+		"alertmanager-timeout": {
+			parse: duration,
+			value: "DUR",
+			shown: formatDuration(ALERTING_DEFAULTS.timeoutMs),
+			help: "one request to an Alertmanager, answer included (a total deadline)"
+		},
+		"alertmanager-max-silence": {
+			parse: duration,
+			value: "DUR",
+			shown: formatDuration(ALERTING_DEFAULTS.maxSilenceMs),
+			help: "longest silence `ack --silence` may create"
+		},
+		"alertmanager-queue-capacity": {
+			parse: count$1,
+			value: "N",
+			shown: String(ALERTING_DEFAULTS.queueCapacity),
+			help: "alerts waiting for Alertmanager; past it the oldest are dropped (counted)"
+		},
+		"alertmanager-ca-file": {
+			value: "FILE",
+			help: "CA certificate(s) to verify an https Alertmanager"
+		},
+		"alertmanager-insecure-skip-verify": {
+			type: "boolean",
+			default: false,
+			help: "do not verify an https Alertmanager's certificate"
+		},
+		"alertmanager-bearer-token-file": {
+			value: "FILE",
+			help: "bearer token sent to Alertmanager"
+		},
+		"alertmanager-basic-auth-user": {
+			value: "NAME",
+			help: "basic auth user for Alertmanager (with --alertmanager-basic-auth-password-file)"
+		},
+		"alertmanager-basic-auth-password-file": {
+			value: "FILE",
+			help: "basic auth password file for Alertmanager"
+		}
+	};
+}));
 // dist/cli/specs.js
+/** The help and parser flags of an option table (src/server/serve-options.ts). */
+function flagsOf(table) {
+	return Object.entries(table).map(([name, o]) => ({
+		name,
+		type: o.type ?? "string",
+		...o.multiple ? { multiple: true } : {},
+		...o.value !== void 0 ? { value: o.value } : {},
+		...o.default !== void 0 ? { default: o.default } : {},
+		...o.shown !== void 0 ? { shown: o.shown } : {},
+		help: o.help
+	}));
+}
 /** Top-level usage: one line per registered command. */
 function topUsage(specs) {
 	const width = Math.max(...specs.map((s) => s.name.length));
@@ -6611,25 +7240,25 @@ function topUsage(specs) {
 	lines.push("", "Environment: TOPOLOGY_AUDIT_SERVER, TOPOLOGY_AUDIT_TOKEN, NO_COLOR. Docs: docs/cli.md");
 	return lines.join("\n") + "\n";
 }
-var DEFAULT_SERVER, serverFlag, tokenFlag, jsonFlag, formatFlag, jsonAlias, exit, GATE_SPEC;
+var DEFAULT_SERVER, serverFlag, tokenFlag, jsonFlag, formatFlag, jsonAlias, exit, GATE_SPEC, CONTRACT_SPEC;
 var init_specs = __esmMin((() => {
 	init_spec();
+	init_serve_options();
 	DEFAULT_SERVER = "http://127.0.0.1:9464";
 	serverFlag = () => ({
 		name: "server",
 		short: "s",
 		type: "string",
 		value: "URL",
-		default: process.env.TOPOLOGY_AUDIT_SERVER ?? DEFAULT_SERVER,
-		shown: `$TOPOLOGY_AUDIT_SERVER or ${DEFAULT_SERVER}`,
+		default: DEFAULT_SERVER,
+		env: "TOPOLOGY_AUDIT_SERVER",
 		help: "the auditor's API address (the --port of serve, not an OTLP port)"
 	});
 	tokenFlag = () => ({
 		name: "token",
 		type: "string",
 		value: "TOKEN",
-		default: process.env.TOPOLOGY_AUDIT_TOKEN,
-		shown: "$TOPOLOGY_AUDIT_TOKEN",
+		env: "TOPOLOGY_AUDIT_TOKEN",
 		help: "API bearer token when serve runs with --api-tokens"
 	});
 	jsonFlag = {
@@ -6700,420 +7329,8 @@ var init_specs = __esmMin((() => {
 		name: "serve",
 		summary: "run the live auditor: OTLP receivers, API, web view and /metrics",
 		usage: ["serve [--contracts DIR] [--contract ID] [--data DIR] [--port N] [--otlp-http-port N] [--otlp-grpc-port N] [--host ADDR] [options]"],
-		flags: [
-			{
-				name: "contracts",
-				type: "string",
-				value: "DIR",
-				shown: "the package's contracts/ examples",
-				help: "directory of contract YAML files"
-			},
-			{
-				name: "contract",
-				type: "string",
-				value: "ID",
-				help: "contract for runs whose run.start names none"
-			},
-			{
-				name: "data",
-				type: "string",
-				value: "DIR",
-				default: "./data",
-				help: "SQLite data directory"
-			},
-			{
-				name: "store",
-				type: "string",
-				value: "URL",
-				help: "shared PostgreSQL store (postgres://user@host:port/db) instead of --data: any number of instances share it (password via PGPASSWORD or ~/.pgpass; docs/scaling.md)"
-			},
-			{
-				name: "instance",
-				type: "string",
-				value: "NAME",
-				shown: "host-pid-random",
-				help: "this instance's name in a cluster (--store)"
-			},
-			{
-				name: "lease-ttl",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "cluster: how long a partition lease lasts unrenewed (a crashed instance's runs are taken over within this plus 0.5 s)"
-			},
-			{
-				name: "span-routing",
-				type: "string",
-				value: "MODE",
-				default: "trace",
-				help: "cluster: 'trace' when the Collector routes spans by trace id; 'any' when a span may reach any instance (spans of other instances' traces are forwarded through the shared store)"
-			},
-			{
-				name: "partitions",
-				type: "string",
-				value: "N",
-				default: "64",
-				help: "cluster: hash partitions of runs, fixed when the shared schema is created"
-			},
-			{
-				name: "port",
-				type: "string",
-				value: "N",
-				default: "9464",
-				help: "API, web view and /metrics port"
-			},
-			{
-				name: "otlp-http-port",
-				type: "string",
-				value: "N",
-				default: "4318",
-				help: "OTLP/HTTP receiver port (POST /v1/traces)"
-			},
-			{
-				name: "otlp-grpc-port",
-				type: "string",
-				value: "N",
-				default: "4317",
-				help: "OTLP/gRPC receiver port"
-			},
-			{
-				name: "host",
-				type: "string",
-				value: "ADDR",
-				default: "127.0.0.1",
-				help: "listen address (non-loopback needs tokens or --insecure)"
-			},
-			{
-				name: "log-level",
-				type: "string",
-				value: "LEVEL",
-				default: "info",
-				help: "debug, info, warn or error (JSON lines on stderr)"
-			},
-			{
-				name: "log-interval",
-				type: "string",
-				value: "DUR",
-				default: "60s",
-				help: "how often the ingest summary is logged"
-			},
-			{
-				name: "alert-window",
-				type: "string",
-				value: "DUR",
-				default: "1h",
-				help: "how long a new bad verdict stays in topology_alerting_runs (unless acknowledged)"
-			},
-			{
-				name: "stall-after",
-				type: "string",
-				value: "DUR",
-				default: "30m",
-				help: "an unsettled run with no receipt for this long counts in topology_stalled_runs"
-			},
-			{
-				name: "retention",
-				type: "string",
-				value: "DUR",
-				default: "7d",
-				help: "settled runs idle this long are pruned"
-			},
-			{
-				name: "parent-wait",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "how long an agent span waits for its caller's span"
-			},
-			{
-				name: "max-skeleton-spans",
-				type: "string",
-				value: "N",
-				default: "200000",
-				help: "spans of recent traces kept for caller resolution (span ids, parents, agent ids); past it the oldest traces go and their waiting spans become gaps"
-			},
-			{
-				name: "max-trace-spans",
-				type: "string",
-				value: "N",
-				default: "10000",
-				help: "of those, spans one trace may keep (its oldest go first)"
-			},
-			{
-				name: "max-body",
-				type: "string",
-				value: "SIZE",
-				default: "20MiB",
-				help: "largest HTTP request body"
-			},
-			{
-				name: "max-body-total",
-				type: "string",
-				value: "SIZE",
-				shown: "4 x --max-body, at least 64MiB",
-				help: "request bodies being read at once, across the HTTP listeners; past it 503 + Retry-After before reading"
-			},
-			{
-				name: "max-grpc-message",
-				type: "string",
-				value: "SIZE",
-				default: "4MiB",
-				help: "largest gRPC message"
-			},
-			{
-				name: "max-pending-receipts",
-				type: "string",
-				value: "N",
-				default: "200000",
-				help: "receipts queued before ingest answers 429"
-			},
-			{
-				name: "max-inflight",
-				type: "string",
-				value: "N",
-				default: "256",
-				help: "concurrent ingest requests"
-			},
-			{
-				name: "group-commit-delay",
-				type: "string",
-				value: "DUR",
-				default: "0ms",
-				help: "longest wait before a group commit"
-			},
-			{
-				name: "max-db-size",
-				type: "string",
-				value: "SIZE",
-				help: "cap on the database size (commits past it fail like a full disk)"
-			},
-			{
-				name: "ingest-tokens",
-				type: "string",
-				value: "FILE",
-				help: "ingest bearer tokens (JSON, with source bindings)"
-			},
-			{
-				name: "api-tokens",
-				type: "string",
-				value: "FILE",
-				help: "API bearer tokens (also open the web view: it asks for one once per browser session)"
-			},
-			{
-				name: "viewer-tokens",
-				type: "string",
-				value: "FILE",
-				help: "read-only tokens that open the web view only, never the API (needs --api-tokens)"
-			},
-			{
-				name: "insecure",
-				type: "boolean",
-				default: false,
-				help: "allow a non-loopback --host without tokens"
-			},
-			{
-				name: "tls-cert",
-				type: "string",
-				value: "FILE",
-				help: "PEM certificate (with --tls-key): every listener speaks TLS"
-			},
-			{
-				name: "tls-key",
-				type: "string",
-				value: "FILE",
-				help: "PEM private key"
-			},
-			{
-				name: "tls-client-ca",
-				type: "string",
-				value: "FILE",
-				help: "require client certificates signed by this CA"
-			},
-			{
-				name: "shadow",
-				type: "string",
-				value: "CONTRACT@VERSION",
-				multiple: true,
-				help: "also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)"
-			},
-			{
-				name: "grpc-impl",
-				type: "string",
-				value: "IMPL",
-				default: "h2",
-				help: "gRPC receiver: h2 (node:http2) or grpc-js"
-			},
-			{
-				name: "workers",
-				type: "string",
-				value: "N",
-				shown: "available cores - 1 (at least 1)",
-				help: "threads that inflate and decode compressed (gzip, deflate) OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: on the main thread (docs/internals/performance.md)"
-			},
-			{
-				name: "max-connections",
-				type: "string",
-				value: "N",
-				default: "1024",
-				help: "open connections per HTTP listener"
-			},
-			{
-				name: "headers-timeout",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "time to receive request headers (and the TLS handshake)"
-			},
-			{
-				name: "request-timeout",
-				type: "string",
-				value: "DUR",
-				default: "60s",
-				help: "time to receive a whole request, body included"
-			},
-			{
-				name: "keep-alive-timeout",
-				type: "string",
-				value: "DUR",
-				default: "5s",
-				help: "idle keep-alive connections are closed after this"
-			},
-			{
-				name: "max-grpc-streams",
-				type: "string",
-				value: "N",
-				default: "100",
-				help: "concurrent gRPC streams per connection"
-			},
-			{
-				name: "max-live-runs",
-				type: "string",
-				value: "N",
-				default: "100000",
-				help: "live runs held in memory; past it receipts of new runs get 503 + Retry-After"
-			},
-			{
-				name: "max-live-receipts",
-				type: "string",
-				value: "N",
-				default: "2000000",
-				help: "receipts held by live runs; past it ingest answers 503 + Retry-After"
-			},
-			{
-				name: "max-long-polls",
-				type: "string",
-				value: "N",
-				default: "512",
-				help: "long-polls (verdict?wait=) waiting at once on the API port; past it 429 + Retry-After"
-			},
-			{
-				name: "health-port",
-				type: "string",
-				value: "PORT",
-				default: "none",
-				help: "a separate listener serving only /healthz, /readyz and /metrics (64 connections), answered while the API port is flooded"
-			},
-			{
-				name: "idle-evict-after",
-				type: "string",
-				value: "DUR",
-				default: "15m",
-				help: "at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)"
-			},
-			{
-				name: "max-event-streams",
-				type: "string",
-				value: "N",
-				default: "64",
-				help: "open web-view event streams (SSE)"
-			},
-			{
-				name: "run-key",
-				type: "string",
-				value: "ORDER",
-				default: "explicit,invocation,trace",
-				help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)"
-			},
-			{
-				name: "alertmanager-url",
-				type: "string",
-				value: "URL",
-				multiple: true,
-				help: "send each alerting run as an alert to this Alertmanager (repeatable: an HA pair; docs/alerting.md)"
-			},
-			{
-				name: "external-url",
-				type: "string",
-				value: "URL",
-				shown: "http://HOST:PORT",
-				help: "the auditor's URL as on-call opens it (run_url and runbook_url of alerts)"
-			},
-			{
-				name: "runbook-url",
-				type: "string",
-				value: "URL",
-				shown: "EXTERNAL-URL/runbooks",
-				help: "runbook page of alerts (the alert's name is appended as #fragment)"
-			},
-			{
-				name: "alertmanager-resend",
-				type: "string",
-				value: "DUR",
-				default: "1m",
-				help: "firing alerts are sent again this often (valid for 4 intervals)"
-			},
-			{
-				name: "alertmanager-timeout",
-				type: "string",
-				value: "DUR",
-				default: "10s",
-				help: "one request to an Alertmanager, answer included (a total deadline)"
-			},
-			{
-				name: "alertmanager-max-silence",
-				type: "string",
-				value: "DUR",
-				default: "7d",
-				help: "longest silence `ack --silence` may create"
-			},
-			{
-				name: "alertmanager-queue-capacity",
-				type: "string",
-				value: "N",
-				default: "10000",
-				help: "alerts waiting for Alertmanager; past it the oldest are dropped (counted)"
-			},
-			{
-				name: "alertmanager-ca-file",
-				type: "string",
-				value: "FILE",
-				help: "CA certificate(s) to verify an https Alertmanager"
-			},
-			{
-				name: "alertmanager-insecure-skip-verify",
-				type: "boolean",
-				default: false,
-				help: "do not verify an https Alertmanager's certificate"
-			},
-			{
-				name: "alertmanager-bearer-token-file",
-				type: "string",
-				value: "FILE",
-				help: "bearer token sent to Alertmanager"
-			},
-			{
-				name: "alertmanager-basic-auth-user",
-				type: "string",
-				value: "NAME",
-				help: "basic auth user for Alertmanager (with --alertmanager-basic-auth-password-file)"
-			},
-			{
-				name: "alertmanager-basic-auth-password-file",
-				type: "string",
-				value: "FILE",
-				help: "basic auth password file for Alertmanager"
-			}
-		],
+		flags: flagsOf(SERVE_OPTIONS),
+		positionals: false,
 		examples: ["topology-audit serve", "topology-audit serve --contracts ./contracts --data /var/lib/topology-audit --log-level warn"],
 		exits: exit(0, 2)
 	});
@@ -7384,6 +7601,14 @@ var init_specs = __esmMin((() => {
 				value: "RFC3339",
 				help: "audit: as of this time"
 			},
+			{
+				...serverFlag(),
+				help: "board: the auditor's API address"
+			},
+			{
+				...tokenFlag(),
+				help: "board: API bearer token when serve runs with --api-tokens"
+			},
 			jsonFlag
 		],
 		examples: ["topology-audit handoff audit receipts/handoffs/ho-budget-copied.ndjson --json", "topology-audit handoff board run-42 --server http://127.0.0.1:9464"],
@@ -7457,7 +7682,7 @@ var init_specs = __esmMin((() => {
 		examples: ["topology-audit propose receipts/drift.ndjson --contracts contracts --contract-id research-publish > draft.yaml", "topology-audit propose --server http://127.0.0.1:9464 --since 24h"],
 		exits: exit(0, 2)
 	});
-	registerSpec({
+	CONTRACT_SPEC = registerSpec({
 		name: "contract",
 		summary: "compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)",
 		usage: ["contract diff A@V1 B@V2 [--contracts DIR] [--format text|json|junit|github|markdown]"],
@@ -7522,6 +7747,10 @@ function packagedContractsDir() {
 	return fileURLToPath(new URL("../../contracts/", import.meta.url)).replace(/\/$/, "");
 }
 var init_paths = __esmMin((() => {}));
+// dist/core/vocab.js
+var init_vocab = __esmMin((() => {
+	init_dist();
+}));
 // dist/core/types.js
 var VERDICTS, PRECEDENCE;
 var init_types = __esmMin((() => {
@@ -14549,18 +14778,9 @@ function describeZodIssue(iss) {
 	if (iss.code === "invalid_type" && / received undefined$/.test(iss.message)) return "required field is missing";
 	return iss.message;
 }
-/**
-* Semantic validation and normalisation (section 2a). Reports through `add`.
-* Over ~120 lines (163) on purpose: it is the one ordered walk of a contract file, section by section (agents, phases,
-* plan, allow, stall, first), each check reporting at its path; splitting it would pass the half-built contract and
-* the seen-names sets between functions without making any check easier to read. Split it by section when it grows.
-*/
-function buildContract(f, add, phaseNames, warn = () => {}) {
-	const agentSet = new Set(f.agents);
-	const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
-	for (const a of new Set(dupAgents)) add(["agents"], `agent "${a}" is listed twice`);
-	if (!agentSet.has(f.owner)) add(["owner"], `owner "${f.owner}" is not declared in agents`);
-	const toSpec = (entry, path) => {
+/** The reader of edge entries (string, {edge}, {from, to, kind}): reports an unparsable edge, undeclared agents, a target twice. */
+function edgeEntryReader(agentSet, add) {
+	return (entry, path) => {
 		let spec;
 		let extra = {};
 		if (typeof entry === "string") try {
@@ -14593,10 +14813,13 @@ function buildContract(f, add, phaseNames, warn = () => {}) {
 			extra
 		};
 	};
+}
+/** The allow rules, and each concrete edge's rule (an edge may be allowed by one entry only). */
+function allowRules(f, read, add) {
 	const allow = [];
 	const allowByEdge = /* @__PURE__ */ new Map();
 	f.allow.forEach((entry, i) => {
-		const r = toSpec(entry, ["allow", i]);
+		const r = read(entry, ["allow", i]);
 		if (!r) return;
 		const rule = {
 			index: i,
@@ -14612,117 +14835,137 @@ function buildContract(f, add, phaseNames, warn = () => {}) {
 			else allowByEdge.set(k, rule);
 		}
 	});
-	const phases = [];
-	const rank = (name) => phaseNames.includes(name) ? phaseNames.indexOf(name) : Infinity;
-	const inSourceOrder = Object.entries(f.phases).sort(([a], [b]) => rank(a) - rank(b));
-	for (const [name, ph] of inSourceOrder) {
-		const plan = [];
-		const byCompact = /* @__PURE__ */ new Map();
-		const seenEdges = /* @__PURE__ */ new Map();
-		const rawAfter = [];
-		const origIndex = [];
-		ph.expect.forEach((entry, i) => {
-			const path = [
-				"phases",
-				name,
-				"expect",
-				i
-			];
-			const r = toSpec(entry, path);
-			if (!r) return;
-			const step = {
-				index: plan.length,
-				spec: r.spec,
-				key: specKey(r.spec),
-				after: []
-			};
-			for (const t of r.spec.to) {
-				const k = tripleKey(r.spec.from, t, r.spec.kind);
-				if (!allowByEdge.has(k) && agentSet.has(r.spec.from) && agentSet.has(t)) add(path, `expected edge "${r.spec.from} -> ${t} : ${r.spec.kind}" is not allowed by any allow entry`);
-				if (seenEdges.get(k) !== void 0) add(path, `edge "${r.spec.from} -> ${t} : ${r.spec.kind}" appears twice in the plan (repeated work is a max on its allow entry)`);
-				else seenEdges.set(k, i);
-			}
-			const dep = r.extra.dependency;
-			const within = r.extra.within;
-			if (dep !== void 0) {
-				if (!agentSet.has(dep)) add([...path, "dependency"], `agent "${dep}" is not declared in agents`);
-				if (within === void 0) add([...path, "dependency"], "a dependency needs a deadline (`within`): an unbounded wait is an ownership defect");
-				step.dependency = dep;
-			}
-			if (within !== void 0) {
-				const ms = parseDuration(within);
-				if (ms === null) add([...path, "within"], `invalid duration "${within}"`);
-				else step.withinMs = ms;
-			}
-			byCompact.set(compactKey(step.key), plan.length);
-			rawAfter.push(r.extra.after);
-			origIndex.push(i);
-			plan.push(step);
-		});
-		plan.forEach((step, si) => {
-			const after = rawAfter[si];
-			const path = [
-				"phases",
-				name,
-				"expect",
-				origIndex[si]
-			];
-			if (after === void 0) {
-				step.after = si === 0 ? [] : [si - 1];
-				return;
-			}
-			after.forEach((a, ai) => {
-				const idx = byCompact.get(compactKey(a));
-				if (idx === void 0) add([
-					...path,
-					"after",
-					ai
-				], `"${a}" is not an edge of phase "${name}" (name it as written in the plan)`);
-				else if (idx === si) add([
-					...path,
-					"after",
-					ai
-				], "an edge cannot come after itself");
-				else step.after.push(idx);
-			});
-		});
-		const cycle = findCycle(plan);
-		if (cycle) add([
+	return {
+		allow,
+		allowByEdge
+	};
+}
+/** A phase's plan steps as written (`after` not yet resolved), with each step's `after` text and its index in the file. */
+function planSteps(name, ph, scope) {
+	const { agentSet, allowByEdge, read, add } = scope;
+	const plan = [];
+	const seenEdges = /* @__PURE__ */ new Map();
+	const rawAfter = [];
+	const origIndex = [];
+	ph.expect.forEach((entry, i) => {
+		const path = [
 			"phases",
 			name,
-			"expect"
-		], `\`after\` forms a cycle: ${cycle.map((i) => plan[i].key).join(" -> ")}`);
-		const phase = {
+			"expect",
+			i
+		];
+		const r = read(entry, path);
+		if (!r) return;
+		const step = {
+			index: plan.length,
+			spec: r.spec,
+			key: specKey(r.spec),
+			after: []
+		};
+		for (const t of r.spec.to) {
+			const k = tripleKey(r.spec.from, t, r.spec.kind);
+			if (!allowByEdge.has(k) && agentSet.has(r.spec.from) && agentSet.has(t)) add(path, `expected edge "${r.spec.from} -> ${t} : ${r.spec.kind}" is not allowed by any allow entry`);
+			if (seenEdges.get(k) !== void 0) add(path, `edge "${r.spec.from} -> ${t} : ${r.spec.kind}" appears twice in the plan (repeated work is a max on its allow entry)`);
+			else seenEdges.set(k, i);
+		}
+		const dep = r.extra.dependency;
+		const within = r.extra.within;
+		if (dep !== void 0) {
+			if (!agentSet.has(dep)) add([...path, "dependency"], `agent "${dep}" is not declared in agents`);
+			if (within === void 0) add([...path, "dependency"], "a dependency needs a deadline (`within`): an unbounded wait is an ownership defect");
+			step.dependency = dep;
+		}
+		if (within !== void 0) {
+			const ms = parseDuration(within);
+			if (ms === null) add([...path, "within"], `invalid duration "${within}"`);
+			else step.withinMs = ms;
+		}
+		rawAfter.push(r.extra.after);
+		origIndex.push(i);
+		plan.push(step);
+	});
+	return {
+		plan,
+		rawAfter,
+		origIndex
+	};
+}
+/** Resolves each step's `after` (named as written in the plan; unset: the step before it) and reports a cycle. */
+function resolveAfter(name, plan, rawAfter, origIndex, add) {
+	const byCompact = /* @__PURE__ */ new Map();
+	plan.forEach((step, si) => byCompact.set(compactKey(step.key), si));
+	plan.forEach((step, si) => {
+		const after = rawAfter[si];
+		const path = [
+			"phases",
 			name,
-			outcome: ph.outcome,
-			plan
-		};
-		const limit = (key) => {
-			const text = ph[key];
-			if (text === void 0) return void 0;
-			const ms = parseDuration(text);
-			if (ms === null) add([
-				"phases",
-				name,
-				key
-			], `invalid duration "${text}"`);
-			return ms ?? void 0;
-		};
-		const progressWithinMs = limit("progress_within");
-		const maxDurationMs = limit("max_duration");
-		if (progressWithinMs !== void 0) phase.progressWithinMs = progressWithinMs;
-		if (maxDurationMs !== void 0) phase.maxDurationMs = maxDurationMs;
-		if (progressWithinMs === void 0 && maxDurationMs === void 0) plan.forEach((step, si) => {
-			if (step.withinMs === void 0) warn([
-				"phases",
-				name,
-				"expect",
-				origIndex[si]
-			], `${step.key} has no \`within\` and phase "${name}" has neither progress_within nor max_duration: a run can stay working forever`);
+			"expect",
+			origIndex[si]
+		];
+		if (after === void 0) {
+			step.after = si === 0 ? [] : [si - 1];
+			return;
+		}
+		after.forEach((a, ai) => {
+			const idx = byCompact.get(compactKey(a));
+			if (idx === void 0) add([
+				...path,
+				"after",
+				ai
+			], `"${a}" is not an edge of phase "${name}" (name it as written in the plan)`);
+			else if (idx === si) add([
+				...path,
+				"after",
+				ai
+			], "an edge cannot come after itself");
+			else step.after.push(idx);
 		});
-		phases.push(phase);
-	}
-	const canonicalDoc = {
+	});
+	const cycle = findCycle(plan);
+	if (cycle) add([
+		"phases",
+		name,
+		"expect"
+	], `\`after\` forms a cycle: ${cycle.map((i) => plan[i].key).join(" -> ")}`);
+}
+/** One phase: its plan, its stall limit (progress_within) and duration limit; warns when nothing bounds a run's wait. */
+function buildPhase(name, ph, scope, warn) {
+	const { add } = scope;
+	const { plan, rawAfter, origIndex } = planSteps(name, ph, scope);
+	resolveAfter(name, plan, rawAfter, origIndex, add);
+	const phase = {
+		name,
+		outcome: ph.outcome,
+		plan
+	};
+	const limit = (key) => {
+		const text = ph[key];
+		if (text === void 0) return void 0;
+		const ms = parseDuration(text);
+		if (ms === null) add([
+			"phases",
+			name,
+			key
+		], `invalid duration "${text}"`);
+		return ms ?? void 0;
+	};
+	const progressWithinMs = limit("progress_within");
+	const maxDurationMs = limit("max_duration");
+	if (progressWithinMs !== void 0) phase.progressWithinMs = progressWithinMs;
+	if (maxDurationMs !== void 0) phase.maxDurationMs = maxDurationMs;
+	if (progressWithinMs === void 0 && maxDurationMs === void 0) plan.forEach((step, si) => {
+		if (step.withinMs === void 0) warn([
+			"phases",
+			name,
+			"expect",
+			origIndex[si]
+		], `${step.key} has no \`within\` and phase "${name}" has neither progress_within nor max_duration: a run can stay working forever`);
+	});
+	return phase;
+}
+/** The canonical text of a contract (its content hash is over this). */
+function canonicalText(f, allow, phases) {
+	return JSON.stringify({
 		contract: f.contract,
 		version: f.version,
 		retired: f.retired,
@@ -14745,8 +14988,27 @@ function buildContract(f, add, phaseNames, warn = () => {}) {
 			...p.progressWithinMs !== void 0 ? { progressWithinMs: p.progressWithinMs } : {},
 			...p.maxDurationMs !== void 0 ? { maxDurationMs: p.maxDurationMs } : {}
 		}))
-	};
-	const canonical = JSON.stringify(canonicalDoc);
+	});
+}
+/**
+* Semantic validation and normalisation (section 2a), reporting through `add`: the one ordered walk of a contract
+* file, section by section (agents, allow, phases in source order), each check reporting at its path.
+*/
+function buildContract(f, add, phaseNames, warn = () => {}) {
+	const agentSet = new Set(f.agents);
+	const dupAgents = f.agents.filter((a, i) => f.agents.indexOf(a) !== i);
+	for (const a of new Set(dupAgents)) add(["agents"], `agent "${a}" is listed twice`);
+	if (!agentSet.has(f.owner)) add(["owner"], `owner "${f.owner}" is not declared in agents`);
+	const read = edgeEntryReader(agentSet, add);
+	const { allow, allowByEdge } = allowRules(f, read, add);
+	const rank = (name) => phaseNames.includes(name) ? phaseNames.indexOf(name) : Infinity;
+	const phases = Object.entries(f.phases).sort(([a], [b]) => rank(a) - rank(b)).map(([name, ph]) => buildPhase(name, ph, {
+		agentSet,
+		allowByEdge,
+		read,
+		add
+	}, warn));
+	const canonical = canonicalText(f, allow, phases);
 	return {
 		contract: f.contract,
 		version: f.version,
@@ -16098,7 +16360,7 @@ var init_fold = __esmMin((() => {
 		}
 	};
 }));
-// dist/core/state.js
+// dist/core/observations.js
 function waitEdgeOf(text) {
 	let parsed = waitEdges.get(text);
 	if (parsed !== void 0) return parsed;
@@ -16132,9 +16394,10 @@ function sharedText(v) {
 }
 /**
 * `list` with `k` items (a, b, c, d) added: while the list is short, a copy of exact size (an array pushed to keeps
-* room for 16 more, which most runs' few edges and waits never use); past EXACT_GROWTH, in place.
+* room for 16 more, which most runs' few edges and waits never use); past EXACT_GROWTH, in place. Items past `k` are
+* not read (their defaults only type them).
 */
-function grown(list, k, a, b, c, d) {
+function grown(list, k, a, b = a, c = a, d = a) {
 	const n = list.length;
 	let out = list;
 	if (n + k > EXACT_GROWTH && n > 0) out.push(a);
@@ -16168,30 +16431,10 @@ function keptCopy(r) {
 function earlierThan(at, ns, event, first, firstAt, firstNs) {
 	return first === null || at < firstAt || at === firstAt && (ns < firstNs || ns === firstNs && event < first.event);
 }
-/** The pin reference a run.start names. */
-function startRef(s) {
-	return {
-		contract: s.contract,
-		version: s.version,
-		phase: s.phase
-	};
-}
-/** Group receipts by run, preserving nothing about order (the verdict does not depend on it). Each state keeps its receipts. */
-function groupByRun(receipts) {
-	const runs = /* @__PURE__ */ new Map();
-	for (const r of receipts) {
-		let s = runs.get(r.run);
-		if (!s) runs.set(r.run, s = new RunState(r.run));
-		s.add(r);
-	}
-	return runs;
-}
-var EdgeAgg, waitEdges, WAIT_EDGE_CACHE, WAIT_EDGES_TRACKED, SCAN_AGENTS, SCAN_EDGES, notOk, EMPTY, NO_EVENTS, NO_CONFLICTS, NO_VERSIONS, sharedStrings, SHARED_STRINGS, EXACT_GROWTH, SHARED_FIELDS, RunState;
-var init_state = __esmMin((() => {
+var EdgeAgg, waitEdges, WAIT_EDGE_CACHE, WAIT_EDGES_TRACKED, SCAN_AGENTS, SCAN_EDGES, EMPTY, NO_EVENTS, NO_VERSIONS, sharedStrings, SHARED_STRINGS, EXACT_GROWTH, SHARED_FIELDS, RunObservations;
+var init_observations = __esmMin((() => {
 	init_edge();
-	init_idset();
 	init_obs();
-	init_receipt();
 	init_time();
 	init_fold();
 	EdgeAgg = class {
@@ -16230,10 +16473,8 @@ var init_state = __esmMin((() => {
 	WAIT_EDGES_TRACKED = 8;
 	SCAN_AGENTS = 16;
 	SCAN_EDGES = 8;
-	notOk = (r) => r.status !== void 0 && r.status !== "ok";
 	EMPTY = Object.freeze([]);
 	NO_EVENTS = EMPTY;
-	NO_CONFLICTS = /* @__PURE__ */ new Map();
 	NO_VERSIONS = /* @__PURE__ */ new Map();
 	sharedStrings = /* @__PURE__ */ new Map();
 	SHARED_STRINGS = 1e5;
@@ -16256,35 +16497,11 @@ var init_state = __esmMin((() => {
 		"onTimeout",
 		"budgetOp"
 	];
-	RunState = class {
+	RunObservations = class {
 		run;
-		source;
-		/**
-		* Bumped by every change of the aggregates (a receipt folded, a conflict, a rebuild): an evaluation of the
-		* same version, pin and registry may reuse the previous verdict while `now` has not reached its nextChangeAt.
-		*/
-		version = 0;
-		/**
-		* Every event id seen (conflicted ones included): with a source, the ids only (the source holds the receipts);
-		* without one, each with a copy of its accepted receipt (what a repeat is compared with and a rebuild folds again).
-		*/
-		ids;
-		kept;
-		conflictMap = null;
-		/** Event lists of agents and versions asked for (see agentEvents), kept up to date from then on. */
-		agentLists = null;
-		versionLists = null;
-		/** @internal */ cachedVerdict = null;
-		/** @internal */ cachedVersion = -1;
-		/** @internal the pin of cachedVerdict: its contract (null: no pin) and fields, or why there was none */
-		cachedContract = null;
-		/** @internal */ cachedPinContract = "";
-		/** @internal */ cachedPinVersion = "";
-		/** @internal */ cachedPinPhase = "";
-		/** @internal */ cachedRegistry = void 0;
-		/** @internal */ cachedRevision = 0;
-		/** @internal */ cachedNowMs = 0;
-		/** @internal */ cachedNowNs = 0;
+		constructor(run) {
+			this.run = run;
+		}
 		starts = EMPTY;
 		ends = EMPTY;
 		/** The earliest run.start and run.end (by time, then event id) and their instants. */
@@ -16375,10 +16592,6 @@ var init_state = __esmMin((() => {
 		waitEdgeList = EMPTY;
 		waitEdgeMin = EMPTY;
 		waitEdgesTracked = true;
-		/** @internal per allow rule, the merged events of its edges at the last evaluation (src/core/rules/routes.ts) */
-		routeMemo = null;
-		/** @internal per declared wait (by index), the findings it has had (src/core/rules/waits.ts) */
-		waitMemo = null;
 		/** How many waits were declared. */
 		get waitCount() {
 			return this.waitTimes.length >> 2;
@@ -16411,117 +16624,11 @@ var init_state = __esmMin((() => {
 		* rebuild.
 		*/
 		handoffFold = null;
-		/**
-		* `source`: where the run's receipts are read back from (the store); the state then keeps no receipt but the
-		* few lists above. Without one, the state keeps a copy of every accepted receipt for its rebuilds.
-		*/
-		constructor(run, source) {
-			this.run = run;
-			this.source = source;
-			this.ids = source ? new IdSet() : null;
-			this.kept = source ? null : /* @__PURE__ */ new Map();
-		}
-		/** Folded events: distinct event ids minus the conflicted ones. */
-		get size() {
-			return (this.ids ?? this.kept).size - (this.conflictMap?.size ?? 0);
-		}
-		/** Conflicted event ids (neither content is used). */
-		get conflicts() {
-			return this.conflictMap ?? NO_CONFLICTS;
-		}
-		/**
-		* Adds one receipt; a repeat of an event id with equal content (equal canonical forms) is a duplicate, with
-		* different content a conflict. A new event id costs no comparison: only a repeat reads the earlier content (the
-		* kept copy, or the source). `known`: the answer of the store that holds the run's receipts, when the caller has
-		* it (the store compares canonical forms itself): a store's duplicate is a duplicate here without reading
-		* anything, and a store's conflict is a conflict even for an event id this state has not folded yet.
-		*/
-		add(r, known) {
-			const event = r.event;
-			const ids = this.ids;
-			let prev;
-			if (ids !== null) prev = ids.add(event) ? void 0 : null;
-			else prev = this.kept.get(event);
-			if (prev === void 0) {
-				if (known === "conflict" && ids !== null) {
-					this.conflictMap ??= /* @__PURE__ */ new Map();
-					this.conflictMap.set(event, this.storedConflict(event, r));
-					this.version++;
-					return "conflict";
-				}
-				if (ids === null) this.kept.set(event, keptCopy(r));
-				this.fold(r, millisOf(r.at), subMillisOf(r.at));
-				this.version++;
-				return "accepted";
-			}
-			if (known === "duplicate") return "duplicate";
-			const canon = receiptCanon(r);
-			const conflicted = this.conflictMap?.get(event);
-			if (conflicted) {
-				if (conflicted.canons.includes(canon)) return known === "conflict" ? "conflict" : "duplicate";
-				conflicted.canons.push(canon);
-				if (r.status !== void 0 && r.status !== "ok") conflicted.notOk = true;
-				this.version++;
-				return "conflict";
-			}
-			let facts;
-			if (prev !== null) {
-				const first = receiptCanon(prev);
-				if (first === canon && known !== "conflict") return "duplicate";
-				facts = {
-					canons: first === canon ? [first] : [first, canon],
-					notOk: notOk(prev) || notOk(r)
-				};
-			} else {
-				facts = this.storedConflict(event, r);
-				if (facts.canons.length === 1 && known !== "conflict") return "duplicate";
-			}
-			(this.conflictMap ??= /* @__PURE__ */ new Map()).set(event, facts);
-			this.rebuild();
-			return "conflict";
-		}
-		/** The distinct contents the source holds under `event`, with `r` (first stored first). */
-		storedConflict(event, r) {
-			const facts = {
-				canons: [],
-				notOk: notOk(r)
-			};
-			for (const x of this.source(this.run)) {
-				if (x.event !== event) continue;
-				const c = receiptCanon(x);
-				if (!facts.canons.includes(c)) facts.canons.push(c);
-				if (notOk(x)) facts.notOk = true;
-			}
-			const c = receiptCanon(r);
-			if (!facts.canons.includes(c)) facts.canons.push(c);
-			return facts;
-		}
-		/** The folded receipts, each once (from the kept copies, or the source), with their instants. */
-		*folded() {
-			for (const r of this.foldedReceipts()) yield {
-				receipt: r,
-				at: millisOf(r.at),
-				ns: subMillisOf(r.at)
-			};
-		}
-		/** The folded receipts, each once, without their instants (what the event walks read). */
-		*foldedReceipts() {
-			const conflicts = this.conflictMap;
-			if (this.kept !== null) {
-				for (const [event, r] of this.kept) if (!conflicts?.has(event)) yield r;
-				return;
-			}
-			const seen = /* @__PURE__ */ new Set();
-			for (const r of this.source(this.run)) {
-				const event = r.event;
-				if (!this.ids.has(event) || conflicts?.has(event) || seen.has(event)) continue;
-				seen.add(event);
-				yield r;
-			}
-		}
-		rebuild() {
-			this.version++;
-			this.cachedVerdict = null;
+		/** Event lists of agents and versions asked for (see RunState.agentEvents), kept up to date from then on. */
+		agentLists = null;
+		versionLists = null;
+		/** Forgets every observation (a conflict rebuild folds the run's receipts again). */
+		resetObservations() {
 			this.starts = EMPTY;
 			this.ends = EMPTY;
 			this.firstStartR = null;
@@ -16549,15 +16656,12 @@ var init_state = __esmMin((() => {
 			this.waitEdgeList = EMPTY;
 			this.waitEdgeMin = EMPTY;
 			this.waitEdgesTracked = true;
-			this.routeMemo = null;
-			this.waitMemo = null;
 			this.verifiedOutcome = null;
 			this.verifiedOutcomes = EMPTY;
 			this.gaps = EMPTY;
 			this.notOk = EMPTY;
 			this.handoffs = EMPTY;
 			this.handoffFold = null;
-			for (const { receipt, at, ns } of this.folded()) this.fold(receipt, at, ns);
 		}
 		/** Keeps a receipt in one of the few lists of whole receipts (a copy, its repeated names shared). */
 		push(list, r) {
@@ -16596,13 +16700,14 @@ var init_state = __esmMin((() => {
 			const event = r.event;
 			if (r.version !== void 0) {
 				const v = r.version;
-				if (this.versionMap === null && (this.version1 === void 0 || this.version1 === v)) {
+				const v1 = this.version1;
+				if (this.versionMap === null && (v1 === void 0 || v1 === v)) {
 					this.version1 ??= sharedText(v);
 					this.version1Count++;
 				} else {
-					if (this.versionMap === null) this.versionMap = /* @__PURE__ */ new Map([[this.version1, this.version1Count]]);
-					const n = this.versionMap.get(v);
-					this.versionMap.set(v, n === void 0 ? 1 : n + 1);
+					const map = this.versionMap ??= v1 === void 0 ? /* @__PURE__ */ new Map() : /* @__PURE__ */ new Map([[v1, this.version1Count]]);
+					const n = map.get(v);
+					map.set(v, n === void 0 ? 1 : n + 1);
 				}
 				if (this.versionLists !== null) this.versionLists.get(r.version)?.push(event);
 			}
@@ -16726,6 +16831,210 @@ var init_state = __esmMin((() => {
 				deadlineNs
 			];
 		}
+		/**
+		* The handoff findings at `now` and when they next change with time alone: what handoffAudit(handoffReceipts(),
+		* now) gives, from the fold (its cost: what changed since the last call, and the findings in force).
+		*/
+		handoffAudit(now) {
+			return this.handoffFold === null ? {
+				findings: [],
+				nextChangeAt: Infinity
+			} : this.handoffFold.audit(now);
+		}
+		/** The receipts a handoff audit reads: handoff transitions, run ends and verified outcomes. */
+		handoffReceipts() {
+			return [
+				...this.handoffs,
+				...this.ends,
+				...this.verifiedOutcomes
+			];
+		}
+		/** The earliest run.start (by time, then event id), the one that pins. */
+		firstStart() {
+			return this.firstStartR;
+		}
+		/** The run's end: its earliest run.end (by time, then event id). */
+		firstEnd() {
+			return this.firstEndR;
+		}
+	};
+}));
+// dist/core/state.js
+/** The pin reference a run.start names. */
+function startRef(s) {
+	return {
+		contract: s.contract,
+		version: s.version,
+		phase: s.phase
+	};
+}
+/** Group receipts by run, preserving nothing about order (the verdict does not depend on it). Each state keeps its receipts. */
+function groupByRun(receipts) {
+	const runs = /* @__PURE__ */ new Map();
+	for (const r of receipts) {
+		let s = runs.get(r.run);
+		if (!s) runs.set(r.run, s = new RunState(r.run));
+		s.add(r);
+	}
+	return runs;
+}
+var notOk, NO_CONFLICTS, RunState;
+var init_state = __esmMin((() => {
+	init_idset();
+	init_observations();
+	init_receipt();
+	init_time();
+	notOk = (r) => r.status !== void 0 && r.status !== "ok";
+	NO_CONFLICTS = /* @__PURE__ */ new Map();
+	RunState = class extends RunObservations {
+		source;
+		/**
+		* Bumped by every change of the aggregates (a receipt folded, a conflict, a rebuild): an evaluation of the
+		* same version, pin and registry may reuse the previous verdict while `now` has not reached its nextChangeAt.
+		*/
+		version = 0;
+		/**
+		* Every event id seen (conflicted ones included): with a source, the ids only (the source holds the receipts);
+		* without one, each with a copy of its accepted receipt (what a repeat is compared with and a rebuild folds again).
+		*/
+		ids;
+		kept;
+		conflictMap = null;
+		/** @internal */ cachedVerdict = null;
+		/** @internal */ cachedVersion = -1;
+		/** @internal the pin of cachedVerdict: its contract (null: no pin) and fields, or why there was none */
+		cachedContract = null;
+		/** @internal */ cachedPinContract = "";
+		/** @internal */ cachedPinVersion = "";
+		/** @internal */ cachedPinPhase = "";
+		/** @internal */ cachedRegistry = void 0;
+		/** @internal */ cachedRevision = 0;
+		/** @internal */ cachedNowMs = 0;
+		/** @internal */ cachedNowNs = 0;
+		/** @internal per allow rule, the merged events of its edges at the last evaluation (src/core/rules/routes.ts) */
+		routeMemo = null;
+		/** @internal per declared wait (by index), the findings it has had (src/core/rules/waits.ts) */
+		waitMemo = null;
+		/**
+		* `source`: where the run's receipts are read back from (the store); the state then keeps no receipt but the
+		* few lists above. Without one, the state keeps a copy of every accepted receipt for its rebuilds.
+		*/
+		constructor(run, source) {
+			super(run);
+			this.source = source;
+			this.ids = source ? new IdSet() : null;
+			this.kept = source ? null : /* @__PURE__ */ new Map();
+		}
+		/** Folded events: distinct event ids minus the conflicted ones. */
+		get size() {
+			const held = this.ids ?? this.kept;
+			return (held === null ? 0 : held.size) - (this.conflictMap?.size ?? 0);
+		}
+		/** Conflicted event ids (neither content is used). */
+		get conflicts() {
+			return this.conflictMap ?? NO_CONFLICTS;
+		}
+		/**
+		* Adds one receipt; a repeat of an event id with equal content (equal canonical forms) is a duplicate, with
+		* different content a conflict. A new event id costs no comparison: only a repeat reads the earlier content (the
+		* kept copy, or the source). `known`: the answer of the store that holds the run's receipts, when the caller has
+		* it (the store compares canonical forms itself): a store's duplicate is a duplicate here without reading
+		* anything, and a store's conflict is a conflict even for an event id this state has not folded yet.
+		*/
+		add(r, known) {
+			const event = r.event;
+			const ids = this.ids;
+			const kept = this.kept;
+			let prev;
+			if (ids !== null) prev = ids.add(event) ? void 0 : null;
+			else prev = kept?.get(event);
+			if (prev === void 0) {
+				if (known === "conflict" && ids !== null) {
+					this.conflictMap ??= /* @__PURE__ */ new Map();
+					this.conflictMap.set(event, this.storedConflict(event, r));
+					this.version++;
+					return "conflict";
+				}
+				if (kept !== null) kept.set(event, keptCopy(r));
+				this.fold(r, millisOf(r.at), subMillisOf(r.at));
+				this.version++;
+				return "accepted";
+			}
+			if (known === "duplicate") return "duplicate";
+			const canon = receiptCanon(r);
+			const conflicted = this.conflictMap?.get(event);
+			if (conflicted) {
+				if (conflicted.canons.includes(canon)) return known === "conflict" ? "conflict" : "duplicate";
+				conflicted.canons.push(canon);
+				if (r.status !== void 0 && r.status !== "ok") conflicted.notOk = true;
+				this.version++;
+				return "conflict";
+			}
+			let facts;
+			if (prev !== null) {
+				const first = receiptCanon(prev);
+				if (first === canon && known !== "conflict") return "duplicate";
+				facts = {
+					canons: first === canon ? [first] : [first, canon],
+					notOk: notOk(prev) || notOk(r)
+				};
+			} else {
+				facts = this.storedConflict(event, r);
+				if (facts.canons.length === 1 && known !== "conflict") return "duplicate";
+			}
+			(this.conflictMap ??= /* @__PURE__ */ new Map()).set(event, facts);
+			this.rebuild();
+			return "conflict";
+		}
+		/** The distinct contents the source holds under `event`, with `r` (first stored first). */
+		storedConflict(event, r) {
+			const facts = {
+				canons: [],
+				notOk: notOk(r)
+			};
+			for (const x of this.source?.(this.run) ?? EMPTY) {
+				if (x.event !== event) continue;
+				const c = receiptCanon(x);
+				if (!facts.canons.includes(c)) facts.canons.push(c);
+				if (notOk(x)) facts.notOk = true;
+			}
+			const c = receiptCanon(r);
+			if (!facts.canons.includes(c)) facts.canons.push(c);
+			return facts;
+		}
+		/** The folded receipts, each once (from the kept copies, or the source), with their instants. */
+		*folded() {
+			for (const r of this.foldedReceipts()) yield {
+				receipt: r,
+				at: millisOf(r.at),
+				ns: subMillisOf(r.at)
+			};
+		}
+		/** The folded receipts, each once, without their instants (what the event walks read). */
+		*foldedReceipts() {
+			const conflicts = this.conflictMap;
+			if (this.kept !== null) {
+				for (const [event, r] of this.kept) if (!conflicts?.has(event)) yield r;
+				return;
+			}
+			const ids = this.ids;
+			if (ids === null || this.source === void 0) return;
+			const seen = /* @__PURE__ */ new Set();
+			for (const r of this.source(this.run)) {
+				const event = r.event;
+				if (!ids.has(event) || conflicts?.has(event) || seen.has(event)) continue;
+				seen.add(event);
+				yield r;
+			}
+		}
+		rebuild() {
+			this.version++;
+			this.cachedVerdict = null;
+			this.routeMemo = null;
+			this.waitMemo = null;
+			this.resetObservations();
+			for (const { receipt, at, ns } of this.folded()) this.fold(receipt, at, ns);
+		}
 		/** Event ids of the receipts naming `agent` (as from, an edge's to, a wait's on), once per naming. */
 		agentEvents(agent) {
 			return this.agentEventsOf([agent])[0];
@@ -16779,32 +17088,6 @@ var init_state = __esmMin((() => {
 				for (const [v, list] of missing) lists.set(v, list);
 			}
 			return versions.map((v) => lists.get(v) ?? []);
-		}
-		/**
-		* The handoff findings at `now` and when they next change with time alone: what handoffAudit(handoffReceipts(),
-		* now) gives, from the fold (its cost: what changed since the last call, and the findings in force).
-		*/
-		handoffAudit(now) {
-			return this.handoffFold === null ? {
-				findings: [],
-				nextChangeAt: Infinity
-			} : this.handoffFold.audit(now);
-		}
-		/** The receipts a handoff audit reads: handoff transitions, run ends and verified outcomes. */
-		handoffReceipts() {
-			return [
-				...this.handoffs,
-				...this.ends,
-				...this.verifiedOutcomes
-			];
-		}
-		/** The earliest run.start (by time, then event id), the one that pins. */
-		firstStart() {
-			return this.firstStartR;
-		}
-		/** The run's end: its earliest run.end (by time, then event id). */
-		firstEnd() {
-			return this.firstEndR;
 		}
 	};
 }));
@@ -108822,11 +109105,6 @@ var init_contract_diff = __esmMin((() => {
 	};
 }));
 // dist/cli/contract.js
-/**
-* `contract diff A@V1 B@V2 [--contracts DIR] [--json]`: what changed between two contract versions (agents, allowed
-* edges, multiplicities, plan, deadlines), with the web view's version comparison (src/render/contract-diff.ts).
-* Exit codes as diff(1): 0 same content, 1 differences, 2 usage or bad input.
-*/
 var contract_exports = /* @__PURE__ */ __exportAll({
 	CONTRACT_USAGE: () => CONTRACT_USAGE,
 	changeFindings: () => changeFindings,
@@ -108956,40 +109234,17 @@ async function contractCommand(argv, io) {
 		return 0;
 	}
 	if (sub !== "diff") throw new UsageError(`contract: unknown subcommand ${JSON.stringify(sub ?? "")}\n${CONTRACT_USAGE}`);
-	const { values, positionals } = parseArgs({
-		args: rest,
-		allowPositionals: true,
-		options: {
-			contracts: {
-				type: "string",
-				short: "c",
-				default: packagedContractsDir()
-			},
-			json: {
-				type: "boolean",
-				default: false
-			},
-			format: {
-				type: "string",
-				short: "f",
-				default: "text"
-			},
-			help: {
-				type: "boolean",
-				short: "h",
-				default: false
-			}
-		}
-	});
+	const { values, positionals } = parseFlags(CONTRACT_SPEC, rest);
+	const contractsDir = typeof values.contracts === "string" ? values.contracts : packagedContractsDir();
 	if (values.help) {
 		io.stdout(CONTRACT_USAGE);
 		return 0;
 	}
 	const format = outputFormat(values, "contract diff");
 	if (positionals.length !== 2) throw new UsageError("contract diff: give two versions, A@V1 B@V2");
-	const registry = loadContractDir(values.contracts);
-	const a = lookup(registry, positionals[0], values.contracts);
-	const b = lookup(registry, positionals[1], values.contracts);
+	const registry = loadContractDir(contractsDir);
+	const a = lookup(registry, positionals[0], contractsDir);
+	const b = lookup(registry, positionals[1], contractsDir);
 	const ch = diffContracts(a, b);
 	if (format === "markdown") io.stdout(contractDiffMarkdown(ch, a, b));
 	else if (format === "junit" || format === "github") io.stdout(reportText(contractDiffReport(ch, a, b), format));
@@ -109015,6 +109270,8 @@ async function contractCommand(argv, io) {
 }
 var CONTRACT_USAGE, marks, CHANGE_WORD;
 var init_contract = __esmMin((() => {
+	init_spec();
+	init_specs();
 	init_paths();
 	init_shadow();
 	init_contract_diff();

@@ -3,7 +3,8 @@
  * edges, multiplicities, plan, deadlines), with the web view's version comparison (src/render/contract-diff.ts).
  * Exit codes as diff(1): 0 same content, 1 differences, 2 usage or bad input.
  */
-import { parseArgs } from 'node:util';
+import { parseFlags } from './spec.js';
+import { CONTRACT_SPEC } from './specs.js';
 import { packagedContractsDir } from './paths.js';
 import { ContractRegistry } from '../core/registry.js';
 import { parseShadowRef } from '../core/shadow.js';
@@ -128,25 +129,17 @@ export async function contractCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   if (sub !== 'diff') throw new UsageError(`contract: unknown subcommand ${JSON.stringify(sub ?? '')}\n${CONTRACT_USAGE}`);
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: {
-      contracts: { type: 'string', short: 'c', default: packagedContractsDir() },
-      json: { type: 'boolean', default: false },
-      format: { type: 'string', short: 'f', default: 'text' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(CONTRACT_SPEC, rest);
+  const contractsDir = typeof values.contracts === 'string' ? values.contracts : packagedContractsDir();
   if (values.help) {
     io.stdout(CONTRACT_USAGE);
     return 0;
   }
   const format = outputFormat(values, 'contract diff');
   if (positionals.length !== 2) throw new UsageError('contract diff: give two versions, A@V1 B@V2');
-  const registry = loadContractDir(values.contracts!);
-  const a = lookup(registry, positionals[0], values.contracts!);
-  const b = lookup(registry, positionals[1], values.contracts!);
+  const registry = loadContractDir(contractsDir);
+  const a = lookup(registry, positionals[0], contractsDir);
+  const b = lookup(registry, positionals[1], contractsDir);
   const ch = diffContracts(a, b);
   if (format === 'markdown') io.stdout(contractDiffMarkdown(ch, a, b));
   else if (format === 'junit' || format === 'github') io.stdout(reportText(contractDiffReport(ch, a, b), format));

@@ -3,7 +3,8 @@
  *   diff:    0 only the declared slice changed and no authority widened; 1 otherwise (naming the field paths); 2 bad input.
  *   compare: 0 a disposition was reached; 1 the disposition is one of --fail-on; 2 bad input, unpaired or mismatched cases.
  */
-import { parseArgs } from 'node:util';
+import { parseFlags } from './spec.js';
+import { EXPERIMENT_SPEC } from './specs.js';
 import { PairingError, compareExperiment } from '../experiment/compare.js';
 import { diffConfigs } from '../experiment/diff.js';
 import { DISPOSITIONS, type DispositionName } from '../experiment/disposition.js';
@@ -42,17 +43,7 @@ function reportError(e: unknown, io: ExperimentIo): number {
 export async function experimentCommand(argv: string[], io: ExperimentIo, opts: LoadOptions = {}): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        json: { type: 'boolean', default: false },
-        markdown: { type: 'boolean', default: false },
-        'fail-on': { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
+    parsed = parseFlags(EXPERIMENT_SPEC, argv);
   } catch (e) {
     io.stderr(`topology-audit experiment: ${(e as Error).message}\n${EXPERIMENT_USAGE}`);
     return 2;
@@ -86,7 +77,7 @@ export async function experimentCommand(argv: string[], io: ExperimentIo, opts: 
   }
 
   let failOn: DispositionName[] = [];
-  if (values['fail-on'] !== undefined) {
+  if (typeof values['fail-on'] === 'string') {
     failOn = values['fail-on'].split(',').map((s) => s.trim()) as DispositionName[];
     const bad = failOn.filter((d) => !(DISPOSITIONS as readonly string[]).includes(d));
     if (bad.length) return usage(`--fail-on takes ${DISPOSITIONS.join(', ')}; not ${bad.join(', ')}`);

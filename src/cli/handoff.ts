@@ -15,7 +15,8 @@
  * completion text or passage.
  */
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { parseFlags, type Parsed } from './spec.js';
+import { HANDOFF_SPEC } from './specs.js';
 import type { z } from 'zod';
 import type { Finding, Receipt } from '../core/types.js';
 import type { Admission } from '../handoff/admit.js';
@@ -111,11 +112,10 @@ function printAdmission(io: CliIO, json: boolean, decision: Admission, subject: 
   return decision.admitted ? 0 : 1;
 }
 
-type Parsed = ReturnType<typeof parseArgs>;
-
-function parse(args: string[], options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }>): Parsed {
+/** A subcommand's flags: those of the handoff spec (src/cli/specs.ts) it names. */
+function parse(args: string[], flags: readonly string[]): Parsed {
   try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true });
+    return parseFlags(HANDOFF_SPEC, args, flags);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
@@ -135,7 +135,7 @@ function one(positionals: string[], what: string): string {
 }
 
 async function admit(args: string[], io: CliIO): Promise<number> {
-  const { values, positionals } = parse(args, { parent: { type: 'string' }, state: { type: 'string' }, json: { type: 'boolean' } });
+  const { values, positionals } = parse(args, ['parent', 'state', 'json']);
   const file = one(positionals, 'HANDOFF.json');
   const [h, parent, state] = await Promise.all([
     readDocument(file, handoffSchema),
@@ -146,7 +146,7 @@ async function admit(args: string[], io: CliIO): Promise<number> {
 }
 
 async function returned(args: string[], io: CliIO): Promise<number> {
-  const { values, positionals } = parse(args, { handoff: { type: 'string' }, state: { type: 'string' }, json: { type: 'boolean' } });
+  const { values, positionals } = parse(args, ['handoff', 'state', 'json']);
   const file = one(positionals, 'RESULT.json');
   const [r, h, state] = await Promise.all([
     readDocument(file, handoffResultSchema),
@@ -157,7 +157,7 @@ async function returned(args: string[], io: CliIO): Promise<number> {
 }
 
 async function aggregate(args: string[], io: CliIO): Promise<number> {
-  const { values, positionals } = parse(args, { json: { type: 'boolean' } });
+  const { values, positionals } = parse(args, ['json']);
   if (positionals.length === 0) throw new UsageError('expected at least one RESULT.json');
   const results = await Promise.all(positionals.map((f) => readDocument(f, handoffResultSchema)));
   const agg = aggregateEvidence(results);
@@ -184,7 +184,7 @@ function printRun(io: CliIO, run: string, findings: Finding[], l: LedgerSummary,
 }
 
 async function audit(args: string[], io: CliIO): Promise<number> {
-  const { values, positionals } = parse(args, { now: { type: 'string' }, json: { type: 'boolean' } });
+  const { values, positionals } = parse(args, ['now', 'json']);
   if (positionals.length === 0) throw new UsageError('expected at least one RECEIPTS.ndjson');
   const receipts: Receipt[] = [];
   for (const file of positionals) {
@@ -218,7 +218,7 @@ async function audit(args: string[], io: CliIO): Promise<number> {
 }
 
 function schema(args: string[], io: CliIO): number {
-  const { positionals } = parse(args, {});
+  const { positionals } = parse(args, []);
   const all = handoffJsonSchemas();
   if (positionals.length === 0) {
     io.stdout(`${JSON.stringify(all, null, 2)}\n`);
@@ -232,12 +232,12 @@ function schema(args: string[], io: CliIO): number {
 
 /** `handoff board RUN`: the operator's board from a running auditor (GET /api/v1/runs/{run}/handoffs). */
 async function boardCommand(args: string[], io: CliIO): Promise<number> {
-  const { values, positionals } = parse(args, { server: { type: 'string' }, token: { type: 'string' }, json: { type: 'boolean' } });
+  const { values, positionals } = parse(args, ['server', 'token', 'json']);
   const run = one(positionals, 'RUN');
   const badRun = runIdError(run); // no run can have such an id (semantics 2a): refused before any server is asked
   if (badRun !== null) throw new UsageError(`RUN: not a run id: ${badRun}`);
-  const base = (typeof values.server === 'string' ? values.server : process.env.TOPOLOGY_AUDIT_SERVER ?? 'http://127.0.0.1:9464').replace(/\/+$/, '');
-  const token = typeof values.token === 'string' ? values.token : process.env.TOPOLOGY_AUDIT_TOKEN;
+  const base = String(values.server).replace(/\/+$/, '');
+  const token = typeof values.token === 'string' ? values.token : undefined;
   let res: Response;
   try {
     res = await fetch(`${base}/api/v1/runs/${encodeURIComponent(run)}/handoffs`, {

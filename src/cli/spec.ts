@@ -20,8 +20,10 @@ export interface FlagSpec {
   value?: string;
   /** Default value (parsed); for display see `shown`. */
   default?: string | boolean;
-  /** How the default is shown in help when it is not literal (e.g. "$TOPOLOGY_AUDIT_SERVER or http://127.0.0.1:9464"). */
+  /** How the default is shown in help when it is not literal (e.g. "the package's contracts/ examples"). */
   shown?: string;
+  /** An environment variable that, when set, replaces the default (read at parse time; shown as "$ENV or DEFAULT"). */
+  env?: string;
   help: string;
 }
 
@@ -37,6 +39,8 @@ export interface CommandSpec {
   exits?: [number, string][];
   /** Extra paragraphs shown after the flags. */
   notes?: string[];
+  /** False when the command takes no positional arguments (one given is a usage error). */
+  positionals?: false;
 }
 
 /** The one exit-code table (also in docs/cli.md; test/cli.test.ts keeps the two equal). */
@@ -67,6 +71,7 @@ export const HELP_FLAG: FlagSpec = { name: 'help', short: 'h', type: 'boolean', 
 
 function defaultText(f: FlagSpec): string {
   if (f.shown !== undefined) return f.shown;
+  if (f.env !== undefined) return f.default === undefined ? `$${f.env}` : `$${f.env} or ${String(f.default)}`;
   if (f.type === 'boolean') return f.default === true ? 'on' : 'off';
   return f.default === undefined ? '' : String(f.default);
 }
@@ -94,19 +99,35 @@ export function renderHelp(spec: CommandSpec): string {
 }
 
 export interface Parsed {
-  values: Record<string, string | boolean | undefined>;
+  values: Record<string, string | boolean | string[] | undefined>;
   positionals: string[];
 }
 
-/** Parse argv with the spec's flag table (plus -h/--help, handled by main before this). */
-export function parseCommandArgs(spec: CommandSpec, argv: string[]): Parsed {
+/** The default of a flag at parse time: its environment variable when set, else its default. */
+export function flagDefault(f: FlagSpec, env: NodeJS.ProcessEnv = process.env): string | boolean | undefined {
+  const fromEnv = f.env === undefined ? undefined : env[f.env];
+  return fromEnv !== undefined ? fromEnv : f.default;
+}
+
+/**
+ * Parse argv with the spec's flag table (plus -h/--help, handled by main before this), or with the flags of it named
+ * in `only` (a subcommand's share); a bad flag throws node's parseArgs error (with its ERR_PARSE_ARGS code: the
+ * dispatcher adds "did you mean --x?").
+ */
+export function parseFlags(spec: CommandSpec, argv: string[], only?: readonly string[]): Parsed {
   const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean; default?: string | boolean | string[] }> = {};
-  for (const f of [...spec.flags, HELP_FLAG]) {
-    options[f.name] = { type: f.type, ...(f.short ? { short: f.short } : {}), ...(f.multiple ? { multiple: true, default: [] } : f.default !== undefined ? { default: f.default } : {}) };
+  for (const f of [...spec.flags.filter((g) => only === undefined || only.includes(g.name)), HELP_FLAG]) {
+    const def = flagDefault(f);
+    options[f.name] = { type: f.type, ...(f.short ? { short: f.short } : {}), ...(f.multiple ? { multiple: true, default: [] } : def !== undefined ? { default: def } : {}) };
   }
+  const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: spec.positionals !== false, strict: true });
+  return { values: values as Parsed['values'], positionals };
+}
+
+/** parseFlags, with a bad flag turned into a usage error naming the nearest flag and the command's --help. */
+export function parseCommandArgs(spec: CommandSpec, argv: string[]): Parsed {
   try {
-    const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
-    return { values: values as Parsed['values'], positionals };
+    return parseFlags(spec, argv);
   } catch (e) {
     const message = (e as Error).message.replace(/\. To specify a positional.*$/s, '');
     const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];

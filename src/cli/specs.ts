@@ -1,5 +1,19 @@
 /** Help specs of the built-in commands (one entry each; new commands call registerSpec the same way). */
 import { allSpecs, renderHelp, type CommandSpec, type FlagSpec, EXIT_CODES, registerSpec } from './spec.js';
+import { SERVE_OPTIONS, type ServeOption } from '../server/serve-options.js';
+
+/** The help and parser flags of an option table (src/server/serve-options.ts). */
+function flagsOf(table: Record<string, ServeOption>): FlagSpec[] {
+  return Object.entries(table).map(([name, o]) => ({
+    name,
+    type: o.type ?? 'string',
+    ...(o.multiple ? { multiple: true } : {}),
+    ...(o.value !== undefined ? { value: o.value } : {}),
+    ...(o.default !== undefined ? { default: o.default } : {}),
+    ...(o.shown !== undefined ? { shown: o.shown } : {}),
+    help: o.help,
+  }));
+}
 
 const DEFAULT_SERVER = 'http://127.0.0.1:9464';
 export const serverFlag = (): FlagSpec => ({
@@ -7,16 +21,15 @@ export const serverFlag = (): FlagSpec => ({
   short: 's',
   type: 'string',
   value: 'URL',
-  default: process.env.TOPOLOGY_AUDIT_SERVER ?? DEFAULT_SERVER,
-  shown: `$TOPOLOGY_AUDIT_SERVER or ${DEFAULT_SERVER}`,
+  default: DEFAULT_SERVER,
+  env: 'TOPOLOGY_AUDIT_SERVER',
   help: "the auditor's API address (the --port of serve, not an OTLP port)",
 });
 export const tokenFlag = (): FlagSpec => ({
   name: 'token',
   type: 'string',
   value: 'TOKEN',
-  default: process.env.TOPOLOGY_AUDIT_TOKEN,
-  shown: '$TOPOLOGY_AUDIT_TOKEN',
+  env: 'TOPOLOGY_AUDIT_TOKEN',
   help: 'API bearer token when serve runs with --api-tokens',
 });
 const jsonFlag: FlagSpec = { name: 'json', type: 'boolean', default: false, help: 'print JSON instead of text' };
@@ -61,75 +74,8 @@ export const SERVE_SPEC = registerSpec({
   name: 'serve',
   summary: 'run the live auditor: OTLP receivers, API, web view and /metrics',
   usage: ['serve [--contracts DIR] [--contract ID] [--data DIR] [--port N] [--otlp-http-port N] [--otlp-grpc-port N] [--host ADDR] [options]'],
-  flags: [
-    { name: 'contracts', type: 'string', value: 'DIR', shown: "the package's contracts/ examples", help: 'directory of contract YAML files' },
-    { name: 'contract', type: 'string', value: 'ID', help: 'contract for runs whose run.start names none' },
-    { name: 'data', type: 'string', value: 'DIR', default: './data', help: 'SQLite data directory' },
-    { name: 'store', type: 'string', value: 'URL', help: 'shared PostgreSQL store (postgres://user@host:port/db) instead of --data: any number of instances share it (password via PGPASSWORD or ~/.pgpass; docs/scaling.md)' },
-    { name: 'instance', type: 'string', value: 'NAME', shown: 'host-pid-random', help: "this instance's name in a cluster (--store)" },
-    { name: 'lease-ttl', type: 'string', value: 'DUR', default: '10s', help: "cluster: how long a partition lease lasts unrenewed (a crashed instance's runs are taken over within this plus 0.5 s)" },
-    { name: 'span-routing', type: 'string', value: 'MODE', default: 'trace', help: "cluster: 'trace' when the Collector routes spans by trace id; 'any' when a span may reach any instance (spans of other instances' traces are forwarded through the shared store)" },
-    { name: 'partitions', type: 'string', value: 'N', default: '64', help: 'cluster: hash partitions of runs, fixed when the shared schema is created' },
-    { name: 'port', type: 'string', value: 'N', default: '9464', help: 'API, web view and /metrics port' },
-    { name: 'otlp-http-port', type: 'string', value: 'N', default: '4318', help: 'OTLP/HTTP receiver port (POST /v1/traces)' },
-    { name: 'otlp-grpc-port', type: 'string', value: 'N', default: '4317', help: 'OTLP/gRPC receiver port' },
-    { name: 'host', type: 'string', value: 'ADDR', default: '127.0.0.1', help: 'listen address (non-loopback needs tokens or --insecure)' },
-    { name: 'log-level', type: 'string', value: 'LEVEL', default: 'info', help: 'debug, info, warn or error (JSON lines on stderr)' },
-    { name: 'log-interval', type: 'string', value: 'DUR', default: '60s', help: 'how often the ingest summary is logged' },
-    { name: 'alert-window', type: 'string', value: 'DUR', default: '1h', help: 'how long a new bad verdict stays in topology_alerting_runs (unless acknowledged)' },
-    { name: 'stall-after', type: 'string', value: 'DUR', default: '30m', help: 'an unsettled run with no receipt for this long counts in topology_stalled_runs' },
-    { name: 'retention', type: 'string', value: 'DUR', default: '7d', help: 'settled runs idle this long are pruned' },
-    { name: 'parent-wait', type: 'string', value: 'DUR', default: '10s', help: "how long an agent span waits for its caller's span" },
-    { name: 'max-skeleton-spans', type: 'string', value: 'N', default: '200000', help: 'spans of recent traces kept for caller resolution (span ids, parents, agent ids); past it the oldest traces go and their waiting spans become gaps' },
-    { name: 'max-trace-spans', type: 'string', value: 'N', default: '10000', help: 'of those, spans one trace may keep (its oldest go first)' },
-    { name: 'max-body', type: 'string', value: 'SIZE', default: '20MiB', help: 'largest HTTP request body' },
-    { name: 'max-body-total', type: 'string', value: 'SIZE', shown: '4 x --max-body, at least 64MiB', help: 'request bodies being read at once, across the HTTP listeners; past it 503 + Retry-After before reading' },
-    { name: 'max-grpc-message', type: 'string', value: 'SIZE', default: '4MiB', help: 'largest gRPC message' },
-    { name: 'max-pending-receipts', type: 'string', value: 'N', default: '200000', help: 'receipts queued before ingest answers 429' },
-    { name: 'max-inflight', type: 'string', value: 'N', default: '256', help: 'concurrent ingest requests' },
-    { name: 'group-commit-delay', type: 'string', value: 'DUR', default: '0ms', help: 'longest wait before a group commit' },
-    { name: 'max-db-size', type: 'string', value: 'SIZE', help: 'cap on the database size (commits past it fail like a full disk)' },
-    { name: 'ingest-tokens', type: 'string', value: 'FILE', help: 'ingest bearer tokens (JSON, with source bindings)' },
-    { name: 'api-tokens', type: 'string', value: 'FILE', help: 'API bearer tokens (also open the web view: it asks for one once per browser session)' },
-    { name: 'viewer-tokens', type: 'string', value: 'FILE', help: 'read-only tokens that open the web view only, never the API (needs --api-tokens)' },
-    { name: 'insecure', type: 'boolean', default: false, help: 'allow a non-loopback --host without tokens' },
-    { name: 'tls-cert', type: 'string', value: 'FILE', help: 'PEM certificate (with --tls-key): every listener speaks TLS' },
-    { name: 'tls-key', type: 'string', value: 'FILE', help: 'PEM private key' },
-    { name: 'tls-client-ca', type: 'string', value: 'FILE', help: 'require client certificates signed by this CA' },
-    { name: 'shadow', type: 'string', value: 'CONTRACT@VERSION', multiple: true, help: 'also evaluate runs against this candidate version (repeatable; never pinned; docs/contracts.md)' },
-    { name: 'grpc-impl', type: 'string', value: 'IMPL', default: 'h2', help: 'gRPC receiver: h2 (node:http2) or grpc-js' },
-    {
-      name: 'workers',
-      type: 'string',
-      value: 'N',
-      shown: 'available cores - 1 (at least 1)',
-      help: 'threads that inflate and decode compressed (gzip, deflate) OTLP/HTTP and OTLP/gRPC (h2) bodies beside the main thread (the engine and the store stay on it); 0: on the main thread (docs/internals/performance.md)',
-    },
-    { name: 'max-connections', type: 'string', value: 'N', default: '1024', help: 'open connections per HTTP listener' },
-    { name: 'headers-timeout', type: 'string', value: 'DUR', default: '10s', help: 'time to receive request headers (and the TLS handshake)' },
-    { name: 'request-timeout', type: 'string', value: 'DUR', default: '60s', help: 'time to receive a whole request, body included' },
-    { name: 'keep-alive-timeout', type: 'string', value: 'DUR', default: '5s', help: 'idle keep-alive connections are closed after this' },
-    { name: 'max-grpc-streams', type: 'string', value: 'N', default: '100', help: 'concurrent gRPC streams per connection' },
-    { name: 'max-live-runs', type: 'string', value: 'N', default: '100000', help: 'live runs held in memory; past it receipts of new runs get 503 + Retry-After' },
-    { name: 'max-live-receipts', type: 'string', value: 'N', default: '2000000', help: 'receipts held by live runs; past it ingest answers 503 + Retry-After' },
-    { name: 'max-long-polls', type: 'string', value: 'N', default: '512', help: 'long-polls (verdict?wait=) waiting at once on the API port; past it 429 + Retry-After' },
-    { name: 'health-port', type: 'string', value: 'PORT', default: 'none', help: 'a separate listener serving only /healthz, /readyz and /metrics (64 connections), answered while the API port is flooded' },
-    { name: 'idle-evict-after', type: 'string', value: 'DUR', default: '15m', help: 'at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)' },
-    { name: 'max-event-streams', type: 'string', value: 'N', default: '64', help: 'open web-view event streams (SSE)' },
-    { name: 'run-key', type: 'string', value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
-    { name: 'alertmanager-url', type: 'string', value: 'URL', multiple: true, help: 'send each alerting run as an alert to this Alertmanager (repeatable: an HA pair; docs/alerting.md)' },
-    { name: 'external-url', type: 'string', value: 'URL', shown: 'http://HOST:PORT', help: "the auditor's URL as on-call opens it (run_url and runbook_url of alerts)" },
-    { name: 'runbook-url', type: 'string', value: 'URL', shown: 'EXTERNAL-URL/runbooks', help: "runbook page of alerts (the alert's name is appended as #fragment)" },
-    { name: 'alertmanager-resend', type: 'string', value: 'DUR', default: '1m', help: 'firing alerts are sent again this often (valid for 4 intervals)' },
-    { name: 'alertmanager-timeout', type: 'string', value: 'DUR', default: '10s', help: 'one request to an Alertmanager, answer included (a total deadline)' },
-    { name: 'alertmanager-max-silence', type: 'string', value: 'DUR', default: '7d', help: 'longest silence `ack --silence` may create' },
-    { name: 'alertmanager-queue-capacity', type: 'string', value: 'N', default: '10000', help: 'alerts waiting for Alertmanager; past it the oldest are dropped (counted)' },
-    { name: 'alertmanager-ca-file', type: 'string', value: 'FILE', help: "CA certificate(s) to verify an https Alertmanager" },
-    { name: 'alertmanager-insecure-skip-verify', type: 'boolean', default: false, help: "do not verify an https Alertmanager's certificate" },
-    { name: 'alertmanager-bearer-token-file', type: 'string', value: 'FILE', help: 'bearer token sent to Alertmanager' },
-    { name: 'alertmanager-basic-auth-user', type: 'string', value: 'NAME', help: 'basic auth user for Alertmanager (with --alertmanager-basic-auth-password-file)' },
-    { name: 'alertmanager-basic-auth-password-file', type: 'string', value: 'FILE', help: 'basic auth password file for Alertmanager' },
-  ],
+  flags: flagsOf(SERVE_OPTIONS),
+  positionals: false,
   examples: ['topology-audit serve', 'topology-audit serve --contracts ./contracts --data /var/lib/topology-audit --log-level warn'],
   exits: exit(0, 2),
 });
@@ -236,7 +182,7 @@ registerSpec({
   exits: exit(0, 2),
 });
 
-registerSpec({
+export const EXPERIMENT_SPEC = registerSpec({
   name: 'experiment',
   summary: 'compare a baseline and a candidate configuration (diff) or their paired case records (compare)',
   usage: ['experiment diff MANIFEST [--json]', 'experiment compare MANIFEST [--json | --markdown] [--fail-on DISPOSITION[,DISPOSITION]]'],
@@ -249,7 +195,7 @@ registerSpec({
   ],
 });
 
-registerSpec({
+export const HANDOFF_SPEC = registerSpec({
   name: 'handoff',
   summary: 'admit, return, aggregate and audit delegated handoffs',
   usage: [
@@ -265,6 +211,8 @@ registerSpec({
     { name: 'state', type: 'string', value: 'FILE', help: 'admit/return: the handoff state document' },
     { name: 'handoff', type: 'string', value: 'FILE', help: 'return: the admitted handoff' },
     { name: 'now', type: 'string', value: 'RFC3339', help: 'audit: as of this time' },
+    { ...serverFlag(), help: "board: the auditor's API address" },
+    { ...tokenFlag(), help: 'board: API bearer token when serve runs with --api-tokens' },
     jsonFlag,
   ],
   examples: ['topology-audit handoff audit receipts/handoffs/ho-budget-copied.ndjson --json', 'topology-audit handoff board run-42 --server http://127.0.0.1:9464'],
@@ -297,7 +245,7 @@ registerSpec({
   exits: exit(0, 2),
 });
 
-registerSpec({
+export const CONTRACT_SPEC = registerSpec({
   name: 'contract',
   summary: 'compare two contract versions (agents, allowed edges, multiplicities, plan, deadlines)',
   usage: ['contract diff A@V1 B@V2 [--contracts DIR] [--format text|json|junit|github|markdown]'],
@@ -349,7 +297,7 @@ registerSpec({
  * (scripts/gen-cli-docs.mjs writes it; test/cli-docs.test.ts fails when the file and the table disagree).
  */
 export function commandsReference(): string {
-  const out = ['## Commands', '', '(The `--help` output of each command, generated from `src/cli/specs.ts` by `node scripts/gen-cli-docs.mjs`.)'];
+  const out = ['## Commands', '', "(The `--help` output of each command, generated from `src/cli/specs.ts`, and serve's from `src/server/serve-options.ts`, by `node scripts/gen-cli-docs.mjs`.)"];
   for (const spec of allSpecs()) out.push('', `### ${spec.name}`, '', '```text', renderHelp(spec).trimEnd(), '```');
   return out.join('\n') + '\n';
 }

@@ -8,8 +8,6 @@ import type { ContractRegistry } from '../core/registry.js';
 import type { Contract } from '../core/contract.js';
 import type { RunVerdict } from '../core/types.js';
 import { SpanPipeline } from '../ingest/pipeline.js';
-import { DEFAULT_MAX_TRACE_SPANS } from '../ingest/callers.js';
-import type { RunKeyPart } from '../ingest/runkey.js';
 import { sourceAgentsOf } from '../ingest/trust.js';
 import { createAlertmanagerMetrics, createAuditMetrics, ingestSummary, type AuditMetrics } from '../metrics/index.js';
 import { Alerting, type AlertingConfig, type SilenceView } from '../alerting/index.js';
@@ -38,85 +36,20 @@ import { DecodePool } from './worker-pool.js';
 import { createListener, grpcServerCredentials, type Listener, type TlsMaterial } from './tls.js';
 import { startPeriodic, type PeriodicTask, type Scheduler } from './periodic.js';
 import { createLoopMetrics } from './loop-metrics.js';
+import { serveOptionDefaults, type ServeOptionConfig } from './serve-options.js';
 
-export interface ServeConfig {
-  host: string;
-  port: number;
-  otlpHttpPort: number;
-  otlpGrpcPort: number;
-  dataDir: string;
-  /**
-   * A shared PostgreSQL store (`--store postgres://user@host:port/db`) instead of the embedded SQLite one in dataDir:
-   * any number of instances share it (docs/scaling.md).
-   */
-  storeUrl?: string;
-  /** This instance's name in the cluster (default: host name, pid and a random suffix). */
-  instance?: string;
-  /** Cluster lease of a partition of runs (and heartbeat) without renewal. */
-  leaseTtlMs?: number;
-  /** Hash partitions of runs, fixed when the shared schema is first created. */
-  partitions?: number;
-  /** Cluster: `trace` when the Collector routes by trace id (default), `any` when spans may reach any instance. */
-  spanRouting?: 'trace' | 'any';
-  defaultContract?: string;
-  maxBodyBytes: number;
-  /** Bytes of request bodies being read at once across the HTTP listeners (`--max-body-total`; default 4 x maxBodyBytes, at least 64 MiB). */
-  maxBodyTotalBytes?: number;
-  maxGrpcMessageBytes: number;
-  retentionMs: number;
-  parentWaitMs: number;
-  /** Spans of the caller-resolution skeleton across traces (`--max-skeleton-spans`). */
-  maxPendingSpans: number;
-  /** Spans of the skeleton one trace may keep (`--max-trace-spans`). */
-  maxTraceSpans?: number;
-  /** The order in which a span's run id is taken (`--run-key`). */
-  runKey?: readonly RunKeyPart[];
-  maxPendingReceipts: number;
-  maxInflightRequests: number;
+/**
+ * What `startServer` is given. The fields set by serve's options (port, limits, timeouts, tokens, ...) are typed
+ * from the option table, src/server/serve-options.ts, which also holds their defaults, help and parsers; the rest
+ * are composed by the command (or an embedding test).
+ */
+export interface ServeConfig extends ServeOptionConfig {
+  /** How often the engine's timers tick. */
   tickMs: number;
   /** How long SIGTERM waits for open connections before cutting them off (in-flight commits still finish). */
   shutdownGraceMs: number;
-  /** Longest wait before a group commit (0: end of the event-loop turn). */
-  groupCommitDelayMs: number;
-  /** Cap on the database size: commits past it fail like a full disk (and are not acknowledged). */
-  maxDbBytes?: number;
-  ingestTokens?: TokenEntry[];
-  apiTokens?: TokenEntry[];
-  /** Tokens that open the web view only (its data and event stream under /ui), never the API (serve --viewer-tokens). */
-  viewerTokens?: TokenEntry[];
-  /** Open connections per HTTP listener (API, OTLP/HTTP); more are closed at accept. */
-  maxConnections: number;
-  /** Long-polls waiting at once on the API port; past it 429 (ApiOptions.maxLongPolls). */
-  maxLongPolls?: number;
-  /**
-   * A separate listener answering only /healthz, /readyz and /metrics (with its own connection cap), so health checks
-   * are answered while the API port is flooded with connections. Undefined: none (0: any free port).
-   */
-  healthPort?: number;
-  /** Time a client has to send a request's headers (and, with TLS, to finish its handshake). */
-  headersTimeoutMs: number;
-  /** Time a client has to send a whole request, body included (the body-time limit). */
-  requestTimeoutMs: number;
-  /** An idle keep-alive connection is closed after this long. */
-  keepAliveTimeoutMs: number;
-  /** Concurrent gRPC calls per connection. */
-  maxGrpcStreams: number;
-  /** Live runs held in memory; receipts of new runs beyond it are refused with 503 + Retry-After. */
-  maxLiveRuns: number;
-  /** Receipts held in memory by live runs (see EngineOptions.maxLiveReceipts). */
-  maxLiveReceipts: number;
-  /** Runs with no receipt for this long leave live memory when a live cap needs room (EngineOptions.idleEvictMs). */
-  idleEvictMs?: number;
   /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
   tls?: TlsMaterial;
-  /** The gRPC receiver: `h2` (default, on node:http2) or `grpc-js` (the @grpc/grpc-js server). */
-  grpcImpl?: 'h2' | 'grpc-js';
-  /**
-   * Decode worker threads (`--workers N`): compressed OTLP bodies are inflated and decoded in a pool of N worker
-   * threads (src/server/worker-pool.ts; HTTP and the node:http2 gRPC receiver); 0 or absent: on the main thread.
-   * The engine and the store stay on the main thread.
-   */
-  workers?: number;
   /** Extra routes on the API port (e.g. the web view), given the engine (and the run's Alertmanager silence). */
   extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; tokensRequired: boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
   /** Per-run alerts to Alertmanager (serve --alertmanager-url ...), and silences read back. */
@@ -129,12 +62,6 @@ export interface ServeConfig {
   version: string;
   /** Candidate versions to shadow-evaluate (`--shadow CONTRACT@VERSION`). */
   shadow?: Contract[];
-  /** How long a new alerting verdict counts in topology_alerting_runs (unless acknowledged). */
-  alertWindowMs?: number;
-  /** Unsettled runs with no receipt for this long count in topology_stalled_runs. */
-  stallAfterMs?: number;
-  /** How often the content-free ingest summary is logged (0: never). */
-  logIntervalMs?: number;
   /**
    * Test hook (embedding only, no flag): this host's wall clock (default Date.now), e.g. a clock set 30 s off. In a
    * cluster, verdicts are timed on the database's clock: this clock plus the offset measured at each heartbeat.
@@ -142,37 +69,13 @@ export interface ServeConfig {
   wallClock?: () => number;
 }
 
+/** The defaults: those of the options (src/server/serve-options.ts) and of the settings no option sets. */
 export const DEFAULTS = {
-  host: '127.0.0.1',
-  port: 9464,
-  otlpHttpPort: 4318,
-  otlpGrpcPort: 4317,
-  dataDir: './data',
-  maxBodyBytes: 20 * 1024 * 1024,
-  maxGrpcMessageBytes: 4 * 1024 * 1024,
-  retentionMs: 7 * 86_400_000,
-  parentWaitMs: 10_000,
-  maxPendingSpans: 200_000,
-  maxTraceSpans: DEFAULT_MAX_TRACE_SPANS,
-  maxPendingReceipts: 200_000,
-  maxInflightRequests: 256,
+  ...serveOptionDefaults(),
   tickMs: 200,
-  groupCommitDelayMs: 0,
   shutdownGraceMs: 5_000,
-  alertWindowMs: 3_600_000,
-  stallAfterMs: 30 * 60_000,
-  logIntervalMs: 60_000,
-  maxConnections: 1024,
-  maxLongPolls: 512,
+  /** Open connections of the --health-port listener. */
   healthConnections: 64,
-  headersTimeoutMs: 10_000,
-  requestTimeoutMs: 60_000,
-  keepAliveTimeoutMs: 5_000,
-  maxGrpcStreams: 100,
-  maxLiveRuns: 100_000,
-  maxLiveReceipts: 2_000_000,
-  idleEvictMs: 15 * 60_000,
-  leaseTtlMs: 10_000,
 };
 
 /** A listener could not start (port taken, address not available, ...): the message names it and its port. */

@@ -1,6 +1,6 @@
 /** A receipt as the span attributes the auditor reads back (interfaces.md "Span attributes"; src/ingest/extract.ts). */
 import type { Attributes } from '@opentelemetry/api';
-import type { Receipt, ReceiptField } from 'topology-audit';
+import type { Receipt, ReceiptField } from '@topology-audit/receipt';
 
 const KEYS: [ReceiptField, string][] = [
   ['version', 'topology.contract.version'],

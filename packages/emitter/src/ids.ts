@@ -5,7 +5,7 @@
  * time. Errors describe the input (its length, the first offending position) without ever quoting it.
  */
 import { randomBytes } from 'node:crypto';
-import { AGENT_ID_PATTERN, ID_PATTERN } from 'topology-audit';
+import { AGENT_ID_PATTERN, ID_PATTERN } from '@topology-audit/receipt';
 
 declare const brand: unique symbol;
 type Branded<B extends string> = string & { readonly [brand]: B };

@@ -4,6 +4,6 @@ export type { EdgeRef, ReceiptEmitterOptions, ReceiptOptions } from './emitter.j
 export { agentId, runId, contractId, phaseId, contractVersion, newRunId, NotAnIdError } from './ids.js';
 export type { AgentId, RunId, ContractId, PhaseId, ContractVersion } from './ids.js';
 export { receiptSpanAttributes } from './attributes.js';
-export type { EdgeKind, RunResult } from 'topology-audit';
+export type { EdgeKind, RunResult } from '@topology-audit/receipt';
 export { OpenAIAgentsReceiptProcessor } from './openai-agents.js';
 export type { OpenAIAgentsProcessorOptions, SdkSpan, SdkTrace } from './openai-agents.js';

@@ -15,7 +15,7 @@
  *
  * The processor is typed structurally (no runtime dependency on the SDK): the SDK calls it duck-typed.
  */
-import { AGENT_ID_PATTERN } from 'topology-audit';
+import { AGENT_ID_PATTERN } from '@topology-audit/receipt';
 import type { ReceiptEmitter } from './emitter.js';
 import { agentId, runId, type ContractId, type PhaseId, type ContractVersion } from './ids.js';
 
