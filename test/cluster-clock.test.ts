@@ -5,7 +5,7 @@
  * deadlines on the database's clock: a run it owns turns `incomplete` no sooner than its deadline (before: 20-31 s
  * early), with the same verdict as the other instance answers. An instance past --max-clock-offset holds no partition.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { join } from 'node:path';
 import pg from 'pg';
 import { DEFAULTS, startServer, type RunningServer } from '../src/server/serve.js';
@@ -119,5 +119,48 @@ describe('one clock for verdicts in a cluster', () => {
       const [f, r] = await Promise.all([far, right].map(async (i) => (await getJson(`${i.api}/api/v1/cluster`)).body));
       return f.liveInstances === 2 && f.clockRefused === true && f.owned === 0 && r.owned === PARTITIONS;
     }, 30_000);
+  }, 120_000);
+  it('API reads of a run another instance holds: an instance whose host clock is 30 s ahead answers as the owner (timed on the database clock)', async () => {
+    const url = await db.database('clock_reads');
+    // This host's clock 30 s ahead for the whole process (as libfaketime would set it): every Date.now(), the API's
+    // included. The owner is given the right clock through the wallClock hook.
+    const realNow = Date.now.bind(Date);
+    const skewed = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + SKEW_MS);
+    const [ahead, owner] = [await instance(url, 'reads-ahead'), await instance(url, 'reads-owner', realNow)];
+    try {
+      const st = await until('both share the partitions, the offset measured', async () => {
+        const [a, o] = await Promise.all([ahead, owner].map(async (i) => (await getJson(`${i.api}/api/v1/cluster`)).body));
+        return a.liveInstances === 2 && o.liveInstances === 2 && a.owned > 0 && a.owned + o.owned === PARTITIONS && Math.abs(a.clockOffsetMs + SKEW_MS) < 1_000 ? o : null;
+      }, 30_000);
+      // A run the owner holds, waiting on a deadline 15 s away (real time): 15 s past on the skewed host clock.
+      const ownerParts = new Set<number>(st.ownedPartitions as number[]);
+      let run = '';
+      for (let k = 0; ; k++) {
+        run = `reads-wait-${k}`;
+        if (ownerParts.has(partitionOf(run, PARTITIONS))) break;
+      }
+      const now = realNow();
+      const receipts = [
+        { run, event: 'start', type: 'run.start', at: iso(now - 1000), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' },
+        { run, event: 'e1', type: 'edge', at: iso(now - 900), from: 'orchestrator', to: 'researcher', kind: 'delegate' },
+        { run, event: 'w1', type: 'wait', at: iso(now - 800), on: 'verifier', edge: 'researcher -> verifier : handoff', deadline: iso(now + 15_000) },
+      ];
+      const res = await fetch(`${owner.api}/v1/receipts`, { method: 'POST', body: ndjson(receipts), headers: { 'content-type': 'application/x-ndjson' } });
+      expect(res.status, await res.text()).toBe(200);
+      await until('the owner holds the run as waiting', async () => (await getJson(`${owner.api}/api/v1/runs/${run}`)).body?.verdict === 'waiting', 10_000);
+      // The skewed instance reads the run from the shared store and evaluates it: on the database's clock, as the owner
+      // (before: on its own, 30 s past the deadline: incomplete).
+      for (const path of [`/api/v1/runs/${run}`, `/api/v1/runs/${run}/verdict`, `/api/v1/runs/${run}/verdict?wait=1`]) {
+        const [there, here] = await Promise.all([owner, ahead].map(async (i) => (await getJson(`${i.api}${path}`)).body?.verdict));
+        expect({ path, verdict: here }).toEqual({ path, verdict: there });
+      }
+      expect(realNow(), 'asked before the deadline').toBeLessThan(now + 15_000);
+    } finally {
+      for (const i of [ahead, owner]) {
+        await i.srv.close().catch(() => {});
+        started.splice(started.indexOf(i), 1);
+      }
+      skewed.mockRestore();
+    }
   }, 120_000);
 });

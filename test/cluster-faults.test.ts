@@ -16,6 +16,7 @@ import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
 import { getJson, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { parseExposition } from './helpers/metrics-exposition.js';
 import { until } from './helpers/wait.js';
+import { startThree } from './helpers/three-instances.js';
 import { shiftedDrift } from './helpers/drift.js';
 import { exporterFor } from './helpers/otel.js';
 
@@ -81,19 +82,7 @@ describe('a cluster of three instances on one PostgreSQL, under faults', () => {
   }
 
   /** Three instances named NAME-a/b/c on a fresh database, settled on their shares of the partitions. */
-  async function threeOn(name: string, extra: string[]): Promise<{ url: string; srv: ServerProcess[]; client: pg.Client; args: (n: string) => string[] }> {
-    const url = await db.database(name);
-    const args = (n: string) => ['--store', url, '--instance', `${name}-${n}`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', ...extra];
-    const srv = await Promise.all(['a', 'b', 'c'].map((n) => start(args(n))));
-    await until(`${name}: three instances share the partitions`, async () => {
-      const st = await Promise.all(srv.map(cluster));
-      return st.every((s) => s.liveInstances === 3 && s.owned > 0) && st.reduce((n, s) => n + s.owned, 0) === PARTITIONS;
-    }, 30_000);
-    const client = new pg.Client({ connectionString: url });
-    client.on('error', () => {});
-    await client.connect();
-    return { url, srv, client, args };
-  }
+  const threeOn = (name: string, extra: string[]) => startThree({ db, running }, name, { partitions: PARTITIONS, extra });
 
   /** Stored receipts as run/event keys; fails if any (run, event) is stored twice. */
   async function storedKeys(client: pg.Client, prefix: string): Promise<Set<string>> {

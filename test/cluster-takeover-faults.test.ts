@@ -3,12 +3,13 @@
  * PostgreSQL restart between the claim and the takeover's reads does), through a fault-injecting proxy between the
  * taking instance and PostgreSQL: the partitions are taken over again and a run whose deadline passed turns
  * `incomplete` at its new owner, listed under ?verdict=incomplete and stored. Before, the claimed partitions stayed
- * owned and never loaded: the run stayed `waiting` until the owner lost the lease or restarted.
+ * owned and never loaded: the run stayed `waiting` until the owner lost the lease or restarted. And PostgreSQL itself
+ * restarted (fast shutdown, start on the same data directory) while a statement of the takeover waits after the claim.
  */
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { partitionOf } from '../src/store/pg-store.js';
-import { faultHarness } from './helpers/fault-proxy.js';
+import { faultHarness, type FaultProxy } from './helpers/fault-proxy.js';
 import { getJson, runCli, startServerProcess, type ServerProcess } from './helpers/server.js';
 import { shiftedDrift } from './helpers/drift.js';
 import { parseExposition } from './helpers/metrics-exposition.js';
@@ -31,8 +32,13 @@ describe('a takeover whose statement fails', () => {
   const h = faultHarness();
   const running = h.running;
 
-  it.each(STATEMENTS.map(([what, marker], i) => ({ what, marker, i })))('connection killed at $what: the partitions are loaded anyway, the passed deadline turns incomplete', async ({ marker, i }) => {
-    const name = `takeover_${i}`;
+  /**
+   * A and B share the partitions (A through the proxy); B holds a run waiting on a deadline, other runs and an
+   * acknowledged forbidden edge, and dies; `arm` sets the fault A's takeover of B's partitions meets, `faulted` says it
+   * happened. Then A holds every partition, the run turns incomplete at A (listed, stored), every run is loaded, the
+   * acknowledgement applies and no receipt is stored twice.
+   */
+  async function takeoverThroughFault(name: string, arm: (proxy: FaultProxy) => void, faulted: (proxy: FaultProxy) => boolean): Promise<void> {
     const url = await h.db().database(name);
     const proxy = await h.proxy();
     const args = (n: string, store: string) => ['--store', store, '--instance', `${name}-${n}`, '--partitions', String(PARTITIONS), '--contract', 'research-publish', '--lease-ttl', '3s'];
@@ -40,9 +46,17 @@ describe('a takeover whose statement fails', () => {
     running.add(a);
     const b = await startServerProcess({ args: args('b', url) });
     running.add(b);
-    const client = new pg.Client({ connectionString: url });
-    client.on('error', () => {});
-    await client.connect();
+    // A session per question (PostgreSQL may be restarted in between).
+    const query = async (text: string, values: unknown[]) => {
+      const client = new pg.Client({ connectionString: url });
+      client.on('error', () => {});
+      await client.connect();
+      try {
+        return await client.query(text, values);
+      } finally {
+        await client.end().catch(() => {});
+      }
+    };
     try {
       await until('A and B share the partitions', async () => {
         const st = await Promise.all([a, b].map(cluster));
@@ -76,30 +90,43 @@ describe('a takeover whose statement fails', () => {
       const ack = await runCli(['ack', forbidden, '--server', b.api, '--by', 'oncall']);
       expect(ack.code, ack.stderr).toBe(0);
 
-      // B dies; A's takeover of B's partitions loses its connection at the statement.
-      proxy.failOn(marker);
+      // B dies; A's takeover of B's partitions meets the fault at the statement.
+      arm(proxy);
       b.child.kill('SIGKILL');
       await b.stop();
       running.delete(b);
 
-      await until('the statement failed once', async () => proxy.failed() === 1, 30_000);
+      await until('the fault happened once', async () => faulted(proxy), 60_000);
       await until('A holds every partition', async () => (await cluster(a)).owned === PARTITIONS, 30_000);
       await until('the run incomplete at A', async () => (await getJson(`${a.api}/api/v1/runs/${run}`)).body?.verdict === 'incomplete', 30_000);
       const listed = await getJson(`${a.api}/api/v1/runs?verdict=incomplete&limit=50`);
       expect(listed.body.runs.map((r: { run: string }) => r.run)).toContain(run);
-      await until('the verdict stored', async () => (await client.query('SELECT verdict FROM runs WHERE run = $1', [run])).rows[0]?.verdict === 'incomplete', 10_000);
+      await until('the verdict stored', async () => (await query('SELECT verdict FROM runs WHERE run = $1', [run])).rows[0]?.verdict === 'incomplete', 10_000);
       // Every run of B's partitions is held live at A (loaded), none twice.
-      const live = (await (await fetch(`${a.api}/metrics`)).text()).match(/^topology_live_runs (\d+)$/m);
-      expect(Number(live?.[1])).toBeGreaterThanOrEqual(22);
+      // (Every partition is held once its takeover began: the retried takeovers may still be reading.)
+      await until('every run live at A', async () => Number((await (await fetch(`${a.api}/metrics`)).text()).match(/^topology_live_runs (\d+)$/m)?.[1]) >= 22, 30_000);
       // The acknowledgement made at B applies at A (read with the partitions): the forbidden edge is not alerting.
       const alerting = parseExposition(await (await fetch(`${a.api}/metrics`)).text(), 'prometheus').samples.filter((x) => x.name === 'topology_alerting_runs' && x.labels.verdict === 'forbidden_edge');
       expect(alerting.reduce((n, x) => n + x.value, 0)).toBe(0);
-      const twice = await client.query(`SELECT run, event FROM receipts WHERE run LIKE $1 GROUP BY run, event HAVING count(*) > 1`, [`${name}%`]);
+      const twice = await query(`SELECT run, event FROM receipts WHERE run LIKE $1 GROUP BY run, event HAVING count(*) > 1`, [`${name}%`]);
       expect(twice.rows).toEqual([]);
     } finally {
-      await client.end();
       await a.stop();
       running.delete(a);
     }
+  }
+
+  it.each(STATEMENTS.map(([what, marker], i) => ({ what, marker, i })))('connection killed at $what: the partitions are loaded anyway, the passed deadline turns incomplete', async ({ marker, i }) => {
+    await takeoverThroughFault(`takeover_${i}`, (proxy) => proxy.failOn(marker), (proxy) => proxy.failed() === 1);
   }, 120_000);
+
+  // Issue 49, item 5 as reported: PostgreSQL itself restarted (fast shutdown, then start on the same data directory)
+  // while the takeover's statement waits, after the claim: every session of every instance ends with it.
+  it.each(STATEMENTS.map(([what, marker], i) => ({ what, marker, i })))('PostgreSQL restarted between the claim and $what: the partitions are taken over after the restart, the passed deadline turns incomplete', async ({ marker, i }) => {
+    const restart = async (): Promise<void> => {
+      await h.db().shutdown();
+      await h.db().restart();
+    };
+    await takeoverThroughFault(`takeover_restart_${i}`, (proxy) => proxy.holdOn(marker, restart), (proxy) => proxy.held() === 1);
+  }, 180_000);
 });

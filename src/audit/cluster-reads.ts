@@ -63,12 +63,12 @@ export class ClusterReads {
   }
 
   /** The latest acknowledgement of any run: held here, or (cluster mode) read from the shared store. */
-  async fetchAck(run: string): Promise<(AckRecord & { current: boolean }) | null> {
+  async fetchAck(run: string, now = Date.now()): Promise<(AckRecord & { current: boolean }) | null> {
     const held = this.held.ackOf(run);
     if (held || this.held.held(run) || !this.remote?.ack || !isRunId(run)) return held;
     const stored = await this.remote.ack(run);
     if (!stored) return null;
-    const v = await this.fetchVerdict(run, Date.now());
+    const v = await this.fetchVerdict(run, now);
     return { ...stored, current: v?.verdict === stored.verdict };
   }
 

@@ -1197,8 +1197,8 @@ export class AuditEngine {
     return this.reads.fetchVerdict(run, now, maxAgeMs);
   }
 
-  fetchAck(run: string): Promise<(AckRecord & { current: boolean }) | null> {
-    return this.reads.fetchAck(run);
+  fetchAck(run: string, now?: number): Promise<(AckRecord & { current: boolean }) | null> {
+    return this.reads.fetchAck(run, now);
   }
 
   prefetchPins(runs: Iterable<string>): Promise<void> {

@@ -132,6 +132,7 @@ async function uiRoutes(maxEventStreams: number): Promise<NonNullable<ServeConfi
       authenticate: opts.authenticate,
       tokensRequired: opts.tokensRequired,
       silenceOf: opts.silenceOf,
+      now: opts.now,
       maxStreams: maxEventStreams,
       onStreams: (n) => opts.resources.setSseClients(n),
       onStreamDropped: (why) => opts.resources.sseDropped(why),

@@ -100,6 +100,14 @@ export class ClusterCoordinator {
    */
   private readonly wanted = { rebalance: false, tail: false };
   private running: Promise<void> | null = null;
+  /**
+   * The renewal in flight (one at a time, on the heartbeat's own connection: PgStore.beat). Renewals do not wait for
+   * the steps: while a step runs (a tail read, a takeover, behind a slow pool), the renewal timer renews beside it.
+   */
+  private renewing: Promise<boolean> | null = null;
+  /** Renewals sent so far; `acquired`: the count when each owned partition was taken (see renew). */
+  private renewalsSent = 0;
+  private readonly acquired = new Map<number, number>();
   /** When (monotonic ms) the last renewal landed: past `beatDeadlineMs` the instance is unready (PgStore.beatOverdue). */
   private lastRenewedAt = 0;
   private readonly beatDeadlineMs: number;
@@ -228,11 +236,12 @@ export class ClusterCoordinator {
   /**
    * `atLiveLimit`: this instance said it is at its live limit at its last heartbeat; `partitionsAtLimit`: partitions
    * of other instances at theirs (new runs in them are refused here); `beatDown`: the last heartbeat failed or is
-   * overdue (not ready, exports refused); `poolsReplaced`: connection pools replaced after a heartbeat got no answer.
+   * overdue (not ready, exports refused); `poolsReplaced`: connection pools replaced after a heartbeat got no answer;
+   * `leaseRemainingMs`: how long the leases renewed last are surely still valid here (negative: lapsed).
    */
-  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; lapses: number; fencedWrites: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number; beatDown: boolean; poolsReplaced: number; clockOffsetMs: number; clockUncertaintyMs: number; clockRefused: boolean } {
+  stats(): { partitions: number; owned: number; liveInstances: number; takeovers: number; lapses: number; fencedWrites: number; tailSeq: number; atLiveLimit: boolean; partitionsAtLimit: number; beatDown: boolean; poolsReplaced: number; clockOffsetMs: number; clockUncertaintyMs: number; clockRefused: boolean; leaseRemainingMs: number } {
     const beat = this.pg.beatStats();
-    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, lapses: this.lapses, fencedWrites: this.pg.fencedWrites, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size, beatDown: beat.down, poolsReplaced: beat.poolsReplaced, clockOffsetMs: Math.round(this.offset.ms), clockUncertaintyMs: Math.round(this.offset.uncertaintyMs), clockRefused: this.clockRefused };
+    return { partitions: this.pg.partitions, owned: this.owned.size, liveInstances: this.liveInstances, takeovers: this.takeovers, lapses: this.lapses, fencedWrites: this.pg.fencedWrites, tailSeq: this.cursor, atLiveLimit: this.saidFull, partitionsAtLimit: this.fullParts.size, beatDown: beat.down, poolsReplaced: beat.poolsReplaced, clockOffsetMs: Math.round(this.offset.ms), clockUncertaintyMs: Math.round(this.offset.uncertaintyMs), clockRefused: this.clockRefused, leaseRemainingMs: Math.round(this.leaseValidUntil - this.mono()) };
   }
 
   /**
@@ -251,6 +260,9 @@ export class ClusterCoordinator {
     await this.running;
     this.renewTimer = setInterval(() => {
       if (this.mono() - this.lastRenewedAt > this.beatDeadlineMs) this.pg.beatOverdue();
+      // Renewals first (issue 49): a step still running (a tail read or a takeover waiting on the pool) does not hold
+      // the renewal back; it is sent beside it, unless the last one is still out (never queued behind itself).
+      if (this.running !== null && this.renewing === null) void this.renew().catch((e) => this.hooks.log('lease_renew_failed', { error: (e as Error).message }));
       this.request('rebalance');
     }, this.renewEveryMs);
     this.renewTimer.unref();
@@ -264,6 +276,7 @@ export class ClusterCoordinator {
     if (this.renewTimer) clearInterval(this.renewTimer);
     if (this.tailTimer) clearInterval(this.tailTimer);
     await this.running;
+    await this.renewing?.catch(() => {});
     await this.store.sync();
     const parts = this.ownedParts();
     this.owned.clear();
@@ -330,13 +343,56 @@ export class ClusterCoordinator {
     const due = this.mono() >= this.leaseValidUntil - this.opts.leaseTtlMs + 2 * this.renewEveryMs;
     if (!due && this.mono() <= this.leaseValidUntil) return this.owned.size > 0;
     // Also after a local lapse within the step (a slow machine): the database extends only leases that are still this
-    // instance's and unexpired, so nobody else can hold one it gets back; nothing was acted on meanwhile.
-    const sent = this.mono();
-    const held = new Set(await this.pg.renewLeases(this.opts.leaseTtlMs));
-    this.leaseValidUntil = sent + this.opts.leaseTtlMs - this.renewEveryMs;
-    this.lastRenewedAt = this.mono();
-    for (const p of [...this.owned]) if (!held.has(p)) this.dropPartition(p);
+    // instance's and unexpired, so nobody else can hold one it gets back; nothing was acted on meanwhile. A renewal
+    // already out (the timer's, sent during this step) serves.
+    await this.renew();
     return this.guard() && this.owned.size > 0;
+  }
+
+  /**
+   * One renewal (heartbeat, lease renewal, clock sample: PgStore.beat) on the heartbeat's own connection, which never
+   * waits for a pool slot behind appends, tail reads or API reads; the one in flight when asked again. Partitions the
+   * database no longer gives this instance are dropped, but only those taken before the renewal was sent (one claimed
+   * while it was out is not in its answer). False when it came back after the local lease ran out (all dropped).
+   */
+  private renew(): Promise<boolean> {
+    this.renewing ??= this.renewOnce().finally(() => {
+      this.renewing = null;
+    });
+    return this.renewing;
+  }
+
+  private async renewOnce(): Promise<boolean> {
+    const sent = this.mono();
+    const n = ++this.renewalsSent;
+    // Leases may have expired and been taken: stop acting as owner before renewing anything.
+    this.guard();
+    const full = this.engine?.atLiveLimit() ?? false;
+    const wall = this.hooks.wall ?? Date.now;
+    const wallSent = wall();
+    // Heartbeat, renewal and the partitions of instances at their live limit: one statement, one round trip.
+    const beat = await this.pg.beat(this.opts.leaseTtlMs, full);
+    this.sampleClock(beat.dbNow, wallSent, wall());
+    this.saidFull = full;
+    this.liveInstances = Math.max(1, beat.liveInstances);
+    this.fullParts = new Set(beat.fullParts);
+    this.lastHeld = beat.held;
+    this.lastRenewedAt = this.mono();
+    // Renewed on the database clock at some point after `sent`: valid here until sent + ttl, less a renewal's margin.
+    this.leaseValidUntil = sent + this.opts.leaseTtlMs - this.renewEveryMs;
+    if (!this.guard()) return false; // the renewal itself took longer than the lease
+    const held = new Set(beat.held);
+    for (const p of [...this.owned]) if (!held.has(p) && (this.acquired.get(p) ?? 0) < n) this.dropPartition(p);
+    return true;
+  }
+
+  /** The partitions the last renewal found leased here (ascending). */
+  private lastHeld: number[] = [];
+
+  /** A renewal sent after this call (not one already out, whose answer may predate the caller's last claim or release). */
+  private async renewFresh(): Promise<boolean> {
+    await this.renewing?.catch(() => {});
+    return this.renew();
   }
 
   /**
@@ -352,31 +408,14 @@ export class ClusterCoordinator {
 
   /** False when the renewal took longer than the lease (every partition was dropped; nothing else done). */
   private async renewAndBalance(): Promise<boolean> {
-    const now = this.mono();
-    // Leases may have expired and been taken: stop acting as owner before renewing anything.
-    this.guard();
-    let held: number[];
     try {
-      const full = this.engine?.atLiveLimit() ?? false;
-      const wall = this.hooks.wall ?? Date.now;
-      const wallSent = wall();
-      // Heartbeat, renewal and the partitions of instances at their live limit: one statement, one round trip.
-      const beat = await this.pg.beat(this.opts.leaseTtlMs, full);
-      this.sampleClock(beat.dbNow, wallSent, wall());
-      this.saidFull = full;
-      this.liveInstances = Math.max(1, beat.liveInstances);
-      held = beat.held;
-      this.fullParts = new Set(beat.fullParts);
+      if (!(await this.renewFresh())) return false;
     } catch (e) {
       this.hooks.log('lease_renew_failed', { error: (e as Error).message });
       return true;
     }
-    this.lastRenewedAt = this.mono();
-    // Renewed on the database clock at some point after `now`: valid here until now + ttl, less a renewal's margin.
-    this.leaseValidUntil = now + this.opts.leaseTtlMs - this.renewEveryMs;
-    if (!this.guard()) return false; // the renewal itself took longer than the lease
-    const heldSet = new Set(held);
-    for (const p of [...this.owned]) if (!heldSet.has(p)) this.dropPartition(p);
+    // Steps run one at a time: no claim or release since that renewal was sent, so its answer is the lease table's.
+    const held = [...this.lastHeld];
     // Leases held under this name but not loaded: a restart under the same --instance before they expired.
     const unloaded = held.filter((p) => !this.owned.has(p));
     if (unloaded.length) await this.takeOver(unloaded);
@@ -420,7 +459,10 @@ export class ClusterCoordinator {
   private async load(parts: number[]): Promise<void> {
     const engine = this.engine!;
     const started = this.hooks.clock();
-    for (const p of parts) this.owned.add(p);
+    for (const p of parts) {
+      this.owned.add(p);
+      this.acquired.set(p, this.renewalsSent);
+    }
     // Run by run, a group of runs at a time (every receipt's run has a row, written in the same statement): what is
     // in memory at once is the partitions' run rows and one group's receipts, not every receipt of the partitions.
     const runs = await this.pg.partitionRuns(parts);
@@ -458,6 +500,7 @@ export class ClusterCoordinator {
 
   private dropPartition(p: number): void {
     this.adopted.delete(p);
+    this.acquired.delete(p);
     if (!this.owned.delete(p)) return;
     this.pg.unfence([p]);
     const engine = this.engine!;

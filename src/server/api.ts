@@ -59,6 +59,11 @@ export interface ApiOptions {
   /** The runbook page (GET /runbooks), the default runbook_url of per-run alerts. */
   runbooksHtml?: string;
   version?: string;
+  /**
+   * The clock verdicts are timed on (default Date.now): serve gives its verdict clock, in a cluster the database's
+   * (this host's plus the offset measured with each heartbeat), so a run another instance holds answers here as there.
+   */
+  clock?: () => number;
   /** Waiting long-polls changed (for the topology_api_long_polls gauge). */
   onLongPolls?: (waiting: number) => void;
   /** An ingest request was refused by a live-state cap. */
@@ -75,11 +80,11 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
   res.end(JSON.stringify(body));
 }
 
-export async function runJson(engine: AuditEngine, run: string, silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>) {
-  const r = await engine.fetch(run, Date.now());
+export async function runJson(engine: AuditEngine, run: string, silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>, now = Date.now()) {
+  const r = await engine.fetch(run, now);
   if (!r) return null;
   const silence = silenceOf ? { silence: await silenceOf(r.verdict) } : {};
-  const ack = await engine.fetchAck(run);
+  const ack = await engine.fetchAck(run, now);
   return { ...verdictJson(r.verdict), ...(r.shadow ? { shadow: r.shadow.map(shadowJson) } : {}), ack: ack ? ackJson(ack) : null, ...silence, receipts: r.receipts, updatedAt: new Date(r.updatedAt).toISOString() };
 }
 
@@ -112,11 +117,11 @@ const flag = (v: string | null): boolean | undefined => (v === 'true' || v === '
  * unknown). When `signal` aborts (the client went away), the listener and timer are released at once and the
  * promise resolves with null.
  */
-export async function waitForSettled(engine: AuditEngine, run: string, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
-  const now = await engine.fetchVerdict(run, Date.now());
+export async function waitForSettled(engine: AuditEngine, run: string, ms: number, signal?: AbortSignal, clock: () => number = Date.now): Promise<RunVerdict | null> {
+  const now = await engine.fetchVerdict(run, clock());
   // In a cluster a run not held here (another instance's, or not seen yet anywhere) is read again from the shared store:
   // no event reaches this instance for it (issue 32: within a poll of the owner's acknowledgement).
-  if (!now?.settled && ms > 0 && engine.remote && engine.verdictOf(run) === null) return pollSettled(engine, run, now, ms, signal);
+  if (!now?.settled && ms > 0 && engine.remote && engine.verdictOf(run) === null) return pollSettled(engine, run, now, ms, signal, clock);
   if ((now && now.settled) || ms <= 0) return Promise.resolve(now);
   if (signal?.aborted) return Promise.resolve(null);
   return new Promise((resolve) => {
@@ -143,7 +148,7 @@ export async function waitForSettled(engine: AuditEngine, run: string, ms: numbe
  * The wait for a run another instance of the cluster holds: no event reaches this instance, so the shared store is
  * read again every 250 ms (or the run becomes live here, after a takeover).
  */
-async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict | null, ms: number, signal?: AbortSignal): Promise<RunVerdict | null> {
+async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict | null, ms: number, signal: AbortSignal | undefined, clock: () => number): Promise<RunVerdict | null> {
   const until = Date.now() + ms;
   let v: RunVerdict | null = first;
   waitingPolls++;
@@ -160,7 +165,7 @@ async function pollSettled(engine: AuditEngine, run: string, first: RunVerdict |
         signal?.addEventListener('abort', done, { once: true });
       });
       if (signal?.aborted) return null;
-      v = (await engine.fetchVerdict(run, Date.now(), 0)) ?? v;
+      v = (await engine.fetchVerdict(run, clock(), 0)) ?? v;
       if (v?.settled) return v;
     }
     return v;
@@ -248,7 +253,7 @@ export function apiHandler(engine: AuditEngine, consumer: Consumer, metrics: Aud
           if (!r) return json(res, 404, { error: `unknown run ${run.slice(0, 200)}` });
           const answer = { run, acked: true, at: new Date(r.record.at).toISOString(), already: !r.acked, ack: ackJson(r.record) };
           if (!silenceReq) return json(res, 200, answer);
-          const verdict = engine.verdictOf(run)?.verdict ?? (await engine.fetchVerdict(run, Date.now()))?.verdict ?? 'unknown';
+          const verdict = engine.verdictOf(run)?.verdict ?? (await engine.fetchVerdict(run, (opts.clock ?? Date.now)()))?.verdict ?? 'unknown';
           try {
             const silence = await opts.silence!(run, by!, silenceReq.ms, verdict, reason || null);
             return json(res, 200, { ...answer, silence });
@@ -368,6 +373,7 @@ export function decodePathSegment(segment: string): string {
 }
 
 async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: ApiOptions) {
+  const clock = opts.clock ?? Date.now;
   const parts = url.pathname.split('/').filter(Boolean).map(decodePathSegment); // api v1 ...
   if (parts[0] !== 'api' || parts[1] !== 'v1') return json(res, 404, { error: 'unknown API version' });
   const [, , resource, id, sub] = parts;
@@ -382,7 +388,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     try {
       page = await engine.listPage(
         { verdict: q.get('verdict') || undefined, contract: q.get('contract') || undefined, limit, oldest: order === 'oldest', acked: flag(q.get('acked')), alerting: flag(q.get('alerting')), stalled: flag(q.get('stalled')), after: q.get('after') || undefined, ...opts.alertTimes },
-        Date.now(),
+        clock(),
       );
     } catch (e) {
       if (e instanceof ListCursorError) return json(res, 400, { error: e.message });
@@ -408,7 +414,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     });
   }
   if (resource === 'runs' && id !== undefined && sub === undefined) {
-    const body = await runJson(engine, id, opts.silenceOf);
+    const body = await runJson(engine, id, opts.silenceOf, clock());
     return body ? json(res, 200, body) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'runs' && id !== undefined && sub === 'verdict') {
@@ -426,7 +432,7 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     const counted = wait > 0;
     if (counted) admittedPolls++; // counted at once: the cap holds for a burst arriving in one turn
     try {
-      v = await waitForSettled(engine, id, wait * 1000, gone.signal);
+      v = await waitForSettled(engine, id, wait * 1000, gone.signal, clock);
     } finally {
       if (counted) admittedPolls--;
       res.off('close', onClose);
@@ -442,8 +448,8 @@ async function apiGet(url: URL, res: ServerResponse, engine: AuditEngine, opts: 
     return json(res, 200, { candidates: engine.shadowSummary() });
   }
   if (resource === 'runs' && id !== undefined && sub === 'handoffs') {
-    const r = await engine.fetch(id, Date.now()); // the operator's handoff board (docs/handoffs.md)
-    return r ? json(res, 200, handoffBoard(id, r.receipts, Date.now())) : json(res, 404, { error: `unknown run ${id}` });
+    const r = await engine.fetch(id, clock()); // the operator's handoff board (docs/handoffs.md)
+    return r ? json(res, 200, handoffBoard(id, r.receipts, clock())) : json(res, 404, { error: `unknown run ${id}` });
   }
   if (resource === 'contracts' && id === undefined) {
     return json(res, 200, {

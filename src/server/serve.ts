@@ -51,7 +51,7 @@ export interface ServeConfig extends ServeOptionConfig {
   /** When given, every listener speaks TLS (HTTPS for OTLP/HTTP and the API, SSL for gRPC). */
   tls?: TlsMaterial;
   /** Extra routes on the API port (e.g. the web view), given the engine (and the run's Alertmanager silence). */
-  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; tokensRequired: boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null> }) => Route;
+  extraRoutes?: (engine: AuditEngine, opts: { authenticate: (req: IncomingMessage) => boolean; tokensRequired: boolean; resources: ResourceMetrics; silenceOf?: (v: RunVerdict) => Promise<SilenceView | null>; now: () => number }) => Route;
   /** Per-run alerts to Alertmanager (serve --alertmanager-url ...), and silences read back. */
   alerting?: AlertingConfig;
   /** The runbook page served on GET /runbooks (the default runbook_url of per-run alerts). */
@@ -475,7 +475,8 @@ function apiRoutes(p: Parts, auth: ReturnType<typeof authenticators>, bound: { a
     authenticateApi: auth.api,
     authorizeWrite: auth.writer,
     maxSilenceMs: alerting?.cfg.maxSilenceMs,
-    extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, tokensRequired: !!cfg.apiTokens, resources, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
+    clock: p.clock,
+    extraRoutes: cfg.extraRoutes?.(engine, { authenticate: auth.ui, tokensRequired: !!cfg.apiTokens, resources, now: p.clock, ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v) } : {}) }),
     ...(alerting ? { silenceOf: (v: RunVerdict) => alerting.silenceOf(v), silence: (run: string, by: string, ms: number, verdict: string, reason: string | null) => alerting.silenceRun(run, by, ms, Date.now(), verdict, reason) } : {}),
     runbooksHtml: cfg.runbooksHtml,
     ready,

@@ -425,6 +425,12 @@ export class PgStore {
   readonly life = randomUUID();
   /** The leases this store holds, by partition: their epochs (fencing). */
   private readonly fence = new Map<number, number>();
+  /**
+   * When each partition's fence was last set by a claim or cleared by unfence (a count of such moves): a heartbeat
+   * sent before that (it may run beside a claim or a release: the coordinator renews beside its steps) leaves it be.
+   */
+  private fenceMoves = 0;
+  private readonly fenceMovedAt = new Map<number, number>();
   private fencedRows = 0;
   /**
    * Told of every verdict-state write (setVerdictStates): `taken` when its runs are sent (returns a token), `landed`
@@ -1069,7 +1075,10 @@ export class PgStore {
 
   /** Stops writing as the owner of `parts` (the coordinator dropped them: lapsed locally, or released). */
   unfence(parts: readonly number[]): void {
-    for (const p of parts) this.fence.delete(p);
+    for (const p of parts) {
+      this.fence.delete(p);
+      this.fenceMovedAt.set(p, ++this.fenceMoves);
+    }
   }
 
   /** Owner writes (rows) the database refused since open because this instance no longer held the lease (fencing). */
@@ -1135,6 +1144,7 @@ export class PgStore {
    */
   async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[]; dbNow: number }> {
     let res;
+    const movesSent = this.fenceMoves;
     try {
       const client = await this.beatConnection();
       res = await client.query({
@@ -1171,11 +1181,12 @@ export class PgStore {
     this.poolReplacedInOutage = false;
     const row = res.rows[0] as Row;
     const held = new Set<number>();
+    const settled = (p: number) => (this.fenceMovedAt.get(p) ?? 0) <= movesSent;
     for (const [part, epoch] of row.held as [number, number | string][]) {
       held.add(part);
-      this.fence.set(part, Number(epoch));
+      if (settled(part)) this.fence.set(part, Number(epoch));
     }
-    for (const p of [...this.fence.keys()]) if (!held.has(p)) this.fence.delete(p);
+    for (const p of [...this.fence.keys()]) if (!held.has(p) && settled(p)) this.fence.delete(p);
     return { liveInstances: Number(row.live), held: [...held].sort((a, b) => a - b), fullParts: row.full_parts as number[], dbNow: Number(row.db_now) };
   }
 
@@ -1290,7 +1301,10 @@ export class PgStore {
        FROM free WHERE l.part = free.part RETURNING l.part, l.epoch`,
       [this.instance, Math.floor(max), Math.round(ttlMs)],
     );
-    for (const r of res.rows as Row[]) this.fence.set(r.part as number, Number(r.epoch));
+    for (const r of res.rows as Row[]) {
+      this.fence.set(r.part as number, Number(r.epoch));
+      this.fenceMovedAt.set(r.part as number, ++this.fenceMoves);
+    }
     return res.rows.map((r: Row) => r.part as number).sort((a, b) => a - b);
   }
 

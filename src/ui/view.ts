@@ -234,8 +234,8 @@ export interface RunView {
 
 const byTime = (a: Receipt, b: Receipt) => instant(a.at) - instant(b.at) || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0);
 
-async function ackView(engine: AuditEngine, run: string): Promise<RunView['ack']> {
-  const a = await engine.fetchAck(run);
+async function ackView(engine: AuditEngine, run: string, now: number): Promise<RunView['ack']> {
+  const a = await engine.fetchAck(run, now);
   return a ? { verdict: a.verdict, by: a.by, at: new Date(a.at).toISOString(), reason: a.reason, current: a.current } : null;
 }
 
@@ -268,7 +268,7 @@ export async function runView(engine: AuditEngine, run: string, now: number, sil
     nextChangeAt: v.nextChangeAt !== null ? new Date(v.nextChangeAt).toISOString() : null,
     verdictSince: isoOrNull(engine.enteredAtOf(run)),
     alerting: engine.alertStateOf(run, now)?.alerting ?? null,
-    ack: await ackView(engine, run),
+    ack: await ackView(engine, run, now),
     graph,
     ...(graphMissing ? { graphMissing } : {}),
     ...silence,

@@ -5,9 +5,12 @@
  *   which delivers what waited, in order;
  * - `blackHole()`: every connection open now, and every new one until `heal()`, dies silently: its bytes are dropped,
  *   for ever (half-open from both ends). After `heal()` new connections are forwarded; the dead ones stay dead;
- * - `latency(ms)`: delay every chunk by `ms` in each direction (order kept); 0 ends it;
+ * - `latency(ms, { except })`: delay every chunk by `ms` in each direction (order kept); 0 ends it. `except`: a marker
+ *   of connection start-up messages (e.g. an application_name) whose connections are not delayed;
  * - `failOn(marker)`: the next statement sent whose bytes hold `marker` (SQL text, or a prepared statement's name)
- *   kills its connection at once, both ways (as a database restart does to its sessions), before PostgreSQL sees it.
+ *   kills its connection at once, both ways (as a database restart does to its sessions), before PostgreSQL sees it;
+ * - `holdOn(marker, meanwhile)`: the next statement sent whose bytes hold `marker` waits in the proxy until
+ *   `meanwhile()` resolves (e.g. a restart of PostgreSQL), then goes on if its connection still lives.
  * Everything waiting is bounded (a connection holding more than MAX_WAITING bytes is destroyed).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
@@ -25,8 +28,11 @@ export interface FaultProxy {
   resume(): void;
   blackHole(): void;
   heal(): void;
-  latency(ms: number): void;
+  latency(ms: number, opts?: { except?: string }): void;
   failOn(marker: string): void;
+  holdOn(marker: string, meanwhile: () => Promise<void>): void;
+  /** Statements held by holdOn so far. */
+  held(): number;
   /** Connections killed by failOn so far. */
   failed(): number;
   /** Connections accepted so far. */
@@ -46,6 +52,8 @@ interface Pair {
   client: Socket;
   upstream: Socket;
   dead: boolean;
+  /** The first bytes the client sent (its start-up message: user, database, application_name). */
+  startup: string | null;
   up: Direction;
   down: Direction;
 }
@@ -55,6 +63,9 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
   let stalled = false;
   let holing = false;
   let delayMs = 0;
+  let undelayed: string | null = null;
+  let hold: { marker: string; meanwhile: () => Promise<void> } | null = null;
+  let holds = 0;
   let accepted = 0;
   let armed: string | null = null;
   let killed = 0;
@@ -70,7 +81,7 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
       }
       return;
     }
-    if (delayMs > 0) {
+    if (delayMs > 0 && !(undelayed !== null && pair.startup?.includes(undelayed))) {
       const due = Math.max(Date.now() + delayMs, d.lastDue);
       d.lastDue = due;
       setTimeout(() => {
@@ -88,11 +99,25 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
       client,
       upstream,
       dead: holing,
+      startup: null,
       up: { to: upstream, waiting: [], bytes: 0, lastDue: 0 },
       down: { to: client, waiting: [], bytes: 0, lastDue: 0 },
     };
     pairs.add(pair);
     client.on('data', (c: Buffer) => {
+      pair.startup ??= c.toString('latin1', 0, Math.min(c.length, 1024));
+      if (hold !== null && c.toString('latin1').includes(hold.marker)) {
+        const { meanwhile } = hold;
+        hold = null;
+        holds++;
+        client.pause();
+        void meanwhile().finally(() => {
+          if (client.destroyed || upstream.destroyed) return;
+          send(pair, pair.up, c);
+          client.resume();
+        });
+        return;
+      }
       if (armed !== null && c.toString('latin1').includes(armed)) {
         armed = null;
         killed++;
@@ -155,9 +180,14 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
     heal: () => {
       holing = false;
     },
-    latency: (ms) => {
+    latency: (ms, opts) => {
       delayMs = ms;
+      undelayed = opts?.except ?? null;
     },
+    holdOn: (marker, meanwhile) => {
+      hold = { marker, meanwhile };
+    },
+    held: () => holds,
     connections: () => accepted,
     failOn: (marker) => {
       armed = marker;
