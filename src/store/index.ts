@@ -1,4 +1,4 @@
-export { ReceiptStore, DATABASE_FILE, type ReceiptStoreOptions } from './receipt-store.js';
+export { ReceiptStore, DATABASE_FILE, type ReceiptStoreOptions } from './sqlite/receipt-store.js';
 export {
   StoreCommitError,
   StoreRowError,
