@@ -48,6 +48,8 @@ export interface ReceiptStoreOptions {
 }
 
 export class ReceiptStore {
+  /** A run's receipts answer synchronously (runReceipts), already committed: the engine reads back in place. */
+  readonly synchronousReads = true;
   private readonly shared: SqliteShared;
   private readonly stmt: Statements;
   private readonly commits: GroupCommit;
