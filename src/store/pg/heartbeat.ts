@@ -96,6 +96,7 @@ export class PgHeartbeat {
    */
   async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[]; dbNow: number }> {
     let res;
+    const movesSent = this.s.fence.moves;
     try {
       const client = await this.beatConnection();
       res = await client.query({
@@ -131,13 +132,10 @@ export class PgHeartbeat {
     this.s.health.beatDown = false;
     this.poolReplacedInOutage = false;
     const row = res.rows[0] as Row;
-    const held = new Set<number>();
-    for (const [part, epoch] of row.held as [number, number | string][]) {
-      held.add(part);
-      this.s.fence.hold(part, Number(epoch));
-    }
-    this.s.fence.keepOnly(held);
-    return { liveInstances: Number(row.live), held: [...held].sort((a, b) => a - b), fullParts: row.full_parts as number[], dbNow: Number(row.db_now) };
+    const held = new Map<number, number>();
+    for (const [part, epoch] of row.held as [number, number | string][]) held.set(part, Number(epoch));
+    this.s.fence.renewedAsOf(movesSent, held);
+    return { liveInstances: Number(row.live), held: [...held.keys()].sort((a, b) => a - b), fullParts: row.full_parts as number[], dbNow: Number(row.db_now) };
   }
 
   /** Swaps the pool for a new one; the old one closes once its connections are released (by answer or deadline). */

@@ -56,7 +56,7 @@ export class PgLeases {
        FROM free WHERE l.part = free.part RETURNING l.part, l.epoch`,
       [this.s.instance, Math.floor(max), Math.round(ttlMs)],
     );
-    for (const r of res.rows as Row[]) this.s.fence.hold(r.part as number, Number(r.epoch));
+    for (const r of res.rows as Row[]) this.s.fence.claim(r.part as number, Number(r.epoch));
     return res.rows.map((r: Row) => r.part as number).sort((a, b) => a - b);
   }
 
