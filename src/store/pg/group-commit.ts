@@ -15,7 +15,7 @@ import type { PoolClient } from 'pg';
 import { sharedPin } from '../../core/registry.js';
 import { compactReceiptJson } from '../../core/canonical.js';
 import { StoreCommitError, emptyResult, type AppendOutcome, type AppendPin, type AppendResult, type PinRecord, type SpanLogEntry, type StoredReceipt } from '../types.js';
-import { LOG_LOCK } from '../pg-schema.js';
+import { LOG_LOCK } from './schema.js';
 import { writeRowsSql } from './append-sql.js';
 import { decide, type NewRow } from './decide.js';
 import type { Row } from './rows.js';

@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { StoreCommitError } from '../types.js';
-import { MIGRATION_LOCK } from '../pg-schema.js';
+import { MIGRATION_LOCK } from './schema.js';
 import type { Row } from './rows.js';
 import { KEEPALIVE_IDLE_MS, destroyClient, inTransaction, isReadTimeout, newPool, noop, type PgShared } from './shared.js';
 

@@ -24,7 +24,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { AckRecord, Pin, Receipt, Verdict } from '../../core/types.js';
 import type { AppendPin, AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../types.js';
-import { DEFAULT_PARTITIONS, migrate } from '../pg-schema.js';
+import { DEFAULT_PARTITIONS, migrate } from './schema.js';
 import type { Slicer } from '../span-log-prune.js';
 import { Fence } from './fence.js';
 import { PgGroupCommit } from './group-commit.js';

@@ -3,7 +3,7 @@
  * retention prune of settled runs (fenced, under the ordering lock).
  */
 import type { AckRecord, Verdict } from '../../core/types.js';
-import { LOG_LOCK } from '../pg-schema.js';
+import { LOG_LOCK } from './schema.js';
 import { FENCE_CTE } from './fence.js';
 import type { AckSince, Row } from './rows.js';
 import { inTransaction, type PgShared } from './shared.js';

@@ -12,7 +12,7 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { SCHEMA_SQL, SCHEMA_VERSION } from '../schema.js';
+import { SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
 export const DATABASE_FILE = 'receipts.db';
 

@@ -4,7 +4,7 @@
  * run's receipts first commits what is queued (SqliteShared.flush), so it sees what was written before it.
  */
 import type { Receipt, Verdict } from '../../core/types.js';
-import { CHANGEABLE_RUN } from '../schema.js';
+import { CHANGEABLE_RUN } from './schema.js';
 import { StoreRowError, type LiveRun } from '../types.js';
 import type { VerdictState } from './commit.js';
 import type { Row, SqliteShared } from './statements.js';
