@@ -40,6 +40,12 @@ export const BACKEND_PACKAGES = ['better-sqlite3', 'pg', 'pg-pool'];
 export const BACKEND_AWARE = ['store/', 'server/serve.ts', 'cluster/'];
 const STORE_INSTANCEOF = /\binstanceof\s+(ReceiptStore|PgStore|SqlitePort|PgPort|ClusterEngineStore|\w*Store\b)/;
 /**
+ * A store's kind inferred from the methods it has (`typeof store.listRuns === 'function'`, `'runReceipts' in store`,
+ * `if (store.runReceipts)`): outside src/store a caller asks the store's declared capabilities (e.g. the engine's
+ * `synchronousReads`), never probes for a method.
+ */
+const STORE_PROBE = /\btypeof\s+[\w.]*store\??\.\w+\s*[!=]==?\s*['"]function['"]|['"]\w+['"]\s+in\s+[\w.]*store\b|\bstore\??\.runReceipts\b(?!\s*[(<])/i;
+/**
  * Packages a pure folder may import (no node: built-ins, no I/O). @topology-audit/receipt (packages/receipt, the
  * receipt shapes and ids) may be among them because it is pure too: its files import only zod and each other
  * (checked below).
@@ -85,6 +91,8 @@ function storageSeam(file, text) {
   const lineOf = (index) => code.slice(0, index).split('\n').length;
   const io = STORE_INSTANCEOF.exec(code);
   if (io) violations.push(`${relative(root, file)}:${lineOf(io.index)}: a store is not tested with instanceof (${io[0]}): give the port what the caller needs`);
+  const probe = rel.startsWith('store/') ? null : STORE_PROBE.exec(code);
+  if (probe) violations.push(`${relative(root, file)}:${lineOf(probe.index)}: a store's kind is not inferred from its methods (${probe[0]}): declare a capability on the port`);
   if (BACKEND_AWARE.some((a) => (a.endsWith('/') ? rel.startsWith(a) : rel === a))) return;
   const name = BACKEND_NAMES.exec(code);
   if (name) violations.push(`${relative(root, file)}:${lineOf(name.index)}: names the storage backend ${name[1]} outside src/store and serve's composition`);

@@ -20,14 +20,10 @@ export const MAX_CORE_NON_NULL = 15;
  */
 export const ALLOWED_CLASSES = [
   'src/audit/engine.ts AuditEngine', // the engine: ownership as a strategy, loading a run's history as a step
-  'src/store/pg-store.ts PgStore', // the storage port: PostgreSQL split by job, leases and the tail to src/cluster/
-  'src/store/receipt-store.ts ReceiptStore', // the storage port: SQLite split by job
   'src/cluster/coordinator.ts ClusterCoordinator', // cluster faults and leased ownership are reshaping it
 ];
 export const ALLOWED_FUNCTION_FILES = [
   'src/audit/engine.ts',
-  'src/store/pg-store.ts',
-  'src/store/receipt-store.ts',
   'src/cli/serve.ts', // options defined once: every command parsing from one definition (serveCommand)
 ];
 

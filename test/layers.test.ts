@@ -69,6 +69,20 @@ describe('the layering check', () => {
     expect(r.stderr).toMatch(/layers: 3 violation\(s\)/);
   });
 
+  it('fails when code outside src/store infers a store\'s kind from the methods it has', () => {
+    const root = copyWith((src) => {
+      appendFileSync(join(src, 'audit', 'acks.ts'), "\nexport const _sync = (store: { runReceipts?: unknown }): boolean => store.runReceipts !== undefined;\n");
+      appendFileSync(join(src, 'server', 'api.ts'), "\nexport const _lists = (store: object): boolean => 'listRuns' in store;\n");
+      appendFileSync(join(src, 'cluster', 'remote.ts'), "\nexport const _prunes = (engineStore: { prune?: unknown }): boolean => typeof engineStore.prune === 'function';\n");
+    });
+    const r = check(root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/src\/audit\/acks\.ts:\d+: a store's kind is not inferred from its methods \(store\.runReceipts\)/);
+    expect(r.stderr).toMatch(/src\/server\/api\.ts:\d+: a store's kind is not inferred from its methods \('listRuns' in store\)/);
+    expect(r.stderr).toMatch(/src\/cluster\/remote\.ts:\d+: a store's kind is not inferred from its methods \(typeof engineStore\.prune === 'function'\)/);
+    expect(r.stderr).toMatch(/layers: 3 violation\(s\)/);
+  });
+
   it('reports a file cycle with its path, and a deep import of a core-internal module, in a tiny fake tree', () => {
     const root = mkdtempSync(join(tmpdir(), 'ta-layers-fake-'));
     temps.push(root);

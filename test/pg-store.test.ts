@@ -18,7 +18,7 @@ import {
   type StoredReceipt,
 } from '../src/store/index.js';
 import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
-import { migrate, PG_MIGRATIONS } from '../src/store/pg-schema.js';
+import { migrate, PG_MIGRATIONS } from '../src/store/index.js';
 import { at, edge, end, ms, registryOf, start, tinyContract, wait } from './helpers/receipts.js';
 import { AuditEngine } from '../src/audit/engine.js';
 import { ClusterEngineStore } from '../src/cluster/engine-store.js';

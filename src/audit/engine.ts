@@ -212,7 +212,7 @@ export class AuditEngine {
     this.pinner = new Pinner(registry, store, opts.defaultContract);
     this.gauges.subscribe(this.events);
     // With shadow candidates, settled runs stay (the shadow summary counts them; an evaluation mode, not a soak).
-    this.retires = !opts.owns && !opts.remote && !opts.shadow?.length && this.ahead.synchronous && typeof store.listRuns === 'function' && typeof store.runVerdict === 'function';
+    this.retires = !opts.owns && !opts.remote && !opts.shadow?.length && store.synchronousReads;
     const runs = this.runs;
     const engine = this;
     this.admission = new Admission(
@@ -1005,12 +1005,12 @@ export class AuditEngine {
     const live = this.runs.get(run);
     if (!live) return this.retires ? this.getEvicted(run) : null;
     // A store that answers only asynchronously (cluster mode): the receipts are read by view().
-    return this.viewOf(live, this.store.runReceipts ? this.store.runReceipts(run) : []);
+    return this.viewOf(live, this.store.synchronousReads ? this.store.runReceipts(run) : []);
   }
 
   /** `get` for any store: a live run's verdict and its receipts read from the store (asynchronously in cluster mode). */
   async view(run: string): Promise<RunView | null> {
-    if (this.store.runReceipts) return this.get(run);
+    if (this.store.synchronousReads) return this.get(run);
     const live = this.runs.get(run);
     if (!live) return null;
     const receipts = await this.store.readReceipts(run);
@@ -1178,7 +1178,7 @@ export class AuditEngine {
     if (!live && !isRunId(run)) return [];
     // A store that answers only asynchronously (cluster mode): the handoffs the live state keeps (none for a run held
     // elsewhere, as before: the cluster's view of the store held receipts of owned runs only).
-    if (!this.store.runReceipts) return live ? live.state.handoffReceipts().filter((r) => r.type === 'handoff') : [];
+    if (!this.store.synchronousReads) return live ? live.state.handoffReceipts().filter((r) => r.type === 'handoff') : [];
     return this.store.runReceipts(run).filter((r) => r.type === 'handoff');
   }
 

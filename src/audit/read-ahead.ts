@@ -6,7 +6,7 @@
  */
 import type { ReceiptSource } from '../core/classify.js';
 import type { Receipt } from '../core/types.js';
-import type { ReceiptReader, SyncReceiptReader } from './store.js';
+import type { ReceiptReader, ReceiptReads } from './store.js';
 
 /** A RunState asked for its run's receipts back, and nothing is read ahead for it (thrown before the state changed). */
 export class ReadBackMissing extends Error {
@@ -20,7 +20,7 @@ export class ReadAhead {
   private readonly reads = new Map<string, { receipts: Receipt[]; users: number }>();
 
   constructor(
-    private readonly store: ReceiptReader & Partial<SyncReceiptReader>,
+    private readonly store: ReceiptReader & ReceiptReads,
     /** The version of a live run's state (undefined: not live): a read is taken again while it moved. */
     private readonly versionOf: (run: string) => number | undefined,
   ) {}
@@ -30,13 +30,13 @@ export class ReadAhead {
 
   /** Whether the store answers synchronously (then nothing is ever read ahead). */
   get synchronous(): boolean {
-    return this.store.runReceipts !== undefined;
+    return this.store.synchronousReads;
   }
 
   receipts(run: string): Receipt[] {
     const read = this.reads.get(run);
     if (read) return read.receipts;
-    if (this.store.runReceipts) return this.store.runReceipts(run);
+    if (this.store.synchronousReads) return this.store.runReceipts(run);
     throw new ReadBackMissing(run);
   }
 

@@ -24,11 +24,20 @@ export interface ReceiptReader {
 }
 
 /**
- * An embedded store also answers a run's receipts synchronously (SQLite): the engine's RunStates then read back in
- * place. Without it (the cluster's shared PostgreSQL store) the engine reads a run ahead asynchronously when a fold
- * or an evaluation needs its receipts back (src/audit/read-ahead.ts), and holds only aggregates in between.
+ * Whether a store answers a run's receipts synchronously, declared by the store (the engine never infers it from the
+ * methods a store happens to have). `synchronousReads: true` (the embedded SQLite store): `runReceipts` answers in
+ * place, already committed, and the engine's RunStates read back through it. `false` (the cluster's view of the shared
+ * PostgreSQL store): the engine reads a run ahead asynchronously (readReceipts) when a fold or an evaluation needs its
+ * receipts back (src/audit/read-ahead.ts), and holds only aggregates in between.
  */
-export interface SyncReceiptReader {
+export type ReceiptReads = SyncReceiptReader | { readonly synchronousReads: false };
+
+/**
+ * A store whose reads answer synchronously (see ReceiptReads): a run's receipts, and the stored runs as the single
+ * instance lists them (RunListing: settled runs then leave live memory and are read from the store).
+ */
+export interface SyncReceiptReader extends RunListing {
+  readonly synchronousReads: true;
   runReceipts(run: string): Receipt[];
 }
 
@@ -91,7 +100,15 @@ export interface RunListing {
   getAck(run: string): AckRecord | null;
 }
 
-export type EngineStore = ReceiptAppender & ReceiptReader & Partial<SyncReceiptReader> & PinStore & RunRows & SpanLogStore & Partial<RunListing>;
+/** What the engine needs of any store but the kind of its reads (ReceiptReads). */
+export type EngineStoreJobs = ReceiptAppender & ReceiptReader & PinStore & RunRows & SpanLogStore & Partial<RunListing>;
+
+export type EngineStore = EngineStoreJobs & ReceiptReads;
+
+/** A store whose reads are asynchronous only (the cluster's view of the shared store): what a class implements. */
+export interface AsyncEngineStore extends EngineStoreJobs {
+  readonly synchronousReads: false;
+}
 
 /** A run this instance does not hold, read from the shared store (cluster mode): what evaluating it needs. */
 export interface DetachedRun {

@@ -13,7 +13,7 @@ import { listedJson } from '../audit/listing.js';
 import { sharedPin } from '../core/registry.js';
 import type { AppendPin, AppendResult, LiveRun, PinRecord, Slicer, SpanLogEntry, StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
-import type { EngineStore } from '../audit/engine.js';
+import type { AsyncEngineStore } from '../audit/store.js';
 
 /** A span log entry another (dead) instance logged, adopted by the owner of its trace's partition. */
 export interface AdoptedSpanLogEntry {
@@ -31,12 +31,14 @@ interface VerdictState {
   full?: { verdict: RunVerdict; firstAt: number };
 }
 
-export class ClusterEngineStore implements EngineStore {
+export class ClusterEngineStore implements AsyncEngineStore {
   private readonly pins = new Map<string, PinRecord>();
   private readonly contracts = new Map<string, string>();
   private verdicts = new Map<string, VerdictState>();
   /** The engine writes the verdict state whenever what the list views show changes: the other instances list from it. */
   readonly listsVerdicts = true;
+  /** A run's receipts are read from the shared store asynchronously only (readReceipts): the engine reads ahead. */
+  readonly synchronousReads = false;
   /** Pins set here and not written yet (written by the next flush; kept when the run is forgotten meanwhile). */
   private pendingPins = new Map<string, PinRecord>();
   private readonly writes = new Set<Promise<unknown>>();

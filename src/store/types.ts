@@ -1,5 +1,5 @@
 /**
- * The rows both stores write and read (the embedded SQLite store in src/store/receipt-store.ts, the shared
+ * The rows both stores write and read (the embedded SQLite store in src/store/sqlite/, the shared
  * PostgreSQL store in src/store/pg-store.ts), and the rules they share: the outcome of an append per delivery, the
  * event id of a source-scoped receipt, the errors of a commit and of a stored row.
  */

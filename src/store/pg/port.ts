@@ -4,7 +4,7 @@
  * `ownedParts` (the ownership strategy's answer: src/cluster/); the span log is this instance's own.
  */
 import type { AckRecord, Pin, Receipt, Verdict } from '../../core/types.js';
-import type { PgStore } from '../pg-store.js';
+import type { PgStore } from './pg-store.js';
 import { runRowOf, type RunPage, type RunRow, type StoragePort } from '../port.js';
 import type { AppendPin, AppendResult, PinRecord, SpanLogEntry, StoredReceipt } from '../types.js';
 

@@ -1,9 +1,9 @@
 /**
- * The embedded store (SQLite, src/store/receipt-store.ts) behind the storage port: its synchronous answers as
+ * The embedded store (SQLite, src/store/sqlite/receipt-store.ts) behind the storage port: its synchronous answers as
  * resolved promises. The engine's synchronous fast path (reading a run back in place) stays on ReceiptStore itself.
  */
 import type { AckRecord, Pin, Verdict } from '../../core/types.js';
-import type { ReceiptStore } from '../receipt-store.js';
+import type { ReceiptStore } from './receipt-store.js';
 import { runRowOf, type RunPage, type RunRow, type StoragePort } from '../port.js';
 import type { AppendPin, AppendResult, PinRecord, SpanLogEntry, StoredReceipt } from '../types.js';
 

@@ -10,7 +10,7 @@
  *
  * meta: `partitions`, the number of hash partitions of run (and trace) ids, fixed when the schema is created.
  * receipts: one row per distinct delivery of (run, event), `variant` 0 first, conflicts 1, 2, ... (as in SQLite).
- *   `seq` orders the rows in commit order across all servers (appends take LOG_LOCK, see pg-store.ts); `origin` is
+ *   `seq` orders the rows in commit order across all servers (appends take LOG_LOCK, see group-commit.ts); `origin` is
  *   the instance that appended the row; `part` the partition of its run.
  * runs: one row per live run: partition, first receipt time, last update, last verdict, settled.
  * pins: the pin of a run, first write wins. contracts: pinned contract content by content hash.

@@ -10,7 +10,7 @@
  * contracts: pinned contract content by content hash, so a running run keeps its pinned content.
  * acks: the latest acknowledgement of a run (verdict, who, when, why); deleted with the run.
  */
-import { ALERTING_VERDICTS } from '../core/types.js';
+import { ALERTING_VERDICTS } from '../../core/types.js';
 
 export const SCHEMA_VERSION = 1;
 

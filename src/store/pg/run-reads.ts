@@ -1,0 +1,232 @@
+/**
+ * The shared store's reads: the tail of committed receipts (with the acknowledgements, for an owner's coordinator), a
+ * run's receipts and rows, the run lists and their counts, and what a takeover loads.
+ */
+import type { Receipt } from '../../core/types.js';
+import type { LiveRun } from '../types.js';
+import { liveRunOf, parseBody, tailedReceiptOf, type AckSince, type ListedRun, type Row, type TailedReceipt } from './rows.js';
+import type { PgShared } from './shared.js';
+
+export class PgRunReads {
+  constructor(private readonly s: PgShared) {}
+
+  /**
+   * Committed receipts with `seq > afterSeq`, in seq order, at most `limit`; only of partitions `parts` and not
+   * appended by `excludeOrigin` when given. A tailer may also advance its position to a `headSeq()` read before a
+   * call that returned fewer than `limit` rows: every seq up to a committed head is final.
+   */
+  async tail(afterSeq: number, limit: number, parts?: readonly number[], excludeOrigin?: string): Promise<TailedReceipt[]> {
+    const where = ['seq > $1'];
+    const values: unknown[] = [afterSeq, limit];
+    if (parts !== undefined) {
+      values.push([...parts]);
+      where.push(`part = ANY($${values.length}::int[])`);
+    }
+    if (excludeOrigin !== undefined) {
+      values.push(excludeOrigin);
+      where.push(`origin <> $${values.length}`);
+    }
+    // Named (parsed and planned once per connection): the coordinator tails every 100 ms.
+    const res = await this.s.pool.query({
+      name: `ta_tail_v1_${parts !== undefined ? 'p' : ''}${excludeOrigin !== undefined ? 'o' : ''}`,
+      text: `SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $2`,
+      values,
+    });
+    return res.rows.map(tailedReceiptOf);
+  }
+
+  /**
+   * One round trip for an owner's tail read (ClusterCoordinator, every 100 ms): `acksSince(ackAfter, parts)`,
+   * `tail(afterSeq, limit, parts, excludeOrigin)` and `headSeq()` as one statement, answered from one snapshot (the
+   * acknowledgements and the head as values on every row; a row with no receipt when none is new). When fewer than
+   * `limit` receipts come back, every receipt up to `head` that the tail would return is among them (same snapshot;
+   * every seq up to a committed head is final), so the tailer may move its position to `head`: the next read does not
+   * walk again over the rows it filtered out (its own, other partitions'). Without that, a lone instance's tail read
+   * every row it had stored since it started, ten times a second (issue 35, round 3).
+   */
+  async tailWithAcks(
+    afterSeq: number,
+    limit: number,
+    parts: readonly number[],
+    excludeOrigin: string,
+    ackAfter: number,
+  ): Promise<{ receipts: TailedReceipt[]; acks: AckSince[]; head: number }> {
+    if (parts.length === 0) return { receipts: [], acks: [], head: afterSeq };
+    const res = await this.s.pool.query({
+      name: 'ta_tail_acks_v2',
+      text: `SELECT a.acks, a.head, r.seq, r.run, r.event, r.variant, r.body, r.source, r.origin, r.received_at
+       FROM (SELECT coalesce((SELECT json_agg(x ORDER BY x.seq) FROM (
+           SELECT seq, run, verdict, acked_at, acked_by, reason FROM acks WHERE part = ANY($3::int[]) AND seq > $5 ORDER BY seq LIMIT 10000
+         ) AS x), '[]'::json) AS acks, (SELECT coalesce(max(seq), 0) FROM receipts) AS head) AS a
+       LEFT JOIN LATERAL (
+         SELECT seq, run, event, variant, body, source, origin, received_at FROM receipts
+         WHERE seq > $1 AND part = ANY($3::int[]) AND origin <> $4 ORDER BY seq LIMIT $2
+       ) AS r ON true
+       ORDER BY r.seq`,
+      values: [afterSeq, limit, [...parts], excludeOrigin, ackAfter],
+    });
+    const rows = res.rows as Row[];
+    const acks = ((rows[0]?.acks ?? []) as Row[]).map((r) => ({ seq: Number(r.seq), run: r.run as string, verdict: r.verdict as string, ackedAt: Number(r.acked_at), by: (r.acked_by as string | null) ?? null, reason: (r.reason as string | null) ?? null }));
+    const receipts: TailedReceipt[] = [];
+    for (const row of rows) if (row.seq !== null && row.seq !== undefined) receipts.push(tailedReceiptOf(row));
+    return { receipts, acks, head: Number(rows[0].head) };
+  }
+
+  /** The highest committed seq (0 when there is none). */
+  async headSeq(): Promise<number> {
+    const res = await this.s.pool.query('SELECT coalesce(max(seq), 0) AS head FROM receipts');
+    return Number(res.rows[0].head);
+  }
+
+  /** A run's receipts in seq order, every variant. A body that is not JSON throws StoreRowError naming the row. */
+  async runReceipts(run: string): Promise<Receipt[]> {
+    const res = await this.s.pool.query('SELECT seq, event, body FROM receipts WHERE run = $1 ORDER BY seq', [run]);
+    return res.rows.map((row: Row) =>
+      parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(run)}, event ${JSON.stringify(row.event)})`));
+  }
+
+  /** The receipts of several runs, by run, each run's in insertion order (both versions of a conflict included). */
+  async receiptsOfRuns(runs: readonly string[]): Promise<Map<string, Receipt[]>> {
+    const out = new Map<string, Receipt[]>();
+    if (runs.length === 0) return out;
+    const res = await this.s.pool.query('SELECT seq, run, event, body FROM receipts WHERE run = ANY($1::text[]) ORDER BY seq', [[...runs]]);
+    for (const row of res.rows as Row[]) {
+      const run = row.run as string;
+      let list = out.get(run);
+      if (!list) out.set(run, (list = []));
+      list.push(parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(run)}, event ${JSON.stringify(row.event)})`));
+    }
+    return out;
+  }
+
+  /** Runs per stored verdict (runs not evaluated yet are left out), optionally of one pinned contract. */
+  async verdictCounts(filter: { contract?: string }): Promise<Record<string, number>> {
+    const res =
+      filter.contract === undefined
+        ? await this.s.pool.query('SELECT verdict, count(*) AS n FROM runs WHERE verdict IS NOT NULL GROUP BY verdict')
+        : await this.s.pool.query('SELECT r.verdict, count(*) AS n FROM runs r JOIN pins p ON p.run = r.run WHERE r.verdict IS NOT NULL AND p.contract = $1 GROUP BY r.verdict', [filter.contract]);
+    return Object.fromEntries(res.rows.map((r: Row) => [r.verdict as string, Number(r.n)]));
+  }
+
+  /** One run's row with its pin, or null when no receipt of it is stored. */
+  async getRun(run: string): Promise<LiveRun | null> {
+    const res = await this.s.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = $1`,
+      [run],
+    );
+    return res.rows.length ? liveRunOf(res.rows[0]) : null;
+  }
+
+  /** Runs' rows with their pins (those stored), in one query. */
+  async getRuns(runs: readonly string[]): Promise<LiveRun[]> {
+    if (runs.length === 0) return [];
+    const res = await this.s.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = ANY($1::text[])`,
+      [[...runs]],
+    );
+    return res.rows.map(liveRunOf);
+  }
+
+  /**
+   * Runs' rows with their pins and their receipts (each run's in seq order, every variant), in one query and one row
+   * per run: the receipts come as one JSON array text per run (one parse each), not one row per receipt. Runs not
+   * stored, or without receipts, are absent. For the list views of a cluster instance.
+   */
+  async runsWithReceipts(runs: readonly string[]): Promise<{ row: LiveRun; receipts: Receipt[] }[]> {
+    if (runs.length === 0) return [];
+    const res = await this.s.pool.query({
+      name: 'ta_runs_with_receipts_v1',
+      text: `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash,
+               (SELECT '[' || string_agg(x.body, ',' ORDER BY x.seq) || ']' FROM receipts x WHERE x.run = r.run) AS bodies
+             FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.run = ANY($1::text[])`,
+      values: [[...runs]],
+    });
+    const out: { row: LiveRun; receipts: Receipt[] }[] = [];
+    for (const row of res.rows as Row[]) {
+      const bodies = row.bodies as string | null;
+      if (bodies === null) continue;
+      out.push({ row: liveRunOf(row), receipts: parseBody(bodies, 'receipts', `of run ${JSON.stringify(row.run)}`) as unknown as Receipt[] });
+    }
+    return out;
+  }
+
+  /** Pinned contract contents by hash (those stored), in one query. */
+  async contractContents(hashes: readonly string[]): Promise<Map<string, string>> {
+    if (hashes.length === 0) return new Map();
+    const res = await this.s.pool.query('SELECT hash, content FROM contracts WHERE hash = ANY($1::text[])', [[...hashes]]);
+    return new Map(res.rows.map((r: Row) => [r.hash as string, r.content as string]));
+  }
+
+  /** The runs of partitions `parts`, with their pins (to take over a partition), oldest first. */
+  async partitionRuns(parts: readonly number[]): Promise<LiveRun[]> {
+    if (parts.length === 0) return [];
+    const res = await this.s.pool.query(
+      `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.part = ANY($1::int[]) ORDER BY r.first_at, r.run`,
+      [[...parts]],
+    );
+    return res.rows.map(liveRunOf);
+  }
+
+  /**
+   * Runs, newest first (by first receipt; `oldest`: oldest first), optionally of one verdict and/or one pinned
+   * contract, each with the verdict its owner last wrote for the list views (`listed`, or null; null too for the runs
+   * of partitions this instance holds, which the list views read from memory), leaving out the runs of partitions
+   * `exceptParts` (those the caller lists from its memory); `after`: the page after that cursor (keyset). Lean for lists of 10,000 (issue 32):
+   * no pin columns (the list views take the pin from `listed` or from memory), rows as arrays, instants as numbers.
+   */
+  async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean; after?: { firstAt: number; run: string }; exceptParts?: readonly number[] }): Promise<ListedRun[]> {
+    const where: string[] = [];
+    const values: unknown[] = [filter.limit];
+    if (filter.after) {
+      // Keyset paging, as the embedded store pages: after the cursor in the listing's order.
+      values.push(filter.after.firstAt, filter.after.run);
+      const cmp = filter.oldest ? '>' : '<';
+      where.push(`(r.first_at ${cmp} $${values.length - 1} OR (r.first_at = $${values.length - 1} AND r.run ${cmp} $${values.length}))`);
+    }
+    if (filter.exceptParts?.length) {
+      if (filter.exceptParts.length >= this.s.partitions) return [];
+      values.push([...filter.exceptParts]);
+      where.push(`r.part <> ALL($${values.length}::int[])`);
+    }
+    if (filter.verdict !== undefined) {
+      values.push(filter.verdict);
+      where.push(`r.verdict = $${values.length}`);
+    }
+    if (filter.contract !== undefined) {
+      values.push(filter.contract);
+      where.push(`EXISTS (SELECT 1 FROM pins p WHERE p.run = r.run AND p.contract = $${values.length})`);
+    }
+    // The runs of partitions this instance holds are listed from its memory: their stored evaluation is not sent.
+    values.push(this.s.fence.arrays()[0]);
+    const heldParts = `$${values.length}::int[]`;
+    const res = await this.s.pool.query({
+      text: `SELECT r.run, r.first_at::float8, r.updated_at::float8, r.verdict, r.settled, CASE WHEN r.part = ANY(${heldParts}) THEN NULL ELSE r.listed END
+       FROM runs r ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+       ORDER BY ${filter.oldest ? 'r.first_at, r.run' : 'r.first_at DESC, r.run DESC'} LIMIT $1`,
+      values,
+      rowMode: 'array',
+    });
+    const out: ListedRun[] = new Array(res.rows.length);
+    for (let i = 0; i < res.rows.length; i++) {
+      const [run, firstAt, updatedAt, verdict, settled, listed] = res.rows[i] as [string, number, number, string | null, boolean, string | null];
+      out[i] = { run, firstAt, updatedAt, verdict, settled, listed };
+    }
+    return out;
+  }
+
+  /** Which of `runs` the shared store has (any receipt stored). */
+  async knownRuns(runs: readonly string[]): Promise<Set<string>> {
+    if (runs.length === 0) return new Set();
+    const res = await this.s.pool.query('SELECT run FROM runs WHERE run = ANY($1::text[])', [[...runs]]);
+    return new Set(res.rows.map((r: Row) => r.run as string));
+  }
+
+  /** Committed rows: receipts (conflicting variants included) and runs. */
+  async counts(): Promise<{ receipts: number; runs: number }> {
+    const res = await this.s.pool.query('SELECT (SELECT count(*) FROM receipts) AS receipts, (SELECT count(*) FROM runs) AS runs');
+    return { receipts: Number(res.rows[0].receipts), runs: Number(res.rows[0].runs) };
+  }
+}
