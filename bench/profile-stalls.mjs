@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The longest busy stretches of a V8 CPU profile: runs of consecutive samples that are not idle (the event loop held
 // that long), each with the frames most present in it. For a loop stall that a soak shows (nodejs_eventloop_lag_max)
-// but no periodic job's slice explains: run the soak with --node-args '--cpu-prof --cpu-prof-dir=DIR', then
+// but no periodic job's slice explains: run the soak with --node-args='--cpu-prof --cpu-prof-dir=DIR', then
 //   node bench/profile-stalls.mjs DIR/CPU.*.cpuprofile [N]
 // (N stretches, default 5). Sampling resolution is V8's (~1 ms); a stretch includes the garbage collector's samples.
 import { readFileSync } from 'node:fs';
