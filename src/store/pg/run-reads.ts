@@ -184,7 +184,7 @@ export class PgRunReads {
       // Keyset paging, as the embedded store pages: after the cursor in the listing's order.
       values.push(filter.after.firstAt, filter.after.run);
       const cmp = filter.oldest ? '>' : '<';
-      where.push(`(r.first_at ${cmp} $${values.length - 1} OR (r.first_at = $${values.length - 1} AND r.run ${cmp} $${values.length}))`);
+      where.push(`(r.first_at, r.run) ${cmp} ($${values.length - 1}, $${values.length})`);
     }
     if (filter.exceptParts?.length) {
       if (filter.exceptParts.length >= this.s.partitions) return [];
