@@ -3,14 +3,15 @@
 // throwaway server at full speed for --capacity-seconds), then sends a fraction of it (--fraction, default 0.5; or
 // --rate-traces N traces/s) to a fresh server for --minutes, and prints one line per minute:
 //
-//   min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  db_mib  span_log_rows  skeleton_spans
+//   min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans
 //        ack_p99_ms  errors  traces
 //
 // healthz_max_ms: the slowest of one GET /healthz per second per server; healthz_failed: those not answered 200
 // within 5 s (a killed server's, with --kill-at); loop_p99/max: the server's
 // nodejs_eventloop_lag_p99/max_seconds over that minute (the histogram is reset at each scrape, one per minute);
 // gc_over_100ms: garbage-collection pauses over 100 ms that minute (nodejs_gc_duration_seconds); rss:
-// process_resident_memory_bytes; heap: nodejs_heap_size_used_bytes; db: the SQLite files (receipts.db + -wal) or pg_database_size; span_log_rows:
+// process_resident_memory_bytes; heap, heap_total, external: nodejs_heap_size_used_bytes, nodejs_heap_size_total_bytes,
+// nodejs_external_memory_bytes; db: the SQLite files (receipts.db + -wal) or pg_database_size; span_log_rows:
 // rows of span_log; skeleton_spans: topology_span_skeleton_spans; ack_p99: client-side latency of the exports
 // acknowledged that minute; errors: exports not acknowledged (non-200 or failed requests). In --cluster mode
 // (two instances on a throwaway PostgreSQL, clients split between them) the server columns are the worse (max) or
@@ -27,6 +28,7 @@
 // bounds over minutes 10..end: healthz < 1 s, event-loop max < 250 ms, RSS and database size within 10% between
 // minute 10 and the last.
 //
+// --server-cpus LIST: the servers (and the cluster's PostgreSQL) on those cores (taskset), this generator on the rest.
 // --node-args '...': node flags for the servers (e.g. --trace-gc with SOAK_SERVER_LOG=FILE, which gets their output).
 //
 // SOAK_KEEP_DATA=1: the data directory is kept at the end, and its path printed.
@@ -39,7 +41,7 @@
 //   flock /work/wt/bench.lock node bench/soak.mjs --minutes 30 --cluster
 //   node bench/soak.mjs --minutes 3 --rate-traces 100 --kill-at 2
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -68,6 +70,7 @@ const { values: args } = parseArgs({
     retention: { type: 'string', default: '5m' },
     'no-list-check': { type: 'boolean', default: false },
     'node-args': { type: 'string', default: '' },
+    'server-cpus': { type: 'string' },
   },
 });
 const MINUTES = Number(args.minutes);
@@ -76,6 +79,24 @@ const SPANS_PER_REQUEST = Number(args['spans-per-request']);
 const KILL_AT = args['kill-at'] !== undefined ? Number(args['kill-at']) : null;
 const EXTRA = ['--retention', args.retention, ...(args['server-args'] ? args['server-args'].split(' ').filter(Boolean) : [])];
 const NODE_ARGS = args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [];
+// --server-cpus LIST (taskset's, e.g. 0): the servers (and the cluster's PostgreSQL) run on those cores only, and this
+// load generator on the others, so that neither takes the other's core (and other work on the machine can be kept
+// off the servers' core with taskset too).
+const SERVER_CPUS = args['server-cpus'] ?? null;
+if (SERVER_CPUS !== null) {
+  if (!/^[0-9,-]+$/.test(SERVER_CPUS)) throw new Error('--server-cpus takes a CPU list such as 0 or 0-1');
+  const all = os.cpus().map((_, i) => i);
+  const mine = all.filter((c) => !cpuList(SERVER_CPUS).includes(c));
+  if (mine.length) execFileSync('taskset', ['-a', '-p', '-c', mine.join(','), String(process.pid)], { stdio: 'ignore' });
+}
+
+/** The CPUs of a taskset list ("0,2-3" -> [0, 2, 3]). */
+function cpuList(list) {
+  return list.split(',').flatMap((part) => {
+    const [a, b = a] = part.split('-').map(Number);
+    return Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  });
+}
 if (!(MINUTES > 0) || !(CLIENTS > 0)) throw new Error('--minutes and --clients must be positive');
 
 // ---- traffic -----------------------------------------------------------------------------------------------------
@@ -231,7 +252,10 @@ async function startServe(opts) {
   // bench's, not the server's. SOAK_SERVER_LOG=FILE: that file (appended; with stdout), else a temporary one.
   const logFile = process.env.SOAK_SERVER_LOG ?? join(os.tmpdir(), `ta-soak-server-${process.pid}-${opts.instance ?? 'single'}.log`);
   const logFd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [...NODE_ARGS, ...args, ...EXTRA], { stdio: ['ignore', 'pipe', logFd], cwd: ROOT });
+  const argv = [...NODE_ARGS, ...args, ...EXTRA];
+  const child = SERVER_CPUS === null
+    ? spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', logFd], cwd: ROOT })
+    : spawn('taskset', ['-c', SERVER_CPUS, process.execPath, ...argv], { stdio: ['ignore', 'pipe', logFd], cwd: ROOT });
   closeSync(logFd);
   if (!process.env.SOAK_SERVER_LOG) tempLogs.add(logFile);
   let out = '';
@@ -281,6 +305,8 @@ async function scrapeOf(port) {
     max: v('nodejs_eventloop_lag_max_seconds') * 1000,
     rss: v('process_resident_memory_bytes') / 2 ** 20,
     heap: v('nodejs_heap_size_used_bytes') / 2 ** 20,
+    heapTotal: v('nodejs_heap_size_total_bytes') / 2 ** 20,
+    external: v('nodejs_external_memory_bytes') / 2 ** 20,
     gcOver100,
     skeleton: v('topology_span_skeleton_spans'),
   };
@@ -424,6 +450,14 @@ async function main() {
     const { loadPgCluster } = await import('./pg-cluster.mjs');
     const { startPgCluster } = await loadPgCluster();
     pgCluster = await startPgCluster();
+    if (SERVER_CPUS !== null) {
+      // PostgreSQL beside the servers: the postmaster and its children now (backends forked later inherit it).
+      const { postmasterPid } = await import('./pg-cluster.mjs');
+      const pm = postmasterPid(join(pgCluster.dir, 'data'));
+      const { readdirSync } = await import('node:fs');
+      const kids = readdirSync('/proc').filter((e) => /^\d+$/.test(e) && (() => { try { return readFileSync(`/proc/${e}/stat`, 'latin1').split(') ')[1]?.split(' ')[1] === String(pm); } catch { return false; } })());
+      for (const pid of [pm, ...kids]) execFileSync('taskset', ['-a', '-p', '-c', SERVER_CPUS, String(pid)], { stdio: 'ignore' });
+    }
     servers = [await startServe({ store: pgCluster.url, instance: 'soak-1' }), await startServe({ store: pgCluster.url, instance: 'soak-2' })];
     probe = await pgProbe(pgCluster.url);
   } else {
@@ -431,7 +465,7 @@ async function main() {
     probe = sqliteProbe(dataDir);
   }
   console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST }));
-  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] && !args.cluster ? '  list_missing' : ''));
+  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] && !args.cluster ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
   const errorsByStatus = {};
@@ -484,6 +518,8 @@ async function main() {
       gcOver100Ms: gcOver100,
       rssMiB: round(scrapes.reduce((a, x) => a + x.rss, 0), 1),
       heapMiB: round(scrapes.reduce((a, x) => a + x.heap, 0), 1),
+      heapTotalMiB: round(scrapes.reduce((a, x) => a + x.heapTotal, 0), 1),
+      externalMiB: round(scrapes.reduce((a, x) => a + x.external, 0), 1),
       dbMiB: round(await probe.size(), 1),
       spanLogRows: await probe.spanLogRows(),
       skeletonSpans: scrapes.reduce((a, x) => a + x.skeleton, 0),
