@@ -15,6 +15,9 @@ interface Data {
 
 const { file, everyMs, closed } = workerData as Data;
 const db = new Database(file, { fileMustExist: true });
+// The checkpoint syncs the WAL before copying it and the database after (the main connection commits with NORMAL and
+// syncs the WAL itself, src/store/sqlite/wal-sync.ts): a WAL restarts from its start only after that database sync.
+db.pragma('synchronous = FULL');
 let timer: NodeJS.Timeout | null = null;
 
 function checkpoint(): void {

@@ -2,12 +2,14 @@
  * The embedded store's connection: the data directory kept private, SQLite opened in WAL mode with the chosen
  * durability, the schema applied, and the database size cap.
  *
- * Durability: WAL with `synchronous=FULL` (the default here). Every commit appends its frames to the WAL and
- * fsyncs the WAL before `COMMIT` returns, and `append` resolves only after that. An acknowledged receipt
- * therefore survives `kill -9` of the process (the frames are in the kernel once write() returns) and also a
- * power loss or kernel crash (they are on the device once fsync returns). `synchronous: 'NORMAL'` skips the
- * per-commit fsync: still safe against a killed process, not against power loss. Group commit
- * (src/store/sqlite/group-commit.ts) is what makes FULL affordable: concurrent appends share one transaction and one fsync.
+ * Durability: `synchronous: 'FULL'` (the default) means every commit's WAL frames are on the device before `append`
+ * resolves. The connection itself commits with SQLite's `synchronous=NORMAL` (the frames written to the WAL, no
+ * fsync in COMMIT, so no wait on the disk on the event loop) and src/store/sqlite/wal-sync.ts fdatasyncs the WAL in
+ * libuv's thread pool before the group's appends are answered. An acknowledged receipt therefore survives `kill -9`
+ * of the process (the frames are in the kernel once write() returns) and also a power loss or kernel crash (they are
+ * on the device once fdatasync returns). `synchronous: 'NORMAL'` skips that sync: still safe against a killed
+ * process, not against power loss. Group commit (src/store/sqlite/group-commit.ts) shares one transaction among
+ * concurrent appends, and commits made while a sync is under way share the next one.
  */
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,7 +31,7 @@ function privateFiles(dir: string): void {
 }
 
 /** Opens (creating if needed) the database in `dir` with its schema; closed again if any step fails. */
-export function openDatabase(dir: string, synchronous: 'FULL' | 'NORMAL' | undefined): Database.Database {
+export function openDatabase(dir: string): Database.Database {
   privateFiles(dir);
   const db = new Database(join(dir, DATABASE_FILE));
   try {
@@ -37,7 +39,8 @@ export function openDatabase(dir: string, synchronous: 'FULL' | 'NORMAL' | undef
     db.pragma('secure_delete = ON');
     const mode = db.pragma('journal_mode = WAL', { simple: true });
     if (String(mode).toLowerCase() !== 'wal') throw new Error(`receipt store: WAL mode unavailable (got ${String(mode)})`);
-    db.pragma(`synchronous = ${synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
+    // Commits write the WAL without an fsync; FULL durability is WalSync's fdatasync before the answer (see above).
+    db.pragma('synchronous = NORMAL');
     db.pragma('busy_timeout = 5000');
     db.pragma('journal_size_limit = 67108864');
     const version = Number(db.pragma('user_version', { simple: true }));

@@ -14,6 +14,7 @@ import { sharedPin } from '../../core/registry.js';
 import { StoreCommitError, emptyResult, type AppendPin, type AppendResult, type PinRecord, type SpanLogEntry, type StoredReceipt } from '../types.js';
 import { groupTransaction, type CommittedGroup, type ContractRow, type QueuedAppend, type QueuedGroup, type VerdictState } from './commit.js';
 import type { SqliteShared } from './statements.js';
+import type { WalSync } from './wal-sync.js';
 
 /** GroupCommit.flushTimer while a group waits for its flush gate. */
 const GATED = 'gated' as const;
@@ -24,6 +25,11 @@ export interface GroupCommitOptions {
   groupCommitMaxBatch?: number;
   retryDelayMs?: number;
   onCommit?: (seconds: number, receipts: number) => void;
+  /**
+   * The WAL's fsync off the event loop (src/store/sqlite/wal-sync.ts): a group's appends are answered once an
+   * fdatasync begun after its commit returns. Null: no per-commit sync (`synchronous: 'NORMAL'`).
+   */
+  walSync?: WalSync | null;
 }
 
 export class GroupCommit {
@@ -32,6 +38,9 @@ export class GroupCommit {
   private readonly maxBatch: number;
   private readonly retryDelayMs: number;
   private readonly onCommit: ((seconds: number, receipts: number) => void) | undefined;
+  private readonly walSync: WalSync | null;
+  /** Resolves once every commit so far is synced (the sync begun after the latest commit). */
+  private synced: Promise<void> = Promise.resolve();
 
   private queue: QueuedAppend[] = [];
   private queuedReceipts = 0;
@@ -62,6 +71,7 @@ export class GroupCommit {
     this.maxBatch = Math.max(1, opts.groupCommitMaxBatch ?? 2000);
     this.retryDelayMs = Math.max(1, opts.retryDelayMs ?? 1000);
     this.onCommit = opts.onCommit;
+    this.walSync = opts.walSync ?? null;
     this.commitGroup = groupTransaction(shared.db, shared.stmt, this.storedContracts);
   }
 
@@ -80,10 +90,10 @@ export class GroupCommit {
     });
   }
 
-  /** Resolves once everything queued so far (receipts, pins, verdict states, contracts) is committed. */
+  /** Resolves once everything queued so far (receipts, pins, verdict states, contracts) is committed and synced. */
   sync(): Promise<void> {
     const failure = this.flush();
-    return failure === null ? Promise.resolve() : Promise.reject(failure);
+    return failure === null ? this.synced : Promise.reject(failure);
   }
 
   /** Pins a run; the first pin written wins and is never changed. Returns the pin in force. */
@@ -141,8 +151,8 @@ export class GroupCommit {
   }
 
   /** Transactions committed and failed by group commit since open (for metrics: receipts per commit). */
-  commitStats(): { commits: number; failedCommits: number } {
-    return { commits: this.commitCount, failedCommits: this.failedCommitCount };
+  commitStats(): { commits: number; failedCommits: number; walSyncs: number } {
+    return { commits: this.commitCount, failedCommits: this.failedCommitCount, walSyncs: this.walSync?.syncs ?? 0 };
   }
 
   /**
@@ -161,6 +171,7 @@ export class GroupCommit {
   /** The last commit before close (appends still queued are rejected if it fails); no retry after it. */
   closing(): void {
     this.flush();
+    this.walSync?.closeSync();
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
   }
@@ -244,9 +255,20 @@ export class GroupCommit {
     this.pendingContracts = new Map();
     this.shared.rows.runs += committed.newRuns;
     this.notePinless(group, committed.created);
-    committed.results.forEach((result, i) => {
-      this.shared.rows.receipts += result.accepted + result.conflicts;
-      appends[i].resolve(result);
+    for (const result of committed.results) this.shared.rows.receipts += result.accepted + result.conflicts;
+    const answer = (): void => committed.results.forEach((result, i) => appends[i].resolve(result));
+    if (this.walSync === null) {
+      answer();
+      return null;
+    }
+    // Answered once the WAL is on the device, in the thread pool; reads already see the group (it is committed).
+    const synced = this.walSync.after();
+    this.synced = synced;
+    synced.then(answer, (err: unknown) => {
+      this.isHealthy = false;
+      this.failedCommitCount++;
+      const error = new StoreCommitError(err);
+      for (const queued of appends) queued.reject(error);
     });
     return null;
   }

@@ -15,6 +15,7 @@ import type { Slicer } from '../span-log-prune.js';
 import type { AppendPin, AppendResult, LiveRun, PinRecord, PrunableRun, SpanLogEntry, StoredReceipt } from '../types.js';
 import { allAcks, getAck, putAck } from './acks.js';
 import { DATABASE_FILE, countRows, openDatabase, setMaxDbBytes } from './connection.js';
+import { WalSync } from './wal-sync.js';
 import { GroupCommit } from './group-commit.js';
 import { Retention } from './retention.js';
 import { RunReads } from './run-reads.js';
@@ -30,7 +31,7 @@ export interface ReceiptStoreOptions {
   groupCommitMaxDelayMs?: number;
   /** A group commits at once when it holds this many receipts. Default 2000. */
   groupCommitMaxBatch?: number;
-  /** FULL (default): survives power loss. NORMAL: survives a killed process only. */
+  /** FULL (default): survives power loss (the WAL fdatasynced off the event loop before an answer). NORMAL: survives a killed process only. */
   synchronous?: 'FULL' | 'NORMAL';
   /** Cap on the database size in bytes; a commit that would grow past it fails like a full disk. */
   maxDbBytes?: number;
@@ -60,7 +61,7 @@ export class ReceiptStore {
   private constructor(shared: SqliteShared, opts: ReceiptStoreOptions) {
     this.shared = shared;
     this.stmt = shared.stmt;
-    this.commits = new GroupCommit(shared, opts);
+    this.commits = new GroupCommit(shared, { ...opts, walSync: opts.synchronous === 'NORMAL' ? null : new WalSync(`${shared.db.name}-wal`) });
     shared.flush = () => void this.commits.flush();
     this.reads = new RunReads(shared, (run) => this.commits.pendingVerdict(run));
     this.retention = new Retention(shared);
@@ -69,7 +70,7 @@ export class ReceiptStore {
 
   /** Opens (creating if needed) the store in `dir`. */
   static open(dir: string, opts: ReceiptStoreOptions = {}): ReceiptStore {
-    const db = openDatabase(dir, opts.synchronous);
+    const db = openDatabase(dir);
     try {
       const shared: SqliteShared = { db, stmt: prepareStatements(db), rows: countRows(db), closed: false, flush: () => {} };
       const store = new ReceiptStore(shared, opts);
@@ -192,7 +193,7 @@ export class ReceiptStore {
     return { receipts: this.shared.rows.receipts, runs: this.shared.rows.runs };
   }
 
-  commitStats(): { commits: number; failedCommits: number } {
+  commitStats(): { commits: number; failedCommits: number; walSyncs: number } {
     return this.commits.commitStats();
   }
 
