@@ -42,7 +42,7 @@
 //   node bench/soak.mjs --minutes 3 --rate-traces 100 --kill-at 2
 import { randomBytes } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -417,20 +417,44 @@ function listChecker(traffic, port) {
   };
 }
 
+/**
+ * Capacity: a throwaway deployment of the soak's own kind (one SQLite server; with --cluster, two instances on a
+ * throwaway PostgreSQL) driven at full speed for --capacity-seconds; traces acknowledged per second.
+ */
 async function measureCapacity() {
-  const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-soak-cap-'));
-  const s = await startServe({ dataDir });
+  const d = await startDeployment(mkdtempSync(join(os.tmpdir(), 'ta-soak-cap-')), 'cap');
   const seconds = Number(args['capacity-seconds']);
   const end = Date.now() + seconds * 1000;
   let traces = 0;
   const t0 = performance.now();
-  const { done } = drive(() => [s], null, () => Date.now() > end, (ok, _ms, req) => ok && (traces += req.traces));
+  const { done } = drive(() => d.servers, null, () => Date.now() > end, (ok, _ms, req) => ok && (traces += req.traces));
   await done;
   const rate = traces / ((performance.now() - t0) / 1000);
-  s.child.kill('SIGTERM');
-  await s.exited;
-  rmSync(dataDir, { recursive: true, force: true });
+  for (const s of d.servers) s.child.kill('SIGTERM');
+  for (const s of d.servers) await s.exited;
+  await d.probe.close?.();
+  await d.pgCluster?.stop();
+  rmSync(d.dataDir, { recursive: true, force: true });
   return rate;
+}
+
+/** The servers under test: one on SQLite in `dataDir`, or (--cluster) two instances on a fresh PostgreSQL. */
+async function startDeployment(dataDir, name) {
+  if (!args.cluster) {
+    const servers = [await startServe({ dataDir })];
+    return { servers, probe: sqliteProbe(dataDir), pgCluster: null, dataDir };
+  }
+  const { loadPgCluster, postmasterPid } = await import('./pg-cluster.mjs');
+  const { startPgCluster } = await loadPgCluster();
+  const pgCluster = await startPgCluster();
+  if (SERVER_CPUS !== null) {
+    // PostgreSQL beside the servers: the postmaster and its children now (backends forked later inherit it).
+    const pm = postmasterPid(join(pgCluster.dir, 'data'));
+    const kids = readdirSync('/proc').filter((e) => /^\d+$/.test(e) && (() => { try { return readFileSync(`/proc/${e}/stat`, 'latin1').split(') ')[1]?.split(' ')[1] === String(pm); } catch { return false; } })());
+    for (const pid of [pm, ...kids]) execFileSync('taskset', ['-a', '-p', '-c', SERVER_CPUS, String(pid)], { stdio: 'ignore' });
+  }
+  const servers = [await startServe({ store: pgCluster.url, instance: `${name}-1` }), await startServe({ store: pgCluster.url, instance: `${name}-2` })];
+  return { servers, probe: await pgProbe(pgCluster.url), pgCluster, dataDir };
 }
 
 async function main() {
@@ -442,28 +466,9 @@ async function main() {
     console.log(JSON.stringify({ capacityTracesPerSecond: round(capacity, 1), fraction: Number(args.fraction), rateTracesPerSecond: round(rate, 1) }));
   }
 
-  let pgCluster = null;
-  let servers;
-  let probe;
-  const dataDir = mkdtempSync(join(os.tmpdir(), 'ta-soak-'));
-  if (args.cluster) {
-    const { loadPgCluster } = await import('./pg-cluster.mjs');
-    const { startPgCluster } = await loadPgCluster();
-    pgCluster = await startPgCluster();
-    if (SERVER_CPUS !== null) {
-      // PostgreSQL beside the servers: the postmaster and its children now (backends forked later inherit it).
-      const { postmasterPid } = await import('./pg-cluster.mjs');
-      const pm = postmasterPid(join(pgCluster.dir, 'data'));
-      const { readdirSync } = await import('node:fs');
-      const kids = readdirSync('/proc').filter((e) => /^\d+$/.test(e) && (() => { try { return readFileSync(`/proc/${e}/stat`, 'latin1').split(') ')[1]?.split(' ')[1] === String(pm); } catch { return false; } })());
-      for (const pid of [pm, ...kids]) execFileSync('taskset', ['-a', '-p', '-c', SERVER_CPUS, String(pid)], { stdio: 'ignore' });
-    }
-    servers = [await startServe({ store: pgCluster.url, instance: 'soak-1' }), await startServe({ store: pgCluster.url, instance: 'soak-2' })];
-    probe = await pgProbe(pgCluster.url);
-  } else {
-    servers = [await startServe({ dataDir })];
-    probe = sqliteProbe(dataDir);
-  }
+  const deployment = await startDeployment(mkdtempSync(join(os.tmpdir(), 'ta-soak-')), 'soak');
+  const { pgCluster, probe } = deployment;
+  let servers = deployment.servers;
   console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST }));
   console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] && !args.cluster ? '  list_missing' : ''));
 
@@ -607,8 +612,8 @@ async function main() {
   await probe.close();
   if (pgCluster) await pgCluster.stop();
   // SOAK_KEEP_DATA=1: the data directory is left for a look at it (e.g. a start-up profile), and named.
-  if (process.env.SOAK_KEEP_DATA) console.log(JSON.stringify({ dataDir }));
-  else rmSync(dataDir, { recursive: true, force: true });
+  if (process.env.SOAK_KEEP_DATA) console.log(JSON.stringify({ dataDir: deployment.dataDir }));
+  else rmSync(deployment.dataDir, { recursive: true, force: true });
   agent.destroy();
   process.exitCode = summary.runsMissingAVerdict > 0 ? 1 : 0;
 }
