@@ -132,7 +132,7 @@ export class PgRunReads {
       where.push(`EXISTS (SELECT 1 FROM pins p WHERE p.run = r.run AND p.contract = $${values.length})`);
     }
     // The runs of partitions this instance holds are listed from its memory: their stored evaluation is not sent.
-    values.push(this.s.fence.parts());
+    values.push(this.s.fence.arrays()[0]);
     const heldParts = `$${values.length}::int[]`;
     const res = await this.s.pool.query({
       text: `SELECT r.run, r.first_at::float8, r.updated_at::float8, r.verdict, r.settled, CASE WHEN r.part = ANY(${heldParts}) THEN NULL ELSE r.listed END
