@@ -31,8 +31,17 @@ export const LAYERS = {
  */
 export const CORE_INTERNAL = ['rules/', 'obs.ts', 'idset.ts', 'sha256.ts', 'receipt-schema.ts', 'vocab.ts'];
 /**
- * The storage seam (issue 48): which backend runs is known only to the storage folder and serve's composition (and,
- * until ownership is a strategy behind a port of its own, to src/cluster/: the leases live on the PostgreSQL store).
+ * The cluster's coordination (issue 48): its SQL (leases, the heartbeat in `instances`) lives in src/cluster/, beside
+ * the store and not in it. Outside src/cluster/ no statement writes the `leases` or `instances` table, and only the
+ * fence check inside the store's owner writes reads `leases` (COORDINATION_SQL_OK: the migrations create and seed
+ * them; the fence's CTE). Comments may name them.
+ */
+export const COORDINATION_WRITE = /\b(?:UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+(leases|instances)\b/i;
+export const LEASE_READ = /\b(?:FROM|JOIN)\s+(leases)\b/i;
+export const COORDINATION_SQL_OK = { write: ['store/pg/schema.ts'], read: ['store/pg/schema.ts', 'store/pg/fence.ts'] };
+/**
+ * The storage seam (issue 48): which backend runs is known only to the storage folder and serve's composition (and
+ * to src/cluster/: its leases, heartbeat and tail are statements on the PostgreSQL store's pool).
  * Elsewhere no code names a backend class or imports a database driver; nowhere is a store tested with `instanceof`.
  */
 export const BACKEND_NAMES = /\b(ReceiptStore|PgStore|SqlitePort|PgPort|ClusterEngineStore)\b/;
@@ -93,6 +102,12 @@ function storageSeam(file, text) {
   if (io) violations.push(`${relative(root, file)}:${lineOf(io.index)}: a store is not tested with instanceof (${io[0]}): give the port what the caller needs`);
   const probe = rel.startsWith('store/') ? null : STORE_PROBE.exec(code);
   if (probe) violations.push(`${relative(root, file)}:${lineOf(probe.index)}: a store's kind is not inferred from its methods (${probe[0]}): declare a capability on the port`);
+  if (!rel.startsWith('cluster/')) {
+    const write = COORDINATION_SQL_OK.write.includes(rel) ? null : COORDINATION_WRITE.exec(code);
+    if (write) violations.push(`${relative(root, file)}:${lineOf(write.index)}: writes the cluster's ${write[1]} table outside src/cluster (${write[0]}): coordination SQL lives in src/cluster/`);
+    const read = COORDINATION_SQL_OK.read.includes(rel) ? null : LEASE_READ.exec(code);
+    if (read) violations.push(`${relative(root, file)}:${lineOf(read.index)}: reads the cluster's leases outside src/cluster (${read[0]}): coordination SQL lives in src/cluster/ (the store checks only the fence it is given)`);
+  }
   if (BACKEND_AWARE.some((a) => (a.endsWith('/') ? rel.startsWith(a) : rel === a))) return;
   const name = BACKEND_NAMES.exec(code);
   if (name) violations.push(`${relative(root, file)}:${lineOf(name.index)}: names the storage backend ${name[1]} outside src/store and serve's composition`);

@@ -20,7 +20,6 @@ export const MAX_CORE_NON_NULL = 15;
  */
 export const ALLOWED_CLASSES = [
   'src/audit/engine.ts AuditEngine', // the engine: ownership as a strategy, loading a run's history as a step
-  'src/cluster/coordinator.ts ClusterCoordinator', // cluster faults and leased ownership are reshaping it
 ];
 export const ALLOWED_FUNCTION_FILES = [
   'src/audit/engine.ts',

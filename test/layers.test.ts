@@ -69,6 +69,20 @@ describe('the layering check', () => {
     expect(r.stderr).toMatch(/layers: 3 violation\(s\)/);
   });
 
+  it('fails when the cluster\'s coordination SQL (leases, the heartbeat) is written outside src/cluster', () => {
+    const root = copyWith((src) => {
+      appendFileSync(join(src, 'store', 'pg', 'run-rows.ts'), "\nexport const _renew = `UPDATE leases SET expires_at = now() WHERE owner = $1`;\n");
+      appendFileSync(join(src, 'store', 'pg', 'span-log.ts'), "\n// INSERT INTO instances in a comment is fine\nexport const _beat = 'INSERT INTO instances (id) VALUES ($1)';\n");
+      appendFileSync(join(src, 'store', 'pg', 'run-reads.ts'), "\nexport const _held = 'SELECT part FROM leases WHERE owner = $1';\n");
+    });
+    const r = check(root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/src\/store\/pg\/run-rows\.ts:\d+: writes the cluster's leases table outside src\/cluster \(UPDATE leases\)/);
+    expect(r.stderr).toMatch(/src\/store\/pg\/span-log\.ts:\d+: writes the cluster's instances table outside src\/cluster \(INSERT INTO instances\)/);
+    expect(r.stderr).toMatch(/src\/store\/pg\/run-reads\.ts:\d+: reads the cluster's leases outside src\/cluster \(FROM leases\)/);
+    expect(r.stderr).toMatch(/layers: 3 violation\(s\)/);
+  });
+
   it('fails when code outside src/store infers a store\'s kind from the methods it has', () => {
     const root = copyWith((src) => {
       appendFileSync(join(src, 'audit', 'acks.ts'), "\nexport const _sync = (store: { runReceipts?: unknown }): boolean => store.runReceipts !== undefined;\n");

@@ -1,9 +1,9 @@
-// The fence of the shared store (src/store/pg/fence.ts): the leases an instance holds at their epochs, which every
+// The fence of the shared store (src/cluster/fence.ts): the leases an instance holds at their epochs, which every
 // owner write is checked against. A renewal (the heartbeat's `beat`, on its own connection) may run beside a claim or a
 // release (the coordinator renews beside its steps): when it comes back it must leave be the partitions claimed or
 // released after it was sent, and follow the database for every other one (issue 49 item 4).
 import { describe, expect, it } from 'vitest';
-import { Fence } from '../src/store/pg/fence.js';
+import { Fence } from '../src/cluster/fence.js';
 
 const held = (entries: [number, number][]) => new Map(entries);
 

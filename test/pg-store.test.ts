@@ -22,6 +22,7 @@ import { migrate, PG_MIGRATIONS } from '../src/store/index.js';
 import { at, edge, end, ms, registryOf, start, tinyContract, wait } from './helpers/receipts.js';
 import { AuditEngine } from '../src/audit/engine.js';
 import { ClusterEngineStore } from '../src/cluster/engine-store.js';
+import { Coordination } from '../src/cluster/coordination.js';
 import { until } from './helpers/wait.js';
 
 let cluster: PgCluster;
@@ -51,6 +52,14 @@ async function open(url: string, instance: string, opts: Omit<PgStoreOptions, 'i
   const store = await PgStore.open(url, { instance, ...opts });
   stores.push(store);
   return store;
+}
+
+/** The cluster's coordination beside a store (its leases, heartbeat, fence and tail: src/cluster/), one per store. */
+const coordinations = new WeakMap<PgStore, Coordination>();
+function cl(store: PgStore): Coordination {
+  let c = coordinations.get(store);
+  if (c === undefined) coordinations.set(store, (c = new Coordination(store)));
+  return c;
 }
 
 async function sql<T = Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
@@ -383,7 +392,7 @@ describe('PgStore: tail across instances', () => {
     let after = 0;
     for (;;) {
       const done = !appending;
-      const rows = await reader.tail(after, 7);
+      const rows = await cl(reader).tail.tail(after, 7);
       for (const r of rows) seen.push(r.seq);
       if (rows.length > 0) {
         after = rows[rows.length - 1].seq;
@@ -392,14 +401,14 @@ describe('PgStore: tail across instances', () => {
     }
     await loops;
 
-    const full = (await reader.tail(0, 100_000)).map((r) => r.seq);
+    const full = (await cl(reader).tail.tail(0, 100_000)).map((r) => r.seq);
     expect(full).toHaveLength(2 * 4 * perLoop * 3);
     expect(seen).toEqual(full);
     // Gap-free at every point: everything committed up to what the tailer had seen was seen by then.
     for (const c of checkpoints) expect(full.filter((s) => s <= c.max)).toHaveLength(c.count);
     expect(checkpoints.length).toBeGreaterThan(10);
-    expect(await reader.headSeq()).toBe(full[full.length - 1]);
-    const origins = (await reader.tail(0, 100_000)).map((r) => r.origin);
+    expect(await cl(reader).tail.headSeq()).toBe(full[full.length - 1]);
+    const origins = (await cl(reader).tail.tail(0, 100_000)).map((r) => r.origin);
     expect(origins.filter((o) => o === 'a')).toHaveLength(4 * perLoop * 3);
     expect(origins.filter((o) => o === 'b')).toHaveLength(4 * perLoop * 3);
   });
@@ -413,17 +422,17 @@ describe('PgStore: tail across instances', () => {
     await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r0 }), 'tok', 111)]);
     await b.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r5 }), 'tok2', 222)]);
     await b.append([delivery(edge('e1', 0, 'a -> c : delegate', { run: r0 }), 'tok2', 333)]);
-    expect(await a.headSeq()).toBeGreaterThan(0);
-    const all = await a.tail(0, 10);
+    expect(await cl(a).tail.headSeq()).toBeGreaterThan(0);
+    const all = await cl(a).tail.tail(0, 10);
     expect(all.map((r) => [r.receipt.run, r.variant, r.source, r.origin, r.receivedAt])).toEqual([
       [r0, 0, 'tok', 'a', 111],
       [r5, 0, 'tok2', 'b', 222],
       [r0, 1, 'tok2', 'b', 333],
     ]);
-    expect((await a.tail(0, 10, [0])).map((r) => r.receipt.run)).toEqual([r0, r0]);
-    expect((await a.tail(0, 10, [0, 5], 'a')).map((r) => r.origin)).toEqual(['b', 'b']);
-    expect(await a.tail(all[2].seq, 10)).toEqual([]);
-    expect(await a.tail(0, 1)).toHaveLength(1);
+    expect((await cl(a).tail.tail(0, 10, [0])).map((r) => r.receipt.run)).toEqual([r0, r0]);
+    expect((await cl(a).tail.tail(0, 10, [0, 5], 'a')).map((r) => r.origin)).toEqual(['b', 'b']);
+    expect(await cl(a).tail.tail(all[2].seq, 10)).toEqual([]);
+    expect(await cl(a).tail.tail(0, 1)).toHaveLength(1);
   });
 
   it('tailWithAcks answers as acksSince and tail apart, in one round trip', async () => {
@@ -432,31 +441,31 @@ describe('PgStore: tail across instances', () => {
     const b = await open(url, 'b');
     const r0 = runIn(0, 8);
     const r5 = runIn(5, 8);
-    expect(await a.tailWithAcks(0, 10, [0, 5], 'a', 0)).toEqual({ receipts: [], acks: [], head: 0 });
-    expect(await a.tailWithAcks(0, 10, [], 'a', 0)).toEqual({ receipts: [], acks: [], head: 0 });
+    expect(await cl(a).tail.tailWithAcks(0, 10, [0, 5], 'a', 0)).toEqual({ receipts: [], acks: [], head: 0 });
+    expect(await cl(a).tail.tailWithAcks(0, 10, [], 'a', 0)).toEqual({ receipts: [], acks: [], head: 0 });
     await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r0 }), 'tok', 111)]);
     await b.append([delivery(edge('e1', 0, 'a -> b : delegate', { run: r5 }), 'tok2', 222)]);
     await b.append([delivery(edge('e2', 0, 'a -> c : delegate', { run: r0 }), 'tok2', 333)]);
     await b.putAck(r5, { verdict: 'forbidden_edge', at: 444, by: 'oncall', reason: 'known' });
     await b.putAck(r0, { verdict: 'working', at: 555, by: null, reason: null });
     for (const [parts, after, limit, ackAfter] of [[[0, 5], 0, 10, 0], [[0], 0, 10, 0], [[5], 0, 1, 0], [[0, 5], 0, 1, 0]] as [number[], number, number, number][]) {
-      const both = await a.tailWithAcks(after, limit, parts, 'a', ackAfter);
-      expect(both.receipts).toEqual(await a.tail(after, limit, parts, 'a'));
+      const both = await cl(a).tail.tailWithAcks(after, limit, parts, 'a', ackAfter);
+      expect(both.receipts).toEqual(await cl(a).tail.tail(after, limit, parts, 'a'));
       expect(both.acks).toEqual(await a.acksSince(ackAfter, parts));
-      expect(both.head).toBe(await a.headSeq());
+      expect(both.head).toBe(await cl(a).tail.headSeq());
     }
-    const both = await a.tailWithAcks(0, 10, [0, 5], 'a', 0);
+    const both = await cl(a).tail.tailWithAcks(0, 10, [0, 5], 'a', 0);
     expect(both.receipts.map((r) => [r.receipt.run, r.receipt.event, r.origin, r.receivedAt])).toEqual([[r5, 'e1', 'b', 222], [r0, 'e2', 'b', 333]]);
     expect(both.acks.map((x) => [x.run, x.verdict, x.ackedAt, x.by, x.reason])).toEqual([[r5, 'forbidden_edge', 444, 'oncall', 'known'], [r0, 'working', 555, null, null]]);
     // Past every receipt and acknowledgement: nothing.
-    const head = await a.headSeq();
-    expect(await a.tailWithAcks(both.receipts[1].seq, 10, [0, 5], 'a', both.acks[1].seq)).toEqual({ receipts: [], acks: [], head });
+    const head = await cl(a).tail.headSeq();
+    expect(await cl(a).tail.tailWithAcks(both.receipts[1].seq, 10, [0, 5], 'a', both.acks[1].seq)).toEqual({ receipts: [], acks: [], head });
     // The head covers rows the tail filters out (a's own, other partitions'): a later one of a's own moves it, not the tail.
     await a.append([delivery(edge('e3', 0, 'a -> b : delegate', { run: r0 }), 'tok', 666)]);
-    const after = await a.tailWithAcks(head, 10, [0, 5], 'a', both.acks[1].seq);
+    const after = await cl(a).tail.tailWithAcks(head, 10, [0, 5], 'a', both.acks[1].seq);
     expect(after.receipts).toEqual([]);
     expect(after.head).toBeGreaterThan(head);
-    expect(after.head).toBe(await a.headSeq());
+    expect(after.head).toBe(await cl(a).tail.headSeq());
   });
 });
 
@@ -499,7 +508,7 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     await s.setPin(z, pinB, 'hb');
     // Verdict states are owner writes, fenced by the leases: refused (every row) until the store holds them.
     expect(await s.setVerdictStates([{ run: x, verdict: 'healthy', settled: true, updatedAt: 4_000 }])).toBe(1);
-    expect(await s.claimLeases(8, 60_000)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(await cl(s).leases.claimLeases(8, 60_000)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     await s.setVerdictStates([
       { run: x, verdict: 'healthy', settled: true, updatedAt: 5_000 },
       { run: y, verdict: 'working', settled: false, updatedAt: 100 }, // older than its receipts: updated_at keeps 2500
@@ -551,7 +560,7 @@ describe('PgStore: pins, contracts, runs, prune', () => {
       await s.append([delivery(edge('e1', 0, 'a -> b : delegate', { run }), 'tok', 1_000), delivery(edge('e1', 0, 'a -> c : delegate', { run }), 'tok', 1_000)]);
       await s.setPin(run, pinA, 'h');
     }
-    await s.claimLeases(8, 60_000);
+    await cl(s).leases.claimLeases(8, 60_000);
     await s.setVerdictStates([
       { run: oldSettled, verdict: 'healthy', settled: true, updatedAt: 2_000 },
       { run: oldOpen, verdict: 'working', settled: false, updatedAt: 2_000 },
@@ -714,15 +723,15 @@ describe('PgStore: span log', () => {
     expect(orphans.map((e) => e.traceId)).toEqual([all.filter((e) => e.origin !== 'a')[0].traceId]);
     const rest = await a.orphanSpanLog([4, 7], orphans[0].seq, 100);
     expect([...orphans, ...rest].map((e) => e.seq)).toEqual(all.filter((e) => e.origin !== 'a').map((e) => e.seq));
-    await b.heartbeat(60_000);
+    await cl(b).beats.heartbeat(60_000);
     expect(await a.orphanSpanLog([4, 7], 0, 100)).toEqual([]);
     // b restarted under the same name (a new life, alive): the entries of its earlier life are orphans again.
     const b2 = await open(url, 'b');
-    await b2.heartbeat(60_000);
+    await cl(b2).beats.heartbeat(60_000);
     expect((await a.orphanSpanLog([4, 7], 0, 100)).map((e) => e.seq)).toEqual(all.filter((e) => e.origin !== 'a').map((e) => e.seq));
     // ... and so are a's own of an earlier life, for the new life (this process's are never its own orphans).
     const a2 = await open(url, 'a');
-    await a2.heartbeat(60_000);
+    await cl(a2).beats.heartbeat(60_000);
     expect((await a2.orphanSpanLog([4, 7], 0, 100)).map((e) => e.seq)).toEqual(all.map((e) => e.seq));
     // The page form (the coordinator's): the same entries, with the span log's head and the live processes of the same
     // snapshot; `live` changes when a process stops being live.
@@ -747,7 +756,7 @@ describe('PgStore: span log', () => {
     // Deleting replayed entries is an owner's write: fenced by the partition's lease.
     expect(await a.deleteSpanLog([all[0].seq])).toBe(0);
     expect(a.fencedWrites).toBe(1);
-    await a.claimLeases(8, 60_000);
+    await cl(a).leases.claimLeases(8, 60_000);
     expect(await a.deleteSpanLog([all[0].seq])).toBe(1);
     expect((await a.spanLog([4, 7])).map((e) => e.origin)).toEqual(['b', 'b']);
 
@@ -773,34 +782,34 @@ describe('PgStore: leases and liveness', () => {
     const a = await open(url, 'a', { partitions: 8 });
     const b = await open(url, 'b', { partitions: 8 });
     const ttl = 1_000;
-    expect(await a.claimLeases(8, ttl)).toEqual(ALL);
-    expect(await b.claimLeases(8, ttl)).toEqual([]);
+    expect(await cl(a).leases.claimLeases(8, ttl)).toEqual(ALL);
+    expect(await cl(b).leases.claimLeases(8, ttl)).toEqual([]);
     // While A renews (past its first ttl), B gets nothing.
     for (let i = 0; i < 6; i++) {
       await new Promise((r) => setTimeout(r, 250));
-      expect(await a.renewLeases(ttl)).toEqual(ALL);
-      expect(await b.claimLeases(8, ttl)).toEqual([]);
+      expect(await cl(a).leases.renewLeases(ttl)).toEqual(ALL);
+      expect(await cl(b).leases.claimLeases(8, ttl)).toEqual([]);
     }
-    const table = await a.leaseTable();
+    const table = await cl(a).leases.leaseTable();
     expect(table.map((l) => l.owner)).toEqual(ALL.map(() => 'a'));
     expect(table.every((l) => l.expiresInMs > 0 && l.expiresInMs <= ttl)).toBe(true);
 
     // A stops renewing: after the ttl, B claims everything; A's late renewal finds nothing left.
     const claimed = new Set<number>();
     await until('B claims all partitions', async () => {
-      for (const p of await b.claimLeases(8, 60_000)) claimed.add(p);
+      for (const p of await cl(b).leases.claimLeases(8, 60_000)) claimed.add(p);
       return claimed.size === 8;
     });
     expect([...claimed].sort((x, y) => x - y)).toEqual(ALL);
-    expect(await a.renewLeases(ttl)).toEqual([]);
-    expect(await b.renewLeases(60_000)).toEqual(ALL);
+    expect(await cl(a).leases.renewLeases(ttl)).toEqual([]);
+    expect(await cl(b).leases.renewLeases(60_000)).toEqual(ALL);
 
     // A release is taken over at once.
-    await b.releaseLeases([0, 1, 2, 3]);
-    await a.releaseLeases([4, 5]); // not A's: nothing happens
-    expect(await a.claimLeases(8, 60_000)).toEqual([0, 1, 2, 3]);
-    expect((await a.leaseTable()).map((l) => l.owner)).toEqual(['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']);
-    expect(await a.claimLeases(0, 60_000)).toEqual([]);
+    await cl(b).leases.releaseLeases([0, 1, 2, 3]);
+    await cl(a).leases.releaseLeases([4, 5]); // not A's: nothing happens
+    expect(await cl(a).leases.claimLeases(8, 60_000)).toEqual([0, 1, 2, 3]);
+    expect((await cl(a).leases.leaseTable()).map((l) => l.owner)).toEqual(['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']);
+    expect(await cl(a).leases.claimLeases(0, 60_000)).toEqual([]);
   });
 
   it('fences owner writes by lease: a stale owner (lease expired and claimed, or claimed again at a newer epoch) writes nothing', async () => {
@@ -809,12 +818,12 @@ describe('PgStore: leases and liveness', () => {
     const b = await open(url, 'b', { partitions: 8 });
     const run = runIn(5, 8);
     await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run }), 'tok', 1_000)]);
-    expect(await a.claimLeases(8, 400)).toEqual(ALL);
+    expect(await cl(a).leases.claimLeases(8, 400)).toEqual(ALL);
     expect(await a.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(0);
     const verdictOf = async () => (await a.getRun(run))?.verdict;
     expect(await verdictOf()).toBe('working');
     // A's lease expires (it was paused) and B claims the partitions: A's writes are refused by the database.
-    await until('B claims every partition', async () => (await b.claimLeases(8, 60_000)).length > 0 && (await b.leaseTable()).every((l) => l.owner === 'b'));
+    await until('B claims every partition', async () => (await cl(b).leases.claimLeases(8, 60_000)).length > 0 && (await cl(b).leases.leaseTable()).every((l) => l.owner === 'b'));
     expect(await a.setVerdictStates([{ run, verdict: 'incomplete', settled: true, updatedAt: 3_000 }])).toBe(1);
     expect(await a.prune(0, 10_000, ALL)).toBe(0);
     expect(await verdictOf()).toBe('working');
@@ -822,9 +831,9 @@ describe('PgStore: leases and liveness', () => {
     expect(await verdictOf()).toBe('healthy');
     // Merely holding the lease under the same name is not enough: the epoch must be the one claimed. A second process
     // named 'a' claims partition 5 after B releases it; the first still knows the older epoch and is refused.
-    await b.releaseLeases([5]);
+    await cl(b).leases.releaseLeases([5]);
     const a2 = await open(url, 'a', { partitions: 8 });
-    expect(await a2.claimLeases(1, 60_000)).toEqual([5]);
+    expect(await cl(a2).leases.claimLeases(1, 60_000)).toEqual([5]);
     expect(await a.setVerdictStates([{ run, verdict: 'incomplete', settled: true, updatedAt: 4_000 }])).toBe(1);
     expect(await a2.setVerdictStates([{ run, verdict: 'forbidden_edge', settled: true, updatedAt: 4_000 }])).toBe(0);
     expect(await verdictOf()).toBe('forbidden_edge');
@@ -836,8 +845,8 @@ describe('PgStore: leases and liveness', () => {
     const url = await freshDb();
     const a = await open(url, 'a', { partitions: 8 });
     const b = await open(url, 'b', { partitions: 8 });
-    expect(await a.claimLeases(3, 60_000)).toEqual([0, 1, 2]);
-    const [fromA, fromB] = await Promise.all([a.claimLeases(4, 60_000), b.claimLeases(4, 60_000)]);
+    expect(await cl(a).leases.claimLeases(3, 60_000)).toEqual([0, 1, 2]);
+    const [fromA, fromB] = await Promise.all([cl(a).leases.claimLeases(4, 60_000), cl(b).leases.claimLeases(4, 60_000)]);
     expect(fromA.length + fromB.length).toBe(5);
     expect(new Set([...fromA, ...fromB]).size).toBe(5);
     expect(fromA.concat(fromB).every((p) => p >= 3)).toBe(true);
@@ -848,43 +857,43 @@ describe('PgStore: leases and liveness', () => {
     const a = await open(url, 'a', { partitions: 8 });
     const b = await PgStore.open(url, { instance: 'b' });
     const c = await open(url, 'c');
-    expect(await a.heartbeat(60_000)).toEqual({ liveInstances: 1 });
-    expect(await b.heartbeat(60_000)).toEqual({ liveInstances: 2 });
-    expect(await a.heartbeat(60_000)).toEqual({ liveInstances: 2 });
+    expect(await cl(a).beats.heartbeat(60_000)).toEqual({ liveInstances: 1 });
+    expect(await cl(b).beats.heartbeat(60_000)).toEqual({ liveInstances: 2 });
+    expect(await cl(a).beats.heartbeat(60_000)).toEqual({ liveInstances: 2 });
     // C's heartbeat lapses after its short ttl.
-    expect(await c.heartbeat(300)).toEqual({ liveInstances: 3 });
-    await until('C expires', async () => (await a.heartbeat(60_000)).liveInstances === 2);
-    expect(await b.claimLeases(8, 60_000)).toEqual(ALL);
+    expect(await cl(c).beats.heartbeat(300)).toEqual({ liveInstances: 3 });
+    await until('C expires', async () => (await cl(a).beats.heartbeat(60_000)).liveInstances === 2);
+    expect(await cl(b).leases.claimLeases(8, 60_000)).toEqual(ALL);
     await b.close();
-    expect(await a.heartbeat(60_000)).toEqual({ liveInstances: 1 });
-    expect(await a.claimLeases(8, 60_000)).toEqual(ALL);
+    expect(await cl(a).beats.heartbeat(60_000)).toEqual({ liveInstances: 1 });
+    expect(await cl(a).leases.claimLeases(8, 60_000)).toEqual(ALL);
   });
 
   it('beat: heartbeat, renewal (the fence follows it) and the partitions of instances at their live limit in one statement, as the three apart', async () => {
     const url = await freshDb();
     const a = await open(url, 'a', { partitions: 8 });
     const b = await open(url, 'b', { partitions: 8 });
-    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 1, held: [], fullParts: [], dbNow: expect.any(Number) });
-    expect(await a.claimLeases(3, 60_000)).toEqual([0, 1, 2]);
-    expect(await b.claimLeases(2, 60_000)).toEqual([3, 4]);
+    expect(await cl(a).beats.beat(60_000, false)).toEqual({ liveInstances: 1, held: [], fullParts: [], dbNow: expect.any(Number) });
+    expect(await cl(a).leases.claimLeases(3, 60_000)).toEqual([0, 1, 2]);
+    expect(await cl(b).leases.claimLeases(2, 60_000)).toEqual([3, 4]);
     // B says it is at its live limit: A sees B's partitions as full; B does not count its own.
-    expect(await b.beat(60_000, true)).toEqual({ liveInstances: 2, held: [3, 4], fullParts: [], dbNow: expect.any(Number) });
-    expect(await a.beat(60_000, false)).toEqual({ liveInstances: 2, held: [0, 1, 2], fullParts: [3, 4], dbNow: expect.any(Number) });
-    expect(await a.fullPartitions()).toEqual([3, 4]);
-    expect((await a.leaseTable()).filter((l) => l.owner === 'a').every((l) => l.expiresInMs > 30_000)).toBe(true);
+    expect(await cl(b).beats.beat(60_000, true)).toEqual({ liveInstances: 2, held: [3, 4], fullParts: [], dbNow: expect.any(Number) });
+    expect(await cl(a).beats.beat(60_000, false)).toEqual({ liveInstances: 2, held: [0, 1, 2], fullParts: [3, 4], dbNow: expect.any(Number) });
+    expect(await cl(a).leases.fullPartitions()).toEqual([3, 4]);
+    expect((await cl(a).leases.leaseTable()).filter((l) => l.owner === 'a').every((l) => l.expiresInMs > 30_000)).toBe(true);
     // The fence follows the renewal: a lease lost (released, claimed by B at a newer epoch) is no longer A's to write.
     const run = runIn(1, 8);
     await a.append([delivery(edge('e1', 0, 'a -> b : delegate', { run }), 'tok', 1_000)]);
-    await a.releaseLeases([1]);
-    expect(await b.claimLeases(1, 60_000)).toEqual([1]);
-    expect((await a.beat(60_000, false)).held).toEqual([0, 2]);
+    await cl(a).leases.releaseLeases([1]);
+    expect(await cl(b).leases.claimLeases(1, 60_000)).toEqual([1]);
+    expect((await cl(a).beats.beat(60_000, false)).held).toEqual([0, 2]);
     expect(await a.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(1);
     expect(await b.setVerdictStates([{ run, verdict: 'working', settled: false, updatedAt: 2_000 }])).toBe(0);
     // An expired lease is not renewed by a beat (as renewLeases).
-    expect(await b.beat(60_000, false)).toEqual({ liveInstances: 2, held: [1, 3, 4], fullParts: [], dbNow: expect.any(Number) });
-    await b.renewLeases(1);
-    await until('B\'s leases expire', async () => (await b.leaseTable()).filter((l) => l.owner === 'b').every((l) => l.expiresInMs <= 0));
-    expect((await b.beat(60_000, false)).held).toEqual([]);
+    expect(await cl(b).beats.beat(60_000, false)).toEqual({ liveInstances: 2, held: [1, 3, 4], fullParts: [], dbNow: expect.any(Number) });
+    await cl(b).leases.renewLeases(1);
+    await until('B\'s leases expire', async () => (await cl(b).leases.leaseTable()).filter((l) => l.owner === 'b').every((l) => l.expiresInMs <= 0));
+    expect((await cl(b).beats.beat(60_000, false)).held).toEqual([]);
     expect(await b.setVerdictStates([{ run, verdict: 'healthy', settled: true, updatedAt: 3_000 }])).toBe(1);
   });
 });

@@ -15,6 +15,7 @@ import { PgStore, ReceiptStore, type AppendPin, type StoredReceipt } from '../sr
 import type { StoragePort } from '../src/store/port.js';
 import { SqlitePort } from '../src/store/sqlite/port.js';
 import { PgPort } from '../src/store/pg/port.js';
+import { Coordination } from '../src/cluster/coordination.js';
 import { startPgCluster, type PgCluster } from './helpers/pg-cluster.js';
 import { edge, end, registryOf, start, tinyContract } from './helpers/receipts.js';
 
@@ -36,7 +37,7 @@ const PARTITIONS = 4;
 /** A PostgreSQL store that holds the leases of every partition (a cluster of one instance). */
 async function pgBackend(url: string): Promise<Backend> {
   const s = await PgStore.open(url, { instance: 'conformance', partitions: PARTITIONS });
-  const parts = await s.claimLeases(PARTITIONS, 600_000);
+  const parts = await new Coordination(s).leases.claimLeases(PARTITIONS, 600_000);
   return new PgPort(s, () => parts);
 }
 

@@ -13,11 +13,13 @@ import { createAlertmanagerMetrics, createAuditMetrics, ingestSummary, type Audi
 import { Alerting, type AlertingConfig, type SilenceView } from '../alerting/index.js';
 import { ReceiptStore } from '../store/index.js';
 import type { AckRecord } from '../core/types.js';
-import { PgStore, TrustMismatchError } from '../store/pg-store.js';
+import { PgStore } from '../store/pg-store.js';
 import type { Acks } from '../store/port.js';
 import { SqlitePort } from '../store/sqlite/port.js';
 import { PgPort } from '../store/pg/port.js';
 import { ClusterCoordinator } from '../cluster/coordinator.js';
+import { Coordination } from '../cluster/coordination.js';
+import { TrustMismatchError } from '../cluster/heartbeat.js';
 import { ClusterEngineStore } from '../cluster/engine-store.js';
 import { SharedStoreRuns } from '../cluster/remote.js';
 import { lockDataDir } from '../store/lock.js';
@@ -142,7 +144,7 @@ export async function startServer(registry: ContractRegistry, cfg: ServeConfig):
 
 /**
  * The digest of an instance's ingest trust (--ingest-tokens: each token's SHA-256, its source name, the agents it is
- * bound to), order-free; instances of one cluster must agree on it (PgStore.joinTrust). No token leaves in clear.
+ * bound to), order-free; instances of one cluster must agree on it (PgHeartbeat.joinTrust). No token leaves in clear.
  */
 function ingestTrustDigest(entries: readonly TokenEntry[] | undefined): string {
   if (!entries) return 'unauthenticated';
@@ -171,12 +173,15 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
     instance: cfg.instance ?? defaultInstanceName(),
     partitions: cfg.partitions,
     onCommit: (seconds, n) => metrics.storeCommit(seconds, n),
+  });
+  cleanup.push(() => pg.close());
+  // The cluster's leases, heartbeat, fence and tail beside the store (src/cluster/coordination.ts).
+  const coordination = new Coordination(pg, {
     // A heartbeat answers well within the lease, or it failed (the instance is not ready until one lands again).
     beatTimeoutMs: Math.min(3_000, Math.floor((cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs) / 3)),
   });
-  cleanup.push(() => pg.close());
   try {
-    await pg.joinTrust(ingestTrustDigest(cfg.ingestTokens), cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs);
+    await coordination.beats.joinTrust(ingestTrustDigest(cfg.ingestTokens), cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs);
   } catch (e) {
     if (e instanceof TrustMismatchError) cfg.log('cluster_refused', { instance: pg.instance, reason: e.message });
     throw e;
@@ -186,7 +191,7 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
   const wall = cfg.wallClock ?? Date.now;
   const clock = () => Math.round(wall() + (cluster?.clockOffsetMs() ?? 0));
   const shared = new ClusterEngineStore(pg, () => cluster?.ownedParts() ?? [], cfg.log);
-  cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock, wall });
+  cluster = new ClusterCoordinator(pg, shared, { leaseTtlMs: cfg.leaseTtlMs ?? DEFAULTS.leaseTtlMs, spanRouting: cfg.spanRouting }, { log: cfg.log, clock, wall }, coordination);
   return {
     store: { healthy: () => pg.healthy(), sync: async () => { await shared.sync(); await pg.sync(); }, close: () => pg.close() },
     engineStore: shared,

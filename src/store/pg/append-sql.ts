@@ -1,7 +1,5 @@
 /** The statement that writes a group of appends in the shared store (the fast path and the decided path). */
 
-/** An instance whose trust configuration differs from the live cluster's (PgStore.joinTrust). */
-
 /**
  * The one statement that stores a group's receipt rows ($1-$7: run, event, variant, body, source, received_at, part,
  * one typed array each, inserted in order, ON CONFLICT DO NOTHING), touches `runs` for the rows that went in (in run

@@ -1,8 +1,11 @@
 /**
- * Fencing (src/store/pg/): the leases this store holds, by partition, at their epochs. An owner's writes (verdict
- * states, pruning, deleting span records it replayed) carry these epochs and change only rows of partitions whose
- * lease is still this instance's, at that epoch and unexpired, checked by the database in the writing statement
- * (FENCE_CTE) with the lease rows share-locked: an instance paused past its lease writes nothing there.
+ * The fence check inside the shared store's owner writes (verdict states, the retention prune, deleting span records
+ * an owner replayed): the hook the cluster gives the store. The leases and their epochs are the cluster's
+ * (src/cluster/fence.ts, src/cluster/leases.ts); the store only asks the fence it was given which leases it holds,
+ * at which epochs, and writes only rows of partitions whose lease is still this instance's, at that epoch and
+ * unexpired, checked by the database in the writing statement (FENCE_CTE) with the lease rows share-locked: an
+ * instance paused past its lease writes nothing there. A store given no fence holds no lease: every owner write is
+ * refused.
  */
 
 /**
@@ -14,68 +17,13 @@ export const FENCE_CTE = `mine AS (
   WHERE l.owner = $1 AND l.expires_at > now() FOR SHARE OF l
 )`;
 
-export class Fence {
-  private readonly epochs = new Map<number, number>();
-  /**
-   * When each partition's fence was last set by a claim or cleared by a release (a count of such moves): a renewal
-   * sent before that (it may run beside a claim or a release: the coordinator renews beside its steps) leaves it be.
-   */
-  private moveCount = 0;
-  private readonly movedAt = new Map<number, number>();
-  /** Owner writes (rows) the database refused since open because this instance no longer held the lease. */
-  refused = 0;
-
-  /** Claims and releases so far: a renewal notes it when sent (renewedAsOf). */
-  get moves(): number {
-    return this.moveCount;
-  }
-
+/** The leases an owner's writes are checked against (src/cluster/fence.ts keeps them as the leases move). */
+export interface OwnerFence {
   /** The leases held (partition -> epoch) as two arrays for FENCE_CTE. */
-  arrays(): [number[], number[]] {
-    const parts = [...this.epochs.keys()];
-    return [parts, parts.map((p) => this.epochs.get(p) ?? 0)];
-  }
-
+  arrays(): [number[], number[]];
   /** The partitions held. */
-  parts(): number[] {
-    return [...this.epochs.keys()];
-  }
-
-  /** Holds `part` at `epoch` (a renewal). */
-  hold(part: number, epoch: number): void {
-    this.epochs.set(part, epoch);
-  }
-
-  /** Holds `part` at `epoch`, newly claimed: a moved partition. */
-  claim(part: number, epoch: number): void {
-    this.epochs.set(part, epoch);
-    this.movedAt.set(part, ++this.moveCount);
-  }
-
-  /**
-   * A renewal sent when `moves` was `movesSent` came back holding `held` (partition -> epoch): the fence follows it,
-   * but for partitions claimed or released after it was sent.
-   */
-  renewedAsOf(movesSent: number, held: ReadonlyMap<number, number>): void {
-    const settled = (p: number) => (this.movedAt.get(p) ?? 0) <= movesSent;
-    for (const [part, epoch] of held) if (settled(part)) this.epochs.set(part, epoch);
-    for (const p of [...this.epochs.keys()]) if (!held.has(p) && settled(p)) this.epochs.delete(p);
-  }
-
-  /** After a renewal: the partitions not renewed are no longer held. */
-  keepOnly(held: ReadonlySet<number>): void {
-    for (const p of [...this.epochs.keys()]) if (!held.has(p)) this.epochs.delete(p);
-  }
-
-  /** Stops writing as the owner of `parts` (released, or lapsed locally): a move. */
-  drop(parts: readonly number[]): void {
-    for (const p of parts) {
-      this.epochs.delete(p);
-      this.movedAt.set(p, ++this.moveCount);
-    }
-  }
-
-  clear(): void {
-    this.epochs.clear();
-  }
+  parts(): number[];
 }
+
+/** The fence of a store no cluster gave one: no lease held. */
+export const NO_LEASES: OwnerFence = { arrays: () => [[], []], parts: () => [] };

@@ -7,32 +7,31 @@
  * A facade over its parts, one per job, sharing one pool, the fence and the health (PgShared, shared.ts):
  *   group-commit.ts  appends committed in groups under the ordering lock (append-sql.ts the statement, decide.ts the
  *                    decided path for redeliveries and conflicts)
- *   run-reads.ts     the tail, a run's receipts and rows, the run lists
+ *   run-reads.ts     a run's receipts and rows, the run lists
  *   pins.ts          pins and contract content
  *   run-rows.ts      verdict states (fenced), acknowledgements, the retention prune (fenced, under the ordering lock)
  *   span-log.ts      the span log: adoption, forwarding, fenced deletes, the prune
- *   heartbeat.ts     liveness, trust, the coordinator's renewal step on a connection of its own
- *   leases.ts        leases by partition; fence.ts the epochs every owner write is checked against
+ *   fence.ts         the fence check in the owner writes: the hook a cluster gives the store (fenceWith)
  * port.ts puts it behind the storage port (src/store/port.ts).
  *
- * Leases: one row per hash partition of run ids (partition.ts); an owner renews before `expires_at` (database clock
- * `now()`); an expired lease is lost and any instance may claim it. Every claim raises the lease's `epoch`. Fencing:
- * an owner's writes carry the epochs this store holds and change only rows of partitions whose lease is still this
- * instance's, at that epoch and unexpired, checked by the database in the writing statement.
+ * A store, not a cluster: the leases, the heartbeat, the fence's epochs and the tail an owner folds are the cluster's
+ * (src/cluster/: leases.ts, heartbeat.ts, fence.ts, tail.ts), which run their statements on this store's pool and
+ * tell it what it needs of them: the fence its owner writes are checked against (fenceWith), and a heartbeat's outcome
+ * (heartbeatLanded, heartbeatFailed, beatOverdue, replacePool), which readiness and the appends follow. Fencing: an
+ * owner's writes carry the epochs of the fence given and change only rows of partitions whose lease is still this
+ * instance's, at that epoch and unexpired, checked by the database in the writing statement (fence.ts).
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { AckRecord, Pin, Receipt, Verdict } from '../../core/types.js';
-import type { AppendPin, AppendResult, LiveRun, PinRecord, SpanLogEntry, StoredReceipt } from '../types.js';
+import { StoreCommitError, type AppendPin, type AppendResult, type LiveRun, type PinRecord, type SpanLogEntry, type StoredReceipt } from '../types.js';
 import { DEFAULT_PARTITIONS, migrate } from './schema.js';
 import type { Slicer } from '../span-log-prune.js';
-import { Fence } from './fence.js';
+import { NO_LEASES, type OwnerFence } from './fence.js';
 import { PgGroupCommit } from './group-commit.js';
-import { PgHeartbeat } from './heartbeat.js';
-import { PgLeases } from './leases.js';
 import { partitionOf } from './partition.js';
 import { PgPins } from './pins.js';
-import type { AckSince, LeaseRow, ListedRun, TailedReceipt } from './rows.js';
+import type { AckSince, ListedRun } from './rows.js';
 import { PgRunReads } from './run-reads.js';
 import { PgRunRows, type VerdictWriteObserver } from './run-rows.js';
 import { newPool, noop, type PgShared, type PgStoreOptions } from './shared.js';
@@ -45,8 +44,7 @@ export class PgStore {
   private readonly pins: PgPins;
   private readonly rows: PgRunRows;
   private readonly log: PgSpanLog;
-  private readonly beats: PgHeartbeat;
-  private readonly leases: PgLeases;
+  private readonly closeWork: (() => Promise<void>)[] = [];
 
   private constructor(pool: pg.Pool, url: string, partitions: number, opts: PgStoreOptions) {
     this.s = {
@@ -56,7 +54,8 @@ export class PgStore {
       instance: opts.instance,
       life: randomUUID(),
       partitions,
-      fence: new Fence(),
+      fence: NO_LEASES,
+      fencedWrites: 0,
       health: { ok: true, beatDown: false },
       closing: null,
       partitionOf: (key) => partitionOf(key, partitions),
@@ -66,8 +65,6 @@ export class PgStore {
     this.pins = new PgPins(this.s);
     this.rows = new PgRunRows(this.s);
     this.log = new PgSpanLog(this.s);
-    this.beats = new PgHeartbeat(this.s, (error) => this.commits.rejectQueued(error));
-    this.leases = new PgLeases(this.s);
   }
 
   /** Connects, creates or migrates the schema (docs/postgres.md) and returns the store. */
@@ -146,14 +143,72 @@ export class PgStore {
     return this.commits.commitStats();
   }
 
-  /** Stops writing as the owner of `parts` (the coordinator dropped them: lapsed locally, or released). */
-  unfence(parts: readonly number[]): void {
-    this.s.fence.drop(parts);
-  }
-
   /** Owner writes (rows) the database refused since open because this instance no longer held the lease (fencing). */
   get fencedWrites(): number {
-    return this.s.fence.refused;
+    return this.s.fencedWrites;
+  }
+
+  // What a cluster (src/cluster/) gives the store and tells it
+  /** The leases owner writes are checked against from now on (the cluster's fence: src/cluster/fence.ts). */
+  fenceWith(fence: OwnerFence): void {
+    this.s.fence = fence;
+  }
+
+  /**
+   * The pool the store's statements run on, and the cluster's coordination statements beside them (leases, the tail);
+   * replaced by replacePool, so read it for every statement.
+   */
+  get pool(): pg.Pool {
+    return this.s.pool;
+  }
+
+  /** A connection of its own to this store's database (the cluster's heartbeat: it never waits for a pool slot). */
+  openClient(config: Omit<pg.ClientConfig, 'connectionString'>): pg.Client {
+    return new pg.Client({ ...config, connectionString: this.s.url });
+  }
+
+  /**
+   * Swaps the pool for a new one (a heartbeat got no answer: every connection of the pool may be dead without a
+   * reset); the old one closes once its connections are released (by answer or deadline). False once closing.
+   */
+  replacePool(): boolean {
+    if (this.s.closing !== null) return false;
+    const old = this.s.pool;
+    this.s.pool = newPool(this.s.url, this.s.opts);
+    old.end().catch(noop);
+    return true;
+  }
+
+  /** A heartbeat committed: the store can commit again (readiness follows the store with no traffic too, issue 32). */
+  heartbeatLanded(): void {
+    this.s.health.ok = true;
+  }
+
+  /** A heartbeat failed: not healthy until a commit or a heartbeat lands. */
+  heartbeatFailed(): void {
+    this.s.health.ok = false;
+  }
+
+  /** A renewal (the cluster's `beat`) landed: healthy, and appends are taken again. */
+  beatLanded(): void {
+    this.s.health.ok = true;
+    this.s.health.beatDown = false;
+  }
+
+  /**
+   * The cluster's renewal failed or is overdue (a hung statement ahead of it): not ready, the appends waiting for a
+   * commit refused now (nothing was acknowledged) and new ones at once, until a renewal lands (beatLanded).
+   */
+  beatOverdue(): void {
+    if (this.s.health.beatDown) return;
+    this.s.health.ok = false;
+    this.s.health.beatDown = true;
+    this.commits.rejectQueued(new StoreCommitError(new Error('the database did not answer the heartbeat in time')));
+  }
+
+  /** The last renewal failed or is overdue (beatOverdue), and none landed since. */
+  get beatDown(): boolean {
+    return this.s.health.beatDown;
   }
 
   // The group commit (group-commit.ts)
@@ -166,18 +221,6 @@ export class PgStore {
   }
 
   // Reads (run-reads.ts)
-  tail(afterSeq: number, limit: number, parts?: readonly number[], excludeOrigin?: string): Promise<TailedReceipt[]> {
-    return this.reads.tail(afterSeq, limit, parts, excludeOrigin);
-  }
-
-  tailWithAcks(...args: Parameters<PgRunReads['tailWithAcks']>): Promise<{ receipts: TailedReceipt[]; acks: AckSince[]; head: number }> {
-    return this.reads.tailWithAcks(...args);
-  }
-
-  headSeq(): Promise<number> {
-    return this.reads.headSeq();
-  }
-
   runReceipts(run: string): Promise<Receipt[]> {
     return this.reads.runReceipts(run);
   }
@@ -289,55 +332,10 @@ export class PgStore {
     return this.log.pruneSpanLog(before, stillPending, origin, slicer);
   }
 
-  // Heartbeat and trust (heartbeat.ts)
-  heartbeat(ttlMs: number, full = false): Promise<{ liveInstances: number }> {
-    return this.beats.heartbeat(ttlMs, full);
-  }
-
-  joinTrust(digest: string, ttlMs: number): Promise<void> {
-    return this.beats.joinTrust(digest, ttlMs);
-  }
-
-  beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[]; dbNow: number }> {
-    return this.beats.beat(ttlMs, full);
-  }
-
-  beatStats(): { down: boolean; poolsReplaced: number } {
-    return this.beats.beatStats();
-  }
-
-  beatOverdue(): void {
-    this.beats.beatOverdue();
-  }
-
-  // Leases (leases.ts)
-  fullPartitions(): Promise<number[]> {
-    return this.leases.fullPartitions();
-  }
-
-  liveInstances(): Promise<string[]> {
-    return this.leases.liveInstances();
-  }
-
-  renewLeases(ttlMs: number): Promise<number[]> {
-    return this.leases.renewLeases(ttlMs);
-  }
-
-  claimLeases(max: number, ttlMs: number): Promise<number[]> {
-    return this.leases.claimLeases(max, ttlMs);
-  }
-
-  releaseLeases(parts: readonly number[]): Promise<void> {
-    return this.leases.releaseLeases(parts);
-  }
-
-  leaseTable(): Promise<LeaseRow[]> {
-    return this.leases.leaseTable();
-  }
-
   /**
-   * Commits what is queued, gives up this instance's leases and liveness (so others take over at once), and closes
-   * the pool. Appends after close are rejected.
+   * Commits what is queued, runs the work given to beforeClose (a cluster leaves: gives up this instance's leases and
+   * liveness, so others take over at once: src/cluster/coordination.ts), and closes the pool. Appends after close are
+   * rejected.
    */
   close(): Promise<void> {
     if (this.s.closing === null) this.s.closing = this.shutdown();
@@ -345,15 +343,13 @@ export class PgStore {
   }
 
   private async shutdown(): Promise<void> {
-    this.beats.dropBeatConnection();
     await this.commits.sync().catch(noop);
-    try {
-      this.s.fence.clear();
-      await this.s.pool.query('UPDATE leases SET owner = NULL, expires_at = now() WHERE owner = $1', [this.s.instance]);
-      await this.s.pool.query('UPDATE instances SET expires_at = now() WHERE id = $1', [this.s.instance]);
-    } catch {
-      // The database is gone: the leases expire by themselves.
-    }
+    for (const work of this.closeWork.splice(0)) await work().catch(noop);
     await this.s.pool.end().catch(noop);
+  }
+
+  /** Work to do on this store's pool when it closes, after the last commit and before the pool ends. */
+  beforeClose(work: () => Promise<void>): void {
+    this.closeWork.push(work);
   }
 }

@@ -4,15 +4,6 @@ import { StoreRowError, type LiveRun } from '../types.js';
 
 export type Row = Record<string, unknown>;
 
-export interface TailedReceipt {
-  seq: number;
-  receipt: Receipt;
-  variant: number;
-  source: string;
-  origin: string;
-  receivedAt: number;
-}
-
 /** An acknowledgement as acksSince reads it. */
 export interface AckSince {
   seq: number;
@@ -33,27 +24,8 @@ export interface ListedRun {
   listed: string | null;
 }
 
-export interface LeaseRow {
-  part: number;
-  owner: string | null;
-  /** Milliseconds until the lease expires (negative: expired), by the database clock. */
-  expiresInMs: number;
-}
-
 /** A span_log row as the span-log readers return it. */
 export const spanLogEntry = (r: Row): { seq: number; traceId: string; origin: string; body: string } => ({ seq: Number(r.seq), traceId: r.trace_id as string, origin: r.origin as string, body: r.body as string });
-
-/** A tailed receipt row (seq, run, event, variant, body, source, origin, received_at) as the tail answers it. */
-export function tailedReceiptOf(row: Row): TailedReceipt {
-  return {
-    seq: Number(row.seq),
-    receipt: parseBody(row.body as string, 'receipts', `seq ${String(row.seq)} (run ${JSON.stringify(row.run)}, event ${JSON.stringify(row.event)})`),
-    variant: row.variant as number,
-    source: row.source as string,
-    origin: row.origin as string,
-    receivedAt: Number(row.received_at),
-  };
-}
 
 export function parseBody(body: string, table: string, row: string): Receipt {
   try {

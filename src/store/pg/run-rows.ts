@@ -62,7 +62,7 @@ export class PgRunRows {
     const written = new Set<string>(res.rows.map((r: Row) => r.run as string));
     this.onVerdictWrite?.landed(token, written);
     const refused = runs.length - written.size;
-    this.s.fence.refused += refused;
+    this.s.fencedWrites += refused;
     return refused;
   }
 

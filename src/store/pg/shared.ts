@@ -1,11 +1,11 @@
 /**
- * What the parts of one PostgreSQL store share (src/store/pg/): the pool (replaced by the heartbeat after an outage
- * with no answer), this instance and its life, the partitions, the fence, health and closing; and the pool's making,
+ * What the parts of one PostgreSQL store share (src/store/pg/): the pool (replaced after a cluster's heartbeat got no
+ * answer), this instance and its life, the partitions, the fence, health and closing; and the pool's making,
  * with every statement's deadline, and the transaction helper.
  */
 import pg from 'pg';
 import type { PoolClient } from 'pg';
-import type { Fence } from './fence.js';
+import type { OwnerFence } from './fence.js';
 
 export interface PgStoreOptions {
   /** This server instance's id: recorded as `origin` of its rows and as lease owner. */
@@ -33,8 +33,6 @@ export interface PgStoreOptions {
    * dropped from the pool and replaced). Default 30,000 ms.
    */
   statementTimeoutMs?: number;
-  /** The deadline of a heartbeat (`beat`, on its own connection): past it the beat failed. Default 3,000 ms. */
-  beatTimeoutMs?: number;
 }
 
 /** How long after its statement_timeout the client gives up on an answer (the socket hangs: no answer, no reset). */
@@ -85,7 +83,7 @@ export function destroyClient(client: pg.Client): void {
 
 /** The state the parts of one store share. */
 export interface PgShared {
-  /** The pool of every statement but the heartbeat's: replaced after a heartbeat got no answer (PgHeartbeat). */
+  /** The pool of every statement but the heartbeat's: replaced after a heartbeat got no answer (PgStore.replacePool). */
   pool: pg.Pool;
   readonly url: string;
   readonly opts: PgStoreOptions;
@@ -94,8 +92,10 @@ export interface PgShared {
   /** This process's life (one per open): span records it holds are its own; records of earlier lives are adopted. */
   readonly life: string;
   readonly partitions: number;
-  /** The leases this store holds, by partition, at their epochs: what every owner write is checked against. */
-  readonly fence: Fence;
+  /** The leases this store holds, by partition, at their epochs: what every owner write is checked against (fence.ts). */
+  fence: OwnerFence;
+  /** Owner writes (rows) the database refused since open because this instance no longer held the lease. */
+  fencedWrites: number;
   /**
    * `ok`: false after a failed commit or heartbeat, until one lands. `beatDown`: the last heartbeat failed or did not
    * answer in time: appends are refused at once (nothing acknowledged) and readiness says so, until a beat lands.

@@ -94,7 +94,7 @@ export class PgSpanLog {
       [this.s.instance, parts, epochs, [...seqs]],
     );
     const n = res.rowCount ?? 0;
-    this.s.fence.refused += seqs.length - n;
+    this.s.fencedWrites += seqs.length - n;
     return n;
   }
 

@@ -1,17 +1,17 @@
 /**
- * The shared store's heartbeat: this instance alive (by the database clock), the trust configuration it joins with,
- * and the coordinator's renewal step (heartbeat, lease renewal and the full partitions in one statement) on a
- * connection of its own; a heartbeat with no answer replaces the pool and refuses appends until one lands. (To move
- * to src/cluster/ with leased ownership as a strategy, issue 48.)
+ * The cluster's heartbeat in the shared store (the `instances` table): this instance alive (by the database clock),
+ * the trust configuration it joins with, and the coordinator's renewal step (heartbeat, lease renewal and the full
+ * partitions in one statement) on a connection of its own. The store follows its outcome: a heartbeat with no answer
+ * replaces the store's pool and refuses appends until one lands (PgStore.beatOverdue, beatLanded).
  */
-import pg from 'pg';
-import { StoreCommitError } from '../types.js';
-import { MIGRATION_LOCK } from './schema.js';
-import type { Row } from './rows.js';
-import { KEEPALIVE_IDLE_MS, destroyClient, inTransaction, isReadTimeout, newPool, noop, type PgShared } from './shared.js';
+import type pg from 'pg';
+import { KEEPALIVE_IDLE_MS, MIGRATION_LOCK, destroyClient, inTransaction, isReadTimeout, type PgStore, type Row } from '../store/pg-store.js';
+import type { Fence } from './fence.js';
 
-/** An instance whose trust configuration differs from the live cluster's (PgStore.joinTrust). */
+/** An instance whose trust configuration differs from the live cluster's (PgHeartbeat.joinTrust). */
 export class TrustMismatchError extends Error {}
+
+const noop = (): void => {};
 
 /**
  * The heartbeat as CTEs (`up`, `forgotten`) of one statement: this instance ($1) alive for $2 ms by the database
@@ -33,9 +33,13 @@ export class PgHeartbeat {
   /** The heartbeat's own connection (never waits for a pool slot behind appends and reads); replaced after any failure. */
   private beatClient: pg.Client | null = null;
 
-  /** `rejectQueued`: refuses the appends waiting for a commit (the group commit's). */
-  constructor(private readonly s: PgShared, private readonly rejectQueued: (error: Error) => void) {
-    this.beatTimeoutMs = Math.max(100, s.opts.beatTimeoutMs ?? 3_000);
+  /** `beatTimeoutMs`: the deadline of a heartbeat (`beat`, on its own connection): past it the beat failed (default 3 s). */
+  constructor(
+    private readonly store: PgStore,
+    private readonly fence: Fence,
+    beatTimeoutMs = 3_000,
+  ) {
+    this.beatTimeoutMs = Math.max(100, beatTimeoutMs);
   }
 
   /**
@@ -45,19 +49,19 @@ export class PgHeartbeat {
   async heartbeat(ttlMs: number, full = false): Promise<{ liveInstances: number }> {
     let res;
     try {
-      res = await this.s.pool.query({
+      res = await this.store.pool.query({
       name: 'ta_heartbeat_v1',
       text: `WITH ${HEARTBEAT_CTE}
        SELECT 1 + (SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
-      values: [this.s.instance, Math.round(ttlMs), full, this.s.life],
+      values: [this.store.instance, Math.round(ttlMs), full, this.store.life],
       });
     } catch (e) {
-      this.s.health.ok = false; // readiness follows the store with no traffic too (issue 32)
+      this.store.heartbeatFailed(); // readiness follows the store with no traffic too (issue 32)
       throw e;
     }
     // The heartbeat is a committed write: the store can commit again (after a restart of PostgreSQL, say), even when
     // no export has come to prove it (a load balancer that waits for readiness sends none).
-    this.s.health.ok = true;
+    this.store.heartbeatLanded();
     return { liveInstances: Number(res.rows[0].live) };
   }
 
@@ -68,12 +72,12 @@ export class PgHeartbeat {
    * recorded (the first instance, or every one restarted with a new file once none of the old ones is alive).
    */
   async joinTrust(digest: string, ttlMs: number): Promise<void> {
-    await inTransaction(this.s.pool, async (client) => {
+    await inTransaction(this.store.pool, async (client) => {
       await client.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
       const res = await client.query(
         `SELECT (SELECT value FROM meta WHERE key = 'ingest_trust') AS digest,
            (SELECT string_agg(id, ', ' ORDER BY id) FROM instances WHERE expires_at > now() AND id <> $1) AS live`,
-        [this.s.instance],
+        [this.store.instance],
       );
       const recorded = (res.rows[0].digest as string | null) ?? null;
       const live = (res.rows[0].live as string | null) ?? null;
@@ -84,7 +88,7 @@ export class PgHeartbeat {
       await client.query(
         `INSERT INTO instances (id, seen_at, expires_at, at_limit, life) VALUES ($1, now(), now() + $2::bigint * interval '1 millisecond', false, $3)
          ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at, life = excluded.life`,
-        [this.s.instance, Math.round(ttlMs), this.s.life],
+        [this.store.instance, Math.round(ttlMs), this.store.life],
       );
     });
   }
@@ -96,7 +100,7 @@ export class PgHeartbeat {
    */
   async beat(ttlMs: number, full: boolean): Promise<{ liveInstances: number; held: number[]; fullParts: number[]; dbNow: number }> {
     let res;
-    const movesSent = this.s.fence.moves;
+    const movesSent = this.fence.moves;
     try {
       const client = await this.beatConnection();
       res = await client.query({
@@ -110,11 +114,11 @@ export class PgHeartbeat {
            (SELECT coalesce(json_agg(l.part ORDER BY l.part), '[]'::json) FROM leases l JOIN instances i ON i.id = l.owner
             WHERE i.at_limit AND i.expires_at > now() AND l.expires_at > now() AND l.owner <> $1) AS full_parts,
            (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS db_now`,
-        values: [this.s.instance, Math.round(ttlMs), full, this.s.life],
+        values: [this.store.instance, Math.round(ttlMs), full, this.store.life],
         query_timeout: this.beatTimeoutMs,
       } as pg.QueryConfig);
     } catch (e) {
-      this.s.health.ok = false; // readiness follows the store with no traffic too (issue 32)
+      this.store.heartbeatFailed(); // readiness follows the store with no traffic too (issue 32)
       this.dropBeatConnection();
       // No answer at all (not an error answer): the network may hold every connection of the pool dead without a
       // reset (a black hole, a half-open connection), where each would wait for its own deadline. New connections
@@ -125,31 +129,26 @@ export class PgHeartbeat {
         this.replacePool();
       }
       // Appends waiting for a commit behind a connection that may hang: refused now (nothing was acknowledged).
-      this.beatOverdue();
+      this.store.beatOverdue();
       throw e;
     }
-    this.s.health.ok = true;
-    this.s.health.beatDown = false;
+    this.store.beatLanded();
     this.poolReplacedInOutage = false;
     const row = res.rows[0] as Row;
     const held = new Map<number, number>();
     for (const [part, epoch] of row.held as [number, number | string][]) held.set(part, Number(epoch));
-    this.s.fence.renewedAsOf(movesSent, held);
+    this.fence.renewedAsOf(movesSent, held);
     return { liveInstances: Number(row.live), held: [...held.keys()].sort((a, b) => a - b), fullParts: row.full_parts as number[], dbNow: Number(row.db_now) };
   }
 
-  /** Swaps the pool for a new one; the old one closes once its connections are released (by answer or deadline). */
+  /** Swaps the store's pool for a new one; the old one closes once its connections are released (by answer or deadline). */
   private replacePool(): void {
-    if (this.s.closing !== null) return;
-    const old = this.s.pool;
-    this.s.pool = newPool(this.s.url, this.s.opts);
-    this.poolsReplaced++;
-    old.end().catch(noop);
+    if (this.store.replacePool()) this.poolsReplaced++;
   }
 
   /** Heartbeats that failed and pools replaced since open (for metrics and tests). */
   beatStats(): { down: boolean; poolsReplaced: number } {
-    return { down: this.s.health.beatDown, poolsReplaced: this.poolsReplaced };
+    return { down: this.store.beatDown, poolsReplaced: this.poolsReplaced };
   }
 
   /**
@@ -157,23 +156,19 @@ export class PgHeartbeat {
    * ahead of it): not ready, appends refused, as for a failed beat, until a beat lands.
    */
   beatOverdue(): void {
-    if (this.s.health.beatDown) return;
-    this.s.health.ok = false;
-    this.s.health.beatDown = true;
-    this.rejectQueued(new StoreCommitError(new Error('the database did not answer the heartbeat in time')));
+    this.store.beatOverdue();
   }
 
   /** The heartbeat's connection, opened when missing (every deadline its own: connect, statement, answer). */
   private async beatConnection(): Promise<pg.Client> {
     if (this.beatClient !== null) return this.beatClient;
-    const client = new pg.Client({
-      connectionString: this.s.url,
+    const client = this.store.openClient({
       connectionTimeoutMillis: this.beatTimeoutMs,
       statement_timeout: this.beatTimeoutMs,
       query_timeout: this.beatTimeoutMs,
       keepAlive: true,
       keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
-      application_name: `topology-audit/${this.s.instance}/beat`.slice(0, 63),
+      application_name: `topology-audit/${this.store.instance}/beat`.slice(0, 63),
     });
     client.on('error', noop);
     try {
