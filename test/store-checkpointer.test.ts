@@ -62,4 +62,43 @@ describe('receipt store with the checkpoint worker', () => {
     expect(holds(dir, TRACE)).toEqual([]);
     expect(holds(dir, KEEP)).not.toEqual([]);
   });
+
+  it("truncates the WAL in the worker while this thread's writes wait for it, losing none", async () => {
+    const dir = tempDir('ta-ckpt-hold-');
+    const store = ReceiptStore.open(dir, { checkpointEveryMs: 1_000 });
+    const RUN = 'ckpt-hold-run-77e1';
+    await store.append(Array.from({ length: 200 }, (_, i) => ({ receipt: receipt(RUN, `e${i}`), source: 's', receivedAt: 1 })));
+    store.setVerdictState(RUN, 'healthy', true, 1);
+    await store.sync();
+    const retention = (store as unknown as { retention: { truncatesInWorker: number; checkpointer: { truncate(): Promise<boolean> } } }).retention;
+    const shared = (store as unknown as { shared: { writeHold: Promise<void> | null } }).shared;
+    // The prune's scrub holds this thread's writes while the worker truncates: appends made meanwhile are queued,
+    // then committed and answered once the worker is done.
+    const cp = retention.checkpointer;
+    const truncate = cp.truncate.bind(cp);
+    let during: Promise<{ accepted: number }>[] = [];
+    let commitsDuring = -1;
+    let held = false;
+    cp.truncate = () => {
+      held = shared.writeHold !== null;
+      const done = truncate();
+      during = Array.from({ length: 5 }, (_, i) => store.append([{ receipt: receipt(`ckpt-during-${i}`, 'e'), source: 's', receivedAt: 2 }]));
+      commitsDuring = store.commitStats().commits;
+      return done;
+    };
+    const pruning = store.pruneSliced(1000, 10_000, eager);
+    expect(await pruning).toBe(1);
+    expect(held).toBe(true);
+    expect(retention.truncatesInWorker).toBe(1);
+    expect(during).toHaveLength(5);
+    const answers = await Promise.all(during);
+    expect(answers.every((a) => a.accepted === 1)).toBe(true);
+    expect(store.commitStats().commits).toBeGreaterThan(commitsDuring);
+    // The WAL was cut to zero bytes by the worker, then written again by the held appends only: the pruned run is gone.
+    expect(holds(dir, RUN)).toEqual([]);
+    store.close();
+    const again = ReceiptStore.open(dir);
+    for (let i = 0; i < 5; i++) expect(again.runReceipts(`ckpt-during-${i}`)).toHaveLength(1);
+    again.close();
+  });
 });

@@ -3,7 +3,8 @@
  * run by SQLite's auto-checkpoint it lands in whichever commit crosses 1,000 pages, on the main thread, and a
  * truncating one (the scrub after a prune) copies everything since the last. Here a worker thread with its own
  * connection runs PASSIVE checkpoints every `everyMs` (they never block writers), and the store's scrub first asks it
- * for one, so the truncating checkpoint left on the main thread copies only the frames written since.
+ * for one, then for the truncating one too, while the store holds its own writes (src/store/sqlite/retention.ts):
+ * no checkpoint's fsync runs on the event loop.
  *
  * If the worker cannot start or dies, `onLost` is called (the store turns SQLite's auto-checkpoint back on) and
  * `passive()` resolves at once: nothing waits for a thread that is gone.
@@ -25,14 +26,14 @@ function workerScript(): URL {
 export class Checkpointer {
   private worker: Worker | null;
   private readonly closed = new Int32Array(new SharedArrayBuffer(4));
-  private readonly waiting = new Map<number, () => void>();
+  private readonly waiting = new Map<number, (done: boolean) => void>();
   private nextId = 1;
 
   constructor(file: string, everyMs: number, private readonly onLost: (error: Error) => void) {
     this.worker = new Worker(workerScript(), { workerData: { file, everyMs, closed: this.closed } });
     this.worker.unref();
-    this.worker.on('message', (m: { id: number }) => {
-      this.waiting.get(m.id)?.();
+    this.worker.on('message', (m: { id: number; done?: boolean }) => {
+      this.waiting.get(m.id)?.(m.done ?? true);
       this.waiting.delete(m.id);
     });
     this.worker.on('error', (e) => this.lost(e));
@@ -47,13 +48,26 @@ export class Checkpointer {
   }
 
   /** A PASSIVE checkpoint now, in the worker; resolves when it is done (at once when the worker is gone). */
-  passive(): Promise<void> {
+  async passive(): Promise<void> {
+    await this.ask(false);
+  }
+
+  /**
+   * The scrub's TRUNCATE checkpoint in the worker (it holds SQLite's write lock while it copies, syncs and truncates:
+   * the caller holds the main thread's writes meanwhile). True when it completed; false when it could not (busy, or
+   * the worker is gone): the caller scrubs on its own connection.
+   */
+  truncate(): Promise<boolean> {
+    return this.ask(true);
+  }
+
+  private ask(truncate: boolean): Promise<boolean> {
     const w = this.worker;
-    if (!w) return Promise.resolve();
+    if (!w) return Promise.resolve(false);
     return new Promise((resolve) => {
       const id = this.nextId++;
       this.waiting.set(id, resolve);
-      w.postMessage({ id });
+      w.postMessage(truncate ? { id, truncate } : { id });
     });
   }
 
@@ -76,7 +90,7 @@ export class Checkpointer {
   }
 
   private release(): void {
-    for (const resolve of this.waiting.values()) resolve();
+    for (const resolve of this.waiting.values()) resolve(false);
     this.waiting.clear();
   }
 }

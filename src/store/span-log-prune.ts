@@ -44,6 +44,8 @@ export interface SpanLogRows {
    * take a seq the cursor has passed; the cursor is kept at or below it. A store whose seqs are never reused omits it.
    */
   lastSeq?(): number;
+  /** A promise to wait for before a DELETE (another job holds the write lock meanwhile), or null: write now. */
+  writable?(): Promise<void> | null;
 }
 
 /** Rows read per page (one statement each); a slice reads pages until its budget is spent. */
@@ -104,6 +106,8 @@ export class SpanLogPruner {
     /** Deletes the doomed rows, PRUNE_DELETE_ROWS per statement, pausing between statements once the slice is due. */
     const flush = async () => {
       while (doomed.length > 0) {
+        const held = this.rows.writable?.();
+        if (held) await held;
         const removed = this.rows.remove(doomed.splice(0, PRUNE_DELETE_ROWS));
         this.keepBelowLast();
         deleted += await removed;

@@ -92,6 +92,8 @@ export class GroupCommit {
 
   /** Resolves once everything queued so far (receipts, pins, verdict states, contracts) is committed and synced. */
   sync(): Promise<void> {
+    const hold = this.shared.writeHold;
+    if (hold) return hold.then(() => this.sync());
     const failure = this.flush();
     return failure === null ? this.synced : Promise.reject(failure);
   }
@@ -170,7 +172,7 @@ export class GroupCommit {
 
   /** The last commit before close (appends still queued are rejected if it fails); no retry after it. */
   closing(): void {
-    this.flush();
+    this.flush(true);
     this.walSync?.closeSync();
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
@@ -216,10 +218,26 @@ export class GroupCommit {
     else clearTimeout(t.timeout);
   }
 
-  /** One transaction for everything queued; answers every append in it. Returns the failure, if any. */
-  flush(): StoreCommitError | null {
+  /**
+   * One transaction for everything queued; answers every append in it. Returns the failure, if any. While the
+   * checkpoint worker holds the write lock (`writeHold`, the scrub) the group waits for it, queued, unless `force`
+   * (the last commit at close, which may wait in SQLite's busy handler).
+   */
+  flush(force = false): StoreCommitError | null {
     this.cancelFlushTimer();
     if (this.shared.closed || !this.hasPendingWrites()) return null;
+    const hold = this.shared.writeHold;
+    if (hold && !force) {
+      if (this.flushTimer === null) {
+        this.flushTimer = GATED;
+        void hold.then(() => {
+          if (this.flushTimer !== GATED) return;
+          this.flushTimer = null;
+          this.scheduleFlush();
+        });
+      }
+      return null;
+    }
     const appends = this.queue;
     this.queue = [];
     this.queuedReceipts = 0;

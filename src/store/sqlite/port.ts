@@ -72,7 +72,7 @@ export class SqlitePort implements StoragePort {
   }
 
   async deleteSpanLogUpTo(seq: number): Promise<void> {
-    this.store.deleteSpanLogUpTo(seq);
+    await this.store.deleteSpanLogUpTo(seq);
   }
 
   pruneSpanLog(before: number, stillPending: (traceId: string) => boolean): Promise<number> {

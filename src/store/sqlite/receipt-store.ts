@@ -72,7 +72,7 @@ export class ReceiptStore {
   static open(dir: string, opts: ReceiptStoreOptions = {}): ReceiptStore {
     const db = openDatabase(dir);
     try {
-      const shared: SqliteShared = { db, stmt: prepareStatements(db), rows: countRows(db), closed: false, flush: () => {} };
+      const shared: SqliteShared = { db, stmt: prepareStatements(db), rows: countRows(db), closed: false, flush: () => {}, writeHold: null };
       const store = new ReceiptStore(shared, opts);
       if (opts.maxDbBytes !== undefined) store.setMaxDbBytes(opts.maxDbBytes);
       if (opts.checkpointEveryMs) store.retention.checkpointInWorker(join(dir, DATABASE_FILE), opts.checkpointEveryMs, opts.onCheckpointerLost);
@@ -201,8 +201,12 @@ export class ReceiptStore {
     return this.log.entries();
   }
 
-  deleteSpanLogUpTo(seq: number): void {
-    this.log.deleteUpTo(seq);
+  /**
+   * Forgets the span log up to `seq`; resolves after the WAL scrub that follows (off the event loop with the checkpoint
+   * worker). A scrub that fails (e.g. a full disk) is left for the next one: the rows are deleted either way.
+   */
+  deleteSpanLogUpTo(seq: number): Promise<void> {
+    return this.log.deleteUpTo(seq).catch(() => {});
   }
 
   pruneSpanLog(before: number, stillPending: (traceId: string) => boolean, slicer?: Slicer): Promise<number> {

@@ -39,6 +39,7 @@ export class Retention {
   async pruneSliced(olderThanMs: number, now: number, slicer: Slicer = UNSLICED, retired?: (runs: readonly PrunableRun[]) => void): Promise<number> {
     let total = 0;
     for (;;) {
+      if (this.shared.writeHold) await this.shared.writeHold; // another job's scrub holds the write lock
       if (this.shared.closed) break;
       const batch = this.pruneBatch(now - olderThanMs, PRUNE_RUNS_BATCH, PRUNE_BATCH_MS, retired);
       total += batch.runs;
@@ -89,15 +90,45 @@ export class Retention {
   }
 
   /**
-   * The scrub from a job: the worker's PASSIVE checkpoint copies the WAL first (off the event loop), so the truncating
-   * checkpoint here copies only what was written since. Tried again if the worker's own timer held the checkpoint lock.
+   * The scrub from a job, off the event loop when the checkpoint worker runs: its PASSIVE checkpoint copies the WAL
+   * first (writers go on), then its TRUNCATE checkpoint copies what came since, syncs the database and cuts the WAL to
+   * zero bytes, while this thread holds its own writes (`writeHold`: group commits queue, the prunes' writes wait), so
+   * no writer here sleeps in SQLite's busy handler on the event loop. A truncate that could not complete (busy, or the
+   * worker gone) is done here, as without a worker. Scrubs never overlap: a second caller waits for the first.
    */
   async scrub(): Promise<void> {
+    if (this.scrubbing) return this.scrubbing;
+    this.scrubbing = this.scrubOnce().finally(() => (this.scrubbing = null));
+    return this.scrubbing;
+  }
+
+  private scrubbing: Promise<void> | null = null;
+
+  private async scrubOnce(): Promise<void> {
+    const cp = this.checkpointer;
+    if (cp?.running) {
+      await cp.passive();
+      if (this.shared.closed) return;
+      let release!: () => void;
+      this.shared.writeHold = new Promise<void>((r) => (release = r));
+      let done: boolean;
+      try {
+        done = await cp.truncate();
+      } finally {
+        this.shared.writeHold = null;
+        release();
+      }
+      this.truncatesInWorker += done ? 1 : 0;
+      if (done || this.shared.closed) return;
+    }
     for (let attempt = 0; attempt < 3; attempt++) {
       await this.checkpointer?.passive();
       if (this.shared.closed || this.scrubWal()) return;
     }
   }
+
+  /** Scrubs whose truncating checkpoint ran in the worker (tests). */
+  truncatesInWorker = 0;
 
   /** WAL checkpoints in a worker thread: SQLite's auto-checkpoint off while it runs, on again if it is lost. */
   checkpointInWorker(file: string, everyMs: number, onLost?: (error: Error) => void): void {

@@ -20,6 +20,8 @@ export class SqliteSpanLog {
       after: (after, limit) => shared.closed ? [] : stmt.spanLogAfter.all(after, limit).map((r) => ({ seq: r.seq, traceId: r.trace_id, loggedAt: r.logged_at })),
       remove: (seqs) => (shared.closed ? 0 : stmt.deleteSpanLogSeqs.run(JSON.stringify(seqs)).changes),
       lastSeq: () => (shared.closed ? 0 : (stmt.spanLogLast.get()?.seq ?? 0)),
+      // Another job's scrub may hold the write lock (the checkpoint worker truncating): its DELETE waits for it.
+      writable: () => shared.writeHold,
     });
   }
 
@@ -33,11 +35,15 @@ export class SqliteSpanLog {
     }));
   }
 
-  /** Forget span log entries up to `seq` (after they were replayed and re-logged where still pending). */
-  deleteUpTo(seq: number): void {
+  /**
+   * Forget span log entries up to `seq` (after they were replayed and re-logged where still pending). The scrub that
+   * follows runs off the event loop when the checkpoint worker does (the returned promise; a failure is the caller's).
+   */
+  deleteUpTo(seq: number): Promise<void> {
     this.shared.flush();
-    if (this.shared.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq).changes > 0) this.retention.scrubWal();
+    const deleted = this.shared.db.prepare('DELETE FROM span_log WHERE seq <= ?').run(seq).changes > 0;
     this.pruner.forget(seq);
+    return deleted ? this.retention.scrub() : Promise.resolve();
   }
 
   /**

@@ -99,4 +99,10 @@ export interface SqliteShared {
   readonly rows: { receipts: number; runs: number };
   closed: boolean;
   flush(): void;
+  /**
+   * Set while the checkpoint worker truncates the WAL (the scrub, src/store/sqlite/retention.ts): it holds SQLite's
+   * write lock, so the main thread's writers wait for this promise instead of SQLite's busy handler, which would
+   * sleep on the event loop. Group commits queue meanwhile; the prunes' writes await it.
+   */
+  writeHold: Promise<void> | null;
 }
