@@ -32,8 +32,10 @@ import { listOrder, matchesAlertFilter, sameListed } from './listing.js';
 import { Pinner } from './pinning.js';
 import { ReadAhead, ReadBackMissing } from './read-ahead.js';
 import type { DetachedRun, EngineStore, RemoteRuns } from './store.js';
+import { SINGLE_OWNER, type Ownership } from './ownership.js';
 
 export { LiveLimitError } from './admission.js';
+export { SINGLE_OWNER, SingleOwner, type Ownership } from './ownership.js';
 export { ALERT_VERDICTS, type LiveRun, type RunListener } from './live-run.js';
 export { EventBus, type AuditEvents, type EventSource } from './events.js';
 export type { ListFilter, ListedRun } from './listing.js';
@@ -67,18 +69,11 @@ export interface EngineOptions {
   /** Bound of the redelivery digests kept for live runs (see DeliveredDigests). */
   maxDeliveredDigests?: number;
   /**
-   * Cluster mode: whether this instance owns a run (holds it live, runs its deadlines, exports its gauges). Receipts
-   * of runs it does not own are stored and acknowledged, and folded by their owner (foldStored). Default: every run.
+   * Which runs this instance holds live, and how runs held elsewhere are read (ownership.ts): SingleOwner (the
+   * default: the embedded store, every run), or a cluster's leased ownership (src/cluster/ownership.ts). Receipts of
+   * runs it does not own are stored and acknowledged, and folded by their owner (foldStored).
    */
-  owns?: (run: string) => boolean;
-  /** Cluster mode: runs owned by other instances, evaluated on demand from the shared store (fetch, listAll). */
-  remote?: RemoteRuns;
-  /**
-   * Cluster mode: whether the instance that owns a run is at its live limit (as its last heartbeat said), and which
-   * runs the shared store already has. Receipts that would start a new run owned by a full instance are refused
-   * (LiveLimitError), as that instance would refuse them itself.
-   */
-  ownerFull?: { full(run: string): boolean; known(runs: readonly string[]): Promise<Set<string>> };
+  ownership?: Ownership;
   /**
    * The alert window (serve's --alert-window, default 1h): a settled run in an alerting verdict stays in live memory
    * until it passes (the alerting gauge and acknowledgements need it), then leaves like any settled run.
@@ -200,11 +195,15 @@ export class AuditEngine {
   /** Re-evaluations waiting for a read ahead (cluster mode), by run. */
   private readonly deferred = new Map<string, Promise<void>>();
 
+  /** Which runs this instance holds live (ownership.ts). */
+  readonly ownership: Ownership;
+
   constructor(
     readonly registry: ContractRegistry,
     readonly store: EngineStore,
     private readonly opts: EngineOptions,
   ) {
+    this.ownership = opts.ownership ?? SINGLE_OWNER;
     this.events = opts.events ?? new EventBus<AuditEvents>();
     this.delivered = new DeliveredDigests(opts.maxDeliveredDigests);
     this.ahead = new ReadAhead(store, (run) => this.runs.get(run)?.state.version);
@@ -212,7 +211,7 @@ export class AuditEngine {
     this.pinner = new Pinner(registry, store, opts.defaultContract);
     this.gauges.subscribe(this.events);
     // With shadow candidates, settled runs stay (the shadow summary counts them; an evaluation mode, not a soak).
-    this.retires = !opts.owns && !opts.remote && !opts.shadow?.length && store.synchronousReads;
+    this.retires = this.ownership.single && !opts.shadow?.length && store.synchronousReads;
     const runs = this.runs;
     const engine = this;
     this.admission = new Admission(
@@ -224,7 +223,7 @@ export class AuditEngine {
         evictIdle: (before, wantRuns, wantReceipts) => this.evictIdle(before, wantRuns, wantReceipts),
       },
       // Where settled runs do not leave live memory, they count against the cap (it bounds memory).
-      { ...opts, countSettled: !this.retires },
+      { ...opts, ownership: this.ownership, countSettled: !this.retires },
       (runs) => this.events.publish('idleEvicted', { runs }),
     );
     this.reads = new ClusterReads(
@@ -236,7 +235,7 @@ export class AuditEngine {
         alertStateOf: (run, now, w, s) => this.alertStateOf(run, now, w, s),
       },
       this.pinner,
-      opts.remote ?? null,
+      this.ownership.remote,
     );
   }
 
@@ -555,7 +554,7 @@ export class AuditEngine {
       // The reservation holds until the new runs are live: the fold below yields to the event loop in slices. A run
       // with a stored conflict is read back by its fold (cluster mode: read ahead).
       const results = res.results;
-      const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && (!this.opts.owns || this.opts.owns(r.run))).map((r) => r.run);
+      const conflicted = receipts.filter((r, i) => results[i] === 'conflict' && this.ownership.owns(r.run)).map((r) => r.run);
       await this.ahead.around(conflicted, () => this.fold(receipts, results, digests, perType, touched, now, source));
       digests = NONE_DIGESTS;
       // The pins the append wrote (or found in force): held by their live runs, so the pin step persists nothing.
@@ -617,7 +616,7 @@ export class AuditEngine {
 
   /** Whether a run of a batch gets its first pin with the append (see firstPins). */
   private needsFirstPin(run: string): boolean {
-    if ((this.opts.owns && !this.opts.owns(run)) || this.returning.has(run)) return false;
+    if (!this.ownership.owns(run) || this.returning.has(run)) return false;
     const live = this.runs.get(run);
     if (!live) return true;
     if (live.pin) return false;
@@ -703,13 +702,13 @@ export class AuditEngine {
    * other clients are answered meanwhile.
    */
   private async fold(receipts: readonly Receipt[], results: readonly ('accepted' | 'duplicate' | 'conflict')[], digests: readonly Digest[], perType: PerType, touched: Set<string>, now: number, source?: string): Promise<void> {
-    const owns = this.opts.owns;
+    const ownership = this.ownership;
     const slice = new Slicer();
     let reloaded: Set<string> | undefined;
     for (let i = 0; i < receipts.length; i++) {
       if ((i & 255) === 255) await slice.yieldIfDue();
       const r = receipts[i];
-      if (owns && !owns(r.run)) {
+      if (!ownership.owns(r.run)) {
         // Stored and acknowledged; its owner folds it from the shared store.
         countType(perType, r.type, results[i]);
         continue;
@@ -843,9 +842,8 @@ export class AuditEngine {
    */
   async foldStored(receipts: readonly Receipt[], now: number): Promise<number> {
     const touched = new Set<string>();
-    const owns = this.opts.owns;
     for (const r of receipts) {
-      if (owns && !owns(r.run)) continue;
+      if (!this.ownership.owns(r.run)) continue;
       const live = this.runs.get(r.run) ?? this.newLive(r.run, now);
       let result = this.add(live, r);
       if (typeof result !== 'string') result = await result;
