@@ -23,7 +23,7 @@ import { DeliveredDigests, type Digest } from './delivered.js';
 import { compactReceiptJson } from '../core/canonical.js';
 import { Admission, LiveLimitError } from './admission.js';
 import { ackOf, ackRun, ackedAtOf, applyAck, type AckWho } from './acks.js';
-import { ClusterReads, type RunView } from './cluster-reads.js';
+import { ClusterReads, viewReceipts, type RunView } from './cluster-reads.js';
 import { RunGauges, type AlertRow, type GaugeRow, type StallRow } from './gauges.js';
 import { ALERT_VERDICTS, alertState, nextChange, verdictKey, type LiveRun } from './live-run.js';
 import { EventBus, type AuditEvents } from './events.js';
@@ -1000,10 +1000,22 @@ export class AuditEngine {
    * in arrival order, then every version of each conflicted event id (conflicts in the order they appeared).
    */
   get(run: string): RunView | null {
+    // A store that answers only asynchronously (cluster mode): a run's receipts are read by view() (fetch: any run).
+    if (!this.store.synchronousReads) throw new Error('AuditEngine.get reads the store synchronously: a cluster instance answers view() or fetch()');
     const live = this.runs.get(run);
     if (!live) return this.retires ? this.getEvicted(run) : null;
-    // A store that answers only asynchronously (cluster mode): the receipts are read by view().
-    return this.viewOf(live, this.store.synchronousReads ? this.store.runReceipts(run) : []);
+    return this.viewOf(live, this.store.runReceipts(run));
+  }
+
+  /** A held run's verdict, first receipt time and update time, without its receipts (null: not held, or not evaluated yet). */
+  heldSummary(run: string): { verdict: RunVerdict; firstAt: number; updatedAt: number } | null {
+    const live = this.runs.get(run);
+    return live?.verdict ? { verdict: live.verdict, firstAt: live.state.firstAt, updatedAt: live.updatedAt } : null;
+  }
+
+  /** Whether the store answers a run's receipts synchronously (get() then does; else view() and fetch() read them). */
+  get synchronousReads(): boolean {
+    return this.store.synchronousReads;
   }
 
   /** `get` for any store: a live run's verdict and its receipts read from the store (asynchronously in cluster mode). */
@@ -1022,17 +1034,7 @@ export class AuditEngine {
   }
 
   private viewOf(live: LiveRun, stored: Receipt[]): RunView {
-    const conflicts = live.state.conflicts;
-    let receipts = stored;
-    if (conflicts.size > 0) {
-      const versions = new Map<string, Receipt[]>([...conflicts.keys()].map((event) => [event, []]));
-      const folded = receipts.filter((r) => {
-        const v = versions.get(r.event);
-        if (v) v.push(r);
-        return !v;
-      });
-      receipts = [...folded, ...[...versions.values()].flat()];
-    }
+    const receipts = viewReceipts(stored, live.state.conflicts);
     return { verdict: live.verdict, receipts, updatedAt: live.updatedAt, ...(this.opts.shadow?.length ? { shadow: live.shadow ?? [] } : {}) };
   }
 
@@ -1043,7 +1045,8 @@ export class AuditEngine {
     const record = this.store.getPin(run);
     const content = record ? this.store.getContractContent(record.contractHash) : null;
     const d: DetachedRun = { run, pin: record ?? null, contractContent: content ?? null, receipts, updatedAt };
-    return { verdict: this.pinner.evaluateDetached(d, now), receipts, updatedAt };
+    const judged = this.pinner.judgeDetached(d, now);
+    return { verdict: judged.verdict, receipts: viewReceipts(receipts, judged.conflicts), updatedAt };
   }
 
   /** A run's verdict: held in memory, else (a run that left it) evaluated from the store. */
@@ -1174,9 +1177,9 @@ export class AuditEngine {
     const live = this.runs.get(run);
     if (live && !live.state.handoffReceipts().some((r) => r.type === 'handoff')) return [];
     if (!live && !isRunId(run)) return [];
-    // A store that answers only asynchronously (cluster mode): the handoffs the live state keeps (none for a run held
-    // elsewhere, as before: the cluster's view of the store held receipts of owned runs only).
-    if (!this.store.synchronousReads) return live ? live.state.handoffReceipts().filter((r) => r.type === 'handoff') : [];
+    // A store that answers only asynchronously (cluster mode): the handoffs the live state keeps; for a run held
+    // elsewhere, its stored handoff receipts as read before the trust rules ran (prefetchTrust).
+    if (!this.store.synchronousReads) return live ? live.state.handoffReceipts().filter((r) => r.type === 'handoff') : this.reads.foreignHandoffReceipts(run);
     return this.store.runReceipts(run).filter((r) => r.type === 'handoff');
   }
 
@@ -1199,8 +1202,9 @@ export class AuditEngine {
     return this.reads.fetchAck(run, now);
   }
 
-  prefetchPins(runs: Iterable<string>): Promise<void> {
-    return this.reads.prefetchPins(runs);
+  /** Cluster mode: the pins (`pinRuns`) and handoff parties (`partyRuns`) of runs held elsewhere, read before the trust rules. */
+  prefetchTrust(pinRuns: Iterable<string>, partyRuns?: Iterable<string>): Promise<void> {
+    return this.reads.prefetchTrust(pinRuns, partyRuns);
   }
 
   listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {

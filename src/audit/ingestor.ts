@@ -127,18 +127,28 @@ export class Ingestor implements Consumer {
   }
 
   /**
-   * Cluster mode: the run-scope rule of `trust` judges run-level receipts and gaps from a bound source by the run's
-   * pinned contract; for runs another instance holds, their stored pins are read first. Nothing to do otherwise.
+   * Cluster mode: the trust rules judge runs another instance holds as the single instance does: the run-scope rule
+   * (run-level receipts and gaps from a bound source) and the root budget by the run's stored pin, the handoff party
+   * rule (explicit handoff receipts) by the parties its stored handoffs named; both are read from the shared store first. Nothing
+   * to do otherwise.
    */
   async prepareTrust(receipts: readonly Receipt[]): Promise<void> {
     if (this.sources === UNBOUND || !this.ownership.remote) return;
-    const runs = receipts.filter((r) => r.type === 'run.start' || r.type === 'run.end' || r.type === 'outcome' || r.type === 'gap').map((r) => r.run);
-    if (runs.length === 0) return;
+    const pinRuns: string[] = [];
+    const partyRuns: string[] = [];
+    for (const r of receipts) {
+      if (r.type === 'run.start' || r.type === 'run.end' || r.type === 'outcome' || r.type === 'gap') pinRuns.push(r.run);
+      else if (r.type === 'handoff' && !evidenceOf(r)) {
+        partyRuns.push(r.run);
+        if (r.budgetOp === 'root') pinRuns.push(r.run); // the root budget is the pinned contract owner's
+      }
+    }
+    if (pinRuns.length === 0 && partyRuns.length === 0) return;
     try {
-      await this.engine.prefetchPins(runs);
+      await this.engine.prefetchTrust(pinRuns, partyRuns);
     } catch (e) {
       // The shared store cannot be read: nothing is stored or acknowledged (503, retry), as when a commit fails.
-      throw new ConsumeError('store_unavailable', `the pins of runs held elsewhere could not be read: ${(e as Error).message}`);
+      throw new ConsumeError('store_unavailable', `the pins and handoff parties of runs held elsewhere could not be read: ${(e as Error).message}`);
     }
   }
 
