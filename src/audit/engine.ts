@@ -78,7 +78,7 @@ export interface EngineOptions {
   maxDeliveredDigests?: number;
   /**
    * Which runs this instance holds live, and how runs held elsewhere are read (ownership.ts): SingleOwner (the
-   * default: the embedded store, every run), or a cluster's leased ownership (src/cluster/ownership.ts). Receipts of
+   * default: the embedded store, every run), or a cluster's leased ownership (src/cluster/leased-ownership.ts). Receipts of
    * runs it does not own are stored and acknowledged, and folded by their owner (foldStored).
    */
   ownership?: Ownership;

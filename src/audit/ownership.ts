@@ -4,7 +4,7 @@
  * are read, whether a run's owner is at its live limit, and how to hear of traces whose partitions left.
  *
  * SingleOwner is the embedded store's (one instance owns every run, forwards nothing, reads nothing elsewhere); the
- * leased ownership of a cluster is src/cluster/ownership.ts (an adapter over ClusterCoordinator).
+ * leased ownership of a cluster is src/cluster/leased-ownership.ts (an adapter over ClusterCoordinator).
  */
 import type { RemoteRuns } from './store.js';
 

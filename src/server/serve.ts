@@ -19,7 +19,7 @@ import { SqlitePort } from '../store/sqlite/port.js';
 import { PgPort } from '../store/pg/port.js';
 import { ClusterCoordinator } from '../cluster/coordinator.js';
 import { ClusterEngineStore } from '../cluster/engine-store.js';
-import { LeasedOwnership } from '../cluster/ownership.js';
+import { LeasedOwnership } from '../cluster/leased-ownership.js';
 import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
