@@ -646,7 +646,7 @@ describe('PgStore: pins inside the append (issue 31.3)', () => {
     const url = await freshDb();
     const s = await open(url, 'a');
     const shared = new ClusterEngineStore(s, () => []);
-    const engine = new AuditEngine(registryOf(C('1')), shared, { retentionMs: 3_600_000, owns: () => true });
+    const engine = new AuditEngine(registryOf(C('1')), shared, { retentionMs: 3_600_000 });
     await engine.ingest([start('s', 0, { run: 'c1' }), edge('e1', 1, 'o -> r : delegate', { run: 'c1' })], 'test', ms(2));
     const c = registryOf(C('1')).get('t', '1')!;
     expect(await stored(url, 'c1')).toEqual({ version: '1', contract_hash: c.hash, content: c.canonical });

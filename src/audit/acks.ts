@@ -20,6 +20,17 @@ export function ackRun(live: LiveRun, now: number, who: AckWho = {}): { acked: b
   return { acked: true, at: new Date(now).toISOString(), record: live.ackRecord };
 }
 
+/**
+ * Acknowledge a run that left live memory (settled, a single instance): its verdict `current` as evaluated from the
+ * store, its latest acknowledgement `stored`; the caller stores the new record. Null when the run is not stored.
+ */
+export function ackLeft(current: Verdict | undefined, stored: AckRecord | null, now: number, who: AckWho = {}): { acked: boolean; at: string; record: AckRecord } | null {
+  if (!current) return null;
+  if (stored?.verdict === current) return { acked: false, at: new Date(stored.at).toISOString(), record: stored };
+  const record: AckRecord = { verdict: current, by: who.by ?? null, at: now, reason: who.reason ?? null };
+  return { acked: true, at: new Date(now).toISOString(), record };
+}
+
 /** The run's latest acknowledgement (null when none); `current` when it covers the run's verdict now. */
 export function ackOf(live: LiveRun | undefined): (AckRecord & { current: boolean }) | null {
   if (!live?.ackRecord) return null;

@@ -4,6 +4,7 @@
  * to make room (--idle-evict-after).
  */
 import type { Receipt } from '../core/types.js';
+import type { Ownership } from './ownership.js';
 
 /** Refused because a live-state cap is reached: nothing of the request was stored; retry later. */
 export class LiveLimitError extends Error {
@@ -16,9 +17,8 @@ export interface AdmissionLimits {
   maxLiveRuns?: number;
   maxLiveReceipts?: number;
   idleEvictMs?: number;
-  /** Cluster mode (see EngineOptions.owns): no idle eviction. */
-  owns?: (run: string) => boolean;
-  ownerFull?: { full(run: string): boolean; known(runs: readonly string[]): Promise<Set<string>> };
+  /** Which runs this instance holds (ownership.ts): a cluster's instance evicts no idle run, and refuses new runs of an owner at its limit. */
+  ownership?: Ownership;
   /**
    * Fair live cap (with ingest tokens): a source holds at most FAIR_SOURCE_SHARE of --max-live-runs, and the last
    * FAIR_KEPT_SHARE of it is kept for sources with no run in flight (see Admission.reserve).
@@ -203,22 +203,21 @@ export class Admission {
   /** Makes room under the live caps: idle runs leave live memory (see AdmissionHost.evictIdle). */
   private evictIdle(now: number, runs: number, receipts: number): number {
     const idleMs = this.limits.idleEvictMs;
-    if (idleMs === undefined || (runs <= 0 && receipts <= 0) || this.limits.owns) return 0;
+    if (idleMs === undefined || (runs <= 0 && receipts <= 0) || this.limits.ownership?.single === false) return 0;
     const n = this.host.evictIdle(now - idleMs, Math.max(0, runs), Math.max(0, receipts));
     this.evictedRuns += n;
     if (n) this.idleEvicted?.(n);
     return n;
   }
 
-  /** Cluster mode: refuses receipts that would start new runs owned by an instance at its live limit (see ownerFull). */
+  /** Cluster mode: refuses receipts that would start new runs owned by an instance at its live limit (Ownership.ownerAtLimit). */
   async refuseForFullOwners(receipts: readonly Receipt[]): Promise<void> {
-    const full = this.limits.ownerFull;
-    const owns = this.limits.owns;
-    if (!full || !owns) return;
+    const ownership = this.limits.ownership;
+    if (!ownership || ownership.single) return;
     let candidates: Set<string> | undefined;
-    for (const r of receipts) if (!owns(r.run) && full.full(r.run)) (candidates ??= new Set()).add(r.run);
+    for (const r of receipts) if (!ownership.owns(r.run) && ownership.ownerAtLimit(r.run)) (candidates ??= new Set()).add(r.run);
     if (!candidates) return;
-    const known = await full.known([...candidates]);
+    const known = await ownership.knownRuns([...candidates]);
     for (const run of candidates) {
       if (!known.has(run)) {
         throw new LiveLimitError('runs', "the instance that owns this run's partition is at its live limit (--max-live-runs or --max-live-receipts): receipts of new runs in its partitions are refused until it has room; retry later");

@@ -10,9 +10,27 @@ import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
 import { LIST_GROUP, listOrder, matchesAlertFilter, parseListed, type ListFilter, type ListedRun } from './listing.js';
 import type { LiveRun } from './live-run.js';
 import type { Pinner } from './pinning.js';
-import type { RemoteRuns } from './store.js';
+import type { DetachedRun, RemoteRuns } from './store.js';
+
+/** Runs held elsewhere whose handoff receipts are kept for the handoff party rule (oldest dropped first beyond this). */
+const MAX_FOREIGN_HANDOFF_RUNS = 10_000;
 
 export type RunView = { verdict: RunVerdict; receipts: Receipt[]; updatedAt: number; shadow?: ShadowVerdict[] };
+
+/**
+ * A run's receipts as `get` and `fetch` show them, wherever the run is held: the folded ones in the order stored, then
+ * every version of each conflicted event id (conflicts in the order they appeared).
+ */
+export function viewReceipts(stored: Receipt[], conflicts: ReadonlyMap<string, unknown>): Receipt[] {
+  if (conflicts.size === 0) return stored;
+  const versions = new Map<string, Receipt[]>([...conflicts.keys()].map((event) => [event, []]));
+  const folded = stored.filter((r) => {
+    const v = versions.get(r.event);
+    if (v) v.push(r);
+    return !v;
+  });
+  return [...folded, ...[...versions.values()].flat()];
+}
 
 /** What cluster reads ask of the runs held here. */
 export interface HeldRuns {
@@ -50,7 +68,8 @@ export class ClusterReads {
     if (!detached) return null;
     const again = await this.held.view(run); // it may have become live here while the store answered
     if (again) return again;
-    return { verdict: this.pinner.evaluateDetached(detached, now), receipts: detached.receipts, updatedAt: detached.updatedAt };
+    const judged = this.pinner.judgeDetached(detached, now);
+    return { verdict: judged.verdict, receipts: viewReceipts(detached.receipts, judged.conflicts), updatedAt: detached.updatedAt };
   }
 
   /** A run's verdict as fetch gives it. */
@@ -73,30 +92,60 @@ export class ClusterReads {
   }
 
   /**
-   * Cluster mode: before the run-scope rule checks run-level receipts of runs another instance holds, read their
-   * stored pins (scopeContract then judges them by the pinned contract, as the owner would).
+   * Cluster mode: what the trust rules read of runs another instance holds, read from the shared store before they
+   * run: the stored pins of `pinRuns` (the run-scope rule then judges them by the pinned contract, as the owner would)
+   * and the stored handoff receipts of `partyRuns` (the handoff party rule then sees the parties their earlier
+   * handoffs named, as the single instance does). Runs held here are judged by their live state.
    */
-  async prefetchPins(runs: Iterable<string>): Promise<void> {
+  async prefetchTrust(pinRuns: Iterable<string>, partyRuns: Iterable<string> = []): Promise<void> {
     const remote = this.remote;
     if (!remote) return;
-    const wanted = [...new Set(runs)].filter((r) => isRunId(r) && !this.held.held(r) && !this.pinner.hasForeign(r));
-    if (remote.loadMany) {
-      // A group of runs per query, one group at a time: 20,000 run.starts in one post hold one connection, not the pool.
-      for (let i = 0; i < wanted.length; i += LIST_GROUP) {
-        const loaded = await remote.loadMany(wanted.slice(i, i + LIST_GROUP));
-        for (const d of loaded.values()) this.pinner.rememberForeign(d.run, d.pin, d.contractContent, () => d.receipts);
+    const elsewhere = (r: string) => isRunId(r) && !this.held.held(r);
+    const pins = new Set([...pinRuns].filter((r) => elsewhere(r) && !this.pinner.hasForeign(r)));
+    const parties = new Set([...partyRuns].filter(elsewhere));
+    const wanted = [...new Set([...pins, ...parties])];
+    // A group of runs per query, one group at a time: 20,000 run.starts in one post hold one connection, not the pool.
+    for (let i = 0; i < wanted.length; i += LIST_GROUP) {
+      const group = wanted.slice(i, i + LIST_GROUP);
+      const loaded = await this.loadFresh(remote, group, pins);
+      for (const run of group) {
+        const d = loaded.get(run);
+        if (pins.has(run) && d) this.pinner.rememberForeign(run, d.pin, d.contractContent, () => d.receipts);
+        if (parties.has(run)) this.rememberHandoffs(run, d ? d.receipts.filter((r) => r.type === 'handoff') : []);
       }
-      return;
     }
+  }
+
+  /** The runs as stored now (never a cached read): in a few queries where the reader can, else one by one. */
+  private async loadFresh(remote: RemoteRuns, runs: readonly string[], pinsOnly: ReadonlySet<string>): Promise<Map<string, DetachedRun>> {
+    if (remote.loadMany) return remote.loadMany(runs);
+    const out = new Map<string, DetachedRun>();
     await Promise.all(
-      wanted.map(async (run) => {
-        const p = await remote.pin(run);
-        if (p) return this.pinner.rememberForeign(run, p.record, p.contractContent, () => []);
-        // Not pinned yet (its owner writes the pin just after the first evaluation): the pin its stored run.start names.
-        const d = await remote.load(run);
-        if (d) this.pinner.rememberForeign(run, null, null, () => d.receipts);
+      runs.map(async (run) => {
+        if (pinsOnly.has(run)) {
+          // The pin alone, where one is stored (its owner writes the pin just after the first evaluation).
+          const p = await remote.pin(run);
+          if (p) return void this.pinner.rememberForeign(run, p.record, p.contractContent, () => []);
+        }
+        const d = await remote.load(run, 0);
+        if (d) out.set(run, d);
       }),
     );
+    return out;
+  }
+
+  /** The stored handoff receipts of runs held elsewhere, as prefetchTrust last read them (bounded, oldest dropped first). */
+  private readonly foreignHandoffs = new Map<string, Receipt[]>();
+
+  private rememberHandoffs(run: string, handoffs: Receipt[]): void {
+    this.foreignHandoffs.delete(run);
+    if (this.foreignHandoffs.size >= MAX_FOREIGN_HANDOFF_RUNS) this.foreignHandoffs.delete(this.foreignHandoffs.keys().next().value!);
+    this.foreignHandoffs.set(run, handoffs);
+  }
+
+  /** A run held elsewhere: its stored handoff receipts as prefetchTrust read them (empty when not read). */
+  foreignHandoffReceipts(run: string): Receipt[] {
+    return this.foreignHandoffs.get(run) ?? [];
   }
 
   /**

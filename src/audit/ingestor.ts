@@ -10,6 +10,7 @@ import type { DecodedExport, SpanRecord } from '../otlp/types.js';
 import { derivedBinding, evidenceOf, handoffParty, handoffPartiesOf, noteHandoffParties, runScope, UNBOUND, type HandoffParties, type RejectReason, type SourceAgents } from '../ingest/trust.js';
 import type { Slicer, SpanLogEntry } from '../store/index.js';
 import { LiveLimitError, type AuditEngine, type IngestOutcome } from './engine.js';
+import type { Ownership } from './ownership.js';
 import { ConsumeError, type Consumer, type IngestSource, type ReceiptIngestResult, type Refusal, type SourceBinding, type SpanIngestResult } from './consumer.js';
 
 export type { Refusal, SourceBinding, SpanIngestResult } from './consumer.js';
@@ -57,11 +58,6 @@ export interface ConsumerCounters {
 }
 
 export class Ingestor implements Consumer {
-  /**
-   * Cluster mode with `--span-routing any`: whether another instance resolves this trace (the owner of its
-   * partition); its spans are then forwarded through the shared span log. Null: every trace is resolved here.
-   */
-  forwardTrace: ((traceId: string) => boolean) | null = null;
   private inflight = 0;
   private pendingReceipts = 0;
   private replaying: { done: number; total: number } | null = null;
@@ -74,7 +70,14 @@ export class Ingestor implements Consumer {
     private readonly clock: () => number = Date.now,
     /** The agents each ingest source is bound to (`--ingest-tokens`); unbound when absent. */
     private readonly sources: SourceAgents = UNBOUND,
-  ) {}
+    /**
+     * Which traces another instance resolves (their spans are forwarded through the shared span log) and which runs
+     * are held elsewhere (ownership.ts); default: the engine's. Its lost traces drop the pipeline's pending spans.
+     */
+    private readonly ownership: Ownership = engine.ownership,
+  ) {
+    ownership.onTracesLost((pick) => pipeline.dropTraces(pick));
+  }
 
   /**
    * The trust rules every receipt passes before it is stored (docs/security.md): a derived receipt's ends are
@@ -124,18 +127,28 @@ export class Ingestor implements Consumer {
   }
 
   /**
-   * Cluster mode: the run-scope rule of `trust` judges run-level receipts and gaps from a bound source by the run's
-   * pinned contract; for runs another instance holds, their stored pins are read first. Nothing to do otherwise.
+   * Cluster mode: the trust rules judge runs another instance holds as the single instance does: the run-scope rule
+   * (run-level receipts and gaps from a bound source) and the root budget by the run's stored pin, the handoff party
+   * rule (explicit handoff receipts) by the parties its stored handoffs named; both are read from the shared store first. Nothing
+   * to do otherwise.
    */
   async prepareTrust(receipts: readonly Receipt[]): Promise<void> {
-    if (this.sources === UNBOUND || !this.engine.remote) return;
-    const runs = receipts.filter((r) => r.type === 'run.start' || r.type === 'run.end' || r.type === 'outcome' || r.type === 'gap').map((r) => r.run);
-    if (runs.length === 0) return;
+    if (this.sources === UNBOUND || !this.ownership.remote) return;
+    const pinRuns: string[] = [];
+    const partyRuns: string[] = [];
+    for (const r of receipts) {
+      if (r.type === 'run.start' || r.type === 'run.end' || r.type === 'outcome' || r.type === 'gap') pinRuns.push(r.run);
+      else if (r.type === 'handoff' && !evidenceOf(r)) {
+        partyRuns.push(r.run);
+        if (r.budgetOp === 'root') pinRuns.push(r.run); // the root budget is the pinned contract owner's
+      }
+    }
+    if (pinRuns.length === 0 && partyRuns.length === 0) return;
     try {
-      await this.engine.prefetchPins(runs);
+      await this.engine.prefetchTrust(pinRuns, partyRuns);
     } catch (e) {
       // The shared store cannot be read: nothing is stored or acknowledged (503, retry), as when a commit fails.
-      throw new ConsumeError('store_unavailable', `the pins of runs held elsewhere could not be read: ${(e as Error).message}`);
+      throw new ConsumeError('store_unavailable', `the pins and handoff parties of runs held elsewhere could not be read: ${(e as Error).message}`);
     }
   }
 
@@ -189,12 +202,12 @@ export class Ingestor implements Consumer {
       const spanCount = decoded.spanCount; // the frame below must not hold the decoded spans while the commit waits
       decoded = { spans: [], spanCount };
       let foreign: typeof local = [];
-      if (this.forwardTrace) {
+      if (this.ownership.forwarding) {
         // Cluster, spans not routed by trace id: traces another instance resolves are forwarded through the shared
         // span log (LangGraph's too: the resolver reads the graph).
         const all = local;
         local = [];
-        for (const sp of all) (this.forwardTrace(sp.traceId) ? foreign : local).push(sp);
+        for (const sp of all) (this.ownership.forwards(sp.traceId) ? foreign : local).push(sp);
       }
       const ex = local.length > SLICE_SPANS ? await this.processInSlices(local, now, source) : this.pipeline.process(local, now, source);
       local = [];
@@ -224,7 +237,7 @@ export class Ingestor implements Consumer {
         return this.spansCommitted(receipts, source, transport, { producing, dropped: ex.dropped, rejected }, spanLog);
       };
       // In a cluster with bound sources, the pins of runs held elsewhere are read before the trust rules run.
-      if (this.sources !== UNBOUND && this.engine.remote) return this.prepareTrust(ex.receipts).then(finish);
+      if (this.sources !== UNBOUND && this.ownership.remote) return this.prepareTrust(ex.receipts).then(finish);
       return finish();
     }
   }

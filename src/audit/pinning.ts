@@ -79,6 +79,11 @@ export class Pinner {
 
   /** The pure verdict of a run read from the shared store (its stored pin, else the pin its receipts resolve to). */
   evaluateDetached(d: DetachedRun, now: number): RunVerdict {
+    return this.judgeDetached(d, now).verdict;
+  }
+
+  /** evaluateDetached, with the run's conflicted event ids (what its receipts' view orders last, see viewReceipts). */
+  judgeDetached(d: DetachedRun, now: number): { verdict: RunVerdict; conflicts: ReadonlyMap<string, unknown> } {
     const state = new RunState(d.run);
     for (const r of d.receipts) state.add(r);
     let pinning: Pinning | null = null;
@@ -88,7 +93,7 @@ export class Pinner {
       if (c && pinGoverns(state.firstStart(), d.pin.pin)) pinning = { ok: true, pin: d.pin.pin, contract: c };
     }
     pinning ??= resolvePin(state, this.registry, this.defaultContract);
-    return evaluate(state, pinning, now, { registry: this.registry });
+    return { verdict: evaluate(state, pinning, now, { registry: this.registry }), conflicts: state.conflicts };
   }
 
   /**

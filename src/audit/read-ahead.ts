@@ -1,19 +1,13 @@
 /**
- * The receipt source of the live RunStates. A RunState holds aggregates, not receipts, and reads its run back from
- * the store for a conflict's rebuild or an event listing. The embedded SQLite store answers synchronously; the
- * cluster's shared store only asynchronously, so there a run is read ahead for the step that needs it: the step
- * throws ReadBackMissing before it changed anything, the run is read, and the step is done again.
+ * The receipt source of the live RunStates, and the explicit step that loads a run's history. A RunState holds
+ * aggregates, not receipts, and reads its run back from the store for a conflict's rebuild or an event listing. The
+ * embedded SQLite store answers synchronously; the cluster's shared store only asynchronously, so there the engine
+ * asks before a step whether the step reads the run back (RunState.readsBackToAdd, evaluationReadsBack), loads the
+ * run's history when it does (awaited), and then runs the step with the history read ahead.
  */
 import type { ReceiptSource } from '../core/classify.js';
 import type { Receipt } from '../core/types.js';
 import type { ReceiptReader, ReceiptReads } from './store.js';
-
-/** A RunState asked for its run's receipts back, and nothing is read ahead for it (thrown before the state changed). */
-export class ReadBackMissing extends Error {
-  constructor(readonly run: string) {
-    super(`run ${run}: receipts not read ahead`);
-  }
-}
 
 export class ReadAhead {
   /** Runs read ahead, with how many steps use the read. */
@@ -25,7 +19,7 @@ export class ReadAhead {
     private readonly versionOf: (run: string) => number | undefined,
   ) {}
 
-  /** What live RunStates read back through: the read ahead, else the store's synchronous read, else ReadBackMissing. */
+  /** What live RunStates read back through: the read ahead, else the store's synchronous read. */
   readonly source: ReceiptSource = (run) => this.receipts(run);
 
   /** Whether the store answers synchronously (then nothing is ever read ahead). */
@@ -33,15 +27,24 @@ export class ReadAhead {
     return this.store.synchronousReads;
   }
 
+  /** Whether a step may read the run back now: the store reads synchronously, or its history is read ahead. */
+  loaded(run: string): boolean {
+    return this.store.synchronousReads || this.reads.has(run);
+  }
+
+  /**
+   * A run's receipts for a step that reads it back. The engine loads a run's history before any step that reads it
+   * (see loaded): a read with nothing loaded is a broken invariant of the engine, never a way to ask for a load.
+   */
   receipts(run: string): Receipt[] {
     const read = this.reads.get(run);
     if (read) return read.receipts;
     if (this.store.synchronousReads) return this.store.runReceipts(run);
-    throw new ReadBackMissing(run);
+    throw new Error(`run ${run}: its history was read back before it was loaded (the engine loads it before the step)`);
   }
 
   /**
-   * Runs `step` with the runs' receipts read ahead (a store with synchronous reads needs none). The read is taken
+   * The load step: runs `step` with the runs' receipts read ahead (a store with synchronous reads needs none). The read is taken
    * again while a fold into the run happened during it, so every receipt the run's state holds is in the read (a
    * fold only follows its commit).
    */

@@ -34,6 +34,19 @@ export function resolvePin(state: RunState, registry: ContractRegistry, defaultC
   return { ok: false, reason: 'no run.start names a contract and no default contract is configured' };
 }
 
+/**
+ * Whether evaluating the run under `pinning` reads its receipts back from its source (the events of agents the pinned
+ * contract does not name, or of versions other than the pinned one, not listed yet; see RunState.readsBackToList):
+ * a caller whose source answers only asynchronously loads the run's history before it evaluates.
+ */
+export function evaluationReadsBack(state: RunState, pinning: Pinning): boolean {
+  if (!pinning.ok) return false;
+  const agents = pinning.contract.agentSet;
+  const unknown = state.agentNames.filter((a) => !agents.has(a));
+  const others = state.onlyVersion(pinning.pin.version) ? [] : [...state.versions.keys()].filter((v) => v !== pinning.pin.version);
+  return (unknown.length > 0 || others.length > 0) && state.readsBackToList(unknown, others);
+}
+
 export interface EvaluateOptions {
   /** Resolves a later run.start's reference with defaults filled, to compare it with the pin. */
   registry?: ContractRegistry;

@@ -9,7 +9,7 @@
  * deadlines, outcome) differs.
  */
 import type { Contract } from './contract.js';
-import { evaluate, type EvaluateOptions, type Pinning } from './classify.js';
+import { evaluate, evaluationReadsBack, type EvaluateOptions, type Pinning } from './classify.js';
 import type { RunState } from './state.js';
 import type { ContractRegistry } from './registry.js';
 import type { Finding, RunVerdict, Verdict } from './types.js';
@@ -68,6 +68,16 @@ export function shadowEvaluate(state: RunState, pinning: Pinning, pinned: RunVer
     out.push({ contract: c.contract, version: c.version, verdict: v.verdict, findings: v.findings, disagrees: v.verdict !== pinned.verdict, nextChangeAt: v.nextChangeAt });
   }
   return out;
+}
+
+/** Whether shadowEvaluate reads the run's receipts back (evaluationReadsBack under a candidate's content). */
+export function shadowReadsBack(state: RunState, pinning: Pinning, candidates: readonly Contract[]): boolean {
+  if (!pinning.ok) return false;
+  for (const c of candidates) {
+    if (c.contract !== pinning.pin.contract || c.version === pinning.pin.version) continue;
+    if (evaluationReadsBack(state, { ok: true, pin: pinning.pin, contract: c })) return true;
+  }
+  return false;
 }
 
 /** What a finding is about, to compare two verdicts' findings: its code and edge. */

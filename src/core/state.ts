@@ -158,6 +158,34 @@ export class RunState extends RunObservations {
     return 'conflict';
   }
 
+  /**
+   * Whether `add(r, known)` reads the run's receipts back from the source: a repeat of a folded event id the store did
+   * not call a duplicate (compared with the stored contents; a conflict then rebuilds), or a stored conflict under an
+   * id not folded here. A caller whose source answers only asynchronously loads the run's history first.
+   */
+  readsBackToAdd(r: Receipt, known?: AddResult): boolean {
+    const ids = this.ids;
+    if (ids === null || known === 'duplicate') return false;
+    if (!ids.has(r.event)) return known === 'conflict';
+    return !this.conflictMap?.has(r.event);
+  }
+
+  /**
+   * Whether agentEventsOf(agents) or versionEventsOf(versions) walk the run's receipts read back from the source: an
+   * agent named more than once, or a version, whose events are not listed yet (a state keeping its receipts reads
+   * nothing back).
+   */
+  readsBackToList(agents: readonly string[], versions: readonly string[]): boolean {
+    if (this.source === undefined) return false;
+    for (const a of agents) {
+      if (this.agentLists?.has(a)) continue;
+      const i = this.agentAt(a);
+      if (i >= 0 && this.agentOnce[i] === null) return true;
+    }
+    for (const v of versions) if (!this.versionLists?.has(v)) return true;
+    return false;
+  }
+
   /** The distinct contents the source holds under `event`, with `r` (first stored first). */
   private storedConflict(event: string, r: Receipt): ConflictFacts {
     const facts: ConflictFacts = { canons: [], notOk: notOk(r) };

@@ -21,12 +21,12 @@ import { ClusterCoordinator } from '../cluster/coordinator.js';
 import { Coordination } from '../cluster/coordination.js';
 import { TrustMismatchError } from '../cluster/heartbeat.js';
 import { ClusterEngineStore } from '../cluster/engine-store.js';
-import { SharedStoreRuns } from '../cluster/remote.js';
+import { LeasedOwnership } from '../cluster/leased-ownership.js';
 import { lockDataDir } from '../store/lock.js';
 import { apiHandler } from './api.js';
 import { createResourceMetrics, type ListenerName, type ResourceMetrics } from './resource-metrics.js';
 import { bearerOf, bindingFor, cookieToken, matchToken, type TokenEntry, type WriteAuth } from './auth.js';
-import { AuditEngine, EventBus, type AuditEvents, type EngineStore } from '../audit/engine.js';
+import { AuditEngine, EventBus, SINGLE_OWNER, type AuditEvents, type EngineStore, type Ownership } from '../audit/engine.js';
 import { subscribeMetrics } from '../metrics/events.js';
 import type { Route } from './api.js';
 import { Ingestor } from '../audit/ingestor.js';
@@ -167,7 +167,7 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
       onCheckpointerLost: (e) => cfg.log('checkpoint_worker_lost', { error: e.message.slice(0, 200) }),
     });
     cleanup.push(() => sqlite.close());
-    return { store: sqlite, engineStore: sqlite, acks: new SqlitePort(sqlite), storedAcks: () => sqlite.acks(), cluster: null, clock: cfg.wallClock ?? Date.now };
+    return { store: sqlite, engineStore: sqlite, acks: new SqlitePort(sqlite), storedAcks: () => sqlite.acks(), cluster: null, ownership: SINGLE_OWNER, clock: cfg.wallClock ?? Date.now };
   }
   const pg = await PgStore.open(cfg.storeUrl, {
     instance: cfg.instance ?? defaultInstanceName(),
@@ -200,7 +200,7 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
     storedAcks: () => [],
     flushBehind: () => shared.flush(),
     cluster,
-    remote: new SharedStoreRuns(pg, { listedHere: () => cluster?.listedParts() ?? [] }),
+    ownership: new LeasedOwnership(cluster, pg, { spanRouting: cfg.spanRouting }),
     clock,
   };
 }
@@ -216,7 +216,8 @@ interface Stores {
   /** The writes the engine's store holds behind (pins, verdict states), written by the tick; absent when none. */
   flushBehind?: () => Promise<void>;
   cluster: ClusterCoordinator | null;
-  remote?: SharedStoreRuns;
+  /** Which runs this instance holds live: every run (SingleOwner), or a cluster's leased share (LeasedOwnership). */
+  ownership: Ownership;
   /** The clock verdicts are timed on: this host's; in a cluster, the database's (this host's plus the measured offset). */
   clock: () => number;
 }
@@ -247,9 +248,7 @@ function engineEvents(cfg: ServeConfig, metrics: AuditMetrics, cluster: ClusterC
 function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: AuditMetrics, stores: Stores): AuditEngine {
   const { cluster } = stores;
   const engine: AuditEngine = new AuditEngine(registry, stores.engineStore, {
-    owns: cluster ? cluster.owns : undefined,
-    remote: stores.remote,
-    ownerFull: cluster?.ownerFull,
+    ownership: stores.ownership,
     defaultContract: cfg.defaultContract,
     retentionMs: cfg.retentionMs,
     maxLiveRuns: cfg.maxLiveRuns,
@@ -267,10 +266,10 @@ function createEngine(registry: ContractRegistry, cfg: ServeConfig, metrics: Aud
 }
 
 /** An operator's acknowledgement: stored (SQLite at once; PostgreSQL for every instance) before the API answers. */
-function acknowledger(engine: AuditEngine, { acks, cluster, clock }: Stores) {
+function acknowledger(engine: AuditEngine, { acks, ownership, clock }: Stores) {
   return async (run: string, who: { by: string | null; reason: string | null }): Promise<{ acked: boolean; record: AckRecord } | null> => {
     const now = clock();
-    if (!cluster) {
+    if (ownership.single) {
       const local = engine.ack(run, now, who);
       if (local?.acked) await acks.putAck(run, local.record);
       return local;
@@ -326,26 +325,25 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
     metrics.registry.onCollect(() => offset.set([], cluster.clockOffsetMs() / 1000));
   }
   const engine = createEngine(registry, cfg, metrics, stores);
-  const restored = cluster ? { runs: 0, receipts: 0 } : engine.restore(stores.clock());
+  // A single instance rebuilds its live runs from its store; a cluster's instance takes its runs over with its partitions.
+  const single = stores.ownership.single;
+  const restored = single ? engine.restore(stores.clock()) : { runs: 0, receipts: 0 };
   phases.mark('restore');
   // Acknowledgements outlive a restart: each applies again while its run is still in the acknowledged verdict.
   for (const { run, ack } of stores.storedAcks()) engine.applyAck(run, ack.verdict, ack.at, ack);
   phases.mark('acks');
-  if (!cluster) cfg.log('restored', restored);
+  if (single) cfg.log('restored', restored);
   if (restored.runs > cfg.maxLiveRuns || engine.liveReceipts > cfg.maxLiveReceipts) {
     // Everything stored was acknowledged, so it is all restored; new runs wait until pruning brings it under the caps.
     cfg.log('warning', { message: 'restored live state is above --max-live-runs or --max-live-receipts: receipts of new runs are refused until settled runs are pruned', runs: restored.runs, receipts: engine.liveReceipts });
   }
-  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, maxTraceSpans: cfg.maxTraceSpans, runKey: cfg.runKey, deferLangGraphRoots: cluster !== null && cfg.spanRouting === 'any' });
+  const pipeline = new SpanPipeline({ waitMs: cfg.parentWaitMs, maxSpans: cfg.maxPendingSpans, maxTraceSpans: cfg.maxTraceSpans, runKey: cfg.runKey, deferLangGraphRoots: stores.ownership.forwarding });
   pipeline.unmapped.onReport = (r) => metrics.unmappedTrace(r.dialect, r.reason);
-  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, stores.clock, sourceAgentsOf(cfg.ingestTokens));
+  // With --span-routing any, a partition that leaves: the pending spans of its traces are its new owner's (adopted
+  // from the shared span log): the ownership tells the ingestor's pipeline to drop them.
+  const ingestor = new Ingestor(engine, pipeline, metrics, { maxPendingReceipts: cfg.maxPendingReceipts, maxInflightRequests: cfg.maxInflightRequests }, stores.clock, sourceAgentsOf(cfg.ingestTokens), stores.ownership);
   if (cluster) {
     const c = cluster;
-    if (cfg.spanRouting === 'any') {
-      ingestor.forwardTrace = c.forwards;
-      // A partition that leaves: the pending spans of its traces are its new owner's (adopted from the shared span log).
-      c.dropTraces = (pick) => pipeline.dropTraces(pick);
-    }
     await c.start(engine, () => ingestor.replaySpanLog(), (before) => ingestor.readLangGraphRoots(before));
     cleanup.push(() => c.stop());
     cfg.log('cluster_joined', { instance: c.pg.instance, ...c.stats() });
@@ -372,7 +370,7 @@ async function startLocked(registry: ContractRegistry, cfg: ServeConfig, lock: {
   // Agent spans that were waiting for their caller when the process stopped wait again (their exports were
   // acknowledged): replayed in batches while the listeners serve; /readyz answers 503 until it is done. In a cluster,
   // the owner of a trace's partition adopts the span log of an instance that is gone (ClusterCoordinator).
-  if (!cluster) replayInBackground(parts);
+  if (single) replayInBackground(parts);
   const tasks = periodicTasks(parts);
   const loop = createLoopMetrics(metrics, tasks.map((t) => t.name));
   parts.loop.probe = loop.probe;

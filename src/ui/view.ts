@@ -65,13 +65,17 @@ export function runRow(v: RunVerdict, firstAt: number, updatedAt: number, st: Ro
 /** The row of one run, or null when the engine does not hold it. */
 /** The row of a run this instance holds live (the event stream's runs), or null. */
 export function rowOf(engine: AuditEngine, run: string): RunRow | null {
+  const state = { enteredAt: engine.enteredAtOf(run), alert: engine.alertStateOf(run, Date.now()) };
+  if (!engine.synchronousReads) {
+    // A store read only asynchronously (cluster mode): the held run's summary, its first receipt time from its live state.
+    const h = engine.heldSummary(run);
+    return h ? runRow(h.verdict, h.firstAt, h.updatedAt, state) : null;
+  }
   const r = engine.get(run);
   if (!r) return null;
   let first = Infinity;
   for (const x of r.receipts) first = Math.min(first, instant(x.at));
-  // A store read only asynchronously (cluster mode) gives no receipts here: the live state's first receipt time.
-  if (r.receipts.length === 0) first = engine.firstAtOf(run) ?? first;
-  return runRow(r.verdict, first, r.updatedAt, { enteredAt: engine.enteredAtOf(run), alert: engine.alertStateOf(run, Date.now()) });
+  return runRow(r.verdict, first, r.updatedAt, state);
 }
 
 export interface RunList {
