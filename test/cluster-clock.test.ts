@@ -82,10 +82,12 @@ describe('one clock for verdicts in a cluster', () => {
     // A run held by the instance ahead, waiting on a deadline 5 s from now (real time).
     const aheadParts = new Set<number>(st.ownedPartitions as number[]);
     let run = '';
-    for (let k = 0; ; k++) {
+    // Bounded: partitions read after the wait above may have moved (then it fails, never spins).
+    for (let k = 0; k < 100_000; k++) {
       run = `clock-wait-${k}`;
       if (aheadParts.has(partitionOf(run, PARTITIONS))) break;
     }
+    expect(aheadParts.has(partitionOf(run, PARTITIONS)), 'a run in a partition the instance ahead holds').toBe(true);
     const now = Date.now();
     const deadline = now + 5_000;
     const receipts = [
@@ -130,15 +132,18 @@ describe('one clock for verdicts in a cluster', () => {
     try {
       const st = await until('both share the partitions, the offset measured', async () => {
         const [a, o] = await Promise.all([ahead, owner].map(async (i) => (await getJson(`${i.api}/api/v1/cluster`)).body));
-        return a.liveInstances === 2 && o.liveInstances === 2 && a.owned > 0 && a.owned + o.owned === PARTITIONS && Math.abs(a.clockOffsetMs + SKEW_MS) < 1_000 ? o : null;
+        // Both hold partitions (the owner must hold one for the run below), and the skew is measured.
+        return a.liveInstances === 2 && o.liveInstances === 2 && a.owned > 0 && o.owned > 0 && a.owned + o.owned === PARTITIONS && Math.abs(a.clockOffsetMs + SKEW_MS) < 1_000 ? o : null;
       }, 30_000);
       // A run the owner holds, waiting on a deadline 15 s away (real time): 15 s past on the skewed host clock.
       const ownerParts = new Set<number>(st.ownedPartitions as number[]);
       let run = '';
-      for (let k = 0; ; k++) {
+      expect(ownerParts.size).toBeGreaterThan(0);
+      for (let k = 0; k < 100_000; k++) {
         run = `reads-wait-${k}`;
         if (ownerParts.has(partitionOf(run, PARTITIONS))) break;
       }
+      expect(ownerParts.has(partitionOf(run, PARTITIONS)), 'a run in a partition the owner holds').toBe(true);
       const now = realNow();
       const receipts = [
         { run, event: 'start', type: 'run.start', at: iso(now - 1000), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' },

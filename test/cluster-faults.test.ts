@@ -318,7 +318,8 @@ describe('a cluster of three instances on one PostgreSQL, under faults', () => {
     try {
       const aParts = (await cluster(a)).ownedPartitions as number[];
       let run = '';
-      for (let i = 0; ; i++) if (aParts.includes(partitionOf((run = `answers-gate-${i}`), PARTITIONS))) break;
+      for (let i = 0; i < 100_000; i++) if (aParts.includes(partitionOf((run = `answers-gate-${i}`), PARTITIONS))) break;
+      expect(aParts.includes(partitionOf(run, PARTITIONS)), 'a run in a partition A holds').toBe(true);
       // B does not hold the run, which nobody has seen yet: its long-poll waits, then A acknowledges the run.
       const poll = (async () => {
         const res = await fetch(`${b.api}/api/v1/runs/${run}/verdict?wait=30`);

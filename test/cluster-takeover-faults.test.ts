@@ -65,10 +65,12 @@ describe('a takeover whose statement fails', () => {
       const bParts = new Set<number>((await cluster(b)).ownedPartitions as number[]);
       // A run of B's, waiting on a deadline that passes while B is gone; and other runs of B's partitions.
       let run = '';
-      for (let k = 0; ; k++) {
+      // Bounded: partitions read after the wait above may have moved (then it fails, never spins).
+      for (let k = 0; k < 100_000; k++) {
         run = `${name}-wait-${k}`;
         if (bParts.has(partitionOf(run, PARTITIONS))) break;
       }
+      expect(bParts.has(partitionOf(run, PARTITIONS)), "a run in a partition B holds").toBe(true);
       const now = Date.now();
       const receipts = [
         { run, event: 'start', type: 'run.start', at: iso(now - 1000), contract: 'research-publish', version: '3', phase: 'research', from: 'orchestrator' },
@@ -78,10 +80,11 @@ describe('a takeover whose statement fails', () => {
       ];
       // And a run of B's partitions with a forbidden edge (alerting), acknowledged before B dies.
       let forbidden = '';
-      for (let k = 0; ; k++) {
+      for (let k = 0; k < 100_000; k++) {
         forbidden = `${name}-fe${k}-drift-direct-route`;
         if (bParts.has(partitionOf(forbidden, PARTITIONS))) break;
       }
+      expect(bParts.has(partitionOf(forbidden, PARTITIONS)), "a forbidden-edge run in a partition B holds").toBe(true);
       const drifted = shiftedDrift(forbidden.slice(0, -'-drift-direct-route'.length)).filter((r) => r.run === forbidden);
       const res = await fetch(`${b.api}/v1/receipts`, { method: 'POST', body: ndjson([...receipts, ...drifted]), headers: { 'content-type': 'application/x-ndjson' } });
       expect(res.status, await res.text()).toBe(200);

@@ -271,10 +271,11 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     const leases = async () => new Map((await client.query('SELECT part, owner, expires_at FROM leases')).rows.map((r) => [r.part as number, { owner: r.owner as string | null, expiresAt: (r.expires_at as Date | null)?.getTime() ?? 0 }]));
     const owned = await leases();
     let run = '';
-    for (let i = 0; ; i++) {
+    for (let i = 0; i < 100_000; i++) {
       run = `kill-wait-${i}`;
       if (owned.get(partitionOf(run, PARTITIONS))?.owner === 'auditor-a') break;
     }
+    expect(owned.get(partitionOf(run, PARTITIONS))?.owner, 'a run in a partition A holds').toBe('auditor-a');
     const now = Date.now();
     const iso = (ms: number) => new Date(ms).toISOString();
     const deadline = now + 3000;
@@ -415,7 +416,8 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
         return x.body.owned === PARTITIONS / 2 && y.body.owned === PARTITIONS / 2 ? (x.body.ownedPartitions as number[]) : null;
       }, 30_000);
       let run = '';
-      for (let i = 0; ; i++) if (owners.includes(partitionOf((run = `scope-run-${i}`), PARTITIONS))) break;
+      for (let i = 0; i < 100_000; i++) if (owners.includes(partitionOf((run = `scope-run-${i}`), PARTITIONS))) break;
+      expect(owners.includes(partitionOf(run, PARTITIONS)), 'a run in a partition D holds').toBe(true);
       const send = async (srv: ServerProcess, token: string, r: object) => {
         const res = await fetch(`${srv.api}/v1/receipts`, { method: 'POST', body: ndjson([r]), headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${token}` } });
         return (await res.json()) as { accepted: number; rejected: { error: string }[] };
