@@ -21,7 +21,8 @@
 // topology.run.id and a pinned contract), `invoke_agent` sub-agents under it, chat spans with 1-4 KB of content and
 // tool spans under each agent. About one trace in five is split over two or three requests, and in some of those the
 // children are sent before their parents. Each request carries whole traces or parts until about --spans-per-request
-// spans. Sent as OTLP/HTTP JSON (the same pipeline as protobuf after decoding).
+// spans. Sent as OTLP/HTTP protobuf (--encoding proto, the default: what the OpenTelemetry Collector's otlphttp
+// exporter and the SDKs' -proto exporters send) or OTLP/HTTP JSON (--encoding json).
 //
 // At the end: every run whose every export was acknowledged is looked up (GET /api/v1/runs/{run}) and must be listed
 // with a verdict; the count missing is printed and the exit code is 1 when any is. Also the pass/fail of the issue's
@@ -53,6 +54,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRequire } from 'node:module';
 import { ROOT, quantile, round, sleep } from './otlp-load.mjs';
+import { encodeTraceRequest } from './otlp-proto.mjs';
 
 /** The servers' temporary log files (removed at exit). */
 const tempLogs = new Set();
@@ -76,6 +78,7 @@ const { values: args } = parseArgs({
     'no-list-check': { type: 'boolean', default: false },
     'node-args': { type: 'string', default: '' },
     'server-cpus': { type: 'string' },
+    encoding: { type: 'string', default: 'proto' },
   },
 });
 const MINUTES = Number(args.minutes);
@@ -179,7 +182,11 @@ function multiAgentTrace() {
   return { run, parts: parts.filter((p) => p.length) };
 }
 
-const body = (spans) => JSON.stringify({ resourceSpans: [{ resource: { attributes: [str('service.name', 'soak-agents')] }, scopeSpans: [{ scope: { name: 'soak' }, spans }] }] });
+if (!['proto', 'json'].includes(args.encoding)) throw new Error('--encoding is proto or json');
+const body = (spans) => {
+  const req = { resourceSpans: [{ resource: { attributes: [str('service.name', 'soak-agents')] }, scopeSpans: [{ scope: { name: 'soak' }, spans }] }] };
+  return args.encoding === 'proto' ? encodeTraceRequest(req) : JSON.stringify(req);
+};
 
 /**
  * The traffic's bookkeeping: parts of split traces wait for a later request; a run counts as acknowledged once every
@@ -235,11 +242,13 @@ class Traffic {
 function request(port, method, path, payload, timeoutMs = 30_000) {
   return new Promise((res) => {
     const t0 = performance.now();
-    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}, timeout: timeoutMs }, (r) => {
-      let s = '';
-      r.setEncoding('utf8');
-      r.on('data', (d) => (s += d));
-      r.on('end', () => res({ status: r.statusCode, text: s, ms: performance.now() - t0 }));
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: payload ? { 'content-type': typeof payload === 'string' ? 'application/json' : 'application/x-protobuf', 'content-length': Buffer.byteLength(payload) } : {}, timeout: timeoutMs }, (r) => {
+      const chunks = [];
+      r.on('data', (d) => chunks.push(d));
+      r.on('end', () => {
+        const raw = Buffer.concat(chunks);
+        res({ status: r.statusCode, text: raw.toString('utf8'), raw, ms: performance.now() - t0 });
+      });
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (e) => res({ status: 0, text: e.message, ms: performance.now() - t0 }));
@@ -382,7 +391,7 @@ function drive(targets, rate, until, onResult) {
       // A kept-alive connection the server closed as it was reused: sent again at once, as exporters do (idempotent).
       if (r.status === 0 && /socket hang up|ECONNRESET/.test(r.text)) r = await request(t[k % t.length].ports.otlpHttp, 'POST', '/v1/traces', req.payload);
       // A partial success (rejected spans: runs refused past the live cap) is a refusal, not an acknowledgement.
-      const refused = r.status === 200 && /"rejectedSpans"\s*:\s*"?[1-9]/.test(r.text);
+      const refused = r.status === 200 && rejectedSpans(r) > 0;
       const ok = r.status === 200 && !refused;
       if (refused) req.refused = true;
       traffic.settle(req.runs, ok);
@@ -392,6 +401,40 @@ function drive(targets, rate, until, onResult) {
     }
   });
   return { traffic, done: Promise.all(clients) };
+}
+
+/**
+ * The spans an export's answer says were rejected (OTLP partial success): ExportTraceServiceResponse
+ * { partial_success (1) { rejected_spans (1) } } in protobuf, `partialSuccess.rejectedSpans` in JSON.
+ */
+function rejectedSpans(r) {
+  if (r.raw[0] === 0x7b) return Number(/"rejectedSpans"\s*:\s*"?(\d+)/.exec(r.text)?.[1] ?? 0);
+  if (r.raw[0] !== 0x0a) return 0;
+  const b = r.raw;
+  let i = 0;
+  const varintAt = () => {
+    let v = 0;
+    for (let shift = 0; i < b.length; shift += 7) {
+      const x = b[i++];
+      v += (x & 0x7f) * 2 ** shift;
+      if (x < 0x80) break;
+    }
+    return v;
+  };
+  i = 1;
+  const length = varintAt();
+  const end = i + length;
+  while (i < end) {
+    const key = varintAt();
+    if (key === 0x08) return varintAt();
+    if ((key & 7) === 2) {
+      const n = varintAt();
+      i += n;
+    }
+    else if ((key & 7) === 0) varintAt();
+    else return 0;
+  }
+  return 0;
 }
 
 /**
@@ -477,7 +520,7 @@ async function main() {
   const deployment = await startDeployment(mkdtempSync(join(os.tmpdir(), 'ta-soak-')), 'soak');
   const { pgCluster, probe } = deployment;
   let servers = deployment.servers;
-  console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST }));
+  console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST, encoding: args.encoding }));
   console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] && !args.cluster ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
