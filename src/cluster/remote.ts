@@ -5,6 +5,7 @@
  * run on every request.
  */
 import type { DetachedRun, RemoteRuns } from '../audit/engine.js';
+import type { StoredListFilter, StoredListRow } from '../audit/store.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { PinRecord } from '../store/index.js';
 import type { AckRecord, Verdict } from '../core/types.js';
@@ -83,9 +84,11 @@ export class SharedStoreRuns implements RemoteRuns {
 
   /**
    * Runs with the verdict their owner last wrote for the list views (one query; never evaluated), except the runs of
-   * the partitions this instance lists from its memory (listedHere).
+   * the partitions this instance lists from its memory (listedHere). A page of the run list (`page`) lists every
+   * partition: its order and cursor are the store's (first_at, run), whoever holds each run now.
    */
-  async list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict: string | null; settled: boolean; listed: string | null }[]> {
-    return this.pg.listRuns({ ...filter, exceptParts: this.opts.listedHere?.() ?? [] });
+  async list(filter: StoredListFilter): Promise<StoredListRow[]> {
+    const { page, ...f } = filter;
+    return this.pg.listRuns({ ...f, exceptParts: page ? [] : (this.opts.listedHere?.() ?? []) });
   }
 }

@@ -122,15 +122,16 @@ export async function listRuns(engine: AuditEngine, filter: RunListFilter, now: 
   const counts = Object.fromEntries(VERDICTS.map((v) => [v, 0])) as Record<Verdict, number>;
   const remote = engine.remote;
   if (remote) {
-    // A cluster: the listed rows are the verdicts their owners last wrote with their findings (runs.listed), the
-    // counts the verdicts their owners last stored, counted by the database: the page evaluates no run held elsewhere.
-    const rows = await engine.listAll({ verdict: filter.verdict, contract: filter.contract, limit, ...alertFilter }, now);
+    // A cluster: a page of the shared store's runs (cursor paging, as a single instance), the rows of runs held
+    // elsewhere the verdicts their owners last wrote with their findings (runs.listed), the counts the verdicts their
+    // owners last stored, counted by the database: the page evaluates no run held elsewhere.
+    const page = await engine.listPage({ verdict: filter.verdict, contract: filter.contract, limit, after: filter.after, ...alertFilter }, now);
     let total = 0;
     for (const [v, n] of Object.entries(await remote.counts({ contract: filter.contract }))) {
       if (v in counts) counts[v as Verdict] = n;
       total += n;
     }
-    return { runs: await rowsOf(rows, filter, silenceOf), next: null, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
+    return { runs: await rowsOf(page.runs, filter, silenceOf), next: page.next, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
   }
   const stored = engine.verdictCounts({ contract: filter.contract });
   if (stored) {
