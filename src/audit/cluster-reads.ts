@@ -149,30 +149,6 @@ export class ClusterReads {
   }
 
   /**
-   * Runs for the list views: the live runs here and (cluster mode) the runs of the whole cluster from the shared
-   * store, newest first. A run another instance holds is listed as its owner last wrote it (the verdict with its
-   * findings, runs.listed: one query for the whole list, nothing evaluated here); one whose owner has not written
-   * that yet (new, or stored by an older build) is read and evaluated now.
-   */
-  async listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
-    if (!this.remote) return this.held.list({ ...filter, now });
-    const limit = filter.limit ?? 100;
-    const rows = await this.remote.list({ verdict: filter.verdict, contract: filter.contract, limit, oldest: filter.oldest });
-    const out = [...(await this.listedRows(rows, filter, now)).values()];
-    // The runs of partitions listed from memory (the shared store left them out): the held runs' own list, less any
-    // run the store listed too (one taken over while it answered).
-    const local = this.held.list({ ...filter, limit, now });
-    if (local.length) {
-      const seen = new Set<string>();
-      for (const row of rows) seen.add(row.run);
-      for (const r of local) if (!seen.has(r.verdict.run)) out.push(r);
-    }
-    const filtered = out.filter((r) => passes(r, filter));
-    filtered.sort(listOrder(filter));
-    return filtered.slice(0, limit);
-  }
-
-  /**
    * A page of the run list of the whole cluster (cluster mode): `want` rows of the shared store after the key `after`,
    * of every partition, in the store's (first_at, run) order, each with the run as listed (null: it does not pass the
    * filter, or is gone). The order and the cursor are the store's alone: which instance holds a run changes only which
@@ -184,7 +160,7 @@ export class ClusterReads {
    */
   async storedPage(filter: ListFilter, after: { firstAt: number; run: string } | undefined, want: number, now: number): Promise<{ firstAt: number; run: string; listed: ListedRun | null }[]> {
     const remote = this.remote!;
-    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit: want, oldest: filter.oldest, page: true, after });
+    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit: want, oldest: filter.oldest, after });
     const listed = await this.listedRows(rows, filter, now);
     return rows.map((row) => {
       const l = listed.get(row.run);
@@ -194,7 +170,7 @@ export class ClusterReads {
 
   /** Whether the shared store has a run after the key `after` (a page's `next`). */
   async storedAfter(filter: ListFilter, after: { firstAt: number; run: string }): Promise<boolean> {
-    return (await this.remote!.list({ verdict: filter.verdict, contract: filter.contract, limit: 1, oldest: filter.oldest, page: true, after })).length > 0;
+    return (await this.remote!.list({ verdict: filter.verdict, contract: filter.contract, limit: 1, oldest: filter.oldest, after })).length > 0;
   }
 
   /**

@@ -472,10 +472,6 @@ export class AuditEngine {
     return this.reads.prefetchTrust(pinRuns, partyRuns);
   }
 
-  listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
-    return this.reads.listAll(filter, now);
-  }
-
   /** The pure verdict of a run read from the shared store (its stored pin, else the pin its receipts resolve to). */
   evaluateDetached(d: DetachedRun, now: number): RunVerdict {
     return this.pinner.evaluateDetached(d, now);

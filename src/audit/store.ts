@@ -126,8 +126,6 @@ export interface StoredListFilter {
   contract?: string;
   limit: number;
   oldest?: boolean;
-  /** A page of the run list: every partition, after this key. */
-  page?: boolean;
   after?: { firstAt: number; run: string };
 }
 
@@ -154,8 +152,8 @@ export interface RemoteRuns {
   /**
    * Runs of the whole cluster, newest first (`oldest`: oldest first), as the shared store lists them: with the verdict
    * as last stored by the owner (`verdict`) and, when its owner wrote it, the whole evaluation (`listed`, as
-   * listedJson wrote it; parsed only for the runs not held here). `page`: a page of the run list (after the key
-   * `after` in the store's (first_at, run) order), of every partition: a page's order and cursor are the store's alone.
+   * listedJson wrote it; parsed only for the runs not held here): a page of the run list, after the key `after` in the
+   * store's (first_at, run) order.
    */
   list(filter: StoredListFilter): Promise<StoredListRow[]>;
   /** The run's latest acknowledgement, made at any instance. */

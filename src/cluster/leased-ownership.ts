@@ -22,7 +22,7 @@ export class LeasedOwnership implements Ownership {
     pg: PgStore,
     opts: { spanRouting?: 'trace' | 'any' } = {},
   ) {
-    this.remote = new SharedStoreRuns(pg, { listedHere: () => coordinator.listedParts() });
+    this.remote = new SharedStoreRuns(pg);
     this.forwarding = opts.spanRouting === 'any';
   }
 

@@ -43,12 +43,6 @@ export class Ownership {
     return false;
   }
 
-  /** The partitions taken over completely and held, while the leases are valid (see ClusterCoordinator.listedParts). */
-  listedParts(): number[] {
-    if (this.mono() > this.validUntil) return [];
-    return [...this.adopted].filter((p) => this.owned.has(p));
-  }
-
   /** The partitions held, ascending. */
   ownedParts(): number[] {
     return [...this.owned].sort((a, b) => a - b);

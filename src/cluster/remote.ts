@@ -19,8 +19,6 @@ export class SharedStoreRuns implements RemoteRuns {
       cacheMs?: number;
       maxCached?: number;
       clock?: () => number;
-      /** Partitions whose runs this instance lists from its memory: the list query leaves them out. */
-      listedHere?: () => readonly number[];
     } = {},
   ) {}
 
@@ -83,12 +81,10 @@ export class SharedStoreRuns implements RemoteRuns {
   }
 
   /**
-   * Runs with the verdict their owner last wrote for the list views (one query; never evaluated), except the runs of
-   * the partitions this instance lists from its memory (listedHere). A page of the run list (`page`) lists every
-   * partition: its order and cursor are the store's (first_at, run), whoever holds each run now.
+   * A page of the runs of every partition with the verdict their owner last wrote, for the list views (one query;
+   * never evaluated): its order and cursor are the store's (first_at, run), whoever holds each run now.
    */
   async list(filter: StoredListFilter): Promise<StoredListRow[]> {
-    const { page, ...f } = filter;
-    return this.pg.listRuns({ ...f, exceptParts: page ? [] : (this.opts.listedHere?.() ?? []) });
+    return this.pg.listRuns(filter);
   }
 }
