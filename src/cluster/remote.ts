@@ -19,6 +19,8 @@ export class SharedStoreRuns implements RemoteRuns {
       cacheMs?: number;
       maxCached?: number;
       clock?: () => number;
+      /** Runs held here whose verdict state or pin is not written yet (ClusterEngineStore.unwritten). */
+      unwritten?: () => readonly string[];
     } = {},
   ) {}
 
@@ -82,9 +84,12 @@ export class SharedStoreRuns implements RemoteRuns {
 
   /**
    * A page of the runs of every partition with the verdict their owner last wrote, for the list views (one query;
-   * never evaluated): its order and cursor are the store's (first_at, run), whoever holds each run now.
+   * never evaluated): its order and cursor are the store's (first_at, run), whoever holds each run now. Filtered on a
+   * verdict or contract, the runs held here whose verdict or pin is not written yet are read whatever is stored (the
+   * caller filters on what memory holds).
    */
   async list(filter: StoredListFilter): Promise<StoredListRow[]> {
-    return this.pg.listRuns(filter);
+    const unwritten = filter.verdict !== undefined || filter.contract !== undefined ? this.opts.unwritten?.() : undefined;
+    return this.pg.listRuns(unwritten?.length ? { ...filter, orRuns: unwritten } : filter);
   }
 }
