@@ -44,9 +44,9 @@ export interface HeldRuns {
 
 export class ClusterReads {
   /**
-   * The stored evaluations the last list parsed, by run (the text and what it parsed to): a list repeated by a
-   * dashboard parses only the runs whose owners wrote something new since. Bounded by one list (at most 10,000 runs):
-   * each list keeps only the entries it used.
+   * The stored evaluations the last read of a page parsed, by run (the text and what it parsed to): a page repeated by
+   * a dashboard parses only the runs whose owners wrote something new since. Bounded by one page (at most 10,000
+   * runs): each read keeps only the entries it used.
    */
   private parsedListed = new Map<string, { text: string; parsed: NonNullable<ReturnType<typeof parseListed>> }>();
 
