@@ -24,10 +24,12 @@
 // spans. Sent as OTLP/HTTP protobuf (--encoding proto, the default: what the OpenTelemetry Collector's otlphttp
 // exporter and the SDKs' -proto exporters send) or OTLP/HTTP JSON (--encoding json).
 //
-// At the end: every run whose every export was acknowledged is looked up (GET /api/v1/runs/{run}) and must be listed
-// with a verdict; the count missing is printed and the exit code is 1 when any is. Also the pass/fail of the issue's
-// bounds over minutes 10..end: healthz < 1 s, event-loop max < 250 ms, RSS and database size within 10% between
-// minute 10 and the last.
+// Every run whose every export was acknowledged must be listed with a verdict: found each minute by paging the run list
+// (list_missing: those not found), single instance and cluster alike (a cluster's checks alternate between its two
+// instances: each lists every run), so that each is checked before --retention prunes it; with --no-list-check, looked
+// up one by one at the end (GET /api/v1/runs/{run}). The count missing is printed and the exit code is 1 when any
+// is. Also the pass/fail of the issue's bounds over minutes 10..end: healthz < 1 s, event-loop max < 250 ms, RSS and
+// database size within 10% between minute 10 and the last.
 //
 // --retention DUR, --alert-window DUR (both 5m here; the server's defaults are 24h-class and 1h): shortened so that a
 // 30-minute soak reaches the steady state that the defaults reach later. One run in 100 never finishes and turns
@@ -521,7 +523,7 @@ async function main() {
   const { pgCluster, probe } = deployment;
   let servers = deployment.servers;
   console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST, encoding: args.encoding }));
-  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] && !args.cluster ? '  list_missing' : ''));
+  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
   const errorsByStatus = {};
@@ -544,8 +546,10 @@ async function main() {
   })();
 
   const rows = [];
-  // Single instance: the runs acknowledged are found by paging the run list each minute (a cluster answers one page).
-  const listCheck = !args['no-list-check'] && !args.cluster ? listChecker(traffic, () => servers[0].ports.api) : null;
+  // The runs acknowledged are found by paging the run list each minute; a cluster's checks alternate between its
+  // instances (each pages the whole cluster's runs).
+  let listChecks = 0;
+  const listCheck = !args['no-list-check'] ? listChecker(traffic, () => servers[listChecks % servers.length].ports.api) : null;
   const listed = { checked: 0, missing: 0 };
   for (let m = 1; m <= MINUTES; m++) {
     await sleep(Math.max(0, endAt - (MINUTES - m) * 60_000 - Date.now()));
@@ -586,6 +590,7 @@ async function main() {
     if (listCheck) {
       // Runs acknowledged more than 10 s ago: listed by paging with a verdict.
       const c = await listCheck(10_000);
+      listChecks++;
       listed.checked += c.checked;
       listed.missing += c.missing;
       row.listMissing = c.missing;
@@ -597,8 +602,8 @@ async function main() {
   healthStop = true;
   await health;
 
-  // Every run whose every export was acknowledged is listed with a verdict: single instance by paging (the rest of
-  // them), a cluster run by run.
+  // Every run whose every export was acknowledged is listed with a verdict: by paging (the rest of them), or with
+  // --no-list-check run by run.
   if (listCheck) {
     const c = await listCheck(0);
     listed.checked += c.checked;

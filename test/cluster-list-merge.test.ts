@@ -1,6 +1,6 @@
-// The cluster list (ClusterReads.listAll): the runs of partitions an instance lists from its memory merged with the
-// shared store's rows of the others (issue 32: the store leaves the held partitions out), in order, filtered, to the
-// limit, each run once; the owners' stored evaluations parsed once per text.
+// A page of the cluster list (ClusterReads.storedPage, issue 50): the shared store's rows of every partition in its
+// keyset order after the cursor, each run once; a run held here shown with the verdict in memory (newer than the one
+// its owner last stored), the others as their owners last wrote them (parsed once per text); filtered on the verdict shown.
 import { describe, expect, it } from 'vitest';
 import { ClusterReads, type HeldRuns } from '../src/audit/cluster-reads.js';
 import { listOrder, listedJson, type ListFilter, type ListedRun } from '../src/audit/listing.js';
@@ -31,19 +31,20 @@ function heldSide(live: ListedRun[]): HeldRuns {
 
 type Row = { run: string; firstAt: number; updatedAt: number; verdict: string | null; settled: boolean; listed: string | null };
 
-/** A shared store's side: rows as PgStore.listRuns gives them (newest first, limited), counting the calls. */
+/** A shared store's side: rows as PgStore.listRuns gives them (keyset order after the cursor, limited), counting the calls. */
 function storeSide(rows: () => Row[]): RemoteRuns & { calls: number } {
   const side = {
     calls: 0,
     load: async () => null,
     pin: async () => null,
     counts: async () => ({}),
-    list: async (f: { verdict?: string; limit: number; oldest?: boolean }) => {
+    list: async (f: { verdict?: string; limit: number; oldest?: boolean; after?: { firstAt: number; run: string } }) => {
       side.calls++;
       const sign = f.oldest ? 1 : -1;
+      const order = (a: { firstAt: number; run: string }, b: { firstAt: number; run: string }) => sign * (a.firstAt - b.firstAt || (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
       return rows()
-        .filter((r) => !f.verdict || r.verdict === f.verdict)
-        .sort((a, b) => sign * (a.firstAt - b.firstAt))
+        .filter((r) => (!f.verdict || r.verdict === f.verdict) && (!f.after || order(r, f.after) > 0))
+        .sort(order)
         .slice(0, f.limit);
     },
   };
@@ -52,43 +53,48 @@ function storeSide(rows: () => Row[]): RemoteRuns & { calls: number } {
 
 const stored = (v: RunVerdict, firstAt: number): Row => ({ run: v.run, firstAt, updatedAt: firstAt + 1, verdict: v.verdict, settled: v.settled, listed: listedJson(v, firstAt) });
 
-describe('the cluster list merges the runs held here with the shared store rows of the others', () => {
+describe('a page of the cluster list: the rows of the shared store in its order, runs held here shown from memory', () => {
   const held = [
     { verdict: verdictOf('h1', 'healthy'), updatedAt: 10, firstAt: 1_000, alert: { acked: false, alerting: false, stalled: false } },
     { verdict: verdictOf('h2', 'forbidden_edge'), updatedAt: 30, firstAt: 3_000, alert: { acked: false, alerting: false, stalled: false } },
-    { verdict: verdictOf('h3', 'working'), updatedAt: 50, firstAt: 5_000, alert: { acked: false, alerting: false, stalled: false } },
   ];
   const others = [verdictOf('o1', 'forbidden_edge'), verdictOf('o2', 'healthy'), verdictOf('o3', 'waiting')];
-  const rows = () => [stored(others[0], 2_000), stored(others[1], 4_000), stored(others[2], 6_000)];
+  // h1, h2 are stored too (every held run is): h2's stored evaluation lags its owner's (working, then forbidden_edge).
+  const rows = () => [
+    stored(held[0].verdict, 1_000),
+    stored(others[0], 2_000),
+    { run: 'h2', firstAt: 3_000, updatedAt: 29, verdict: 'working', settled: false, listed: null },
+    stored(others[1], 4_000),
+    stored(others[2], 6_000),
+  ];
+  const page = async (reads: ClusterReads, f: ListFilter, after?: { firstAt: number; run: string }, want = 100) =>
+    (await reads.storedPage(f, after, want, 10_000)).map((r) => [r.run, r.listed?.verdict.verdict ?? null]);
 
-  it('newest first, oldest first, by verdict, to the limit, each run once (a held run the store also listed)', async () => {
-    // h2 is also in the store's rows (taken over while the store answered): listed once, from memory.
-    const store = storeSide(() => [...rows(), { run: 'h2', firstAt: 3_000, updatedAt: 31, verdict: 'forbidden_edge', settled: true, listed: null }]);
-    const reads = new ClusterReads(heldSide(held), null as unknown as Pinner, store);
-    const runs = async (f: ListFilter) => (await reads.listAll(f, 10_000)).map((r) => r.verdict.run);
-    expect(await runs({ limit: 100 })).toEqual(['o3', 'h3', 'o2', 'h2', 'o1', 'h1']);
-    expect(await runs({ limit: 100, oldest: true })).toEqual(['h1', 'o1', 'h2', 'o2', 'h3', 'o3']);
-    expect(await runs({ limit: 3 })).toEqual(['o3', 'h3', 'o2']);
-    expect(await runs({ limit: 100, verdict: 'forbidden_edge' })).toEqual(['h2', 'o1']);
-    const all = await reads.listAll({ limit: 100 }, 10_000);
+  it('newest first, oldest first, after a cursor, to the limit, each run once with the verdict held here', async () => {
+    const reads = new ClusterReads(heldSide(held), null as unknown as Pinner, storeSide(rows));
+    expect(await page(reads, {})).toEqual([['o3', 'waiting'], ['o2', 'healthy'], ['h2', 'forbidden_edge'], ['o1', 'forbidden_edge'], ['h1', 'healthy']]);
+    expect(await page(reads, { oldest: true })).toEqual([['h1', 'healthy'], ['o1', 'forbidden_edge'], ['h2', 'forbidden_edge'], ['o2', 'healthy'], ['o3', 'waiting']]);
+    expect(await page(reads, {}, { firstAt: 4_000, run: 'o2' }, 2)).toEqual([['h2', 'forbidden_edge'], ['o1', 'forbidden_edge']]);
+    // The filter applies to the verdict shown: h2, stored as working, is held as forbidden_edge (a row read, not listed).
+    expect(await page(reads, { verdict: 'working' })).toEqual([['h2', null]]);
+    const all = await reads.storedPage({}, undefined, 100, 10_000);
     // The others' rows carry their owners' evaluation (findings and messages), the held ones their alert state.
-    expect(all.find((r) => r.verdict.run === 'o1')!.verdict.findings[0].message).toBe('forbidden_edge of o1');
-    expect(all.find((r) => r.verdict.run === 'o1')!.alert).toBeNull();
-    expect(all.find((r) => r.verdict.run === 'h2')!.alert).toEqual({ acked: false, alerting: false, stalled: false });
+    expect(all.find((r) => r.run === 'o1')!.listed!.verdict.findings[0].message).toBe('forbidden_edge of o1');
+    expect(all.find((r) => r.run === 'o1')!.listed!.alert).toBeNull();
+    expect(all.find((r) => r.run === 'h2')!.listed!.alert).toEqual({ acked: false, alerting: false, stalled: false });
   });
 
   it('parses a stored evaluation once per text: an unchanged row reuses it, a rewritten one is read anew', async () => {
-    let current = rows();
+    let current = [stored(others[0], 2_000), stored(others[1], 4_000), stored(others[2], 6_000)];
     const reads = new ClusterReads(heldSide([]), null as unknown as Pinner, storeSide(() => current));
-    const first = await reads.listAll({ limit: 100 }, 10_000);
-    const again = await reads.listAll({ limit: 100 }, 10_000);
-    const o1 = (l: ListedRun[]) => l.find((r) => r.verdict.run === 'o1')!.verdict;
-    expect(o1(again)).toBe(o1(first)); // the same object: not parsed again
+    const o1 = async () => (await reads.storedPage({}, undefined, 100, 10_000)).find((r) => r.run === 'o1')!.listed!.verdict;
+    const first = await o1();
+    const again = await o1();
+    expect(again).toBe(first); // the same object: not parsed again
     // Its owner writes a new evaluation: the list shows it.
     current = [stored(verdictOf('o1', 'forbidden_edge', 'a new message'), 2_000), ...current.slice(1)];
-    const third = await reads.listAll({ limit: 100 }, 10_000);
-    expect(o1(third)).not.toBe(o1(first));
-    expect(o1(third).findings[0].message).toBe('a new message');
-    expect(third.map((r) => r.verdict.run)).toEqual(['o3', 'o2', 'o1']);
+    const third = await o1();
+    expect(third).not.toBe(first);
+    expect(third.findings[0].message).toBe('a new message');
   });
 });

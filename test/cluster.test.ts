@@ -246,12 +246,13 @@ describe('a cluster of auditors on one shared PostgreSQL store', () => {
     } finally {
       await client.query('UPDATE runs SET listed = $2 WHERE run = $1', [still, original]);
     }
-    // Oldest first on a cluster instance: the same runs, by first receipt ascending (then run id).
-    const newest = [...(await listOf(a)).values()];
-    const oldest = [...(await listOf(a, 'limit=100&order=oldest')).values()];
-    const key = (r: Row) => `${r.startedAt}|${r.run}`;
-    expect(oldest.map(key)).toEqual(newest.map(key).sort());
-    expect(newest.map(key)).not.toEqual(oldest.map(key));
+    // Oldest first on a cluster instance: the same runs, by first receipt ascending as stored (server time, then run
+    // id: the order a single instance lists in, whatever time the receipts carry), the reverse of newest first.
+    const newest = [...(await listOf(a)).keys()];
+    const oldest = [...(await listOf(a, 'limit=100&order=oldest')).keys()];
+    expect(oldest).toEqual((await client.query('SELECT run FROM runs ORDER BY first_at, run LIMIT 100')).rows.map((r) => r.run));
+    expect(newest).toEqual([...oldest].reverse());
+    expect(newest).not.toEqual(oldest);
   }, 200_000);
 
   it('the tail position of an instance passes the rows it filters out (its own receipts): it reaches the store head without another instance writing (issue 35)', async () => {

@@ -533,6 +533,12 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     expect((await s.listRuns({ limit: 10, exceptParts: [1] })).map((r) => r.run)).toEqual([z]);
     expect((await s.listRuns({ limit: 10, exceptParts: [6] })).map((r) => r.run)).toEqual([y, x]);
     expect(await s.listRuns({ limit: 10, exceptParts: [0, 1, 2, 3, 4, 5, 6, 7] })).toEqual([]);
+    // Runs the caller holds newer than stored (orRuns: a verdict or pin not written yet) are read whatever their stored
+    // verdict and pin, in the list's order; without a filter on either nothing changes.
+    expect((await s.listRuns({ limit: 10, verdict: 'forbidden_edge', orRuns: [z] })).map((r) => r.run)).toEqual([z, x]);
+    expect((await s.listRuns({ limit: 10, contract: 'no-such-contract', orRuns: [y] })).map((r) => r.run)).toEqual([y]);
+    expect((await s.listRuns({ limit: 10, verdict: 'forbidden_edge', contract: 'research', orRuns: [y, z] })).map((r) => r.run)).toEqual([z, y, x]);
+    expect((await s.listRuns({ limit: 10, orRuns: [y] })).map((r) => r.run)).toEqual([z, y, x]);
     // The owner's evaluation for the list views is written with the verdict (same statement, same fence) and read
     // back with the list; a verdict written without it clears it (never a stale one beside a newer verdict).
     const listed = JSON.stringify({ pin: null, verdict: 'waiting', naive: 'green', settled: false, findings: [{ verdict: 'waiting', code: 'waiting', agents: ['b'], events: ['e'], message: 'm', settled: false }], nextChangeAt: 9_000 });
@@ -656,6 +662,20 @@ describe('PgStore: pins inside the append (issue 31.3)', () => {
     await shared.sync();
     expect(await sql(url, 'SELECT run FROM pins')).toEqual([{ run: 'c1' }]);
     expect(shared.failedWrites).toBe(0);
+  });
+
+  it('knows the runs whose verdict state is not written yet, also while its flush is in flight (a page of the run list filtered on a verdict reads them whatever is stored)', async () => {
+    const url = await freshDb();
+    const s = await open(url, 'a');
+    const shared = new ClusterEngineStore(s, () => []);
+    const engine = new AuditEngine(registryOf(C('1')), shared, { retentionMs: 3_600_000 });
+    await engine.ingest([start('s', 0, { run: 'u1' }), edge('e1', 1, 'o -> r : delegate', { run: 'u1' })], 'test', ms(2));
+    expect(engine.verdictOf('u1')).not.toBeNull();
+    expect(shared.unwritten()).toEqual(['u1']);
+    const flushing = shared.flush();
+    expect(shared.unwritten()).toEqual(['u1']);
+    await flushing;
+    expect(shared.unwritten()).toEqual([]);
   });
 });
 

@@ -10,7 +10,7 @@ import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
 import { LIST_GROUP, listOrder, matchesAlertFilter, parseListed, type ListFilter, type ListedRun } from './listing.js';
 import type { LiveRun } from './live-run.js';
 import type { Pinner } from './pinning.js';
-import type { DetachedRun, RemoteRuns } from './store.js';
+import type { DetachedRun, RemoteRuns, StoredListRow } from './store.js';
 
 /** Runs held elsewhere whose handoff receipts are kept for the handoff party rule (oldest dropped first beyond this). */
 const MAX_FOREIGN_HANDOFF_RUNS = 10_000;
@@ -44,9 +44,9 @@ export interface HeldRuns {
 
 export class ClusterReads {
   /**
-   * The stored evaluations the last list parsed, by run (the text and what it parsed to): a list repeated by a
-   * dashboard parses only the runs whose owners wrote something new since. Bounded by one list (at most 10,000 runs):
-   * each list keeps only the entries it used.
+   * The stored evaluations the last read of a page parsed, by run (the text and what it parsed to): a page repeated by
+   * a dashboard parses only the runs whose owners wrote something new since. Bounded by one page (at most 10,000
+   * runs): each read keeps only the entries it used.
    */
   private parsedListed = new Map<string, { text: string; parsed: NonNullable<ReturnType<typeof parseListed>> }>();
 
@@ -149,25 +149,46 @@ export class ClusterReads {
   }
 
   /**
-   * Runs for the list views: the live runs here and (cluster mode) the runs of the whole cluster from the shared
-   * store, newest first. A run another instance holds is listed as its owner last wrote it (the verdict with its
-   * findings, runs.listed: one query for the whole list, nothing evaluated here); one whose owner has not written
-   * that yet (new, or stored by an older build) is read and evaluated now.
+   * A page of the run list of the whole cluster (cluster mode): `want` rows of the shared store after the key `after`,
+   * of every partition, in the store's (first_at, run) order, each with the run as listed (null: it does not pass the
+   * filter, or is gone). The order and the cursor are the store's alone: which instance holds a run changes only which
+   * verdict is shown, never where the run falls, so a run moving owner between two pages is neither listed twice nor
+   * skipped. A run held here shows its live verdict and alert state (memory wins: the owner's current evaluation,
+   * which its stored one may lag); the others their owners' stored evaluations. A page costs its own rows (an index
+   * seek, see PgStore.listRuns), never a walk of the held runs. A run held here but not stored yet is not acknowledged
+   * yet: it is listed once its receipts are committed, as on a single instance.
    */
-  async listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
-    if (!this.remote) return this.held.list({ ...filter, now });
-    const limit = filter.limit ?? 100;
-    const remote = this.remote;
-    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit, oldest: filter.oldest });
-    const out: ListedRun[] = [];
+  async storedPage(filter: ListFilter, after: { firstAt: number; run: string } | undefined, want: number, now: number): Promise<{ firstAt: number; run: string; listed: ListedRun | null }[]> {
+    const remote = this.remote!;
+    const rows = await remote.list({ verdict: filter.verdict, contract: filter.contract, limit: want, oldest: filter.oldest, after });
+    const listed = await this.listedRows(rows, filter, now);
+    return rows.map((row) => {
+      const l = listed.get(row.run);
+      return { firstAt: row.firstAt, run: row.run, listed: l && passes(l, filter) ? l : null };
+    });
+  }
+
+  /** Whether the shared store has a run after the key `after` (a page's `next`). */
+  async storedAfter(filter: ListFilter, after: { firstAt: number; run: string }): Promise<boolean> {
+    return (await this.remote!.list({ verdict: filter.verdict, contract: filter.contract, limit: 1, oldest: filter.oldest, after })).length > 0;
+  }
+
+  /**
+   * The shared store's rows as the list views show them, by run: a run held here (evaluated) with its live verdict
+   * and alert state; another as its owner last wrote it, when that is the evaluation of the verdict state stored with
+   * it; else read and evaluated here. A run gone from the store meanwhile is absent.
+   */
+  private async listedRows(rows: readonly StoredListRow[], filter: ListFilter, now: number): Promise<Map<string, ListedRun>> {
+    const remote = this.remote!;
+    const out = new Map<string, ListedRun>();
     const alertOf = (run: string) => this.held.alertStateOf(run, now, filter.windowMs, filter.stallMs);
     const held = (row: { run: string }): boolean => {
       const live = this.held.held(row.run);
       if (!live?.verdict) return false;
-      out.push({ verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: alertOf(row.run), enteredAt: live.enteredAt ?? live.updatedAt });
+      out.set(row.run, { verdict: live.verdict, updatedAt: live.updatedAt, firstAt: live.state.firstAt, alert: alertOf(row.run), enteredAt: live.enteredAt ?? live.updatedAt });
       return true;
     };
-    const unlisted: typeof rows = [];
+    const unlisted: StoredListRow[] = [];
     const cache = this.parsedListed;
     const used = new Map<string, { text: string; parsed: NonNullable<ReturnType<typeof parseListed>> }>();
     for (const row of rows) {
@@ -180,14 +201,14 @@ export class ClusterReads {
       if (l && text !== null) used.set(row.run, cached?.parsed === l ? cached : { text, parsed: l });
       if (l && l.verdict.verdict === row.verdict && (row.settled === undefined || l.verdict.settled === row.settled)) {
         // The owner's first receipt time (as its own list shows it), else the store's first arrival.
-        out.push({ verdict: l.verdict, updatedAt: row.updatedAt, firstAt: l.firstAt ?? row.firstAt, alert: alertOf(row.run) });
+        out.set(row.run, { verdict: l.verdict, updatedAt: row.updatedAt, firstAt: l.firstAt ?? row.firstAt, alert: alertOf(row.run) });
       } else unlisted.push(row);
     }
     this.parsedListed = used;
     if (remote.loadMany) {
       // The runs to evaluate here, LIST_GROUP at a time: a few queries per group, not one per run (issue 32); the
       // next group is read while this one is evaluated.
-      const groups: (typeof rows)[] = [];
+      const groups: StoredListRow[][] = [];
       for (let i = 0; i < unlisted.length; i += LIST_GROUP) groups.push(unlisted.slice(i, i + LIST_GROUP));
       let next = groups.length ? remote.loadMany(groups[0].map((row) => row.run)) : null;
       for (let g = 0; g < groups.length; g++) {
@@ -198,26 +219,21 @@ export class ClusterReads {
         for (const row of group) {
           if (held(row)) continue; // it became live here while the store answered
           const d = loaded.get(row.run);
-          if (d) out.push({ verdict: this.pinner.evaluateDetached(d, now), updatedAt: d.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
+          if (d) out.set(row.run, { verdict: this.pinner.evaluateDetached(d, now), updatedAt: d.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
         }
       }
     } else {
       for (const row of unlisted) {
         if (held(row)) continue;
         const r = await this.fetch(row.run, now);
-        if (r) out.push({ verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
+        if (r) out.set(row.run, { verdict: r.verdict, updatedAt: r.updatedAt, firstAt: row.firstAt, alert: alertOf(row.run) });
       }
     }
-    // The runs of partitions listed from memory (the shared store left them out): the held runs' own list, less any
-    // run the store listed too (one taken over while it answered).
-    const local = this.held.list({ ...filter, limit, now });
-    if (local.length) {
-      const seen = new Set<string>();
-      for (const row of rows) seen.add(row.run);
-      for (const r of local) if (!seen.has(r.verdict.run)) out.push(r);
-    }
-    const filtered = out.filter((r) => (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract) && matchesAlertFilter(r.alert, filter));
-    filtered.sort(listOrder(filter));
-    return filtered.slice(0, limit);
+    return out;
   }
+}
+
+/** Whether a listed run passes the list's filter: its verdict and pinned contract as listed, its alert state. */
+function passes(r: ListedRun, filter: ListFilter): boolean {
+  return (!filter.verdict || r.verdict.verdict === filter.verdict) && (!filter.contract || r.verdict.pin?.contract === filter.contract) && matchesAlertFilter(r.alert, filter);
 }

@@ -174,7 +174,10 @@ export class AuditEngine {
     this.appendStep = new AppendStep(live, { store, pinner, ownership: this.ownership });
     this.foldStep = new FoldStep(live, { store, pinner, ownership: this.ownership, ahead: this.ahead, evaluation, retirement });
     const alertStateOf = (run: string, now: number, w?: number, st?: number) => this.alertStateOf(run, now, w, st);
-    this.runList = new RunList(live, { store, pinner, retires, syncReceipts, alertStateOf, listAll: (f, now) => this.listAll(f, now) });
+    const cluster = this.ownership.remote
+      ? { storedPage: (...a: Parameters<ClusterReads['storedPage']>) => this.reads.storedPage(...a), storedAfter: (...a: Parameters<ClusterReads['storedAfter']>) => this.reads.storedAfter(...a) }
+      : null;
+    this.runList = new RunList(live, { store, pinner, retires, syncReceipts, alertStateOf, cluster });
     const held = { view: (run: string) => this.view(run), held: (run: string) => live.get(run), list: (f: ListFilter) => this.list(f), ackOf: (run: string) => this.ackOf(run), alertStateOf };
     this.reads = new ClusterReads(held, pinner, this.ownership.remote);
   }
@@ -467,10 +470,6 @@ export class AuditEngine {
   /** Cluster mode: the pins (`pinRuns`) and handoff parties (`partyRuns`) of runs held elsewhere, read before the trust rules. */
   prefetchTrust(pinRuns: Iterable<string>, partyRuns?: Iterable<string>): Promise<void> {
     return this.reads.prefetchTrust(pinRuns, partyRuns);
-  }
-
-  listAll(filter: ListFilter, now: number): Promise<ListedRun[]> {
-    return this.reads.listAll(filter, now);
   }
 
   /** The pure verdict of a run read from the shared store (its stored pin, else the pin its receipts resolve to). */

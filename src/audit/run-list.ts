@@ -1,11 +1,12 @@
 /**
  * The run list of the live runs and (a single instance) of the stored runs: the held runs' list, the pages of the
  * run list in keyset order (newest first by first receipt, server time) with their cursors, the runs per verdict,
- * and a run that left live memory read from the store and evaluated now. A cluster lists through ClusterReads.listAll.
+ * and a run that left live memory read from the store and evaluated now. A cluster pages the shared store through
+ * ClusterReads.storedPage.
  */
 import { millisOf } from '../core/time.js';
 import type { Receipt, RunVerdict } from '../core/types.js';
-import { viewReceipts, type RunView } from './cluster-reads.js';
+import { viewReceipts, type ClusterReads, type RunView } from './cluster-reads.js';
 import type { LiveRuns } from './live-runs.js';
 import { listOrder, matchesAlertFilter, type ListFilter, type ListedRun } from './listing.js';
 import type { Pinner } from './pinning.js';
@@ -41,8 +42,33 @@ export interface RunListHost {
   readonly retires: boolean;
   syncReceipts(run: string): Receipt[];
   alertStateOf(run: string, now: number, windowMs?: number, stallMs?: number): ListedRun['alert'];
-  /** A cluster's list (ClusterReads.listAll). */
-  listAll(filter: ListFilter, now: number): Promise<ListedRun[]>;
+  /** A cluster's pages of the shared store (ClusterReads.storedPage, storedAfter); null: not a cluster. */
+  readonly cluster: Pick<ClusterReads, 'storedPage' | 'storedAfter'> | null;
+}
+
+/** A key of the run list's keyset order (first receipt as stored, run id): what a cursor holds. */
+type Cursor = { firstAt: number; run: string };
+
+/** A stored run read for a page: its key, and the run as listed (null: it does not pass the filter). */
+type KeyedRun = Cursor & { listed: ListedRun | null };
+
+/**
+ * A page of `limit` listed runs after the key `after`: the store's rows read `want` at a time (rows filtered out are
+ * read past, at most 64 reads a page), the cursor of the last row read as `next` when `more` finds another row.
+ */
+async function keysetPage(limit: number, after: Cursor | undefined, read: (cursor: Cursor | undefined, want: number) => Promise<KeyedRun[]>, more: (cursor: Cursor) => Promise<boolean>): Promise<{ runs: ListedRun[]; next: string | null }> {
+  const out: ListedRun[] = [];
+  let cursor = after;
+  for (let reads = 0; reads < 64 && out.length < limit; reads++) {
+    const want = limit - out.length;
+    const rows = await read(cursor, want);
+    for (const row of rows) {
+      cursor = { firstAt: row.firstAt, run: row.run };
+      if (row.listed) out.push(row.listed);
+    }
+    if (rows.length < want) return { runs: out, next: null };
+  }
+  return { runs: out, next: cursor && (await more(cursor)) ? cursorOf(cursor) : null };
 }
 
 export class RunList {
@@ -80,38 +106,35 @@ export class RunList {
   }
 
   /**
-   * A page of the run list, after the cursor `after` (the `next` of the page before; null: the last page). A single
-   * instance lists the store (settled runs are not in memory) in keyset order, newest first by first receipt (server
-   * time); held runs show their live verdict and alert state, the others their verdict evaluated from the store. A
-   * filter on an alert state being true lists held runs only (only they can have one). A cluster lists as listAll
-   * (one page).
+   * A page of the run list, after the cursor `after` (the `next` of the page before; null: the last page), in keyset
+   * order, newest first by first receipt (server time, as stored). A single instance lists the store (settled runs
+   * are not in memory): held runs show their live verdict and alert state, the others their verdict evaluated from
+   * the store. A cluster lists the shared store's rows of every partition the same way (ClusterReads.storedPage:
+   * runs held here from memory, the others as their owners last wrote them). A filter on an alert state being true
+   * lists held runs only (only they can have one); so does an instance whose store does not list (memory only).
    */
   async page(filter: ListFilter & { after?: string }, now: number): Promise<{ runs: ListedRun[]; next: string | null }> {
     const limit = Math.max(1, filter.limit ?? 100);
     const after = filter.after ? parseCursor(filter.after) : undefined;
-    if (!this.host.retires) return { runs: await this.host.listAll({ ...filter, limit }, now), next: null };
-    if (filter.acked || filter.alerting || filter.stalled) return this.heldPage(filter, limit, after, now);
-    const out: ListedRun[] = [];
-    let cursor = after;
+    const cluster = this.host.cluster;
+    if (filter.acked || filter.alerting || filter.stalled || (!this.host.retires && !cluster)) return this.heldPage(filter, limit, after, now);
+    if (cluster) return keysetPage(limit, after, (cursor, want) => cluster.storedPage(filter, cursor, want, now), (cursor) => cluster.storedAfter(filter, cursor));
+    const store = this.host.store;
+    const rowsAfter = (cursor: Cursor | undefined, want: number) => store.listRuns!({ verdict: filter.verdict, contract: filter.contract, oldest: filter.oldest, after: cursor, limit: want });
     let sliceStart = performance.now();
-    // Rows filtered out by an alert state (false) are skipped: read on, a bounded number of store pages.
-    for (let pages = 0; pages < 64 && out.length < limit; pages++) {
-      const want = limit - out.length;
-      const rows = this.host.store.listRuns!({ verdict: filter.verdict, contract: filter.contract, oldest: filter.oldest, after: cursor, limit: want });
-      for (const row of rows) {
+    const read = async (cursor: Cursor | undefined, want: number): Promise<KeyedRun[]> => {
+      const out: KeyedRun[] = [];
+      for (const row of rowsAfter(cursor, want)) {
         // A run that left memory is evaluated from the store: a long page yields to the event loop every ~20 ms.
         if (performance.now() - sliceStart > LIST_SLICE_MS) {
           await new Promise<void>((resolve) => setImmediate(resolve));
           sliceStart = performance.now();
         }
-        cursor = { firstAt: row.firstAt, run: row.run };
-        const listed = this.listedOf(row.run, row.updatedAt, filter, now);
-        if (listed) out.push(listed);
+        out.push({ firstAt: row.firstAt, run: row.run, listed: this.listedOf(row.run, row.updatedAt, filter, now) });
       }
-      if (rows.length < want) return { runs: out, next: null };
-    }
-    const more = cursor && this.host.store.listRuns!({ verdict: filter.verdict, contract: filter.contract, oldest: filter.oldest, after: cursor, limit: 1 }).length > 0;
-    return { runs: out, next: more ? cursorOf(cursor!) : null };
+      return out;
+    };
+    return keysetPage(limit, after, read, async (cursor) => rowsAfter(cursor, 1).length > 0);
   }
 
   /** A stored run as the run list shows it (null: it does not pass the filter). */
@@ -139,8 +162,11 @@ export class RunList {
     return matchesAlertFilter(row.alert, filter) ? row : null;
   }
 
-  /** A page of the held runs (an alert-state filter), in list order, after the cursor. */
-  private heldPage(filter: ListFilter, limit: number, after: { firstAt: number; run: string } | undefined, now: number): { runs: ListedRun[]; next: string | null } {
+  /**
+   * A page of the held runs (an alert-state filter, or a store that does not list), in list order (by the runs' own
+   * first receipt), after the cursor: every page sorts the held runs that pass the filter (n log n in them).
+   */
+  private heldPage(filter: ListFilter, limit: number, after: Cursor | undefined, now: number): { runs: ListedRun[]; next: string | null } {
     const order = listOrder(filter);
     let all = this.list({ ...filter, now, limit: Number.MAX_SAFE_INTEGER });
     if (after) {

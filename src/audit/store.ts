@@ -120,6 +120,25 @@ export interface DetachedRun {
   updatedAt: number;
 }
 
+/** What RemoteRuns.list filters on: verdict and contract as stored, the order, the page's cursor and size. */
+export interface StoredListFilter {
+  verdict?: string;
+  contract?: string;
+  limit: number;
+  oldest?: boolean;
+  after?: { firstAt: number; run: string };
+}
+
+/** A run as the shared store lists it (RemoteRuns.list): its key (first_at, run), the verdict its owner last wrote. */
+export interface StoredListRow {
+  run: string;
+  firstAt: number;
+  updatedAt: number;
+  verdict?: string | null;
+  settled?: boolean;
+  listed?: string | null;
+}
+
 /** Runs held by other instances of a cluster, read from the shared store on demand (see ClusterReads). */
 export interface RemoteRuns {
   /** A run as stored; a cached read no older than `maxAgeMs` (default: the reader's cache time) may answer. */
@@ -133,9 +152,10 @@ export interface RemoteRuns {
   /**
    * Runs of the whole cluster, newest first (`oldest`: oldest first), as the shared store lists them: with the verdict
    * as last stored by the owner (`verdict`) and, when its owner wrote it, the whole evaluation (`listed`, as
-   * listedJson wrote it; parsed only for the runs not held here).
+   * listedJson wrote it; parsed only for the runs not held here): a page of the run list, after the key `after` in the
+   * store's (first_at, run) order.
    */
-  list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict?: string | null; settled?: boolean; listed?: string | null }[]>;
+  list(filter: StoredListFilter): Promise<StoredListRow[]>;
   /** The run's latest acknowledgement, made at any instance. */
   ack?(run: string): Promise<AckRecord | null>;
 }

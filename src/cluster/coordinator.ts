@@ -133,15 +133,6 @@ export class ClusterCoordinator {
    */
   dropTraces: ((pick: (traceId: string) => boolean) => number) | null = null;
 
-  /**
-   * The partitions whose runs the list views read from this instance's memory (and not from the shared store): held,
-   * taken over completely (every stored run of them was read in), and the leases still valid by the local clock.
-   * A run stored through another instance joins them when the tail reads it (every --tail-every, 100 ms).
-   */
-  listedParts(): number[] {
-    return this.ownership.listedParts();
-  }
-
   /** The partitions held, ascending. */
   ownedParts(): number[] {
     return this.ownership.ownedParts();

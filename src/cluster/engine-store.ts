@@ -45,6 +45,8 @@ export class ClusterEngineStore implements AsyncEngineStore {
   private adopted: AdoptedSpanLogEntry[] = [];
   private failures = 0;
   private flushing: Promise<void> | null = null;
+  /** The runs of the flush in flight (its verdict states and pins), until it is done. */
+  private inFlight: readonly string[] = [];
 
   constructor(
     readonly pg: PgStore,
@@ -127,10 +129,22 @@ export class ClusterEngineStore implements AsyncEngineStore {
     this.pendingPins = new Map();
     const rows = [...this.verdicts.values()];
     this.verdicts = new Map();
+    this.inFlight = [...pins.map(([run]) => run), ...rows.map((r) => r.run)];
     this.flushing = Promise.all([this.track(this.writePins(pins), 'pin_write_failed'), this.track(this.writeVerdicts(rows), 'verdict_write_failed')]).then(() => {
       this.flushing = null;
+      this.inFlight = [];
     });
     return this.flushing;
+  }
+
+  /**
+   * The runs whose verdict state or pin was set here and is not committed yet (set since the last flush, or in the
+   * flush in flight; a failed write's, until written): their stored verdict or pin may lag what memory holds, so a
+   * page of the run list filtered on either reads them whatever is stored (ClusterReads.storedPage). One tick's
+   * changes (about 100 ms), more only while the writes fail.
+   */
+  unwritten(): string[] {
+    return [...new Set([...this.verdicts.keys(), ...this.pendingPins.keys(), ...this.inFlight])];
   }
 
   private async writePins(pins: [string, PinRecord][]): Promise<void> {

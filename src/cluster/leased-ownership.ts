@@ -20,9 +20,9 @@ export class LeasedOwnership implements Ownership {
   constructor(
     private readonly coordinator: ClusterCoordinator,
     pg: PgStore,
-    opts: { spanRouting?: 'trace' | 'any' } = {},
+    opts: { spanRouting?: 'trace' | 'any'; unwritten?: () => readonly string[] } = {},
   ) {
-    this.remote = new SharedStoreRuns(pg, { listedHere: () => coordinator.listedParts() });
+    this.remote = new SharedStoreRuns(pg, { unwritten: opts.unwritten });
     this.forwarding = opts.spanRouting === 'any';
   }
 

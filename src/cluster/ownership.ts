@@ -9,8 +9,6 @@ import type { Fence } from './fence.js';
 export class Ownership {
   /** The partitions held. */
   readonly owned = new Set<number>();
-  /** Owned partitions whose stored runs were all read in (a takeover done): every run of them is live here. */
-  readonly adopted = new Set<number>();
   /** The renewal count when each owned partition was taken (Renewal.renewOnce). */
   readonly acquired = new Map<number, number>();
   /** Until when (monotonic clock, ms) the leases renewed last are surely still this instance's. */
@@ -43,12 +41,6 @@ export class Ownership {
     return false;
   }
 
-  /** The partitions taken over completely and held, while the leases are valid (see ClusterCoordinator.listedParts). */
-  listedParts(): number[] {
-    if (this.mono() > this.validUntil) return [];
-    return [...this.adopted].filter((p) => this.owned.has(p));
-  }
-
   /** The partitions held, ascending. */
   ownedParts(): number[] {
     return [...this.owned].sort((a, b) => a - b);
@@ -62,14 +54,8 @@ export class Ownership {
     }
   }
 
-  /** Every stored run of `parts` was read in: listed from memory from now on (those still held). */
-  complete(parts: readonly number[]): void {
-    for (const p of parts) if (this.owned.has(p)) this.adopted.add(p);
-  }
-
   /** Stops holding `p`: no longer fenced for this instance's writes, its runs let go. */
   drop(p: number): void {
-    this.adopted.delete(p);
     this.acquired.delete(p);
     if (!this.owned.delete(p)) return;
     this.fence.drop([p]);

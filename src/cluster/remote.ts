@@ -5,6 +5,7 @@
  * run on every request.
  */
 import type { DetachedRun, RemoteRuns } from '../audit/engine.js';
+import type { StoredListFilter, StoredListRow } from '../audit/store.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { PinRecord } from '../store/index.js';
 import type { AckRecord, Verdict } from '../core/types.js';
@@ -18,8 +19,8 @@ export class SharedStoreRuns implements RemoteRuns {
       cacheMs?: number;
       maxCached?: number;
       clock?: () => number;
-      /** Partitions whose runs this instance lists from its memory: the list query leaves them out. */
-      listedHere?: () => readonly number[];
+      /** Runs held here whose verdict state or pin is not written yet (ClusterEngineStore.unwritten). */
+      unwritten?: () => readonly string[];
     } = {},
   ) {}
 
@@ -82,10 +83,13 @@ export class SharedStoreRuns implements RemoteRuns {
   }
 
   /**
-   * Runs with the verdict their owner last wrote for the list views (one query; never evaluated), except the runs of
-   * the partitions this instance lists from its memory (listedHere).
+   * A page of the runs of every partition with the verdict their owner last wrote, for the list views (one query;
+   * never evaluated): its order and cursor are the store's (first_at, run), whoever holds each run now. Filtered on a
+   * verdict or contract, the runs held here whose verdict or pin is not written yet are read whatever is stored (the
+   * caller filters on what memory holds).
    */
-  async list(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean }): Promise<{ run: string; firstAt: number; updatedAt: number; verdict: string | null; settled: boolean; listed: string | null }[]> {
-    return this.pg.listRuns({ ...filter, exceptParts: this.opts.listedHere?.() ?? [] });
+  async list(filter: StoredListFilter): Promise<StoredListRow[]> {
+    const unwritten = filter.verdict !== undefined || filter.contract !== undefined ? this.opts.unwritten?.() : undefined;
+    return this.pg.listRuns(unwritten?.length ? { ...filter, orRuns: unwritten } : filter);
   }
 }

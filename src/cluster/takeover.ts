@@ -67,7 +67,6 @@ export class Takeover {
     }
     // Acknowledgements of the partitions' runs made anywhere before.
     for (const ack of await pg.acksSince(0, parts)) engine.applyAck(ack.run, ack.verdict, ack.ackedAt, ack);
-    ownership.complete(parts);
     this.takeovers += parts.length;
     hooks.log('partitions_taken', { partitions: parts.length, runs: adopted, ms: hooks.clock() - started });
   }

@@ -200,7 +200,7 @@ async function openStores(cfg: ServeConfig, metrics: AuditMetrics, cleanup: (() 
     storedAcks: () => [],
     flushBehind: () => shared.flush(),
     cluster,
-    ownership: new LeasedOwnership(cluster, pg, { spanRouting: cfg.spanRouting }),
+    ownership: new LeasedOwnership(cluster, pg, { spanRouting: cfg.spanRouting, unwritten: () => shared.unwritten() }),
     clock,
   };
 }

@@ -120,21 +120,12 @@ export async function listRuns(engine: AuditEngine, filter: RunListFilter, now: 
   const limit = Math.min(Math.max(filter.limit ?? 200, 1), 5000);
   const alertFilter = { acked: filter.acked, alerting: filter.alerting };
   const counts = Object.fromEntries(VERDICTS.map((v) => [v, 0])) as Record<Verdict, number>;
+  // A page of the stored runs (cursor paging) with the counts by the store: a single instance's store, or a cluster's
+  // shared store (rows of runs held elsewhere as their owners last wrote them, runs.listed; the counts the verdicts
+  // their owners last stored, counted by the database: the page evaluates no run held elsewhere).
   const remote = engine.remote;
-  if (remote) {
-    // A cluster: the listed rows are the verdicts their owners last wrote with their findings (runs.listed), the
-    // counts the verdicts their owners last stored, counted by the database: the page evaluates no run held elsewhere.
-    const rows = await engine.listAll({ verdict: filter.verdict, contract: filter.contract, limit, ...alertFilter }, now);
-    let total = 0;
-    for (const [v, n] of Object.entries(await remote.counts({ contract: filter.contract }))) {
-      if (v in counts) counts[v as Verdict] = n;
-      total += n;
-    }
-    return { runs: await rowsOf(rows, filter, silenceOf), next: null, counts, total, contracts: engine.registry.ids(), verdicts: VERDICTS, meanings: OPERATOR_MEANING };
-  }
-  const stored = engine.verdictCounts({ contract: filter.contract });
+  const stored = remote ? await remote.counts({ contract: filter.contract }) : engine.verdictCounts({ contract: filter.contract });
   if (stored) {
-    // A single instance: a page of the stored runs (cursor paging), the counts by the store.
     let total = 0;
     for (const [v, n] of Object.entries(stored)) {
       if (v in counts) counts[v as Verdict] = n;

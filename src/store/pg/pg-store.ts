@@ -32,7 +32,7 @@ import { PgGroupCommit } from './group-commit.js';
 import { partitionOf } from './partition.js';
 import { PgPins } from './pins.js';
 import type { AckSince, ListedRun } from './rows.js';
-import { PgRunReads } from './run-reads.js';
+import { PgRunReads, type ListRunsFilter } from './run-reads.js';
 import { PgRunRows, type VerdictWriteObserver } from './run-rows.js';
 import { newPool, noop, type PgShared, type PgStoreOptions } from './shared.js';
 import { PgSpanLog } from './span-log.js';
@@ -253,7 +253,7 @@ export class PgStore {
     return this.reads.partitionRuns(parts);
   }
 
-  listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean; after?: { firstAt: number; run: string }; exceptParts?: readonly number[] }): Promise<ListedRun[]> {
+  listRuns(filter: ListRunsFilter): Promise<ListedRun[]> {
     return this.reads.listRuns(filter);
   }
 

@@ -7,6 +7,21 @@ import type { LiveRun } from '../types.js';
 import { liveRunOf, parseBody, type ListedRun, type Row } from './rows.js';
 import type { PgShared } from './shared.js';
 
+/**
+ * What PgStore.listRuns filters on: a stored verdict, a pinned contract, the order, the keyset cursor, the page
+ * size; `exceptParts` partitions left out; `orRuns` runs read whatever their stored verdict and pin (with a filter on
+ * either: the caller holds them newer than stored and filters them itself).
+ */
+export interface ListRunsFilter {
+  verdict?: string;
+  contract?: string;
+  limit: number;
+  oldest?: boolean;
+  after?: { firstAt: number; run: string };
+  exceptParts?: readonly number[];
+  orRuns?: readonly string[];
+}
+
 export class PgRunReads {
   constructor(private readonly s: PgShared) {}
 
@@ -109,7 +124,7 @@ export class PgRunReads {
    * `exceptParts` (those the caller lists from its memory); `after`: the page after that cursor (keyset). Lean for lists of 10,000 (issue 32):
    * no pin columns (the list views take the pin from `listed` or from memory), rows as arrays, instants as numbers.
    */
-  async listRuns(filter: { verdict?: string; contract?: string; limit: number; oldest?: boolean; after?: { firstAt: number; run: string }; exceptParts?: readonly number[] }): Promise<ListedRun[]> {
+  async listRuns(filter: ListRunsFilter): Promise<ListedRun[]> {
     const where: string[] = [];
     const values: unknown[] = [filter.limit];
     if (filter.after) {
@@ -123,14 +138,20 @@ export class PgRunReads {
       values.push([...filter.exceptParts]);
       where.push(`r.part <> ALL($${values.length}::int[])`);
     }
+    const matches: string[] = [];
     if (filter.verdict !== undefined) {
       values.push(filter.verdict);
-      where.push(`r.verdict = $${values.length}`);
+      matches.push(`r.verdict = $${values.length}`);
     }
     if (filter.contract !== undefined) {
       values.push(filter.contract);
-      where.push(`EXISTS (SELECT 1 FROM pins p WHERE p.run = r.run AND p.contract = $${values.length})`);
+      matches.push(`EXISTS (SELECT 1 FROM pins p WHERE p.run = r.run AND p.contract = $${values.length})`);
     }
+    if (matches.length && filter.orRuns?.length) {
+      // Runs whose verdict or pin the caller holds newer than stored: read whatever is stored (it filters them).
+      values.push([...filter.orRuns]);
+      where.push(`(${matches.join(' AND ')} OR r.run = ANY($${values.length}::text[]))`);
+    } else where.push(...matches);
     // The runs of partitions this instance holds are listed from its memory: their stored evaluation is not sent.
     values.push(this.s.fence.arrays()[0]);
     const heldParts = `$${values.length}::int[]`;
