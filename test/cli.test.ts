@@ -115,6 +115,9 @@ describe('help, version, errors', () => {
     const bad = await cli('serve', '--max-live-runs', 'many');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toBe('topology-audit serve: --max-live-runs: expected a positive integer: many\n');
+    const gc = await cli('serve', '--gc-percent', '5000');
+    expect(gc.code).toBe(2);
+    expect(gc.stderr).toBe('topology-audit serve: --gc-percent: expected an integer from 0 to 1000: 5000\n');
     expect((await cli('serve', 'stray')).stderr).toMatch(/^topology-audit serve: Unexpected argument 'stray'/);
   });
 
@@ -235,7 +238,7 @@ describe('serve from anywhere, logs and wrong-port hints', () => {
         expect(typeof l.time).toBe('string');
         expect(['debug', 'info', 'warn', 'error']).toContain(l.level);
       }
-      expect(logs.find((l) => l.event === 'starting')).toMatchObject({ contractsDir: 'packaged examples', contracts: packagedContractIds().size });
+      expect(logs.find((l) => l.event === 'starting')).toMatchObject({ contractsDir: 'packaged examples', contracts: packagedContractIds().size, gcPercent: 100 });
       expect(logs.find((l) => l.event === 'listening')).toMatchObject({ host: '127.0.0.1' });
       const summary = logs.find((l) => l.event === 'ingest_summary' && l.accepted > 0);
       expect(summary).toMatchObject({ accepted: drift.length, duplicates: 0, rejected: { total: 0, byReason: {} }, rejectedRequests: {}, droppedSpans: {} });

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
 import { resolveShadows } from '../core/shadow.js';
 import { LOG_LEVELS, OptionError, readServeOptions, type LogLevel } from '../server/serve-options.js';
 import { DEFAULTS, startServer, type RunningServer, type ServeConfig } from '../server/serve.js';
@@ -152,6 +153,10 @@ export function readServeArgs(argv: string[]): ReturnType<typeof readServeOption
 
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { config: options, flags } = readServeArgs(argv);
+  // The heap's growth over its live set between full collections (V8 reads the flag at each collection): bounded by
+  // default, so the process's memory follows what it holds (docs/operations.md, "Memory").
+  const gcPercent = flags['gc-percent'] ?? 100;
+  if (gcPercent > 0) setFlagsFromString(`--heap-growing-percent=${gcPercent}`);
   const level = flags['log-level'] ?? 'info';
   const logger = log(io, level, PER_RUN_EVENTS);
   const contractsDir = flags.contracts ?? packagedContractsDir();
@@ -209,7 +214,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     cfg.log('alertmanager', { alertmanagers: cfg.alerting.alertmanagers.map((u) => u.href), externalUrl: cfg.alerting.externalUrl, resendMs: cfg.alerting.resendMs });
   }
   // Start-up: which contracts (the packaged examples unless --contracts), counted; never file contents.
-  cfg.log('starting', { version: VERSION, contractsDir: flags.contracts === undefined ? 'packaged examples' : 'given', contracts: registry.ids().length, logLevel: level });
+  cfg.log('starting', { version: VERSION, gcPercent, contractsDir: flags.contracts === undefined ? 'packaged examples' : 'given', contracts: registry.ids().length, logLevel: level });
   if (flags.contracts === undefined) io.stdout(`topology-audit: no --contracts given; using the packaged example contracts (${registry.ids().join(', ')}); pass --contracts DIR for your own\n`);
   if (registry.ids().length === 0) cfg.log('warning', { message: 'the contract registry is empty: every run will be unpinned (add contract YAML files to --contracts DIR)' });
   if (cfg.headersTimeoutMs <= 0 || cfg.requestTimeoutMs < cfg.headersTimeoutMs) throw new UsageError('serve: --request-timeout must be at least --headers-timeout, and both above zero');

@@ -182,6 +182,12 @@ export const SERVE_OPTIONS = {
   'max-long-polls': { key: 'maxLongPolls', parse: count, value: 'N', default: '512', help: 'long-polls (verdict?wait=) waiting at once on the API port; past it 429 + Retry-After' },
   'health-port': { key: 'healthPort', parse: port, value: 'PORT', shown: 'none', help: 'a separate listener serving only /healthz, /readyz and /metrics (64 connections), answered while the API port is flooded' },
   'idle-evict-after': { key: 'idleEvictMs', parse: duration, value: 'DUR', default: '15m', help: 'at a live cap, runs with no receipt for this long leave memory (oldest idle first; kept in the store, loaded again on their next receipt)' },
+  'gc-percent': {
+    parse: integerIn(0, 1000),
+    value: 'N',
+    default: '100',
+    help: "the JavaScript heap grows at most N% over what the last full garbage collection kept, as Go's GOGC (V8's --heap-growing-percent); 0: V8's own choice, up to 300% under steady load (docs/operations.md)",
+  },
   'max-event-streams': { parse: count, value: 'N', default: '64', help: 'open web-view event streams (SSE)' },
   'run-key': { key: 'runKey', parse: runKey, value: 'ORDER', default: 'explicit,invocation,trace', help: "where a span's run id comes from, first match wins: explicit, invocation, trace, conversation (docs/dialects.md)" },
   // The Alertmanager options make one AlertingConfig; their defaults are ALERTING_DEFAULTS (src/alerting/config.ts), shown from there.
