@@ -182,7 +182,10 @@ describe('PgStore: schema and migrations', () => {
     const s = await open(url, 'a');
     expect(PG_SCHEMA_VERSION).toBeGreaterThanOrEqual(8);
     expect(await indexesOf()).toEqual(['receipts_by_part', 'receipts_pkey', 'receipts_run_event_variant_key']);
-    expect(await sql(url, `SELECT reloptions FROM pg_class WHERE relname = 'runs'`)).toEqual([{ reloptions: ['fillfactor=80'] }]);
+    // Version 9: the tables pruned all day are vacuumed at 2% dead rows (and runs keep version 8's fillfactor).
+    const vacuum = ['autovacuum_vacuum_scale_factor=0.02', 'autovacuum_vacuum_threshold=1000', 'autovacuum_vacuum_insert_scale_factor=0.05'];
+    expect(await sql(url, `SELECT reloptions FROM pg_class WHERE relname = 'runs'`)).toEqual([{ reloptions: ['fillfactor=80', ...vacuum] }]);
+    for (const table of ['receipts', 'pins', 'span_log']) expect(await sql(url, `SELECT reloptions FROM pg_class WHERE relname = $1`, [table]), table).toEqual([{ reloptions: vacuum }]);
     // In seq order (not the unique key's event order), every read by run.
     expect(await s.runReceipts('old-run')).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
     expect((await s.receiptsOfRuns(['old-run'])).get('old-run')).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);

@@ -20,6 +20,7 @@
  * Version 5 (issue 32): forwarded span records, process lives, lease epochs (fencing); see the migration.
  * Version 6 (issue 32): runs.listed, the owner's last verdict with its findings (the list views read it).
  * Version 8 (issue 35): receipts_by_run dropped (the unique key serves its queries), runs fillfactor 80.
+ * Version 9 (issue 44): the tables written and pruned all day are vacuumed at 2% dead rows, not 20%.
  */
 export interface PgMigration {
   version: number;
@@ -165,6 +166,20 @@ ALTER TABLE leases ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
     // listed; no indexed column changes) stay HOT updates, with no new entry in the runs' four indexes.
     version: 8,
     sql: `DROP INDEX receipts_by_run; ALTER TABLE runs SET (fillfactor = 80);`,
+  },
+  {
+    // Issue 44 (the database levels off under steady traffic). receipts, runs, pins and span_log are written and
+    // deleted all day (the retention prune, the span log's prune): each is vacuumed once 2% of its rows (at least
+    // 1,000) are dead, not PostgreSQL's default 20%, so the space of deleted rows is reused before the table grows to
+    // hold another fifth of itself. Insert-driven vacuums likewise at 5% (they set the visibility map the prune's
+    // index scans use). The cluster soak: the database grew 17% from minute 10 to 30 with the defaults.
+    version: 9,
+    sql: `
+ALTER TABLE receipts SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_insert_scale_factor = 0.05);
+ALTER TABLE runs SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_insert_scale_factor = 0.05);
+ALTER TABLE pins SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_insert_scale_factor = 0.05);
+ALTER TABLE span_log SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_insert_scale_factor = 0.05);
+`,
   },
 ];
 
