@@ -31,10 +31,12 @@
 // is. Also the pass/fail of the issue's bounds over minutes 10..end: healthz < 1 s, event-loop max < 250 ms, RSS and
 // database size within 10% between minute 10 and the last.
 //
-// --retention DUR, --alert-window DUR (both 5m here; the server's defaults are 24h-class and 1h): shortened so that a
-// 30-minute soak reaches the steady state that the defaults reach later. One run in 100 never finishes and turns
-// incomplete at its contract's progress_within (15 min); an alerting run stays in memory for the alert window, so
-// with 5m the live runs level off from about minute 20 (with 1h, from minute 75).
+// --retention DUR, --alert-window DUR (both 5m here; the server's defaults are 24h-class and 1h), --progress-within DUR
+// (3m here; the shipped supervisor-workers contract says 15m): shortened so that a 30-minute soak reaches the steady
+// state that the defaults reach later. One run in 100 never finishes and turns incomplete at its contract's
+// progress_within, then stays in memory (alerting) for the alert window; so the live runs level off from about minute
+// 8 (with 15m and 5m, from minute 20, and the minutes 10..30 that the bounds compare were still filling memory; with
+// the server's 1h alert window, from minute 75). The servers read a copy of contracts/ with that one value changed.
 // --server-cpus LIST: the servers (and the cluster's PostgreSQL) on those cores (taskset), this generator on the rest.
 // --node-args '...': node flags for the servers (e.g. --trace-gc with SOAK_SERVER_LOG=FILE, which gets their output).
 //
@@ -49,7 +51,7 @@
 //   node bench/soak.mjs --minutes 3 --rate-traces 100 --kill-at 2
 import { randomBytes } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -77,6 +79,7 @@ const { values: args } = parseArgs({
     'server-args': { type: 'string', default: '' },
     retention: { type: 'string', default: '5m' },
     'alert-window': { type: 'string', default: '5m' },
+    'progress-within': { type: 'string', default: '3m' },
     'no-list-check': { type: 'boolean', default: false },
     'node-args': { type: 'string', default: '' },
     'server-cpus': { type: 'string' },
@@ -87,6 +90,19 @@ const MINUTES = Number(args.minutes);
 const CLIENTS = Number(args.clients);
 const SPANS_PER_REQUEST = Number(args['spans-per-request']);
 const KILL_AT = args['kill-at'] !== undefined ? Number(args['kill-at']) : null;
+/** contracts/ with supervisor-workers' progress_within set to --progress-within (a temporary copy, removed at exit). */
+const CONTRACTS = (() => {
+  if (!/^\d+(ms|s|m|h)$/.test(args['progress-within'])) throw new Error('--progress-within takes a duration such as 3m');
+  const dir = mkdtempSync(join(os.tmpdir(), 'ta-soak-contracts-'));
+  for (const f of readdirSync(join(ROOT, 'contracts'))) {
+    const text = readFileSync(join(ROOT, 'contracts', f), 'utf8');
+    const changed = f === 'supervisor-workers.yaml' ? text.replace(/progress_within: 15m/, `progress_within: ${args['progress-within']}`) : text;
+    if (f === 'supervisor-workers.yaml' && changed === text && args['progress-within'] !== '15m') throw new Error('contracts/supervisor-workers.yaml: no `progress_within: 15m` to shorten');
+    writeFileSync(join(dir, f), changed);
+  }
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+})();
 const EXTRA = ['--retention', args.retention, '--alert-window', args['alert-window'], ...(args['server-args'] ? args['server-args'].split(' ').filter(Boolean) : [])];
 const NODE_ARGS = args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [];
 // --server-cpus LIST (taskset's, e.g. 0): the servers (and the cluster's PostgreSQL) run on those cores only, and this
@@ -125,7 +141,7 @@ const int = (key, v) => ({ key, value: { intValue: String(v) } });
  * pinned to the shipped supervisor-workers contract: the supervisor (`invoke_agent`, the run's root) delegates to a
  * researcher and a writer, each returns (a short span of its own), chat spans with 1-4 KB of content and tool calls
  * under each agent. Most runs finish the plan (healthy, settled: they leave live memory); one in 100 never calls the
- * writer (working until the contract's progress_within, 15 min, then incomplete) and one in 500 also calls
+ * writer (working until the contract's progress_within, --progress-within, then incomplete) and one in 500 also calls
  * the publisher directly (forbidden_edge: alerting, held for the alert window).
  */
 function multiAgentTrace() {
@@ -146,7 +162,7 @@ function multiAgentTrace() {
   const unfinished = Math.random() < 0.01;
   const forbidden = Math.random() < 0.002;
   // An unfinished run stops after the researcher returns: `supervisor -> writer` is due with no `within`, so nothing
-  // explains the stall and the phase's progress_within (15 min) makes it incomplete. (Stopping before the writer's
+  // explains the stall and the phase's progress_within (--progress-within) makes it incomplete. (Stopping before the writer's
   // return would keep it working for that edge's `within: 30m`, past a 30-minute soak.)
   const agents = forbidden ? ['researcher', 'writer', 'publisher'] : unfinished ? ['researcher'] : ['researcher', 'writer'];
   // The content spans, shared out among the agents; each agent's delegate first, its return last.
@@ -262,7 +278,7 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 /** `topology-audit serve` on free loopback ports (data dir or --store), restartable on the same data. */
 async function startServe(opts) {
-  const args = [join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', join(ROOT, 'contracts'), '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0'];
+  const args = [join(ROOT, 'bin', 'topology-audit.js'), 'serve', '--contracts', CONTRACTS, '--port', '0', '--otlp-http-port', '0', '--otlp-grpc-port', '0'];
   if (opts.store) args.push('--store', opts.store, '--instance', opts.instance);
   else args.push('--data', opts.dataDir);
   // The server's log (stderr: a line per verdict change at the default level) goes to a file, as under journald or a
@@ -522,7 +538,7 @@ async function main() {
   const deployment = await startDeployment(mkdtempSync(join(os.tmpdir(), 'ta-soak-')), 'soak');
   const { pgCluster, probe } = deployment;
   let servers = deployment.servers;
-  console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST, encoding: args.encoding }));
+  console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST, encoding: args.encoding, retention: args.retention, alertWindow: args['alert-window'], progressWithin: args['progress-within'] }));
   console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
