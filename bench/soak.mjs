@@ -17,7 +17,7 @@
 // (two instances on a throwaway PostgreSQL, clients split between them) the server columns are the worse (max) or
 // the sum (rss, skeleton) of the two.
 //
-// Traffic: realistic multi-agent traces of 5-40 spans: an `invoke_agent` supervisor (the run's root, with
+// Traffic: realistic multi-agent traces of 5-40 spans (--trace-spans MIN-MAX): an `invoke_agent` supervisor (the run's root, with
 // topology.run.id and a pinned contract), `invoke_agent` sub-agents under it, chat spans with 1-4 KB of content and
 // tool spans under each agent. About one trace in five is split over two or three requests, and in some of those the
 // children are sent before their parents. Each request carries whole traces or parts until about --spans-per-request
@@ -74,6 +74,7 @@ const { values: args } = parseArgs({
     'capacity-seconds': { type: 'string', default: '20' },
     clients: { type: 'string', default: '4' },
     'spans-per-request': { type: 'string', default: '400' },
+    'trace-spans': { type: 'string', default: '5-40' },
     cluster: { type: 'boolean', default: false },
     'kill-at': { type: 'string' },
     'server-args': { type: 'string', default: '' },
@@ -89,6 +90,9 @@ const { values: args } = parseArgs({
 const MINUTES = Number(args.minutes);
 const CLIENTS = Number(args.clients);
 const SPANS_PER_REQUEST = Number(args['spans-per-request']);
+/** Spans per trace, drawn uniformly from --trace-spans MIN-MAX (5 at least: a supervisor, two agents and their returns). */
+const [TRACE_SPANS_MIN, TRACE_SPANS_MAX] = args['trace-spans'].split('-').map(Number);
+if (!(TRACE_SPANS_MIN >= 5 && TRACE_SPANS_MAX >= TRACE_SPANS_MIN)) throw new Error('--trace-spans takes MIN-MAX with 5 <= MIN <= MAX');
 const KILL_AT = args['kill-at'] !== undefined ? Number(args['kill-at']) : null;
 /** contracts/ with supervisor-workers' progress_within set to --progress-within (a temporary copy, removed at exit). */
 const CONTRACTS = (() => {
@@ -137,7 +141,7 @@ const hex = (n) => randomBytes(n).toString('hex');
 const str = (key, v) => ({ key, value: { stringValue: v } });
 const int = (key, v) => ({ key, value: { intValue: String(v) } });
 /**
- * One multi-agent trace: 5-40 spans, its run id, and its spans in the order an exporter would send them. The run is
+ * One multi-agent trace: --trace-spans (5-40) spans, its run id, and its spans in the order an exporter would send them. The run is
  * pinned to the shipped supervisor-workers contract: the supervisor (`invoke_agent`, the run's root) delegates to a
  * researcher and a writer, each returns (a short span of its own), chat spans with 1-4 KB of content and tool calls
  * under each agent. Most runs finish the plan (healthy, settled: they leave live memory); one in 100 never calls the
@@ -158,7 +162,7 @@ function multiAgentTrace() {
     str('gen_ai.operation.name', 'invoke_agent'), str('gen_ai.agent.name', 'supervisor'), str('gen_ai.agent.id', 'agent-supervisor'),
     str('topology.run.id', run), str('topology.event.type', 'run.start'), str('topology.contract.id', 'supervisor-workers'), str('topology.contract.version', '1'), str('topology.phase', 'work'),
   ], 0);
-  const total = 5 + ((Math.random() * 36) | 0);
+  const total = TRACE_SPANS_MIN + ((Math.random() * (TRACE_SPANS_MAX - TRACE_SPANS_MIN + 1)) | 0);
   const unfinished = Math.random() < 0.01;
   const forbidden = Math.random() < 0.002;
   // An unfinished run stops after the researcher returns: `supervisor -> writer` is due with no `within`, so nothing
@@ -538,7 +542,7 @@ async function main() {
   const deployment = await startDeployment(mkdtempSync(join(os.tmpdir(), 'ta-soak-')), 'soak');
   const { pgCluster, probe } = deployment;
   let servers = deployment.servers;
-  console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST, encoding: args.encoding, retention: args.retention, alertWindow: args['alert-window'], progressWithin: args['progress-within'] }));
+  console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST, traceSpans: args['trace-spans'], encoding: args.encoding, retention: args.retention, alertWindow: args['alert-window'], progressWithin: args['progress-within'] }));
   console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
