@@ -60,6 +60,8 @@ export class ClusterCoordinator {
   private readonly wanted = { rebalance: false, tail: false };
   private running: Promise<void> | null = null;
   private stopped = false;
+  /** Set when the server starts to shut down (beginLeave): no partition is claimed, a takeover stops. */
+  private leaving = false;
   private readonly tailEveryMs: number;
 
   /**
@@ -91,7 +93,7 @@ export class ClusterCoordinator {
       keepLeases: () => this.renewal.keepLeases(),
     };
     this.renewal = new Renewal(context);
-    this.takeover = new Takeover(context, this.renewal);
+    this.takeover = new Takeover(context, this.renewal, () => this.leaving);
     this.tailer = new Tailer(context);
     this.adoption = new SpanLogAdoption(context);
   }
@@ -182,14 +184,24 @@ export class ClusterCoordinator {
    * Leaves the cluster: stops the timers, writes what is pending and releases the leases so others take over at once
    * (closing the store then gives up this instance's liveness: Coordination.leave).
    */
+  /**
+   * The server is shutting down (SIGTERM): a takeover in progress stops before its next group of runs and no partition
+   * is claimed, so the leave is not held up by reading runs in. The leases are still renewed until stop.
+   */
+  beginLeave(): void {
+    this.leaving = true;
+  }
+
   async stop(): Promise<void> {
+    this.leaving = true;
     this.stopped = true;
     if (this.renewTimer) clearInterval(this.renewTimer);
     if (this.tailTimer) clearInterval(this.tailTimer);
     await this.running;
     await this.renewal.settle();
     await this.store.sync();
-    const parts = this.ownedParts();
+    // The partitions held, and those whose takeover the leave cut short (dropped, their leases still ours).
+    const parts = [...new Set([...this.ownedParts(), ...this.takeover.abandoned])].sort((a, b) => a - b);
     this.ownership.clear();
     if (parts.length) await this.coordination.leases.releaseLeases(parts).catch((e) => this.hooks.log('lease_release_failed', { error: (e as Error).message }));
   }
@@ -260,7 +272,7 @@ export class ClusterCoordinator {
       for (const p of extra) this.ownership.drop(p);
       await this.coordination.leases.releaseLeases(extra);
       this.hooks.log('partitions_released', { partitions: extra.length, liveInstances: this.renewal.liveInstances });
-    } else if (held.length < fair) {
+    } else if (held.length < fair && !this.leaving) {
       const claimed = await this.coordination.leases.claimLeases(fair - held.length, this.opts.leaseTtlMs);
       if (claimed.length) await this.takeover.takeOver(claimed);
     }

@@ -9,13 +9,23 @@ import type { Renewal } from './renewal.js';
 /** A takeover reads the receipts of this many runs per query (see load). */
 const TAKEOVER_RUNS = 500;
 
+/** A takeover given up between two groups of runs because the instance is leaving (SIGTERM). */
+class TakeoverStopped extends Error {}
+
 export class Takeover {
   /** Partitions taken over since start. */
   takeovers = 0;
+  /**
+   * Partitions whose takeover was given up because the instance is leaving: dropped here, their leases still this
+   * instance's (the leave releases them with the others, so another instance takes them over at once).
+   */
+  readonly abandoned = new Set<number>();
 
   constructor(
     private readonly c: ClusterContext,
     private readonly renewal: Renewal,
+    /** True once the instance is leaving: a takeover stops before its next group of runs. */
+    private readonly stopping: () => boolean = () => false,
   ) {}
 
   /**
@@ -29,7 +39,10 @@ export class Takeover {
       await this.load(parts);
     } catch (e) {
       for (const p of parts) this.c.ownership.drop(p);
-      this.c.hooks.log('takeover_failed', { partitions: parts.length, error: (e as Error).message });
+      if (e instanceof TakeoverStopped) {
+        for (const p of parts) this.abandoned.add(p);
+        this.c.hooks.log('takeover_stopped', { partitions: parts.length });
+      } else this.c.hooks.log('takeover_failed', { partitions: parts.length, error: (e as Error).message });
     }
   }
 
@@ -47,6 +60,8 @@ export class Takeover {
     const runs = await pg.partitionRuns(parts);
     let adopted = 0;
     for (let i = 0; i < runs.length; i += TAKEOVER_RUNS) {
+      // A leaving instance (SIGTERM) stops here: a takeover of many runs would hold its exit past the bound (10 s).
+      if (this.stopping()) throw new TakeoverStopped();
       const group = runs.slice(i, i + TAKEOVER_RUNS).filter((r) => ownership.owns(r.run));
       const receipts = await pg.receiptsOfRuns(group.map((r) => r.run));
       if (!(await this.c.keepLeases())) return;

@@ -675,6 +675,8 @@ function closer(p: Parts, l: Listeners, scheduler: Scheduler, lock: { release():
     });
   return async () => {
     p.stopping.now = true;
+    // A cluster takeover in progress stops at its next group of runs (it could hold the exit past 10 s).
+    cluster?.beginLeave();
     // A job in flight ends at its next pause (a slice, ~20 ms): what it deleted so far stays deleted.
     const jobsStopped = scheduler.stop();
     alerting?.close();
