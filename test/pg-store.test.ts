@@ -545,17 +545,24 @@ describe('PgStore: pins, contracts, runs, prune', () => {
     // The owner's evaluation for the list views is written with the verdict (same statement, same fence) and read
     // back with the list; a verdict written without it clears it (never a stale one beside a newer verdict).
     const listed = JSON.stringify({ pin: null, verdict: 'waiting', naive: 'green', settled: false, findings: [{ verdict: 'waiting', code: 'waiting', agents: ['b'], events: ['e'], message: 'm', settled: false }], nextChangeAt: 9_000 });
-    // It is read by the instances that do not hold the run's partition; the holder lists the run from its memory, so
-    // the list query does not send it there.
+    // It is read by every instance: the holder lists the runs it holds from its memory, and the runs of its partitions
+    // that left memory (settled) from the store, as the others do.
     const other = await open(url, 'b', { partitions: 8 });
     await s.setVerdictStates([{ run: y, verdict: 'waiting', settled: false, updatedAt: 7_000, listed }]);
     expect((await other.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, listed]]);
-    expect((await s.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
+    expect((await s.listRuns({ limit: 10, verdict: 'waiting' })).map((r) => [r.run, r.listed])).toEqual([[y, listed]]);
     await s.setVerdictStates([{ run: y, verdict: 'incomplete', settled: true, updatedAt: 8_000 }]);
     expect((await other.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
     // Fenced like the verdict: an instance without the lease writes neither.
     expect(await other.setVerdictStates([{ run: y, verdict: 'waiting', settled: false, updatedAt: 9_000, listed }])).toBe(1);
     expect((await other.listRuns({ limit: 10, verdict: 'incomplete' })).map((r) => [r.run, r.listed])).toEqual([[y, null]]);
+    // A takeover reads the runs that can still change or alert (x: forbidden_edge alerts; y: incomplete; z has no verdict yet), and counts
+    // the settled others without reading them.
+    expect((await s.partitionRuns([1, 6], true)).map((r) => r.run)).toEqual([x, y, z]);
+    await s.setVerdictStates([{ run: z, verdict: 'healthy', settled: true, updatedAt: 7_000 }]);
+    expect((await s.partitionRuns([1, 6], true)).map((r) => r.run)).toEqual([x, y]);
+    expect(await s.settledCounts([1, 6])).toEqual([{ part: 6, contract: pinB.contract, version: pinB.version, verdict: 'healthy', runs: 1 }]);
+    expect(await s.settledCounts([1])).toEqual([]);
   });
 
   it('prunes only settled runs last updated before the cut, of the given partitions', async () => {
@@ -576,7 +583,10 @@ describe('PgStore: pins, contracts, runs, prune', () => {
       { run: newSettled, verdict: 'healthy', settled: true, updatedAt: 9_500 },
       { run: otherPart, verdict: 'healthy', settled: true, updatedAt: 2_000 },
     ]);
-    expect(await s.prune(1_000, 10_000, [2])).toBe(1);
+    // Each committed batch's runs are told, with the verdict and pinned contract (what topology_runs counted them as).
+    const told: unknown[] = [];
+    expect(await s.prune(1_000, 10_000, [2], (rows) => told.push(...rows))).toBe(1);
+    expect(told).toEqual([{ run: oldSettled, verdict: 'healthy', contract: pinA.contract, version: pinA.version }]);
     expect(await s.runReceipts(oldSettled)).toEqual([]);
     expect(await s.getPin(oldSettled)).toBeNull();
     for (const run of [oldOpen, newSettled, otherPart]) {

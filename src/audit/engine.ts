@@ -18,8 +18,8 @@ import type { Pinning, RunState } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { summarizeShadows } from '../core/shadow.js';
-import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
-import type { Slicer as StoreSlicer, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
+import type { AckRecord, Receipt, RunVerdict, Verdict } from '../core/types.js';
+import type { PinRecord, Slicer as StoreSlicer, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { Admission } from './admission.js';
 import { ackLeft, ackOf, ackRun, ackedAtOf, applyAck, type AckWho } from './acks.js';
@@ -125,10 +125,14 @@ export class AuditEngine {
   readonly ownership: Ownership;
   private readonly live: LiveRuns;
   /**
-   * Whether settled runs leave live memory (see Retirement.retireIfSettled): a single instance whose store reads
-   * synchronously and lists runs. A cluster's instance keeps its owned runs (the other instances read them through the store).
+   * Whether settled runs leave live memory (see Retirement.retireIfSettled): always but with shadow candidates. A
+   * single instance reads a run that left back from its store synchronously (`readsLeft`); a cluster's instance
+   * reads it from the shared store like a run another instance holds (ClusterReads), and loads it again
+   * asynchronously on its next receipt (Retirement.checkReturning).
    */
   private readonly retires: boolean;
+  /** Settled runs leave live memory and the store answers their reads synchronously (a single instance). */
+  private readonly readsLeft: boolean;
   private readonly gauges = new RunGauges();
   private readonly admission: Admission;
   private readonly pinner: Pinner;
@@ -158,9 +162,15 @@ export class AuditEngine {
     const pinner = (this.pinner = new Pinner(registry, store, opts.defaultContract));
     this.gauges.subscribe(this.events);
     // With shadow candidates, settled runs stay (the shadow summary counts them; an evaluation mode, not a soak).
-    const retires = (this.retires = this.ownership.single && !opts.shadow?.length && store.synchronousReads);
+    // A store read only asynchronously retires where runs that left are read like other instances' (a cluster).
+    const retires = (this.retires = !opts.shadow?.length && (store.synchronousReads ? this.ownership.single : this.ownership.remote !== null));
+    const readsLeft = (this.readsLeft = retires && store.synchronousReads);
+    const partitionOf = this.ownership.partitionOf?.bind(this.ownership);
+    if (partitionOf) this.gauges.groupOf = partitionOf;
     const syncReceipts = (run: string) => this.syncReceipts(run);
-    const retirement = (this.retirement = new Retirement(live, { store, gauges: this.gauges, retires, retentionMs: opts.retentionMs, alertWindowMs: opts.alertWindowMs, syncReceipts }));
+    const storedRuns = store.storedRuns?.bind(store);
+    const rememberPin = (run: string, record: PinRecord) => this.rememberPin(run, record);
+    const retirement = (this.retirement = new Retirement(live, { store, gauges: this.gauges, retires, retentionMs: opts.retentionMs, alertWindowMs: opts.alertWindowMs, syncReceipts, storedRuns, rememberPin }));
     this.admission = new Admission(
       { get heldReceipts() { return live.heldReceipts; }, has: (run) => live.has(run), evictIdle: (before, runs, receipts) => retirement.evictIdle(before, runs, receipts) },
       // Where settled runs do not leave live memory, they count against the cap (it bounds memory).
@@ -170,14 +180,14 @@ export class AuditEngine {
     const retireIfSettled = (run: string, l: LiveRun, now: number) => retirement.retireIfSettled(run, l, now);
     const evaluation = (this.evaluation = new EvaluateStep(live, { registry, pinner, store, events: this.events, ahead: this.ahead, shadow: opts.shadow, retireIfSettled }));
     const evaluateRun = (s: RunState, p: Pinning, now: number, into?: LiveRun) => evaluation.evaluate(s, p, now, into);
-    this.restorer = new Restorer(live, { store, registry, pinner, gauges: this.gauges, events: this.events, retires, syncReceipts, evaluateRun, retireIfSettled });
+    this.restorer = new Restorer(live, { store, registry, pinner, gauges: this.gauges, events: this.events, retires: readsLeft, syncReceipts, evaluateRun, retireIfSettled });
     this.appendStep = new AppendStep(live, { store, pinner, ownership: this.ownership });
     this.foldStep = new FoldStep(live, { store, pinner, ownership: this.ownership, ahead: this.ahead, evaluation, retirement });
     const alertStateOf = (run: string, now: number, w?: number, st?: number) => this.alertStateOf(run, now, w, st);
     const cluster = this.ownership.remote
       ? { storedPage: (...a: Parameters<ClusterReads['storedPage']>) => this.reads.storedPage(...a), storedAfter: (...a: Parameters<ClusterReads['storedAfter']>) => this.reads.storedAfter(...a) }
       : null;
-    this.runList = new RunList(live, { store, pinner, retires, syncReceipts, alertStateOf, cluster });
+    this.runList = new RunList(live, { store, pinner, retires: readsLeft, syncReceipts, alertStateOf, cluster });
     const held = { view: (run: string) => this.view(run), held: (run: string) => live.get(run), list: (f: ListFilter) => this.list(f), ackOf: (run: string) => this.ackOf(run), alertStateOf };
     this.reads = new ClusterReads(held, pinner, this.ownership.remote);
   }
@@ -201,12 +211,19 @@ export class AuditEngine {
   }
 
   /**
-   * A run's stored receipts read synchronously: restores and idle eviction, which only a store with synchronous reads
-   * has (a cluster's instance takes runs over by adopt and never evicts).
+   * A run's stored receipts for a step that runs in place (a restore, a reload, a run read back for the lists): read
+   * from a store with synchronous reads, or (cluster mode) read ahead of the step (ReadAhead.around; a read with
+   * nothing read ahead is an error of the engine).
    */
   private syncReceipts(run: string): Receipt[] {
-    if (!this.ahead.synchronous) throw new Error(`run ${run}: the store answers only asynchronously`);
     return this.ahead.receipts(run);
+  }
+
+  /** Cluster mode: a reloaded run's stored pin held again, and its contract's content learnt (as a takeover does). */
+  private rememberPin(run: string, record: PinRecord): void {
+    this.store.rememberPin?.(run, record);
+    const content = this.store.getContractContent(record.contractHash);
+    if (content) this.pinner.learn(record.contractHash, content, `pinned ${record.pin.contract}@${record.pin.version}`);
   }
 
   get liveReceipts(): number {
@@ -250,7 +267,11 @@ export class AuditEngine {
     this.retirement.markReturning(receipts);
     let res;
     const touched = new Set<string>();
+    // Cluster mode: the batch's runs held here stay in memory until evaluated; those that left are looked up and, once
+    // committed, loaded again with their history by the fold (Retirement.checkReturning). Released after evaluation.
+    let back: { release: (now: number) => void; returning: string[] } | undefined;
     try {
+      if (!this.store.synchronousReads) back = await this.retirement.checkReturning(this.ownedRuns(receipts));
       const scope = this.opts.sourceScopedEvents && source !== 'auditor' ? sourceTag(source) : undefined;
       let items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
       let failure: unknown = null;
@@ -277,23 +298,40 @@ export class AuditEngine {
       // The reservation holds until the new runs are live: the fold below yields to the event loop in slices. The
       // runs whose fold reads their history back (a stored conflict, a repeat) have it loaded first (cluster mode).
       const results = res.results;
-      await this.ahead.around(this.foldStep.historyNeeded(receipts, results), () => this.foldStep.fold(receipts, results, digests, perType, touched, now, source));
+      const needed = this.foldStep.historyNeeded(receipts, results);
+      if (back?.returning.length) needed.push(...back.returning);
+      await this.ahead.around(needed, () => this.foldStep.fold(receipts, results, digests, perType, touched, now, source));
       digests = NONE_DIGESTS;
       if (res.pins) this.foldStep.holdPins(res.pins);
       if (failure !== null) {
         for (const run of touched) this.evaluation.reevaluate(run, now);
         throw failure;
       }
+    } catch (e) {
+      back?.release(now);
+      throw e;
     } finally {
       release();
-      if (this.live.returning.size) for (const r of receipts) this.live.returning.delete(r.run);
+      // A single instance's marks (a cluster's leave with their batch's release).
+      if (this.live.returning.size && !back) for (const r of receipts) this.live.returning.delete(r.run);
     }
     res.duplicates += known;
     for (const [type, t] of perType) {
       for (const k of ['accepted', 'duplicate', 'conflict'] as const) if (t[k]) this.events.publish('receiptsStored', { type, result: k, n: t[k] });
     }
-    await this.evaluation.evaluateTouched(touched, now);
+    try {
+      await this.evaluation.evaluateTouched(touched, now);
+    } finally {
+      back?.release(now);
+    }
     return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts, ...(refused ? { refused } : {}) };
+  }
+
+  /** The runs of `receipts` this instance holds live (a cluster's share). */
+  private ownedRuns(receipts: readonly Receipt[]): Set<string> {
+    const runs = new Set<string>();
+    for (const r of receipts) if (this.ownership.owns(r.run)) runs.add(r.run);
+    return runs;
   }
 
   /** Resolves when the re-evaluations waiting for a read ahead (cluster mode) are done. */
@@ -312,6 +350,24 @@ export class AuditEngine {
   /** Cluster mode: take over a run from the shared store (its partition was just claimed; FoldStep.adopt). */
   adopt(stored: StoredRun, receipts: readonly Receipt[], contractContent: string | null, now: number): void {
     this.foldStep.adopt(stored, receipts, contractContent, now);
+  }
+
+  /**
+   * Cluster mode: settled runs of a partition taken over, counted in topology_runs without loading them (they are
+   * loaded on their next receipt, as any run that left memory); `part`: their partition (dropRetained).
+   */
+  retainSettled(contract: string, version: string, verdict: Verdict, runs: number, part: number): void {
+    this.gauges.retain(contract, version, verdict, runs, part);
+  }
+
+  /** Cluster mode: a partition went to another instance: the counts its retired runs kept here leave topology_runs. */
+  dropRetained(part: number): void {
+    this.gauges.dropRetained(part);
+  }
+
+  /** Retired runs counted in topology_runs here (cluster mode; the soak and tests read it). */
+  get retainedRuns(): number {
+    return this.gauges.retainedRuns;
   }
 
   /** Cluster mode: forget a live run (its partition went to another instance). Nothing is deleted from the store. */
@@ -358,7 +414,7 @@ export class AuditEngine {
     // A store that answers only asynchronously (cluster mode): a run's receipts are read by view() (fetch: any run).
     if (!this.store.synchronousReads) throw new Error('AuditEngine.get reads the store synchronously: a cluster instance answers view() or fetch()');
     const live = this.live.get(run);
-    if (!live) return this.retires ? this.runList.getEvicted(run) : null;
+    if (!live) return this.readsLeft ? this.runList.getEvicted(run) : null;
     return this.viewOf(live, this.store.runReceipts(run));
   }
 
@@ -397,7 +453,7 @@ export class AuditEngine {
   verdictOf(run: string): RunVerdict | null {
     const live = this.live.get(run);
     if (live) return live.verdict ?? null;
-    return this.retires ? (this.runList.getEvicted(run)?.verdict ?? null) : null;
+    return this.readsLeft ? (this.runList.getEvicted(run)?.verdict ?? null) : null;
   }
 
   /** The held runs' list (RunList.list). */
@@ -483,7 +539,7 @@ export class AuditEngine {
   ack(run: string, now: number, who: AckWho = {}): { acked: boolean; at: string; record: AckRecord } | null {
     const live = this.live.get(run);
     // A run that left live memory (settled): its verdict from the store, its acknowledgement stored by the caller.
-    if (!live && this.retires) return ackLeft(this.verdictOf(run)?.verdict, this.store.getAck!(run), now, who);
+    if (!live && this.readsLeft) return ackLeft(this.verdictOf(run)?.verdict, this.store.getAck!(run), now, who);
     const res = live ? ackRun(live, now, who) : null;
     if (res?.acked) this.events.publish('runAcked', { live: live! });
     return res;
@@ -492,7 +548,7 @@ export class AuditEngine {
   /** The latest acknowledgement of a live run (null when none); `current` when it covers the run's verdict now. */
   ackOf(run: string): (AckRecord & { current: boolean }) | null {
     const live = this.live.get(run);
-    if (!live && this.retires) {
+    if (!live && this.readsLeft) {
       const stored = this.store.getAck!(run);
       return stored ? { ...stored, current: stored.verdict === this.verdictOf(run)?.verdict } : null;
     }

@@ -53,8 +53,9 @@ export class FoldStep {
         continue;
       }
       let live = this.live.get(r.run);
-      // Marked before the append, or retired while this batch was being committed (its state is in the store).
-      if (!live && (this.live.returning.has(r.run) || (this.host.retirement.retires && this.host.store.runVerdict!(r.run)?.verdict != null))) {
+      // Marked before the append (cluster mode: looked up then, its history read ahead for this fold), or (a single
+      // instance) retired while this batch was being committed (its state is in the store).
+      if (!live && (this.live.returning.has(r.run) || (this.host.retirement.retires && this.host.store.synchronousReads && this.host.store.runVerdict!(r.run)?.verdict != null))) {
         // Back from the store with everything stored, this batch's receipts of the run included.
         live = this.host.retirement.reload(r.run, now, source);
         (reloaded ??= new Set()).add(r.run);
@@ -117,19 +118,38 @@ export class FoldStep {
    */
   async foldStored(receipts: readonly Receipt[], now: number): Promise<number> {
     const touched = new Set<string>();
-    for (const r of receipts) {
-      if (!this.host.ownership.owns(r.run)) continue;
-      const live = this.live.get(r.run) ?? this.live.create(r.run, now);
-      let result = this.add(live, r);
-      if (typeof result !== 'string') result = await result;
-      if (this.live.counted(live, r, result)) touched.add(r.run);
+    const owned = receipts.filter((r) => this.host.ownership.owns(r.run));
+    // A run that left memory (settled) is loaded again with everything stored (these receipts included); the runs
+    // are held in memory until evaluated (Retirement.checkReturning).
+    const back = await this.host.retirement.checkReturning(owned.map((r) => r.run));
+    try {
+      const reloaded = new Set<string>();
+      if (back.returning.length) {
+        await this.host.ahead.around(back.returning, () => {
+          for (const run of back.returning) {
+            if (this.live.has(run) || !this.live.returning.has(run)) continue;
+            this.host.retirement.reload(run, now);
+            reloaded.add(run);
+            touched.add(run);
+          }
+        });
+      }
+      for (const r of owned) {
+        if (reloaded.has(r.run)) continue;
+        const live = this.live.get(r.run) ?? this.live.create(r.run, now);
+        let result = this.add(live, r);
+        if (typeof result !== 'string') result = await result;
+        if (this.live.counted(live, r, result)) touched.add(r.run);
+      }
+      const waiting: Promise<void>[] = [];
+      for (const run of touched) {
+        const pending = this.host.evaluation.reevaluate(run, now);
+        if (pending) waiting.push(pending);
+      }
+      await Promise.all(waiting);
+    } finally {
+      back.release(now);
     }
-    const waiting: Promise<void>[] = [];
-    for (const run of touched) {
-      const pending = this.host.evaluation.reevaluate(run, now);
-      if (pending) waiting.push(pending);
-    }
-    await Promise.all(waiting);
     return touched.size;
   }
 
@@ -166,6 +186,8 @@ export class FoldStep {
           live.listedFirstAt = live.state.firstAt;
           this.host.store.setVerdictState(stored.run, previous.verdict, previous.settled, stored.updatedAt, { verdict: previous, firstAt: live.state.firstAt });
         }
+        // Settled: it leaves memory at once, counted in topology_runs (as any settled run here).
+        this.host.retirement.retireIfSettled(stored.run, live, now);
         return;
       }
     }

@@ -73,6 +73,7 @@ export class RunGauges implements RunListener {
    */
   runRetired(live: LiveRun): void {
     this.count(live);
+    if (this.groupOf && live.gaugeId !== undefined) this.tally(this.groupOf(live.state.run), live.gaugeId, 1);
     this.gaugeDirty.delete(live);
     live.gaugeId = undefined;
     live.gaugeOf = undefined;
@@ -82,20 +83,62 @@ export class RunGauges implements RunListener {
   }
 
   /** `n` retired runs (see runRetired) of a (contract, version, verdict) row were pruned, or one loaded again. */
-  unretain(contract: string, version: string, verdict: Verdict, n = 1): void {
+  unretain(contract: string, version: string, verdict: Verdict, n = 1, run?: string): void {
     const id = `${contract}\u0000${version}\u0000${verdict}`;
+    if (this.groupOf && run !== undefined) this.tally(this.groupOf(run), id, -n);
+    this.uncount(id, n);
+  }
+
+  private uncount(id: string, n: number): void {
     const row = this.gaugeRows.get(id);
     if (!row) return;
     row.count -= Math.min(n, row.count);
     if (row.count === 0) this.gaugeRows.delete(id);
   }
 
-  /** `n` retired runs counted at start (restore: settled runs stay in the store only). */
-  retain(contract: string, version: string, verdict: Verdict, n = 1): void {
+  /**
+   * `n` retired runs counted without loading them (a restart's settled runs, or the settled runs of a partition a
+   * cluster's instance takes over: `group`, the partition, whose counts leave with it, see dropRetained).
+   */
+  retain(contract: string, version: string, verdict: Verdict, n = 1, group?: number): void {
     const id = `${contract}\u0000${version}\u0000${verdict}`;
     const row = this.gaugeRows.get(id);
     if (row) row.count += n;
     else this.gaugeRows.set(id, { contract, version, verdict, count: n });
+    if (group !== undefined && this.groupOf) this.tally(group, id, n);
+  }
+
+  /**
+   * Cluster mode: the partition of a run. Retired runs' counts are then kept per partition too, so that a partition
+   * handed to another instance takes its retired runs' counts with it (dropRetained): each run is counted in
+   * topology_runs by exactly one instance, its partition's holder.
+   */
+  groupOf?: (run: string) => number;
+  /** Retired runs counted per partition and row (cluster mode, see groupOf): bounded by partitions x rows. */
+  private readonly retainedBy = new Map<number, Map<string, number>>();
+
+  private tally(group: number, id: string, d: number): void {
+    let rows = this.retainedBy.get(group);
+    if (!rows) this.retainedBy.set(group, (rows = new Map()));
+    const n = Math.max(0, (rows.get(id) ?? 0) + d);
+    if (n === 0) rows.delete(id);
+    else rows.set(id, n);
+    if (rows.size === 0) this.retainedBy.delete(group);
+  }
+
+  /** Cluster mode: a partition left this instance: the counts of its retired runs leave topology_runs here. */
+  dropRetained(group: number): void {
+    const rows = this.retainedBy.get(group);
+    if (!rows) return;
+    this.retainedBy.delete(group);
+    for (const [id, n] of rows) this.uncount(id, n);
+  }
+
+  /** Retired runs counted here (cluster mode: summed over partitions), for tests and the soak. */
+  get retainedRuns(): number {
+    let n = 0;
+    for (const rows of this.retainedBy.values()) for (const c of rows.values()) n += c;
+    return n;
   }
 
   /**

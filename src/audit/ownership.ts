@@ -34,6 +34,11 @@ export interface Ownership {
    * this instance (their new owner adopts their span records from the shared log). A single instance never calls it.
    */
   onTracesLost(drop: (pick: (traceId: string) => boolean) => number): void;
+  /**
+   * A cluster: the partition of a run (what moves between instances). The counts a retired run keeps in topology_runs
+   * are kept per partition, and leave with it. None for a single instance.
+   */
+  partitionOf?(run: string): number;
 }
 
 /** The embedded store's ownership: this instance owns every run, forwards nothing and has no runs held elsewhere. */

@@ -50,17 +50,43 @@ export class ReadAhead {
    */
   async around<T>(runs: readonly string[], step: () => T | Promise<T>): Promise<T> {
     if (this.synchronous) return await step();
+    const wanted = new Set(runs);
+    const prefilled = await this.readMany([...wanted].filter((run) => !this.reads.has(run)));
     const mine: string[] = [];
-    for (const run of new Set(runs)) {
-      if (!this.reads.has(run)) await this.read(run);
-      else this.reads.get(run)!.users++;
-      mine.push(run);
+    try {
+      for (const run of wanted) {
+        if (!this.reads.has(run)) await this.read(run);
+        else this.reads.get(run)!.users++;
+        mine.push(run);
+      }
+    } catch (e) {
+      // A read failed: nothing of this step stays read ahead (a read kept unused would answer a later step, stale).
+      for (const run of mine) this.release(run);
+      for (const run of prefilled) if (this.reads.get(run)?.users === 0) this.reads.delete(run);
+      throw e;
     }
     try {
       return await step();
     } finally {
       for (const run of mine) this.release(run);
     }
+  }
+
+  /**
+   * Runs not read yet, in one read where the store can (a batch's runs loaded again): kept unused (users 0) for the
+   * step's loop below, which takes each; a run whose state moved during the read is read again there, alone.
+   */
+  private async readMany(runs: readonly string[]): Promise<string[]> {
+    if (runs.length < 2 || !this.store.readManyReceipts) return [];
+    const versions = runs.map((run) => this.versionOf(run));
+    const read = await this.store.readManyReceipts(runs);
+    const kept: string[] = [];
+    runs.forEach((run, i) => {
+      if (this.reads.has(run) || this.versionOf(run) !== versions[i]) return;
+      this.reads.set(run, { receipts: read.get(run) ?? [], users: 0 });
+      kept.push(run);
+    });
+    return kept;
   }
 
   private async read(run: string): Promise<void> {

@@ -21,6 +21,8 @@ export interface ReceiptAppender {
 /** A run's stored receipts: every distinct content per (run, event), in commit order. */
 export interface ReceiptReader {
   readReceipts(run: string): Promise<Receipt[]>;
+  /** Many runs' receipts in one read (runs without any are absent). */
+  readManyReceipts?(runs: readonly string[]): Promise<Map<string, Receipt[]>>;
 }
 
 /**
@@ -52,6 +54,8 @@ export interface PinStore {
   setPin(run: string, pin: Pin, contractHash: string): PinRecord;
   putContractContent(hash: string, contract: string, version: string, content: string): void;
   getContractContent(hash: string): string | null;
+  /** Cluster mode: a stored pin read back (a takeover, a run loaded again), held from then on. */
+  rememberPin?(run: string, record: PinRecord): void;
 }
 
 /** A run's verdict as last stored (restores and the cluster's lists read it), and the retention of settled runs. */
@@ -70,7 +74,16 @@ export interface RunRows {
   /** Every pinned contract content stored, and a run pinned to one (restart's check of changed contract files). */
   pinnedContents?(): { hash: string; contract: string; version: string; content: string }[];
   runPinnedTo?(hash: string): string | null;
-  prune(olderThanMs: number, now: number): number;
+  /**
+   * Deletes the settled runs past the retention; returns how many (a store that deletes behind, asynchronously: 0,
+   * and `pruned` told each batch's runs when it lands).
+   */
+  prune(olderThanMs: number, now: number, pruned?: (runs: readonly PrunableRun[]) => void): number;
+  /**
+   * Runs' stored rows (verdict, settled, pin), verdict states and pins set here and not written yet included: what a
+   * store with asynchronous reads answers for runs that left memory (Retirement.checkReturning).
+   */
+  storedRuns?(runs: readonly string[]): Promise<Map<string, StoredRun>>;
 }
 
 /** The span log (spans waiting for their parent, replayed after a restart). */

@@ -11,7 +11,7 @@
 import type { Pin, Receipt, RunVerdict, Verdict } from '../core/types.js';
 import { listedJson } from '../audit/listing.js';
 import { sharedPin } from '../core/registry.js';
-import type { AppendPin, AppendResult, LiveRun, PinRecord, Slicer, SpanLogEntry, StoredReceipt } from '../store/index.js';
+import { StoreCommitError, type AppendPin, type AppendResult, type LiveRun, type PinRecord, type PrunableRun, type Slicer, type SpanLogEntry, type StoredReceipt } from '../store/index.js';
 import type { PgStore } from '../store/pg-store.js';
 import type { AsyncEngineStore } from '../audit/store.js';
 
@@ -47,6 +47,8 @@ export class ClusterEngineStore implements AsyncEngineStore {
   private flushing: Promise<void> | null = null;
   /** The runs of the flush in flight (its verdict states and pins), until it is done. */
   private inFlight: readonly string[] = [];
+  /** The verdict states of the flush in flight, by run (storedRuns answers them until they land). */
+  private inFlightStates = new Map<string, VerdictState>();
 
   constructor(
     readonly pg: PgStore,
@@ -74,6 +76,11 @@ export class ClusterEngineStore implements AsyncEngineStore {
    */
   readReceipts(run: string): Promise<Receipt[]> {
     return this.pg.runReceipts(run);
+  }
+
+  /** Many runs' receipts in one query (a batch's runs loaded again, ReadAhead.around). */
+  readManyReceipts(runs: readonly string[]): Promise<Map<string, Receipt[]>> {
+    return this.pg.receiptsOfRuns(runs);
   }
 
   /** Forgets the pins of runs the engine no longer holds (pruned or dropped). */
@@ -130,9 +137,11 @@ export class ClusterEngineStore implements AsyncEngineStore {
     const rows = [...this.verdicts.values()];
     this.verdicts = new Map();
     this.inFlight = [...pins.map(([run]) => run), ...rows.map((r) => r.run)];
+    this.inFlightStates = new Map(rows.map((r) => [r.run, r]));
     this.flushing = Promise.all([this.track(this.writePins(pins), 'pin_write_failed'), this.track(this.writeVerdicts(rows), 'verdict_write_failed')]).then(() => {
       this.flushing = null;
       this.inFlight = [];
+      this.inFlightStates = new Map();
     });
     return this.flushing;
   }
@@ -188,10 +197,45 @@ export class ClusterEngineStore implements AsyncEngineStore {
   /** Nothing to restore: an instance of a cluster takes runs over partition by partition (ClusterCoordinator). */
   *iterateLiveRuns(): Generator<LiveRun> {}
 
-  prune(olderThanMs: number, now: number): number {
+  /** Deletes behind (see RunRows.prune): `pruned` is told each committed batch's runs. */
+  prune(olderThanMs: number, now: number, pruned?: (runs: readonly PrunableRun[]) => void): number {
     const parts = this.ownedParts();
-    if (parts.length) void this.track(this.pg.prune(olderThanMs, now, parts), 'prune_failed');
+    if (parts.length) void this.track(this.pg.prune(olderThanMs, now, parts, pruned), 'prune_failed');
     return 0;
+  }
+
+  /**
+   * Runs' stored rows for runs that left memory (Retirement.checkReturning), in one query: the verdict state and pin
+   * set here and not written yet (or in the flush in flight) win over what is stored, and the pinned contracts'
+   * content is read once (held from then on, as a takeover does).
+   */
+  async storedRuns(runs: readonly string[]): Promise<Map<string, LiveRun>> {
+    const out = new Map<string, LiveRun>();
+    let rows: LiveRun[];
+    try {
+      rows = await this.pg.getRuns(runs);
+    } catch (e) {
+      // Before the append: the request fails as a commit would (503, nothing stored, the exporter retries).
+      throw new StoreCommitError(e);
+    }
+    for (const row of rows) out.set(row.run, row);
+    for (const run of runs) {
+      const state = this.verdicts.get(run) ?? this.inFlightStates.get(run);
+      const pin = this.pendingPins.get(run);
+      if (!state && !pin) continue;
+      const row = out.get(run) ?? { run, firstAt: state?.updatedAt ?? 0, updatedAt: state?.updatedAt ?? 0, verdict: null, settled: false, pin: null, contractHash: null };
+      if (state) Object.assign(row, { verdict: state.verdict, settled: state.settled, updatedAt: Math.max(row.updatedAt, state.updatedAt) });
+      if (pin && !row.pin) Object.assign(row, { pin: pin.pin, contractHash: pin.contractHash });
+      out.set(run, row);
+    }
+    const missing = [...new Set([...out.values()].flatMap((r) => (r.contractHash && !this.contracts.has(r.contractHash) ? [r.contractHash] : [])))];
+    if (missing.length) {
+      const contents = await this.pg.contractContents(missing).catch((e: unknown) => {
+        throw new StoreCommitError(e);
+      });
+      for (const [hash, content] of contents) this.contracts.set(hash, content);
+    }
+    return out;
   }
 
   /** Span log entries to replay: those adopted from dead instances (set by the coordinator before a replay). */

@@ -19,7 +19,7 @@ export class LeasedOwnership implements Ownership {
 
   constructor(
     private readonly coordinator: ClusterCoordinator,
-    pg: PgStore,
+    private readonly pg: PgStore,
     opts: { spanRouting?: 'trace' | 'any'; unwritten?: () => readonly string[] } = {},
   ) {
     this.remote = new SharedStoreRuns(pg, { unwritten: opts.unwritten });
@@ -36,6 +36,10 @@ export class LeasedOwnership implements Ownership {
 
   knownRuns(runs: readonly string[]): Promise<Set<string>> {
     return this.coordinator.ownerFull.known(runs);
+  }
+
+  partitionOf(run: string): number {
+    return this.pg.partitionOf(run);
   }
 
   forwards(traceId: string): boolean {

@@ -54,10 +54,16 @@ export class Takeover {
     const { pg, ownership, hooks } = this.c;
     const engine = this.c.engine()!;
     const started = hooks.clock();
+    // The settled runs (not alerting) are counted, not read: they stay in the store, loaded on their next receipt as
+    // any run that left memory (what a takeover costs is the runs that can still change, not the retention's).
+    // Counted before the partitions are taken: no owner changes their rows meanwhile, and a receipt folded here after
+    // the take that loads one of them again takes it out of this count.
+    const settled = await pg.settledCounts(parts);
     ownership.take(parts, this.renewal.renewalsSent);
+    for (const c of settled) engine.retainSettled(c.contract, c.version, c.verdict, c.runs, c.part);
     // Run by run, a group of runs at a time (every receipt's run has a row, written in the same statement): what is
     // in memory at once is the partitions' run rows and one group's receipts, not every receipt of the partitions.
-    const runs = await pg.partitionRuns(parts);
+    const runs = await pg.partitionRuns(parts, true);
     let adopted = 0;
     for (let i = 0; i < runs.length; i += TAKEOVER_RUNS) {
       // A leaving instance (SIGTERM) stops here: a takeover of many runs would hold its exit past the bound (10 s).

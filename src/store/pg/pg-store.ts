@@ -24,7 +24,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { AckRecord, Pin, Receipt, Verdict } from '../../core/types.js';
-import { StoreCommitError, type AppendPin, type AppendResult, type LiveRun, type PinRecord, type SpanLogEntry, type StoredReceipt } from '../types.js';
+import { StoreCommitError, type AppendPin, type AppendResult, type LiveRun, type PinRecord, type PrunableRun, type SpanLogEntry, type StoredReceipt } from '../types.js';
 import { DEFAULT_PARTITIONS, migrate } from './schema.js';
 import type { Slicer } from '../span-log-prune.js';
 import { NO_LEASES, type OwnerFence } from './fence.js';
@@ -249,8 +249,12 @@ export class PgStore {
     return this.reads.contractContents(hashes);
   }
 
-  partitionRuns(parts: readonly number[]): Promise<LiveRun[]> {
-    return this.reads.partitionRuns(parts);
+  partitionRuns(parts: readonly number[], changeable = false): Promise<LiveRun[]> {
+    return this.reads.partitionRuns(parts, changeable);
+  }
+
+  settledCounts(parts: readonly number[]): Promise<{ part: number; contract: string; version: string; verdict: Verdict; runs: number }[]> {
+    return this.reads.settledCounts(parts);
   }
 
   listRuns(filter: ListRunsFilter): Promise<ListedRun[]> {
@@ -303,8 +307,9 @@ export class PgStore {
     return this.rows.acksSince(afterSeq, parts);
   }
 
-  prune(olderThanMs: number, now: number, parts: readonly number[]): Promise<number> {
-    return this.rows.prune(olderThanMs, now, parts);
+  /** `pruned`: told each committed batch's runs (with their verdict and pinned contract). */
+  prune(olderThanMs: number, now: number, parts: readonly number[], pruned?: (runs: readonly PrunableRun[]) => void): Promise<number> {
+    return this.rows.prune(olderThanMs, now, parts, pruned);
   }
 
   // The span log (span-log.ts)

@@ -2,10 +2,13 @@
  * The shared store's reads: a run's receipts and rows, the run lists and their counts, and what a takeover loads. (The
  * tail of committed receipts an owner folds is the cluster's: src/cluster/tail.ts.)
  */
-import type { Receipt } from '../../core/types.js';
+import { ALERTING_VERDICTS, type Receipt, type Verdict } from '../../core/types.js';
 import type { LiveRun } from '../types.js';
 import { liveRunOf, parseBody, type ListedRun, type Row } from './rows.js';
 import type { PgShared } from './shared.js';
+
+/** A run that can still change or alert (a takeover loads it): not settled, not evaluated, or in an alerting verdict. */
+const CHANGEABLE_RUN = `(NOT r.settled OR r.verdict IS NULL OR r.verdict IN (${ALERTING_VERDICTS.map((v) => `'${v}'`).join(', ')}))`;
 
 /**
  * What PgStore.listRuns filters on: a stored verdict, a pinned contract, the order, the keyset cursor, the page
@@ -106,21 +109,37 @@ export class PgRunReads {
     return new Map(res.rows.map((r: Row) => [r.hash as string, r.content as string]));
   }
 
-  /** The runs of partitions `parts`, with their pins (to take over a partition), oldest first. */
-  async partitionRuns(parts: readonly number[]): Promise<LiveRun[]> {
+  /**
+   * The runs of partitions `parts`, with their pins (to take over a partition), oldest first. `changeable`: only the
+   * runs that can still change or alert (not settled, not evaluated, or in an alerting verdict); settledCounts counts
+   * the others.
+   */
+  async partitionRuns(parts: readonly number[], changeable = false): Promise<LiveRun[]> {
     if (parts.length === 0) return [];
     const res = await this.s.pool.query(
       `SELECT r.run, r.first_at, r.updated_at, r.verdict, r.settled, p.contract, p.version, p.phase, p.contract_hash
-       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.part = ANY($1::int[]) ORDER BY r.first_at, r.run`,
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.part = ANY($1::int[])${changeable ? ` AND ${CHANGEABLE_RUN}` : ''} ORDER BY r.first_at, r.run`,
       [[...parts]],
     );
     return res.rows.map(liveRunOf);
   }
 
+  /** The runs of partitions `parts` that partitionRuns(_, true) leaves out, counted per partition, pinned contract and verdict. */
+  async settledCounts(parts: readonly number[]): Promise<{ part: number; contract: string; version: string; verdict: Verdict; runs: number }[]> {
+    if (parts.length === 0) return [];
+    const res = await this.s.pool.query(
+      `SELECT r.part, coalesce(p.contract, '') AS contract, coalesce(p.version, '') AS version, r.verdict, count(*) AS runs
+       FROM runs r LEFT JOIN pins p ON p.run = r.run WHERE r.part = ANY($1::int[]) AND NOT ${CHANGEABLE_RUN}
+       GROUP BY r.part, 2, 3, r.verdict`,
+      [[...parts]],
+    );
+    return res.rows.map((r: Row) => ({ part: Number(r.part), contract: r.contract as string, version: r.version as string, verdict: r.verdict as Verdict, runs: Number(r.runs) }));
+  }
+
   /**
    * Runs, newest first (by first receipt; `oldest`: oldest first), optionally of one verdict and/or one pinned
-   * contract, each with the verdict its owner last wrote for the list views (`listed`, or null; null too for the runs
-   * of partitions this instance holds, which the list views read from memory), leaving out the runs of partitions
+   * contract, each with the verdict its owner last wrote for the list views (`listed`, or null when none was written),
+   * leaving out the runs of partitions
    * `exceptParts` (those the caller lists from its memory); `after`: the page after that cursor (keyset). Lean for lists of 10,000 (issue 32):
    * no pin columns (the list views take the pin from `listed` or from memory), rows as arrays, instants as numbers.
    */
@@ -152,11 +171,10 @@ export class PgRunReads {
       values.push([...filter.orRuns]);
       where.push(`(${matches.join(' AND ')} OR r.run = ANY($${values.length}::text[]))`);
     } else where.push(...matches);
-    // The runs of partitions this instance holds are listed from its memory: their stored evaluation is not sent.
-    values.push(this.s.fence.arrays()[0]);
-    const heldParts = `$${values.length}::int[]`;
+    // Every run with its stored evaluation: the runs held in memory here are listed from memory (ClusterReads), the
+    // others (another instance's, or one of this instance's that left memory, settled) from what their owner wrote.
     const res = await this.s.pool.query({
-      text: `SELECT r.run, r.first_at::float8, r.updated_at::float8, r.verdict, r.settled, CASE WHEN r.part = ANY(${heldParts}) THEN NULL ELSE r.listed END
+      text: `SELECT r.run, r.first_at::float8, r.updated_at::float8, r.verdict, r.settled, r.listed
        FROM runs r ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
        ORDER BY ${filter.oldest ? 'r.first_at, r.run' : 'r.first_at DESC, r.run DESC'} LIMIT $1`,
       values,

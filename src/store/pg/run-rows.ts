@@ -6,6 +6,7 @@ import type { AckRecord, Verdict } from '../../core/types.js';
 import { LOG_LOCK } from './schema.js';
 import { FENCE_CTE } from './fence.js';
 import type { AckSince, Row } from './rows.js';
+import type { PrunableRun } from '../types.js';
 import { inTransaction, type PgShared } from './shared.js';
 
 /** Told of every verdict-state write: see PgStore.onVerdictWrite. */
@@ -97,32 +98,35 @@ export class PgRunRows {
    * in transactions of at most 500 runs under the ordering lock (so no append of the same run interleaves).
    * Returns how many runs.
    */
-  async prune(olderThanMs: number, now: number, parts: readonly number[]): Promise<number> {
+  async prune(olderThanMs: number, now: number, parts: readonly number[], pruned?: (runs: readonly PrunableRun[]) => void): Promise<number> {
     if (parts.length === 0) return 0;
     const cutoff = now - olderThanMs;
     const batch = 500;
     let total = 0;
     for (;;) {
       const [fparts, epochs] = this.s.fence.arrays();
-      const n = await inTransaction(this.s.pool, async (client) => {
+      const rows = await inTransaction(this.s.pool, async (client) => {
         await client.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK})`);
         const res = await client.query(
           `WITH ${FENCE_CTE}, gone AS (
              DELETE FROM runs WHERE run IN (
                SELECT run FROM runs WHERE part = ANY($4::int[]) AND part IN (SELECT part FROM mine) AND settled AND updated_at < $5 LIMIT $6 FOR UPDATE
-             ) RETURNING run
+             ) RETURNING run, verdict
            ), pins_gone AS (
-             DELETE FROM pins WHERE run IN (SELECT run FROM gone)
+             DELETE FROM pins WHERE run IN (SELECT run FROM gone) RETURNING run, contract, version
            ), receipts_gone AS (
              DELETE FROM receipts WHERE run IN (SELECT run FROM gone)
            ), acks_gone AS (
              DELETE FROM acks WHERE run IN (SELECT run FROM gone)
            )
-           SELECT count(*) AS n FROM gone`,
+           SELECT g.run, g.verdict, p.contract, p.version FROM gone g LEFT JOIN pins_gone p ON p.run = g.run`,
           [this.s.instance, fparts, epochs, [...parts], cutoff, batch],
         );
-        return Number(res.rows[0].n);
+        return res.rows as { run: string; verdict: Verdict | null; contract: string | null; version: string | null }[];
       });
+      const n = rows.length;
+      // Committed: the runs each leave memory, or the topology_runs count they kept, at the instance holding them.
+      if (n > 0) pruned?.(rows.map((r) => ({ run: r.run, verdict: r.verdict, contract: r.contract ?? '', version: r.version ?? '' })));
       total += n;
       if (n < batch) return total;
     }
