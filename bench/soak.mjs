@@ -3,7 +3,7 @@
 // throwaway server at full speed for --capacity-seconds), then sends a fraction of it (--fraction, default 0.5; or
 // --rate-traces N traces/s) to a fresh server for --minutes, and prints one line per minute:
 //
-//   min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans
+//   min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  live_runs
 //        ack_p99_ms  errors  traces
 //
 // healthz_max_ms: the slowest of one GET /healthz per second per server; healthz_failed: those not answered 200
@@ -12,10 +12,11 @@
 // gc_over_100ms: garbage-collection pauses over 100 ms that minute (nodejs_gc_duration_seconds); rss:
 // process_resident_memory_bytes; heap, heap_total, external: nodejs_heap_size_used_bytes, nodejs_heap_size_total_bytes,
 // nodejs_external_memory_bytes; db: the SQLite files (receipts.db + -wal) or pg_database_size; span_log_rows:
-// rows of span_log; skeleton_spans: topology_span_skeleton_spans; ack_p99: client-side latency of the exports
+// rows of span_log; skeleton_spans: topology_span_skeleton_spans; live_runs: topology_live_runs (the runs held in
+// memory); ack_p99: client-side latency of the exports
 // acknowledged that minute; errors: exports not acknowledged (non-200 or failed requests). In --cluster mode
 // (two instances on a throwaway PostgreSQL, clients split between them) the server columns are the worse (max) or
-// the sum (rss, skeleton) of the two.
+// the sum (rss, skeleton, live runs) of the two.
 //
 // Traffic: realistic multi-agent traces of 5-40 spans (--trace-spans MIN-MAX): an `invoke_agent` supervisor (the run's root, with
 // topology.run.id and a pinned contract), `invoke_agent` sub-agents under it, chat spans with 1-4 KB of content and
@@ -348,6 +349,7 @@ async function scrapeOf(port) {
     external: v('nodejs_external_memory_bytes') / 2 ** 20,
     gcOver100,
     skeleton: v('topology_span_skeleton_spans'),
+    liveRuns: v('topology_live_runs'),
   };
 }
 
@@ -543,7 +545,7 @@ async function main() {
   const { pgCluster, probe } = deployment;
   let servers = deployment.servers;
   console.log(JSON.stringify({ mode: args.cluster ? 'cluster (2 instances, PostgreSQL)' : 'single (SQLite)', minutes: MINUTES, rateTracesPerSecond: round(rate, 1), clients: CLIENTS, spansPerRequest: SPANS_PER_REQUEST, traceSpans: args['trace-spans'], encoding: args.encoding, retention: args.retention, alertWindow: args['alert-window'], progressWithin: args['progress-within'] }));
-  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  ack_p99_ms  errors  traces' + (!args['no-list-check'] ? '  list_missing' : ''));
+  console.log('min  healthz_max_ms  healthz_failed  loop_p99_ms  loop_max_ms  gc_over_100ms  rss_mib  heap_mib  heap_total_mib  external_mib  db_mib  span_log_rows  skeleton_spans  live_runs  ack_p99_ms  errors  traces' + (!args['no-list-check'] ? '  list_missing' : ''));
 
   const endAt = Date.now() + MINUTES * 60_000;
   const errorsByStatus = {};
@@ -603,6 +605,7 @@ async function main() {
       dbMiB: round(await probe.size(), 1),
       spanLogRows: await probe.spanLogRows(),
       skeletonSpans: scrapes.reduce((a, x) => a + x.skeleton, 0),
+      liveRuns: scrapes.reduce((a, x) => a + x.liveRuns, 0),
       ackP99Ms: round(quantile(cur.acks, 0.99), 1),
       errors: cur.errors,
       traces: cur.traces,

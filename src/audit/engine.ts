@@ -18,7 +18,7 @@ import type { Pinning, RunState } from '../core/classify.js';
 import type { ContractRegistry } from '../core/registry.js';
 import { isRunId } from '../core/receipt.js';
 import { summarizeShadows } from '../core/shadow.js';
-import type { AckRecord, Receipt, RunVerdict, Verdict } from '../core/types.js';
+import type { AckRecord, Receipt, RunVerdict } from '../core/types.js';
 import type { PinRecord, Slicer as StoreSlicer, SpanLogEntry, StoredReceipt, LiveRun as StoredRun } from '../store/index.js';
 import { DeliveredDigests, type Digest } from './delivered.js';
 import { Admission } from './admission.js';
@@ -124,14 +124,7 @@ export class AuditEngine {
   /** Which runs this instance holds live (ownership.ts). */
   readonly ownership: Ownership;
   private readonly live: LiveRuns;
-  /**
-   * Whether settled runs leave live memory (see Retirement.retireIfSettled): always but with shadow candidates. A
-   * single instance reads a run that left back from its store synchronously (`readsLeft`); a cluster's instance
-   * reads it from the shared store like a run another instance holds (ClusterReads), and loads it again
-   * asynchronously on its next receipt (Retirement.checkReturning).
-   */
-  private readonly retires: boolean;
-  /** Settled runs leave live memory and the store answers their reads synchronously (a single instance). */
+  /** Settled runs leave live memory and the store reads them back synchronously (a single instance; see Retirement). */
   private readonly readsLeft: boolean;
   private readonly gauges = new RunGauges();
   private readonly admission: Admission;
@@ -161,20 +154,13 @@ export class AuditEngine {
     const live = (this.live = new LiveRuns(this.events, counts, this.ahead.source, opts.maxDeliveredDigests));
     const pinner = (this.pinner = new Pinner(registry, store, opts.defaultContract));
     this.gauges.subscribe(this.events);
-    // With shadow candidates, settled runs stay (the shadow summary counts them; an evaluation mode, not a soak).
-    // A store read only asynchronously retires where runs that left are read like other instances' (a cluster).
-    const retires = (this.retires = !opts.shadow?.length && (store.synchronousReads ? this.ownership.single : this.ownership.remote !== null));
-    const readsLeft = (this.readsLeft = retires && store.synchronousReads);
-    const partitionOf = this.ownership.partitionOf?.bind(this.ownership);
-    if (partitionOf) this.gauges.groupOf = partitionOf;
-    const syncReceipts = (run: string) => this.syncReceipts(run);
-    const storedRuns = store.storedRuns?.bind(store);
-    const rememberPin = (run: string, record: PinRecord) => this.rememberPin(run, record);
-    const retirement = (this.retirement = new Retirement(live, { store, gauges: this.gauges, retires, retentionMs: opts.retentionMs, alertWindowMs: opts.alertWindowMs, syncReceipts, storedRuns, rememberPin }));
+    const syncReceipts = (run: string) => this.ahead.receipts(run);
+    const retirement = (this.retirement = retirementOf(live, store, this.gauges, pinner, this.ownership, opts, syncReceipts));
+    const readsLeft = (this.readsLeft = retirement.retires && store.synchronousReads);
     this.admission = new Admission(
       { get heldReceipts() { return live.heldReceipts; }, has: (run) => live.has(run), evictIdle: (before, runs, receipts) => retirement.evictIdle(before, runs, receipts) },
       // Where settled runs do not leave live memory, they count against the cap (it bounds memory).
-      { ...opts, ownership: this.ownership, countSettled: !retires },
+      { ...opts, ownership: this.ownership, countSettled: !retirement.retires },
       (runs) => this.events.publish('idleEvicted', { runs }),
     );
     const retireIfSettled = (run: string, l: LiveRun, now: number) => retirement.retireIfSettled(run, l, now);
@@ -210,22 +196,6 @@ export class AuditEngine {
     return this.restorer.restore(now);
   }
 
-  /**
-   * A run's stored receipts for a step that runs in place (a restore, a reload, a run read back for the lists): read
-   * from a store with synchronous reads, or (cluster mode) read ahead of the step (ReadAhead.around; a read with
-   * nothing read ahead is an error of the engine).
-   */
-  private syncReceipts(run: string): Receipt[] {
-    return this.ahead.receipts(run);
-  }
-
-  /** Cluster mode: a reloaded run's stored pin held again, and its contract's content learnt (as a takeover does). */
-  private rememberPin(run: string, record: PinRecord): void {
-    this.store.rememberPin?.(run, record);
-    const content = this.store.getContractContent(record.contractHash);
-    if (content) this.pinner.learn(record.contractHash, content, `pinned ${record.pin.contract}@${record.pin.version}`);
-  }
-
   get liveReceipts(): number {
     return this.live.heldReceipts;
   }
@@ -242,10 +212,18 @@ export class AuditEngine {
 
   /**
    * Durably store receipts, then update the touched runs. Resolves only after the commit (an acknowledged receipt
-   * is never lost); rejects when the store cannot commit (nothing is acknowledged then).
+   * is never lost); rejects when the store cannot commit (nothing is acknowledged then). Cluster mode: the batch's
+   * runs held here stay in memory until evaluated, and those that left are looked up first, to be loaded again with
+   * their history by the fold (Retirement.checkReturning).
    */
   async ingest(receipts: Receipt[], source: string, now: number, spanLog?: SpanLogEntry[], limits = true): Promise<IngestOutcome> {
     if (receipts.length === 0 && !spanLog?.length) return { accepted: 0, duplicates: 0, conflicts: 0 };
+    if (this.store.synchronousReads) return this.ingestHeld(receipts, source, now, spanLog, limits, null);
+    const owned = receipts.flatMap((r) => (this.ownership.owns(r.run) ? [r.run] : []));
+    return this.retirement.holding(owned, now, (returning) => this.ingestHeld(receipts, source, now, spanLog, limits, returning));
+  }
+
+  private async ingestHeld(receipts: Receipt[], source: string, now: number, spanLog: SpanLogEntry[] | undefined, limits: boolean, returning: string[] | null): Promise<IngestOutcome> {
     const perType: PerType = new Map();
     // `let`: the bodies and digests are let go below (see there); no object holding them is kept.
     let { fresh, digests, bodies, known } = await this.appendStep.unseen(receipts, perType);
@@ -267,11 +245,7 @@ export class AuditEngine {
     this.retirement.markReturning(receipts);
     let res;
     const touched = new Set<string>();
-    // Cluster mode: the batch's runs held here stay in memory until evaluated; those that left are looked up and, once
-    // committed, loaded again with their history by the fold (Retirement.checkReturning). Released after evaluation.
-    let back: { release: (now: number) => void; returning: string[] } | undefined;
     try {
-      if (!this.store.synchronousReads) back = await this.retirement.checkReturning(this.ownedRuns(receipts));
       const scope = this.opts.sourceScopedEvents && source !== 'auditor' ? sourceTag(source) : undefined;
       let items: StoredReceipt[] = receipts.map((receipt, i) => ({ receipt, source, receivedAt: now, body: bodies[i], scope }));
       let failure: unknown = null;
@@ -299,7 +273,7 @@ export class AuditEngine {
       // runs whose fold reads their history back (a stored conflict, a repeat) have it loaded first (cluster mode).
       const results = res.results;
       const needed = this.foldStep.historyNeeded(receipts, results);
-      if (back?.returning.length) needed.push(...back.returning);
+      if (returning?.length) needed.push(...returning);
       await this.ahead.around(needed, () => this.foldStep.fold(receipts, results, digests, perType, touched, now, source));
       digests = NONE_DIGESTS;
       if (res.pins) this.foldStep.holdPins(res.pins);
@@ -307,31 +281,17 @@ export class AuditEngine {
         for (const run of touched) this.evaluation.reevaluate(run, now);
         throw failure;
       }
-    } catch (e) {
-      back?.release(now);
-      throw e;
     } finally {
       release();
       // A single instance's marks (a cluster's leave with their batch's release).
-      if (this.live.returning.size && !back) for (const r of receipts) this.live.returning.delete(r.run);
+      if (this.live.returning.size && !returning) for (const r of receipts) this.live.returning.delete(r.run);
     }
     res.duplicates += known;
     for (const [type, t] of perType) {
       for (const k of ['accepted', 'duplicate', 'conflict'] as const) if (t[k]) this.events.publish('receiptsStored', { type, result: k, n: t[k] });
     }
-    try {
-      await this.evaluation.evaluateTouched(touched, now);
-    } finally {
-      back?.release(now);
-    }
+    await this.evaluation.evaluateTouched(touched, now);
     return { accepted: res.accepted, duplicates: res.duplicates, conflicts: res.conflicts, ...(refused ? { refused } : {}) };
-  }
-
-  /** The runs of `receipts` this instance holds live (a cluster's share). */
-  private ownedRuns(receipts: readonly Receipt[]): Set<string> {
-    const runs = new Set<string>();
-    for (const r of receipts) if (this.ownership.owns(r.run)) runs.add(r.run);
-    return runs;
   }
 
   /** Resolves when the re-evaluations waiting for a read ahead (cluster mode) are done. */
@@ -352,22 +312,9 @@ export class AuditEngine {
     this.foldStep.adopt(stored, receipts, contractContent, now);
   }
 
-  /**
-   * Cluster mode: settled runs of a partition taken over, counted in topology_runs without loading them (they are
-   * loaded on their next receipt, as any run that left memory); `part`: their partition (dropRetained).
-   */
-  retainSettled(contract: string, version: string, verdict: Verdict, runs: number, part: number): void {
-    this.gauges.retain(contract, version, verdict, runs, part);
-  }
-
-  /** Cluster mode: a partition went to another instance: the counts its retired runs kept here leave topology_runs. */
-  dropRetained(part: number): void {
-    this.gauges.dropRetained(part);
-  }
-
-  /** Retired runs counted in topology_runs here (cluster mode; the soak and tests read it). */
-  get retainedRuns(): number {
-    return this.gauges.retainedRuns;
+  /** Cluster mode: settled runs' topology_runs counts per partition (a takeover's, retain; a partition gone, dropRetained). */
+  get retained(): Pick<RunGauges, 'retain' | 'dropRetained'> {
+    return this.gauges;
   }
 
   /** Cluster mode: forget a live run (its partition went to another instance). Nothing is deleted from the store. */
@@ -618,4 +565,21 @@ export class AuditEngine {
   get scheduledDeadlines(): number {
     return this.live.deadlines.size;
   }
+}
+
+/**
+ * Leaving live memory (retirement.ts), as this engine's store and ownership allow: settled runs leave memory but with
+ * shadow candidates (the shadow summary counts them; an evaluation mode, not a soak), on a single instance (read back
+ * from its store synchronously) and in a cluster (read from the shared store like another instance's run, loaded
+ * again asynchronously by its next receipt: storedRuns, the read ahead, its pin remembered and its contract learnt).
+ */
+function retirementOf(live: LiveRuns, store: EngineStore, gauges: RunGauges, pinner: Pinner, ownership: Ownership, opts: EngineOptions, syncReceipts: (run: string) => Receipt[]): Retirement {
+  const retires = !opts.shadow?.length && (store.synchronousReads ? ownership.single : ownership.remote !== null);
+  if (ownership.partitionOf) gauges.groupOf = (run) => ownership.partitionOf!(run);
+  const rememberPin = (run: string, record: PinRecord, content = store.getContractContent(record.contractHash)) => {
+    store.rememberPin?.(run, record);
+    if (content) pinner.learn(record.contractHash, content, `pinned ${record.pin.contract}@${record.pin.version}`);
+  };
+  const storedRuns = store.storedRuns?.bind(store);
+  return new Retirement(live, { store, gauges, retires, retentionMs: opts.retentionMs, alertWindowMs: opts.alertWindowMs, syncReceipts, storedRuns, rememberPin });
 }

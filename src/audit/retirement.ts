@@ -194,6 +194,16 @@ export class Retirement {
     return { release, returning };
   }
 
+  /** `step` with the runs held (checkReturning), given the runs marked returning; released after it. */
+  async holding<T>(runs: Iterable<string>, now: number, step: (returning: string[]) => Promise<T>): Promise<T> {
+    const back = await this.checkReturning(runs);
+    try {
+      return await step(back.returning);
+    } finally {
+      back.release(now);
+    }
+  }
+
   /**
    * Prune settled runs idle for longer than the retention; memory is bounded by live runs. A run in any state is
    * handled: one created by an ingest's fold and not evaluated yet (verdict null) is not settled, so it stays.

@@ -292,7 +292,7 @@ export class ClusterCoordinator {
       }
     }
     // The retired runs' counts in topology_runs go with the partition (its next owner counts them).
-    engine.dropRetained(p);
+    engine.retained.dropRetained(p);
     // Transitions whose state was not written (forgotten with the run): the partition's next owner counts from the table.
     this.counts.forgetPartition(p);
     // Spans of the partition's traces waiting here for a caller: its next owner adopts their records (adoptSpanLog).

@@ -60,7 +60,7 @@ export class Takeover {
     // the take that loads one of them again takes it out of this count.
     const settled = await pg.settledCounts(parts);
     ownership.take(parts, this.renewal.renewalsSent);
-    for (const c of settled) engine.retainSettled(c.contract, c.version, c.verdict, c.runs, c.part);
+    for (const c of settled) engine.retained.retain(c.contract, c.version, c.verdict, c.runs, c.part);
     // Run by run, a group of runs at a time (every receipt's run has a row, written in the same statement): what is
     // in memory at once is the partitions' run rows and one group's receipts, not every receipt of the partitions.
     const runs = await pg.partitionRuns(parts, true);
