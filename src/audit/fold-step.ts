@@ -120,36 +120,37 @@ export class FoldStep {
     const touched = new Set<string>();
     const owned = receipts.filter((r) => this.host.ownership.owns(r.run));
     // A run that left memory (settled) is loaded again with everything stored (these receipts included); the runs
-    // are held in memory until evaluated (Retirement.checkReturning).
-    const back = await this.host.retirement.checkReturning(owned.map((r) => r.run));
-    try {
-      const reloaded = new Set<string>();
-      if (back.returning.length) {
-        await this.host.ahead.around(back.returning, () => {
-          for (const run of back.returning) {
-            if (this.live.has(run) || !this.live.returning.has(run)) continue;
-            this.host.retirement.reload(run, now);
-            reloaded.add(run);
-            touched.add(run);
-          }
-        });
-      }
-      for (const r of owned) {
-        if (reloaded.has(r.run)) continue;
-        const live = this.live.get(r.run) ?? this.live.create(r.run, now);
-        let result = this.add(live, r);
-        if (typeof result !== 'string') result = await result;
-        if (this.live.counted(live, r, result)) touched.add(r.run);
-      }
-      const waiting: Promise<void>[] = [];
-      for (const run of touched) {
-        const pending = this.host.evaluation.reevaluate(run, now);
-        if (pending) waiting.push(pending);
-      }
-      await Promise.all(waiting);
-    } finally {
-      back.release(now);
-    }
+    // are held in memory until evaluated (Retirement.holding).
+    await this.host.retirement.holding(
+      owned.map((r) => r.run),
+      now,
+      async (returning) => {
+        const reloaded = new Set<string>();
+        if (returning.length) {
+          await this.host.ahead.around(returning, () => {
+            for (const run of returning) {
+              if (this.live.has(run) || !this.live.returning.has(run)) continue;
+              this.host.retirement.reload(run, now);
+              reloaded.add(run);
+              touched.add(run);
+            }
+          });
+        }
+        for (const r of owned) {
+          if (reloaded.has(r.run)) continue;
+          const live = this.live.get(r.run) ?? this.live.create(r.run, now);
+          let result = this.add(live, r);
+          if (typeof result !== 'string') result = await result;
+          if (this.live.counted(live, r, result)) touched.add(r.run);
+        }
+        const waiting: Promise<void>[] = [];
+        for (const run of touched) {
+          const pending = this.host.evaluation.reevaluate(run, now);
+          if (pending) waiting.push(pending);
+        }
+        await Promise.all(waiting);
+      },
+    );
     return touched.size;
   }
 

@@ -146,7 +146,7 @@ export class Retirement {
    * Cluster mode: the runs of a batch (or of the tail's receipts) that this instance owns are held busy until
    * `release` (none of them leaves memory meanwhile), and those not in live memory are looked up in the shared store
    * (one query): a run with a verdict state stored (or set here and not written yet) was evaluated here and left;
-   * it is marked returning, loaded again with its history by its fold (returningOf). Returns the release, and the
+   * it is marked returning, loaded again with its history by its fold (reload). Returns the release, and the
    * runs marked. A single instance: nothing to do (its fold looks the store up synchronously).
    */
   async checkReturning(runs: Iterable<string>): Promise<{ release: (now: number) => void; returning: string[] }> {
